@@ -1,0 +1,58 @@
+"""memcommit: an embedded, log-structured memory database for AI agents.
+
+Example:
+    >>> import memcommit
+    >>> store = memcommit.open(":memory:")
+    >>> mid = store.put("User prefers dark mode", kind="fact")
+    >>> store.get(mid).text
+    'User prefers dark mode'
+"""
+
+from __future__ import annotations
+
+from ._native import Memory, Record
+from .clock import Clock, SystemClock
+from .commit import TIERS, Commit
+from .errors import (
+    CorruptLog,
+    ForgedReference,
+    Guard,
+    IntegrityError,
+    MemcommitError,
+    NotSupported,
+    Purged,
+    ReadOnlyStore,
+    Rejected,
+    SealMismatch,
+    SnapshotMismatch,
+    StoreClosed,
+    StoreLocked,
+    WriterFailed,
+)
+from .store import MemoryStore, create_memory_store, open
+
+__all__ = [
+    "TIERS",
+    "Clock",
+    "Commit",
+    "CorruptLog",
+    "ForgedReference",
+    "Guard",
+    "IntegrityError",
+    "MemcommitError",
+    "Memory",
+    "MemoryStore",
+    "NotSupported",
+    "Purged",
+    "ReadOnlyStore",
+    "Record",
+    "Rejected",
+    "SealMismatch",
+    "SnapshotMismatch",
+    "StoreClosed",
+    "StoreLocked",
+    "SystemClock",
+    "WriterFailed",
+    "create_memory_store",
+    "open",
+]

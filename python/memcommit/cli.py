@@ -1,0 +1,720 @@
+"""The ``memcommit`` command line.
+
+Subcommands: ``info``, ``export``, ``import``, ``repair`` and ``demo``. Run
+``memcommit --help`` or ``memcommit COMMAND --help`` for their options.
+
+Exit codes: 0 on success, 1 when the command failed (a missing file, a damaged log, a
+refused commit), 2 for a usage error (an unknown option or a bad value). Errors are one
+line on standard error, naming the path, line, LSN or byte offset involved; no tracebacks.
+
+Example:
+    >>> from memcommit.cli import main
+    >>> main(["info", "memory.db", "--json"])  # doctest: +SKIP
+    0
+
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from typing import IO, Any, NoReturn
+
+import memcommit
+from memcommit import demo as demo_workload
+from memcommit.progress import Progress
+
+__all__ = ["CommandError", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+# Records per commit during import: large enough that the per-commit fsync is noise,
+# small enough that a bad line far into a big file costs at most one batch.
+DEFAULT_IMPORT_BATCH = 10_000
+
+# Lines written to the export stream per write call.
+_EXPORT_CHUNK = 1024
+
+_INFO_ORDER = ("path", "records", "lsn", "bytes", "generation", "store_id", "memories")
+
+
+class CommandError(Exception):
+    """A failure the command line reports as one line of text, without a traceback.
+
+    Args:
+        message: What went wrong and what the user can do, naming the path or line.
+        code: The exit code: 1 for a failure, 2 for a usage error.
+
+    """
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of exiting, so ``main`` can return codes."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise CommandError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the parser for every subcommand.
+
+    Returns:
+        The parser; each subcommand's namespace carries its handler as ``handler``.
+
+    """
+    parser = _Parser(
+        prog="memcommit",
+        description="memcommit: an embedded, log-structured memory database for AI agents.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    info = commands.add_parser(
+        "info",
+        help="show records, LSN, size, generation and memories of a store",
+        description="Open the store read-only and print what it holds as 'key: value' lines.",
+    )
+    info.add_argument("path", metavar="PATH", help="the store file")
+    info.add_argument("--json", action="store_true", help="print one JSON object instead")
+    info.set_defaults(handler=_run_info)
+
+    export = commands.add_parser(
+        "export",
+        help="write every record as JSON lines",
+        description="Write every record of the store, in LSN order, as one JSON object per "
+        "line: lsn, op, at (ISO-8601, UTC), key and fields.",
+    )
+    export.add_argument("path", metavar="PATH", help="the store file")
+    export.add_argument(
+        "--out", metavar="FILE", help="write to FILE (replaced only when complete), not stdout"
+    )
+    export.set_defaults(handler=_run_export)
+
+    load = commands.add_parser(
+        "import",
+        help="apply JSON lines written by export to a store",
+        description="Apply the records in FILE (JSON lines as written by 'memcommit export') "
+        "to the store at PATH, creating it if missing. Records are committed in batches; a "
+        "bad line stops the import and nothing of its batch is written. The store assigns "
+        "new LSNs and timestamps.",
+    )
+    load.add_argument("path", metavar="PATH", help="the store file (created if missing)")
+    load.add_argument("file", metavar="FILE", help="the JSON-lines file; '-' for stdin")
+    load.add_argument(
+        "--batch",
+        type=_count,
+        default=DEFAULT_IMPORT_BATCH,
+        metavar="N",
+        help=f"records per commit (default {DEFAULT_IMPORT_BATCH:,})",
+    )
+    load.set_defaults(handler=_run_import)
+
+    repair = commands.add_parser(
+        "repair",
+        help="check a log and cut a damaged tail, keeping a backup",
+        description="Check the log without opening the store. If a record is damaged, show "
+        "where, and (with --yes, or after typing 'yes' on a terminal) copy the file to "
+        "PATH.bak-<UTC time> and cut the log after its last good commit.",
+    )
+    repair.add_argument("path", metavar="PATH", help="the store file")
+    repair.add_argument(
+        "--yes", action="store_true", help="back up and cut without asking for confirmation"
+    )
+    repair.set_defaults(handler=_run_repair)
+
+    demo = commands.add_parser(
+        "demo",
+        help="write a realistic fleet workload to a new store",
+        description="Create a store and run a fleet of agents on it: tasks, traces, facts, "
+        "notes and episodes, stale/restore/move histories and guarded commits. Prints what "
+        "was written and how fast.",
+    )
+    demo.add_argument("--path", default="memory.db", help="store file (default memory.db)")
+    demo.add_argument("--agents", type=_count, default=100, help="agents (default 100)")
+    demo.add_argument("--tasks", type=_count, default=1000, help="tasks (default 1000)")
+    demo.add_argument("--memories", type=_count, default=100_000, help="memories (default 100000)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument(
+        "--durability",
+        choices=sorted(demo_workload.DURABILITY_NOTES),
+        default="batch",
+        help="store durability mode (default batch)",
+    )
+    demo.add_argument("--force", action="store_true", help="replace an existing file")
+    demo.set_defaults(handler=_run_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: The arguments after the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The exit code: 0 on success, 1 on failure, 2 on a usage error.
+
+    """
+    parser = build_parser()
+    command = "memcommit"
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # --help and --version print and exit here
+            return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        command = f"memcommit {args.command}"
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except CommandError as error:
+        _fail(command, str(error))
+        return error.code
+    except memcommit.MemcommitError as error:
+        _fail(command, f"{type(error).__name__}: {error}")
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # The reader went away (``memcommit export x | head``): stop quietly. Point stdout
+        # at /dev/null so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # not a real file (tests): nothing to redirect
+            pass
+        finally:
+            os.close(devnull)
+        return EXIT_FAILURE
+    except OSError as error:
+        _fail(command, _describe_os_error(error))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _fail(command, "interrupted")
+        return 130
+
+
+def _fail(command: str, message: str) -> None:
+    sys.stdout.flush()
+    print(f"{command}: error: {message}", file=sys.stderr)
+
+
+def _describe_os_error(error: OSError) -> str:
+    reason = error.strerror or str(error)
+    if error.filename is not None:
+        return f"{error.filename}: {reason}"
+    return reason
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"memcommit {version('memcommit')}"
+    except Exception:  # not installed as a distribution (a source checkout)
+        return "memcommit (version unknown)"
+
+
+def _as_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CommandError(f"unexpected {name} value {value!r} from the store")
+    return value
+
+
+def _require_file(path: str, what: str = "store") -> None:
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a {what} file")
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such {what} file")
+
+
+def _open_read_only(path: str) -> memcommit.MemoryStore:
+    _require_file(path)
+    try:
+        return memcommit.open(path, read_only=True)
+    except memcommit.CorruptLog as error:
+        message = str(error) if path in str(error) else f"{path}: {error}"
+        raise CommandError(
+            f"{message}; run 'memcommit repair {path}' to see the damage and cut it"
+        ) from error
+
+
+# --- info ---------------------------------------------------------------------------------
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    path: str = args.path
+    with _open_read_only(path) as store:
+        info = dict(store.info())
+    # A read-only open has no durability of its own; the writer's mode is not recorded.
+    info.pop("durability", None)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    ordered = [key for key in _INFO_ORDER if key in info]
+    ordered += sorted(key for key in info if key not in _INFO_ORDER)
+    for key in ordered:
+        print(f"{key}: {info[key]}")
+    return EXIT_OK
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, tuple | frozenset | set):
+        return list(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _record_line(record: memcommit.Record) -> str:
+    return json.dumps(
+        {
+            "lsn": record.lsn,
+            "op": record.op,
+            "at": record.at.isoformat(),
+            "key": record.key,
+            "fields": record.fields,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=_json_default,
+    )
+
+
+def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) -> int:
+    count = 0
+    chunk: list[str] = []
+    for record in store.records():
+        chunk.append(_record_line(record))
+        if len(chunk) >= _EXPORT_CHUNK:
+            out.write(("\n".join(chunk) + "\n").encode())
+            count += len(chunk)
+            bar.update(len(chunk))
+            chunk.clear()
+    if chunk:
+        out.write(("\n".join(chunk) + "\n").encode())
+        count += len(chunk)
+        bar.update(len(chunk))
+    return count
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    path: str = args.path
+    target: str | None = args.out
+    with _open_read_only(path) as store:
+        total = _as_int(store.info().get("records", 0), "records")
+        if target is None:
+            # Draw no bar over records printed to the same terminal.
+            enabled = None if not sys.stdout.isatty() else False
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            with Progress(total, "export", unit="records", enabled=enabled) as bar:
+                _write_records(store, out, bar)
+            out.flush()
+            return EXIT_OK
+        # Write beside the target and rename at the end, so FILE is never half written.
+        partial = f"{target}.partial"
+        try:
+            with (
+                open(partial, "wb") as out_file,
+                Progress(total, "export", unit="records") as bar,
+            ):
+                count = _write_records(store, out_file, bar)
+                out_file.flush()
+                os.fsync(out_file.fileno())
+            os.replace(partial, target)
+        except BaseException:
+            if os.path.exists(partial):
+                os.remove(partial)
+            raise
+    print(f"exported {count:,} records from {path} to {target}")
+    return EXIT_OK
+
+
+# --- import -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Change:
+    """One record of an export file, checked and ready to apply."""
+
+    line: int
+    op: str
+    key: str
+    text: str = ""
+    kind: str = "note"
+    task: str | None = None
+    tier: str = "working"
+    data: dict[str, Any] | None = None
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    status: str = ""
+    reason: str | None = None
+
+
+class _BadLine(Exception):
+    pass
+
+
+def _field_str(fields: dict[str, Any], name: str, *, default: str | None = None) -> str:
+    value = fields.get(name, default)
+    if not isinstance(value, str):
+        raise _BadLine(f"fields.{name} must be a string, got {value!r}")
+    return value
+
+
+def _field_optional_str(fields: dict[str, Any], name: str) -> str | None:
+    value = fields.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _BadLine(f"fields.{name} must be a string or null, got {value!r}")
+    return value
+
+
+def _field_strings(fields: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = fields.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _BadLine(f"fields.{name} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _parse_line(raw: bytes, line: int) -> _Change | None:
+    """Check one line of an export file; returns None for a blank line."""
+    if not raw.strip():
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise _BadLine(f"not valid JSON ({error})") from None
+    if not isinstance(obj, dict):
+        raise _BadLine(f"expected a JSON object, got {type(obj).__name__}")
+    op = obj.get("op")
+    key = obj.get("key")
+    fields = obj.get("fields")
+    if not isinstance(key, str) or not key:
+        raise _BadLine(f"'key' must be a non-empty string, got {key!r}")
+    if not isinstance(fields, dict):
+        raise _BadLine(f"'fields' must be an object, got {fields!r}")
+    if op == "put":
+        data = fields.get("data")
+        if data is not None and not isinstance(data, dict):
+            raise _BadLine(f"fields.data must be an object or null, got {data!r}")
+        return _Change(
+            line=line,
+            op="put",
+            key=key,
+            text=_field_str(fields, "text"),
+            kind=_field_str(fields, "kind", default="note"),
+            task=_field_optional_str(fields, "task"),
+            tier=_field_str(fields, "tier", default="working"),
+            data=data,
+            tags=_field_strings(fields, "tags"),
+            sources=_field_strings(fields, "sources"),
+        )
+    if op == "status":
+        status = fields.get("status")
+        if status not in ("active", "stale"):
+            raise _BadLine(f"fields.status must be 'active' or 'stale', got {status!r}")
+        return _Change(
+            line=line,
+            op="status",
+            key=key,
+            status=str(status),
+            reason=_field_optional_str(fields, "reason"),
+        )
+    if op == "move":
+        return _Change(line=line, op="move", key=key, tier=_field_str(fields, "tier"))
+    if op == "task":
+        if fields.get("finished", True) is not True:
+            raise _BadLine("a task record must have fields.finished = true")
+        return _Change(line=line, op="task", key=key)
+    raise _BadLine(f"unknown op {op!r} (expected put, status, move or task)")
+
+
+def _apply_change(commit: memcommit.Commit, change: _Change) -> None:
+    if change.op == "put":
+        commit.put(
+            change.text,
+            kind=change.kind,
+            id=change.key,
+            task=change.task,
+            tier=change.tier,
+            data=change.data,
+            tags=change.tags,
+            sources=change.sources,
+        )
+    elif change.op == "status":
+        if change.status == "stale":
+            commit.stale(change.key, reason=change.reason)
+        else:
+            commit.restore(change.key)
+    elif change.op == "move":
+        commit.move(change.key, change.tier)
+    else:
+        commit.finish_task(change.key)
+
+
+@dataclass
+class _Import:
+    """The state of one import: where it reads, what it wrote so far."""
+
+    store: memcommit.MemoryStore
+    source: str
+    imported: int = 0
+    commits: int = 0
+    first_lsn: int | None = None
+    batch: list[_Change] = field(default_factory=list)
+
+    def fail(self, line: int, problem: str) -> CommandError:
+        first = self.batch[0].line if self.batch else line
+        written = (
+            f"{self.imported:,} records from lines before {first} were imported"
+            if self.imported
+            else "nothing was imported"
+        )
+        lines = f"line {line}" if first == line else f"lines {first}-{line}"
+        return CommandError(
+            f"{self.source}, line {line}: {problem}; nothing from {lines} was written, {written}"
+        )
+
+    def flush(self) -> None:
+        """Commit the current batch, or raise naming the line that was refused."""
+        if not self.batch:
+            return
+        current = 0
+        try:
+            with self.store.commit() as commit:
+                for change in self.batch:
+                    current = change.line
+                    _apply_change(commit, change)
+                current = 0
+        except memcommit.Rejected as error:
+            line = current or self._line_for(error)
+            raise self.fail(line or self.batch[-1].line, f"refused: {error}") from error
+        except (ValueError, TypeError) as error:
+            raise self.fail(current or self.batch[-1].line, str(error)) from error
+        if self.first_lsn is None and commit.lsn is not None:
+            self.first_lsn = commit.lsn - len(self.batch) + 1
+        self.imported += len(self.batch)
+        self.commits += 1
+        self.batch.clear()
+
+    def _line_for(self, error: memcommit.Rejected) -> int:
+        """Find the first line of the batch that touched the id a refused guard names."""
+        guard_id = getattr(getattr(error, "guard", None), "id", None)
+        for change in self.batch:
+            if change.key == guard_id and change.op in ("status", "move"):
+                return change.line
+        return 0
+
+
+def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
+    """Open the import source; returns its lines, its size (0 if unknown) and a closer."""
+    if source == "-":
+        return iter(sys.stdin.buffer), 0, lambda: None
+    _require_file(source, "import")
+    handle = open(source, "rb")
+    return iter(handle), os.fstat(handle.fileno()).st_size, handle.close
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    path: str = args.path
+    source: str = args.file
+    batch_size: int = args.batch
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a store file")
+    lines, size, close = _read_lines(source)
+    try:
+        with (
+            memcommit.open(path) as store,
+            Progress(size, "import", unit="bytes") as bar,
+        ):
+            job = _Import(store=store, source=source)
+            for number, raw in enumerate(lines, start=1):
+                bar.update(len(raw))
+                try:
+                    change = _parse_line(raw, number)
+                except _BadLine as error:
+                    raise job.fail(number, str(error)) from None
+                if change is None:
+                    continue
+                job.batch.append(change)
+                if len(job.batch) >= batch_size:
+                    job.flush()
+            job.flush()
+            lsn = store.lsn
+    finally:
+        close()
+    if job.imported:
+        print(
+            f"imported {job.imported:,} records from {source} into {path} "
+            f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
+            f"(LSN {job.first_lsn or 1:,}..{lsn:,})"
+        )
+    else:
+        print(f"imported 0 records from {source} into {path}: the file holds no records")
+    return EXIT_OK
+
+
+# --- repair -------------------------------------------------------------------------------
+
+
+def _fsync_directory(directory: str) -> None:
+    if os.name == "nt":  # Windows cannot open a directory for fsync; NTFS journals names
+        return
+    fd = os.open(directory or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _backup(path: str) -> str:
+    """Copy ``path`` to ``path.bak-<UTC time>``, durably, and return the copy's name."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    backup = f"{path}.bak-{stamp}"
+    suffix = 1
+    while os.path.lexists(backup):
+        backup = f"{path}.bak-{stamp}-{suffix}"
+        suffix += 1
+    with open(path, "rb") as source, open(backup, "xb") as copy:
+        shutil.copyfileobj(source, copy, 1 << 20)
+        copy.flush()
+        # The backup must be on disk before the original is cut: fsync the file, then
+        # the directory entry that names it.
+        os.fsync(copy.fileno())
+    shutil.copymode(path, backup)
+    _fsync_directory(os.path.dirname(os.path.abspath(backup)))
+    if os.path.getsize(backup) != os.path.getsize(path):
+        raise CommandError(f"{backup}: the backup is incomplete; {path} was not changed")
+    return backup
+
+
+def _confirm(prompt: str) -> bool:
+    """Ask for 'yes' on a terminal; False when there is no one to ask."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    try:
+        answer = input(prompt)
+    except EOFError:
+        return False
+    return answer.strip().lower() == "yes"
+
+
+def _run_repair(args: argparse.Namespace) -> int:
+    from memcommit import _native
+
+    path: str = args.path
+    _require_file(path)
+    report = _native.inspect_log(path)
+    size = os.path.getsize(path)
+    if not report["header_ok"]:
+        detail = report.get("header_error")
+        raise CommandError(
+            f"{path}: the file header (first 64 bytes) is damaged or this is not a memcommit "
+            + (f"log ({detail})" if detail else "log")
+            + "; repair cannot recover it, restore the file from a backup"
+        )
+    records = _as_int(report["records"], "records")
+    lsn = _as_int(report["lsn"], "lsn")
+    good_end = _as_int(report["good_end"], "good_end")
+    damage_offset = report.get("damage_offset")
+    if damage_offset is None and good_end >= size:
+        print(f"{path}: healthy: {records:,} records, LSN {lsn:,}, {size:,} bytes")
+        return EXIT_OK
+
+    cut = size - good_end
+    offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
+    reason = report.get("damage_reason")
+    because = f": {reason}" if reason else ""
+    if report.get("damage_mid_log", damage_offset is not None):
+        damage_lsn = report.get("damage_lsn")
+        at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
+        print(f"{path}: damaged record at byte offset {offset:,}{at_lsn}{because}")
+    else:
+        print(
+            f"{path}: torn tail at byte offset {offset:,}{because}; an unfinished commit that "
+            "was never acknowledged (a writer opening the store also cuts it)"
+        )
+    print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
+    print(
+        f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,}), "
+        "including any intact records after the damage"
+    )
+    if not args.yes and not _confirm(
+        f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: "
+    ):
+        raise CommandError(
+            f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+        )
+
+    backup = _backup(path)
+    print(f"backed up {path} to {backup} ({size:,} bytes)")
+    _native.truncate_log(path, good_end)
+    after = _native.inspect_log(path)
+    if after.get("damage_offset") is not None:
+        raise CommandError(f"{path}: still damaged after the cut; the original is in {backup}")
+    print(
+        f"cut {cut:,} bytes from {path}: it now holds "
+        f"{_as_int(after['records'], 'records'):,} records up to LSN "
+        f"{_as_int(after['lsn'], 'lsn'):,} ({os.path.getsize(path):,} bytes)"
+    )
+    return EXIT_OK
+
+
+# --- demo ---------------------------------------------------------------------------------
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    options = demo_workload.DemoOptions(
+        path=args.path,
+        agents=args.agents,
+        tasks=args.tasks,
+        memories=args.memories,
+        seed=args.seed,
+        durability=args.durability,
+        force=args.force,
+    )
+    if os.path.lexists(options.path) and not options.force:
+        raise CommandError(
+            f"{options.path} already exists; pass --force to replace it "
+            "or --path to write somewhere else"
+        )
+    print(
+        f"memcommit demo: {options.agents:,} agents, {options.tasks:,} tasks, "
+        f"{options.memories:,} memories, seed {options.seed} -> {options.path}"
+    )
+    print(f"durability: {demo_workload.DURABILITY_NOTES[options.durability]}")
+    sys.stdout.flush()
+    report = demo_workload.run_demo(options)
+    print(demo_workload.format_report(report))
+    if not report.reopen_matches:
+        raise CommandError(
+            f"{options.path}: reopened with {report.reopened_memories:,} memories, "
+            f"expected {options.memories:,}"
+        )
+    return EXIT_OK

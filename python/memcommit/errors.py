@@ -1,0 +1,129 @@
+"""The exceptions memcommit raises.
+
+Every error derives from :class:`MemcommitError`, and every message names the thing involved
+(an id, an LSN, a path, a byte offset) and what the user can do about it. The Rust core raises
+these same classes, so code catching them never needs to know which side raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "CorruptLog",
+    "ForgedReference",
+    "Guard",
+    "IntegrityError",
+    "MemcommitError",
+    "NotSupported",
+    "Purged",
+    "ReadOnlyStore",
+    "Rejected",
+    "SealMismatch",
+    "SnapshotMismatch",
+    "StoreClosed",
+    "StoreLocked",
+    "WriterFailed",
+]
+
+
+class MemcommitError(Exception):
+    """The base of every error memcommit raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The guard that refused a commit.
+
+    Attributes:
+        kind: ``"expect_lsn"``, ``"exists"``, ``"status"``, ``"tier"``, ``"lsn"`` or
+            ``"unknown_id"`` (an operation named a memory the store does not have).
+        id: The memory the guard is about, or None for ``expect_lsn``.
+        expected: What the guard asked for.
+        actual: What the store had.
+    """
+
+    kind: str
+    id: str | None
+    expected: str
+    actual: str
+
+
+class Rejected(MemcommitError):
+    """A commit refused by a guard; nothing of it was written.
+
+    Attributes:
+        reason: A sentence saying which guard failed and what the store had.
+        guard: The :class:`Guard` that failed.
+    """
+
+    def __init__(self, reason: str, guard: Guard | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.guard = guard
+
+
+class Purged(MemcommitError):
+    """The memory was purged by a retention policy during log compaction."""
+
+
+class StoreLocked(MemcommitError):
+    """Another writer holds the log file (in this process or another)."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreClosed(MemcommitError):
+    """The store was closed."""
+
+
+class ReadOnlyStore(MemcommitError):
+    """A write was attempted on a store opened with ``read_only=True``."""
+
+
+class WriterFailed(MemcommitError):
+    """A write or fsync failed; the writer stopped and the store must be reopened.
+
+    After a failed fsync the kernel may have dropped the unwritten pages, so no later success
+    can prove the data safe. Reopening recovers from what is on disk.
+    """
+
+
+class NotSupported(MemcommitError):
+    """The operation does not apply to this kind of store."""
+
+
+class IntegrityError(MemcommitError):
+    """The log's bytes are not what was written."""
+
+
+class CorruptLog(IntegrityError):
+    """A damaged record inside committed data (not a torn tail).
+
+    Attributes:
+        path: The log file.
+        offset: Byte offset of the damaged record.
+        lsn: The LSN expected there.
+    """
+
+    def __init__(
+        self, message: str, path: str | None = None, offset: int | None = None, lsn: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+        self.lsn = lsn
+
+
+class SealMismatch(IntegrityError):
+    """The hash chain and a seal disagree."""
+
+
+class ForgedReference(IntegrityError):
+    """A reference to a memory that never existed and was never purged."""
+
+
+class SnapshotMismatch(MemcommitError):
+    """A snapshot does not belong to the log it was opened with."""

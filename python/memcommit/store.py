@@ -1,0 +1,325 @@
+"""The memory store: opening a log and reading and writing memories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+from . import _native
+from .clock import Clock, SystemClock, to_microseconds
+from .commit import FINISH, MOVE, PUT, STATUS, Commit, check_id, check_text, check_tier, encode_data, flatten
+from ._native import Memory, Record
+
+__all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
+
+Durability = Literal["commit", "batch", "none"]
+_DURABILITIES = ("commit", "batch", "none")
+_MEMORY = ":memory:"
+_RECORD_BATCH = 4096
+
+
+class MemoryStore:
+    """A store of memories over one log. Open one with :func:`memcommit.open`.
+
+    A store is safe to share between threads: commits from many threads are serialised by the
+    writer and, under ``durability="commit"``, share fsyncs. It is a context manager;
+    :meth:`close` flushes and releases the file.
+    """
+
+    def __init__(self, native: _native.NativeLog, *, clock: Clock | None, path: str | None) -> None:
+        self._native = native
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._system_clock = isinstance(self._clock, SystemClock)
+        self._path = path
+
+    # -- time and ids ---------------------------------------------------------------------
+
+    def _now_us(self) -> int:
+        if self._system_clock:
+            return self._clock.now_us()  # type: ignore[attr-defined, no-any-return]
+        return to_microseconds(self._clock.now())
+
+    def _new_ids(self, n: int) -> list[str]:
+        return _native.new_ids(self._now_us() // 1000, n)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def commit(self, expect_lsn: int | None = None) -> Commit:
+        """Start a commit: ``with store.commit(expect_lsn=head) as c: ...``.
+
+        Args:
+            expect_lsn: Refuse the commit unless the store's newest LSN is this one.
+
+        Returns:
+            A :class:`Commit` to collect operations and guards on.
+        """
+        return Commit(self, expect_lsn)
+
+    def _run_commit(self, c: Commit, ops: list[tuple[Any, ...]], expect_lsn: int | None) -> None:
+        now = self._now_us()
+        if len(ops) == 1 and ops[0][0] == "many":
+            _, ids, texts, kind, task, tier, data, tags, sources = ops[0]
+            span = self._native.put_many(ids, texts, kind, task, tier, data, tags, sources, expect_lsn, now)
+        else:
+            span = self._native.commit(flatten(ops), expect_lsn, now)
+        if span is not None:
+            c.first_lsn, c.lsn = span
+
+    def _one(self, op: tuple[Any, ...]) -> int:
+        span = self._native.commit([op], None, self._now_us())
+        assert span is not None
+        return span[1]
+
+    def put(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        id: str | None = None,
+        task: str | None = None,
+        tier: str = "working",
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> str:
+        """Create a memory, or replace the content of an existing id (tier and status stay).
+
+        Args:
+            text: The memory's text.
+            kind: ``note`` (default), ``trace``, ``fact``, ``summary``, ``episode``,
+                ``preference`` or any other kind.
+            id: The id; generated (sortable by creation) when None.
+            task: The task the memory belongs to.
+            tier: The tier of a new memory: ``working`` (default), ``mid``, ``long``,
+                ``archive``.
+            data: A JSON object (dict) or None.
+            tags: Tags.
+            sources: Ids of the memories this one was derived from.
+
+        Returns:
+            The memory's id.
+
+        Raises:
+            TypeError: An argument has the wrong type (the message names it).
+            ValueError: An argument has a bad value; nothing was written.
+        """
+        check_text(text)
+        check_tier(tier)
+        if id is None:
+            id = self._new_ids(1)[0]
+        else:
+            check_id(id)
+        self._one((PUT, id, kind, text, encode_data(data), task, tier, tags, sources))
+        return id
+
+    def stale(self, id: str, reason: str | None = None) -> int:
+        """Mark a memory stale. Returns the record's LSN.
+
+        Raises:
+            Rejected: The store has no memory `id`.
+        """
+        return self._one((STATUS, check_id(id), "stale", reason))
+
+    def restore(self, id: str) -> int:
+        """Mark a stale memory active again. Returns the record's LSN.
+
+        Raises:
+            Rejected: The store has no memory `id`.
+        """
+        return self._one((STATUS, check_id(id), "active", None))
+
+    def move(self, id: str, tier: str) -> int:
+        """Move a memory to `tier`. Returns the record's LSN.
+
+        Raises:
+            Rejected: The store has no memory `id`.
+            ValueError: `tier` is not a tier.
+        """
+        check_tier(tier)
+        return self._one((MOVE, check_id(id), tier))
+
+    def finish_task(self, task: str) -> int:
+        """Mark a task finished. Returns the record's LSN."""
+        return self._one((FINISH, check_id(task, "task")))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, id: str) -> Memory | None:
+        """Return the memory `id`, or None if the store has none."""
+        return self._native.get(id)
+
+    def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
+        """Return the memories `ids` (None for each the store does not have), in one call."""
+        ids = list(ids)
+        for i in ids:
+            check_id(i)
+        return self._native.get_many(ids)
+
+    def find(
+        self,
+        tier: str | None = None,
+        kind: str | None = None,
+        task: str | None = None,
+        status: str | None = "active",
+        tags: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Memory]:
+        """Return the memories matching every given filter, in creation order.
+
+        A filter given as None matches anything; `tags` matches memories carrying all of them.
+        By default only active memories are returned: pass ``status=None`` for all.
+        """
+        return self._native.find(tier, kind, task, status, tags, limit)
+
+    def history(self, id: str) -> list[Record]:
+        """Return the records of memory `id` that are still in the log, oldest first."""
+        return self._native.history(check_id(id))
+
+    def records(self, after: int = 0) -> Iterator[Record]:
+        """Iterate over every record with an LSN above `after`, in LSN order."""
+        if isinstance(after, bool) or not isinstance(after, int):
+            raise TypeError(f"after must be int, not {type(after).__name__}")
+        start = 0
+        while True:
+            batch, start = self._native.read_records(max(after, 0), start, _RECORD_BATCH)
+            yield from batch
+            if len(batch) < _RECORD_BATCH:
+                return
+
+    def is_task_finished(self, task: str) -> bool:
+        """Return whether `task` was marked finished."""
+        return self._native.is_task_finished(task)
+
+    @property
+    def lsn(self) -> int:
+        """The newest committed LSN (0 for an empty store)."""
+        return self._native.lsn
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __contains__(self, id: object) -> bool:
+        return isinstance(id, str) and self._native.contains(id)
+
+    # -- the store as a whole ------------------------------------------------------------
+
+    @property
+    def path(self) -> str | None:
+        """The log file, or None for an in-memory store."""
+        return self._path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only."""
+        return bool(self._native.info()["read_only"])
+
+    @property
+    def generation(self) -> int:
+        """The log generation (0 until the log is first compacted)."""
+        return int(self._native.info()["generation"])
+
+    @property
+    def store_id(self) -> str:
+        """The store's random id (hex), fixed at creation."""
+        return str(self._native.info()["store_id"])
+
+    @property
+    def recovered_bytes(self) -> int:
+        """Bytes of a torn tail cut when the store was opened (0 almost always)."""
+        return int(self._native.info()["recovered_bytes"])
+
+    @property
+    def closed(self) -> bool:
+        """Whether the store is closed."""
+        return self._native.closed
+
+    def info(self) -> dict[str, Any]:
+        """Facts about the store: path, records, lsn, bytes, generation, store_id, memories..."""
+        return self._native.info()
+
+    def refresh(self) -> int:
+        """Apply what the writer appended since the last look (read-only stores).
+
+        Returns:
+            How many records were applied.
+        """
+        return self._native.refresh()
+
+    def flush(self) -> None:
+        """fsync every record written so far, whatever the durability mode."""
+        self._native.flush()
+
+    def close(self) -> None:
+        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice."""
+        self._native.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"lsn={self.lsn}"
+        return f"<MemoryStore {self._path or _MEMORY} {state}>"
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    snapshot: str | os.PathLike[str] | None = None,
+    clock: Clock | None = None,
+    durability: Durability = "commit",
+    read_only: bool = False,
+    flush_interval_ms: int = 50,
+    max_record_bytes: int = 16 * 1024 * 1024,
+) -> MemoryStore:
+    """Open the store in the log file `path` (created if missing), or ``":memory:"``.
+
+    Args:
+        path: The log file, or ``":memory:"`` for a store in RAM (not durable).
+        snapshot: Not supported yet: opening from a snapshot arrives with log compaction.
+        clock: The time source for records (default: the system clock, UTC).
+        durability: ``"commit"`` (default): a commit returns once its records are on stable
+            storage; concurrent commits share one fsync. ``"batch"``: fsync every
+            `flush_interval_ms` and on flush/close; a crash of the machine may lose that
+            window. ``"none"``: left to the OS; a crash of the process loses nothing written,
+            a power loss may lose any suffix not yet flushed (never a hole).
+        read_only: Open as a reader beside the writer; catch up with :meth:`MemoryStore.refresh`.
+        flush_interval_ms: The ``"batch"`` timer.
+        max_record_bytes: The largest record a commit may write (default 16 MiB).
+
+    Raises:
+        StoreLocked: Another writer has the file open.
+        CorruptLog: A record inside the log is damaged (the message says where).
+    """
+    if durability not in _DURABILITIES:
+        raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
+    if snapshot is not None:
+        from .errors import NotSupported
+
+        raise NotSupported("snapshot: opening from a snapshot is not available in this version")
+    for name, value in (("flush_interval_ms", flush_interval_ms), ("max_record_bytes", max_record_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be int, not {type(value).__name__}")
+        if value <= 0:
+            raise ValueError(f"{name}: must be positive, got {value}")
+    fspath = os.fspath(path)
+    if not isinstance(fspath, str):
+        raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
+    if fspath == _MEMORY:
+        return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
+    native = _native.NativeLog.open(fspath, durability, read_only, flush_interval_ms, max_record_bytes)
+    return MemoryStore(native, clock=clock, path=fspath)
+
+
+def create_memory_store(clock: Clock | None = None) -> MemoryStore:
+    """Return a new in-memory store (the same as ``open(":memory:")``) using `clock`."""
+    return open(_MEMORY, clock=clock)

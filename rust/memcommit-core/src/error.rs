@@ -1,0 +1,155 @@
+//! The one error type of the core. The binding maps each variant to one Python exception.
+
+use std::fmt;
+use std::io;
+
+/// Which guard refused a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardKind {
+    /// The store's head LSN was not the expected one.
+    ExpectLsn,
+    /// The memory existed when it should not, or the other way round.
+    Exists,
+    /// The memory's status differed.
+    Status,
+    /// The memory's tier differed.
+    Tier,
+    /// The memory's LSN differed (compare-and-set).
+    Lsn,
+    /// The operation names a memory the store does not have.
+    UnknownId,
+}
+
+impl GuardKind {
+    /// The guard's name as users see it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GuardKind::ExpectLsn => "expect_lsn",
+            GuardKind::Exists => "exists",
+            GuardKind::Status => "status",
+            GuardKind::Tier => "tier",
+            GuardKind::Lsn => "lsn",
+            GuardKind::UnknownId => "unknown_id",
+        }
+    }
+}
+
+/// A refused commit: which guard, on what, expected and found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// The guard.
+    pub kind: GuardKind,
+    /// The memory it is about, if any.
+    pub id: Option<String>,
+    /// What the guard asked for.
+    pub expected: String,
+    /// What the store had.
+    pub actual: String,
+    /// A sentence for the user.
+    pub reason: String,
+}
+
+/// Everything that can go wrong in the core.
+#[derive(Debug)]
+pub enum Error {
+    /// An I/O call failed.
+    Io {
+        /// The file involved.
+        path: String,
+        /// What was being done.
+        action: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A write or fsync failed earlier; the writer stopped and must be reopened.
+    WriterFailed {
+        /// The log file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Another writer holds the log.
+    Locked {
+        /// The log file.
+        path: String,
+    },
+    /// A damaged record inside committed data (not a torn tail).
+    Corrupt {
+        /// The log file.
+        path: String,
+        /// Byte offset of the damaged record.
+        offset: u64,
+        /// The LSN expected there.
+        lsn: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A commit refused by a guard.
+    Rejected(Rejection),
+    /// Bad input from the caller; nothing was written.
+    Invalid {
+        /// The argument involved.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The store was closed.
+    Closed {
+        /// The log file, or ":memory:".
+        path: String,
+    },
+    /// A write on a read-only store.
+    ReadOnly {
+        /// The log file.
+        path: String,
+    },
+}
+
+/// The core's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: &str, action: &'static str, source: io::Error) -> Error {
+        Error::Io { path: path.to_string(), action, source }
+    }
+
+    pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Error {
+        Error::Invalid { field, message: message.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, action, source } => write!(f, "{action} {path}: {source}"),
+            Error::WriterFailed { path, reason } => write!(
+                f,
+                "the writer of {path} stopped after an I/O failure ({reason}); nothing after it was acknowledged. \
+                 Close the store and open it again to recover from what is on disk"
+            ),
+            Error::Locked { path } => write!(
+                f,
+                "{path} is open for writing by another store (in this process or another); \
+                 close it first, or open with read_only=True"
+            ),
+            Error::Corrupt { path, offset, lsn, reason } => write!(
+                f,
+                "{path}: damaged record at byte offset {offset} (LSN {lsn}): {reason}. Valid records follow it, \
+                 so this is not a torn tail; `memcommit repair {path}` can back up the file and cut it there"
+            ),
+            Error::Rejected(r) => write!(f, "{}", r.reason),
+            Error::Invalid { field, message } => write!(f, "{field}: {message}"),
+            Error::Closed { path } => write!(f, "the store {path} is closed"),
+            Error::ReadOnly { path } => write!(f, "the store {path} is open read-only; open it without read_only to write"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The on-disk byte format: the file header and record framing.
+//!
+//! Every integer is little-endian. The golden files in `tests/vectors/` freeze these bytes:
+//! a change here that alters them is a new format version, never an accident.
+//!
+//! ```text
+//! header (64 bytes)
+//!   0  magic        8  b"MEMCMLOG"
+//!   8  version      u32
+//!  12  header_len   u32 (64)
+//!  16  store_id     16 bytes
+//!  32  generation   u64
+//!  40  dense_from   u64  LSNs above this are strictly consecutive
+//!  48  reserved     12 bytes, zero
+//!  60  crc32c       u32 over bytes 0..60
+//!
+//! record
+//!   0  magic        u16 0x4D43
+//!   2  op           u8  nonzero: 0 is reserved so a zero-filled tail never parses
+//!   3  flags        u8  bit 0: COMMIT_END
+//!   4  salt         u32 the first four bytes of the store id
+//!   8  lsn          u64
+//!  16  at           i64 microseconds since the Unix epoch (UTC)
+//!  24  key_len      u16
+//!  26  reserved     u16 zero
+//!  28  len          u32 payload length
+//!  32  key, payload, then crc32c u32 over every byte before it
+//! ```
+
+/// The eight bytes every log file starts with.
+pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The size of the file header.
+pub const HEADER_LEN: usize = 64;
+/// The two bytes every record starts with ("MC").
+pub const RECORD_MAGIC: u16 = 0x4D43;
+/// The fixed part of a record before its key.
+pub const RECORD_HEADER_LEN: usize = 32;
+/// The checksum after the payload.
+pub const RECORD_TRAILER_LEN: usize = 4;
+/// Framing bytes around key and payload.
+pub const RECORD_OVERHEAD: usize = RECORD_HEADER_LEN + RECORD_TRAILER_LEN;
+/// The longest key (memory id, task name) a record can carry.
+pub const MAX_KEY_LEN: usize = 1024;
+/// The largest payload the framing accepts at all; stores enforce a lower configurable limit.
+pub const MAX_PAYLOAD_LEN: usize = 1 << 30;
+
+/// The last record of a commit carries this flag; records after the last one that does are
+/// an unfinished commit.
+pub const FLAG_COMMIT_END: u8 = 1;
+
+/// Record kinds. 0 is reserved and never valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Op {
+    /// Create a memory or replace its content.
+    Put = 1,
+    /// Change a memory's status.
+    Status = 2,
+    /// Change a memory's tier.
+    Move = 3,
+    /// Mark a task finished.
+    Task = 4,
+}
+
+impl Op {
+    /// The op for a byte, or `None` for a byte that names no op (0 among them).
+    pub fn from_u8(b: u8) -> Option<Op> {
+        match b {
+            1 => Some(Op::Put),
+            2 => Some(Op::Status),
+            3 => Some(Op::Move),
+            4 => Some(Op::Task),
+            _ => None,
+        }
+    }
+
+    /// The op's name as users see it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Put => "put",
+            Op::Status => "status",
+            Op::Move => "move",
+            Op::Task => "task",
+        }
+    }
+}
+
+/// The fields of a log file's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileHeader {
+    /// Random at creation; identifies the store across generations.
+    pub store_id: [u8; 16],
+    /// 0 for a new log, one more for every log compaction.
+    pub generation: u64,
+    /// Records with an LSN above this one follow each other with no gap.
+    pub dense_from: u64,
+}
+
+impl FileHeader {
+    /// The salt every record of this store carries.
+    pub fn salt(&self) -> u32 {
+        u32::from_le_bytes(self.store_id[..4].try_into().expect("4 bytes"))
+    }
+
+    /// The header's 64 bytes.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(FILE_MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+        b[16..32].copy_from_slice(&self.store_id);
+        b[32..40].copy_from_slice(&self.generation.to_le_bytes());
+        b[40..48].copy_from_slice(&self.dense_from.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Parse a header, saying what is wrong with one that does not parse.
+    pub fn decode(b: &[u8]) -> Result<FileHeader, &'static str> {
+        if b.len() < HEADER_LEN {
+            return Err("the file is shorter than a log header");
+        }
+        if &b[0..8] != FILE_MAGIC {
+            return Err("the file does not start with the memcommit log magic");
+        }
+        let crc = u32::from_le_bytes(b[60..64].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&b[..60]) != crc {
+            return Err("the log header's checksum does not match");
+        }
+        let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+        if version != FORMAT_VERSION {
+            return Err("the log was written in a format version this build cannot read");
+        }
+        let header_len = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
+        if header_len as usize != HEADER_LEN {
+            return Err("the log header has an unexpected length");
+        }
+        let mut store_id = [0u8; 16];
+        store_id.copy_from_slice(&b[16..32]);
+        Ok(FileHeader {
+            store_id,
+            generation: u64::from_le_bytes(b[32..40].try_into().expect("8 bytes")),
+            dense_from: u64::from_le_bytes(b[40..48].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// A record parsed in place: borrowed views into the bytes it was read from.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    /// What the record does.
+    pub op: Op,
+    /// Flag bits (`FLAG_COMMIT_END`).
+    pub flags: u8,
+    /// Log sequence number.
+    pub lsn: u64,
+    /// Microseconds since the Unix epoch, UTC.
+    pub at: i64,
+    /// The memory id or task name, as UTF-8 bytes.
+    pub key: &'a [u8],
+    /// The op's payload.
+    pub payload: &'a [u8],
+    /// Every byte of the record, framing included.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    /// The key as text. Keys are validated as UTF-8 when they are written; a record read back
+    /// passed its checksum, so the fallback only guards against a forged checksum.
+    pub fn key_str(&self) -> &'a str {
+        std::str::from_utf8(self.key).unwrap_or("\u{fffd}")
+    }
+
+    /// Whether this record closes its commit.
+    pub fn ends_commit(&self) -> bool {
+        self.flags & FLAG_COMMIT_END != 0
+    }
+}
+
+/// Why bytes did not parse as a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// The bytes end before the record does: a torn tail, or a reader that is early.
+    Incomplete,
+    /// The bytes are not a valid record (what is wrong, for the error message).
+    Invalid(&'static str),
+}
+
+/// Parse the record at the start of `b`. `salt` must match the store's; `max_payload` bounds
+/// the declared length before anything is trusted.
+pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordView<'_>, ParseError> {
+    if b.len() < RECORD_HEADER_LEN {
+        // A prefix of a header that is already wrong is invalid, not incomplete.
+        if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) != RECORD_MAGIC {
+            return Err(ParseError::Invalid("bad record magic"));
+        }
+        return Err(ParseError::Incomplete);
+    }
+    if u16::from_le_bytes([b[0], b[1]]) != RECORD_MAGIC {
+        return Err(ParseError::Invalid("bad record magic"));
+    }
+    let op = Op::from_u8(b[2]).ok_or(ParseError::Invalid("unknown record op"))?;
+    let flags = b[3];
+    if flags & !FLAG_COMMIT_END != 0 {
+        return Err(ParseError::Invalid("unknown record flags"));
+    }
+    if u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")) != salt {
+        return Err(ParseError::Invalid("record belongs to another store"));
+    }
+    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
+    if key_len > MAX_KEY_LEN {
+        return Err(ParseError::Invalid("record key too long"));
+    }
+    if b[26] != 0 || b[27] != 0 {
+        return Err(ParseError::Invalid("record reserved bytes are not zero"));
+    }
+    let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as usize;
+    if len > max_payload.min(MAX_PAYLOAD_LEN) {
+        return Err(ParseError::Invalid("record length out of bounds"));
+    }
+    let total = RECORD_OVERHEAD + key_len + len;
+    if b.len() < total {
+        return Err(ParseError::Incomplete);
+    }
+    let body_end = total - RECORD_TRAILER_LEN;
+    let crc = u32::from_le_bytes(b[body_end..total].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&b[..body_end]) != crc {
+        return Err(ParseError::Invalid("record checksum does not match"));
+    }
+    Ok(RecordView {
+        op,
+        flags,
+        lsn: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+        at: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+        key: &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len],
+        payload: &b[RECORD_HEADER_LEN + key_len..body_end],
+        bytes: &b[..total],
+    })
+}
+
+/// A view of bytes that already parsed as one whole record (no checks repeated).
+pub fn view_trusted(b: &[u8]) -> RecordView<'_> {
+    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
+    RecordView {
+        op: Op::from_u8(b[2]).expect("a record that parsed before"),
+        flags: b[3],
+        lsn: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+        at: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+        key: &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len],
+        payload: &b[RECORD_HEADER_LEN + key_len..b.len() - RECORD_TRAILER_LEN],
+        bytes: b,
+    }
+}
+
+/// Appends framed records to a buffer.
+///
+/// A record is written in place: the header with a zero length, the key, then the payload
+/// through the closure, then the length is patched and the checksum appended. No payload is
+/// built in a buffer of its own and copied.
+pub fn encode_record(
+    out: &mut Vec<u8>,
+    op: Op,
+    flags: u8,
+    salt: u32,
+    lsn: u64,
+    at: i64,
+    key: &[u8],
+    payload: impl FnOnce(&mut Vec<u8>),
+) -> std::ops::Range<usize> {
+    debug_assert!(key.len() <= MAX_KEY_LEN);
+    let start = out.len();
+    out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    out.push(op as u8);
+    out.push(flags);
+    out.extend_from_slice(&salt.to_le_bytes());
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&at.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(key);
+    let payload_start = out.len();
+    payload(out);
+    let len = (out.len() - payload_start) as u32;
+    out[start + 28..start + 32].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    start..out.len()
+}
+
+/// Set or clear COMMIT_END on an encoded record and recompute its checksum.
+pub fn set_commit_end(record: &mut [u8], end: bool) {
+    let flags = if end { FLAG_COMMIT_END } else { 0 };
+    if record[3] == flags {
+        return;
+    }
+    record[3] = flags;
+    let body_end = record.len() - RECORD_TRAILER_LEN;
+    let crc = crc32c::crc32c(&record[..body_end]);
+    record[body_end..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Little helpers for the payload encodings.
+pub(crate) mod wire {
+    pub fn put_str16(out: &mut Vec<u8>, s: &[u8]) {
+        out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        out.extend_from_slice(s);
+    }
+
+    pub fn put_str32(out: &mut Vec<u8>, s: &[u8]) {
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        out.extend_from_slice(s);
+    }
+
+    /// A cursor over payload bytes; every read is bounds-checked.
+    pub struct Reader<'a> {
+        pub b: &'a [u8],
+        pub pos: usize,
+    }
+
+    impl<'a> Reader<'a> {
+        pub fn new(b: &'a [u8]) -> Self {
+            Reader { b, pos: 0 }
+        }
+
+        pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+            let end = self.pos.checked_add(n)?;
+            let s = self.b.get(self.pos..end)?;
+            self.pos = end;
+            Some(s)
+        }
+
+        pub fn u8(&mut self) -> Option<u8> {
+            self.take(1).map(|s| s[0])
+        }
+
+        pub fn u16(&mut self) -> Option<u16> {
+            self.take(2).map(|s| u16::from_le_bytes([s[0], s[1]]))
+        }
+
+        pub fn u32(&mut self) -> Option<u32> {
+            self.take(4).map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")))
+        }
+
+        pub fn u64(&mut self) -> Option<u64> {
+            self.take(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+        }
+
+        pub fn str16(&mut self) -> Option<&'a str> {
+            let n = self.u16()? as usize;
+            std::str::from_utf8(self.take(n)?).ok()
+        }
+
+        pub fn str32(&mut self) -> Option<&'a str> {
+            let n = self.u32()? as usize;
+            std::str::from_utf8(self.take(n)?).ok()
+        }
+
+        pub fn done(&self) -> bool {
+            self.pos == self.b.len()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip() {
+        let h = FileHeader { store_id: [7; 16], generation: 3, dense_from: 42 };
+        assert_eq!(FileHeader::decode(&h.encode()).unwrap(), h);
+        let mut b = h.encode();
+        b[33] ^= 1;
+        assert!(FileHeader::decode(&b).is_err());
+    }
+
+    #[test]
+    fn record_round_trip_and_zero_tail() {
+        let mut out = Vec::new();
+        let r = encode_record(&mut out, Op::Put, FLAG_COMMIT_END, 9, 5, -3, b"id", |o| {
+            o.extend_from_slice(b"xyz")
+        });
+        let v = parse_record(&out[r.clone()], 9, 1 << 20).unwrap();
+        assert_eq!((v.op, v.lsn, v.at, v.key, v.payload), (Op::Put, 5, -3, &b"id"[..], &b"xyz"[..]));
+        assert!(v.ends_commit());
+        assert_eq!(parse_record(&[0u8; 64], 9, 1 << 20).unwrap_err(), ParseError::Invalid("bad record magic"));
+        assert_eq!(parse_record(&out[..10], 9, 1 << 20).unwrap_err(), ParseError::Incomplete);
+        assert!(parse_record(&out, 8, 1 << 20).is_err());
+    }
+}

@@ -1,0 +1,472 @@
+//! The index replay builds: every memory by id, with what queries, guards and retention need,
+//! and the offsets of its last put, status and move records.
+//!
+//! Memory per memory is what limits how large a store can grow in RAM, so an entry is a
+//! fixed 96-byte struct: strings that repeat (kinds, tasks, tag sets) are interned to u32,
+//! the id lives once in an arena, and the id table stores only a u32 entry number.
+
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
+use std::hash::BuildHasher;
+
+use crate::format::{Op, RecordView};
+use crate::memory::{self, Status, Tier};
+
+/// An offset that is not there (a memory with no status or move record).
+pub const NO_OFFSET: u64 = u64::MAX;
+
+/// One memory, as the index keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Where the id's bytes start in the arena.
+    pub id_off: u64,
+    /// Byte offset of the memory's last put record.
+    pub put_off: u64,
+    /// Byte offset of its last status record, or `NO_OFFSET`.
+    pub status_off: u64,
+    /// Byte offset of its last move record, or `NO_OFFSET`.
+    pub move_off: u64,
+    /// LSN of the newest record that touched it.
+    pub lsn: u64,
+    /// LSN of its first put (creation order).
+    pub created_lsn: u64,
+    /// Creation time, microseconds since the epoch.
+    pub created_at: i64,
+    /// Time of the newest record that touched it.
+    pub updated_at: i64,
+    /// Time of its last move (or its creation, if never moved).
+    pub moved_at: i64,
+    /// Length of the last put record.
+    pub put_len: u32,
+    /// Interned kind.
+    pub kind: u32,
+    /// Interned task; 0 for none.
+    pub task: u32,
+    /// Interned tag set; 0 for no tags.
+    pub tags: u32,
+    /// Length of the id.
+    pub id_len: u16,
+    /// Tier.
+    pub tier: Tier,
+    /// Status.
+    pub status: Status,
+}
+
+/// What to do to take back one applied record.
+#[derive(Clone, Debug)]
+pub enum Undo {
+    /// A memory was created: remove it.
+    Created,
+    /// A memory changed: put back its old entry.
+    Changed(u32, Entry),
+    /// A task's finished mark changed.
+    Task(u32, bool),
+}
+
+/// Strings interned to small numbers. Number 0 is the empty string / "none".
+#[derive(Default, Debug)]
+pub struct Interner {
+    names: Vec<Box<str>>,
+    ids: HashMap<Box<str>, u32>,
+}
+
+impl Interner {
+    fn new() -> Self {
+        let mut i = Interner::default();
+        i.intern("");
+        i
+    }
+
+    /// The number for a string, adding it if new.
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(s.into());
+        self.ids.insert(s.into(), id);
+        id
+    }
+
+    /// The number for a string already seen.
+    pub fn lookup(&self, s: &str) -> Option<u32> {
+        self.ids.get(s).copied()
+    }
+
+    /// The string for a number.
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// How many strings.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether only the empty string is interned.
+    pub fn is_empty(&self) -> bool {
+        self.names.len() <= 1
+    }
+}
+
+/// The whole index.
+#[derive(Debug)]
+pub struct Index {
+    entries: Vec<Entry>,
+    arena: Vec<u8>,
+    table: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+    /// Kinds.
+    pub kinds: Interner,
+    /// Task names.
+    pub tasks: Interner,
+    /// Tags.
+    pub tags: Interner,
+    tagsets: Vec<Box<[u32]>>,
+    tagset_ids: HashMap<Box<[u32]>, u32>,
+    finished: Vec<bool>,
+    /// Whether entries are in creation order; a compacted log can replay out of order.
+    sorted: bool,
+}
+
+/// A record that does not make sense against the state (a status of an unknown memory...).
+pub type ApplyError = &'static str;
+
+impl Default for Index {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new() -> Self {
+        let mut tagset_ids = HashMap::default();
+        tagset_ids.insert(Vec::new().into_boxed_slice(), 0);
+        Index {
+            entries: Vec::new(),
+            arena: Vec::new(),
+            table: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            kinds: Interner::new(),
+            tasks: Interner::new(),
+            tags: Interner::new(),
+            tagsets: vec![Vec::new().into_boxed_slice()],
+            tagset_ids,
+            finished: vec![false],
+            sorted: true,
+        }
+    }
+
+    /// Number of memories.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no memories.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every entry, in creation order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The id of an entry.
+    pub fn id_of(&self, e: &Entry) -> &str {
+        let b = &self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize];
+        // Ids are copied from keys validated as UTF-8 when written.
+        std::str::from_utf8(b).unwrap_or("\u{fffd}")
+    }
+
+    /// The tags of an entry.
+    pub fn tags_of(&self, e: &Entry) -> impl Iterator<Item = &str> {
+        self.tagsets[e.tags as usize].iter().map(|&t| self.tags.name(t))
+    }
+
+    /// The task of an entry.
+    pub fn task_of(&self, e: &Entry) -> Option<&str> {
+        (e.task != 0).then(|| self.tasks.name(e.task))
+    }
+
+    fn hash(&self, id: &[u8]) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    /// The entry number of an id.
+    pub fn position(&self, id: &str) -> Option<u32> {
+        let h = self.hash(id.as_bytes());
+        let (entries, arena) = (&self.entries, &self.arena);
+        self.table
+            .find(h, |&i| {
+                let e = &entries[i as usize];
+                &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
+            })
+            .copied()
+    }
+
+    /// The entry of an id.
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.position(id).map(|i| &self.entries[i as usize])
+    }
+
+    /// Whether a task has been marked finished.
+    pub fn is_finished(&self, task: &str) -> bool {
+        self.tasks.lookup(task).is_some_and(|t| self.finished[t as usize])
+    }
+
+    fn intern_tagset(&mut self, tags: &[&str]) -> u32 {
+        if tags.is_empty() {
+            return 0;
+        }
+        let mut ids: Vec<u32> = tags.iter().map(|t| self.tags.intern(t)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if let Some(&id) = self.tagset_ids.get(ids.as_slice()) {
+            return id;
+        }
+        let id = self.tagsets.len() as u32;
+        let b = ids.into_boxed_slice();
+        self.tagsets.push(b.clone());
+        self.tagset_ids.insert(b, id);
+        id
+    }
+
+    fn intern_task(&mut self, task: &str) -> u32 {
+        let t = self.tasks.intern(task);
+        if self.finished.len() <= t as usize {
+            self.finished.resize(t as usize + 1, false);
+        }
+        t
+    }
+
+    /// Apply one record at byte offset `off`. With `undo`, remember how to take it back.
+    pub fn apply(&mut self, rec: &RecordView<'_>, off: u64, undo: Option<&mut Vec<Undo>>) -> Result<(), ApplyError> {
+        let id = rec.key_str();
+        match rec.op {
+            Op::Put => {
+                let head = memory::decode_put_head_only(rec.payload).ok_or("malformed put payload")?;
+                let kind = self.kinds.intern(head.kind);
+                let task = match head.task {
+                    Some(t) => self.intern_task(t),
+                    None => 0,
+                };
+                let tags = self.intern_tagset(&head.tags);
+                let st = head.state;
+                match self.position(id) {
+                    Some(i) => {
+                        let e = &mut self.entries[i as usize];
+                        if let Some(u) = undo {
+                            u.push(Undo::Changed(i, *e));
+                        }
+                        e.put_off = off;
+                        e.put_len = rec.bytes.len() as u32;
+                        e.kind = kind;
+                        e.task = task;
+                        e.tags = tags;
+                        e.tier = st.tier;
+                        e.status = st.status;
+                        e.lsn = rec.lsn;
+                        e.updated_at = rec.at;
+                    }
+                    None => {
+                        let created_lsn = if st.created_lsn == 0 { rec.lsn } else { st.created_lsn };
+                        if let Some(last) = self.entries.last() {
+                            if last.created_lsn > created_lsn {
+                                self.sorted = false;
+                            }
+                        }
+                        let entry = Entry {
+                            id_off: self.arena.len() as u64,
+                            put_off: off,
+                            status_off: NO_OFFSET,
+                            move_off: NO_OFFSET,
+                            lsn: rec.lsn,
+                            created_lsn,
+                            created_at: st.created_at,
+                            updated_at: rec.at,
+                            moved_at: st.created_at,
+                            put_len: rec.bytes.len() as u32,
+                            kind,
+                            task,
+                            tags,
+                            id_len: rec.key.len() as u16,
+                            tier: st.tier,
+                            status: st.status,
+                        };
+                        self.arena.extend_from_slice(rec.key);
+                        let n = self.entries.len() as u32;
+                        self.entries.push(entry);
+                        let h = self.hash(rec.key);
+                        let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
+                        self.table.insert_unique(h, n, |&i| {
+                            let e = &entries[i as usize];
+                            hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
+                        });
+                        if let Some(u) = undo {
+                            u.push(Undo::Created);
+                        }
+                    }
+                }
+            }
+            Op::Status | Op::Move => {
+                let i = self.position(id).ok_or("status or move record for a memory the log never created")?;
+                let e = &mut self.entries[i as usize];
+                let before = *e;
+                if rec.op == Op::Status {
+                    let (status, _) = memory::decode_status(rec.payload).ok_or("malformed status payload")?;
+                    e.status = status;
+                    e.status_off = off;
+                } else {
+                    e.tier = memory::decode_move(rec.payload).ok_or("malformed move payload")?;
+                    e.move_off = off;
+                    e.moved_at = rec.at;
+                }
+                e.lsn = rec.lsn;
+                e.updated_at = rec.at;
+                if let Some(u) = undo {
+                    u.push(Undo::Changed(i, before));
+                }
+            }
+            Op::Task => {
+                memory::decode_task(rec.payload).ok_or("malformed task payload")?;
+                let t = self.intern_task(id);
+                if let Some(u) = undo {
+                    u.push(Undo::Task(t, self.finished[t as usize]));
+                }
+                self.finished[t as usize] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Take back applied records, newest first.
+    pub fn rollback(&mut self, undo: &mut Vec<Undo>) {
+        while let Some(u) = undo.pop() {
+            match u {
+                Undo::Created => {
+                    let e = self.entries.pop().expect("an entry to remove");
+                    let n = self.entries.len() as u32;
+                    let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
+                    if let Ok(slot) = self.table.find_entry(h, |&i| i == n) {
+                        slot.remove();
+                    }
+                    self.arena.truncate(e.id_off as usize);
+                }
+                Undo::Changed(i, e) => self.entries[i as usize] = e,
+                Undo::Task(t, was) => self.finished[t as usize] = was,
+            }
+        }
+    }
+
+    /// Put entries back in creation order after a replay that saw them out of order.
+    pub fn finish_replay(&mut self) {
+        if !self.sorted {
+            self.entries.sort_by_key(|e| e.created_lsn);
+            self.table.clear();
+            for n in 0..self.entries.len() {
+                let e = self.entries[n];
+                let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
+                let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
+                self.table.insert_unique(h, n as u32, |&i| {
+                    let e = &entries[i as usize];
+                    hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
+                });
+            }
+            self.sorted = true;
+        }
+        self.entries.shrink_to_fit();
+        self.arena.shrink_to_fit();
+    }
+
+    /// Entry numbers matching a query, in creation order.
+    pub fn find(&self, q: &Query<'_>) -> Vec<u32> {
+        let kind = match q.kind {
+            Some(k) => match self.kinds.lookup(k) {
+                Some(k) => Some(k),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let task = match q.task {
+            Some(t) => match self.tasks.lookup(t) {
+                Some(t) => Some(t),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        // Which tag sets carry every wanted tag: decided once per set, not per memory.
+        let tagsets: Option<Vec<bool>> = match q.tags {
+            Some(wanted) if !wanted.is_empty() => {
+                let mut ids = Vec::with_capacity(wanted.len());
+                for t in wanted {
+                    match self.tags.lookup(t) {
+                        Some(id) => ids.push(id),
+                        None => return Vec::new(),
+                    }
+                }
+                Some(self.tagsets.iter().map(|set| ids.iter().all(|id| set.binary_search(id).is_ok())).collect())
+            }
+            _ => None,
+        };
+        let limit = q.limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        if limit == 0 {
+            return out;
+        }
+        for (n, e) in self.entries.iter().enumerate() {
+            if q.tier.is_some_and(|t| t != e.tier)
+                || q.status.is_some_and(|s| s != e.status)
+                || kind.is_some_and(|k| k != e.kind)
+                || task.is_some_and(|t| t != e.task)
+                || tagsets.as_ref().is_some_and(|m| !m[e.tags as usize])
+            {
+                continue;
+            }
+            out.push(n as u32);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The entry at a number.
+    pub fn entry(&self, n: u32) -> &Entry {
+        &self.entries[n as usize]
+    }
+
+    /// Bytes of heap the index holds, for reports.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.arena.capacity()
+            + self.table.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
+/// A `find` query; `None` matches anything.
+#[derive(Clone, Debug, Default)]
+pub struct Query<'a> {
+    /// Tier.
+    pub tier: Option<Tier>,
+    /// Kind.
+    pub kind: Option<&'a str>,
+    /// Task.
+    pub task: Option<&'a str>,
+    /// Status.
+    pub status: Option<Status>,
+    /// Tags the memory must all carry.
+    pub tags: Option<&'a [String]>,
+    /// At most this many.
+    pub limit: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_stays_small() {
+        assert!(std::mem::size_of::<Entry>() <= 96, "{}", std::mem::size_of::<Entry>());
+    }
+}

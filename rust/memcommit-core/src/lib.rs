@@ -1,0 +1,18 @@
+//! memcommit's core: an append-only, LSN-numbered log of memory records, the index its replay
+//! builds, and the hash chain over it. Pure Rust; the Python binding lives in `memcommit-py`.
+
+#![warn(missing_docs)]
+
+pub mod chain;
+pub mod error;
+pub mod format;
+pub mod ids;
+pub mod index;
+pub mod log;
+pub mod memory;
+pub mod scan;
+
+pub use error::{Error, GuardKind, Rejection, Result};
+pub use index::{Entry, Query};
+pub use log::{inspect, truncate, Durability, Inspection, Log, LogInfo, MemoryRead, Options};
+pub use memory::{Command, Expect, PutCommand, Status, Tier};

@@ -1,0 +1,1208 @@
+//! The log engine: open and replay, commit with group commit, refresh, reads.
+//!
+//! One `Log` is one open store. A file-backed writer holds an exclusive OS lock on
+//! `<path>.lock` for as long as it is open; a read-only `Log` takes no lock and catches up with
+//! `refresh`. A `Log` over RAM (`Log::memory`) runs the same code on a growing buffer.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::chain::{self, ChainValue};
+use crate::error::{Error, GuardKind, Rejection, Result};
+use crate::format::{
+    self, encode_record, parse_record, FileHeader, Op, RecordView, FLAG_COMMIT_END, HEADER_LEN, MAX_KEY_LEN,
+};
+use crate::index::{Entry, Index, Query, Undo};
+use crate::memory::{self, Command, PutCommand, PutState, Status, Tier};
+use crate::scan::{find_valid_after, Item, ReadAt, Scanner};
+
+/// When a commit's records reach stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync before the commit returns; concurrent commits share one fsync.
+    Commit,
+    /// fsync on a timer and on flush/close.
+    Batch,
+    /// Left to the OS.
+    None,
+}
+
+impl Durability {
+    /// The mode a user names.
+    pub fn parse(s: &str) -> Option<Durability> {
+        match s {
+            "commit" => Some(Durability::Commit),
+            "batch" => Some(Durability::Batch),
+            "none" => Some(Durability::None),
+            _ => None,
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Commit => "commit",
+            Durability::Batch => "batch",
+            Durability::None => "none",
+        }
+    }
+}
+
+/// How to open a log.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// When commits reach stable storage.
+    pub durability: Durability,
+    /// The `Batch` timer.
+    pub flush_interval_ms: u64,
+    /// The largest record a commit may write.
+    pub max_record_bytes: usize,
+    /// Open as a reader.
+    pub read_only: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { durability: Durability::Commit, flush_interval_ms: 50, max_record_bytes: 16 << 20, read_only: false }
+    }
+}
+
+enum Medium {
+    File(File),
+    Memory(Vec<u8>),
+}
+
+impl Medium {
+    fn source(&self) -> &dyn ReadAt {
+        match self {
+            Medium::File(f) => f,
+            Medium::Memory(v) => v,
+        }
+    }
+}
+
+/// The chain value, or the thread still computing it for a log that was just opened.
+enum ChainState {
+    Known(ChainValue),
+    Pending(JoinHandle<io::Result<ChainValue>>),
+}
+
+struct State {
+    header: FileHeader,
+    medium: Medium,
+    index: Index,
+    /// Offset after the last complete commit.
+    end: u64,
+    /// LSN of the last complete commit.
+    lsn: u64,
+    /// Records in the log.
+    records: u64,
+    chain: ChainState,
+    /// Every 1024th record: (LSN, offset), to start `records(after=)` near the right place.
+    sparse: Vec<(u64, u64)>,
+    closed: bool,
+    buf: Vec<u8>,
+    undo: Vec<Undo>,
+}
+
+const SPARSE_EVERY: u64 = 1024;
+
+/// What a reader sees of a memory: its index entry and its last put record.
+#[derive(Clone, Debug)]
+pub struct MemoryRead {
+    /// The index entry.
+    pub entry: Entry,
+    /// The bytes of its last put record.
+    pub put: Vec<u8>,
+}
+
+/// Facts about an open log.
+#[derive(Clone, Debug)]
+pub struct LogInfo {
+    /// Records in the log.
+    pub records: u64,
+    /// Newest committed LSN.
+    pub lsn: u64,
+    /// Bytes of the log, header included.
+    pub bytes: u64,
+    /// Log generation.
+    pub generation: u64,
+    /// The store id, hex.
+    pub store_id: String,
+    /// Memories.
+    pub memories: u64,
+    /// Bytes cut from a torn tail when the log was opened.
+    pub recovered_bytes: u64,
+}
+
+/// Facts about a log file read without opening a store.
+#[derive(Clone, Debug)]
+pub struct Inspection {
+    /// Whether the header parsed.
+    pub header_ok: bool,
+    /// What is wrong with the header, if anything.
+    pub header_error: Option<String>,
+    /// Whole committed records before any damage.
+    pub records: u64,
+    /// LSN of the last good commit.
+    pub lsn: u64,
+    /// File size.
+    pub bytes: u64,
+    /// Log generation.
+    pub generation: u64,
+    /// The store id, hex.
+    pub store_id: String,
+    /// The offset after the last good commit.
+    pub good_end: u64,
+    /// Where damage starts, if anywhere.
+    pub damage_offset: Option<u64>,
+    /// The LSN expected there.
+    pub damage_lsn: Option<u64>,
+    /// Whether valid records follow the damage (damage in committed data, not a torn tail).
+    pub damage_mid_log: bool,
+    /// What is wrong there.
+    pub damage_reason: Option<String>,
+}
+
+/// One open store.
+pub struct Log {
+    state: RwLock<State>,
+    /// Held by the thread doing an fsync; the others wait and usually find their bytes synced.
+    sync_lock: Mutex<()>,
+    written: AtomicU64,
+    synced: AtomicU64,
+    poisoned: Mutex<Option<String>>,
+    is_poisoned: AtomicBool,
+    sync_file: Option<File>,
+    lock_file: Mutex<Option<File>>,
+    flusher: Mutex<Option<(JoinHandle<()>, Arc<(std::sync::Mutex<bool>, Condvar)>)>>,
+    opts: Options,
+    path: Option<PathBuf>,
+    display: String,
+    recovered_bytes: u64,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?.sync_all()
+}
+
+fn new_store_id(display: &str) -> Result<[u8; 16]> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| Error::io(display, "draw a store id for", io::Error::other(e.to_string())))?;
+    Ok(id)
+}
+
+/// The lock file beside a log.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// Create a new, empty log file durably: write a temp file, fsync, rename, fsync the directory.
+fn create_log_file(path: &Path, display: &str) -> Result<()> {
+    let store_id = new_store_id(display)?;
+    let header = FileHeader { store_id, generation: 0, dense_from: 0 };
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let res = (|| -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&header.encode())?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        fsync_dir(dir)
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res.map_err(|e| Error::io(display, "create the log", e))
+}
+
+/// How replay ended.
+struct Replayed {
+    /// Offset after the last complete commit.
+    good_end: u64,
+    /// Damage at the tail with nothing valid after it: (offset, reason).
+    torn: Option<(u64, String)>,
+}
+
+/// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
+/// finish are taken back. Damage followed by any valid record is `Corrupt`.
+fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Replayed> {
+    let salt = st.header.salt();
+    let dense_from = st.header.dense_from;
+    let State { medium, index, undo, sparse, .. } = st;
+    let src = medium.source();
+    let mut sc = Scanner::new(src, start, file_len, salt, format::MAX_PAYLOAD_LEN);
+    let mut prev = st.lsn;
+    let mut good_end = start;
+    let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
+    let sparse_len = sparse.len();
+    undo.clear();
+    let mut torn = None;
+    loop {
+        let item = sc.next_item().map_err(|e| Error::io(display, "read", e))?;
+        match item {
+            Item::End => break,
+            Item::Record(off, rec) => {
+                let ok = if prev >= dense_from { rec.lsn == prev + 1 } else { rec.lsn > prev };
+                if !ok {
+                    return Err(Error::Corrupt {
+                        path: display.to_string(),
+                        offset: off,
+                        lsn: prev + 1,
+                        reason: format!("LSN {} follows LSN {prev}: a record is missing or out of order", rec.lsn),
+                    });
+                }
+                index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
+                    path: display.to_string(),
+                    offset: off,
+                    lsn: rec.lsn,
+                    reason: reason.to_string(),
+                })?;
+                if records % SPARSE_EVERY == 0 {
+                    sparse.push((rec.lsn, off));
+                }
+                records += 1;
+                prev = rec.lsn;
+                if rec.ends_commit() {
+                    undo.clear();
+                    good_end = off + rec.bytes.len() as u64;
+                    committed_lsn = rec.lsn;
+                    committed_records = records;
+                }
+            }
+            Item::Bad(off, err) => {
+                let reason = match err {
+                    format::ParseError::Incomplete => "the record is cut short".to_string(),
+                    format::ParseError::Invalid(r) => r.to_string(),
+                };
+                if find_valid_after(src, off + 1, file_len, salt, format::MAX_PAYLOAD_LEN)
+                    .map_err(|e| Error::io(display, "read", e))?
+                    .is_some()
+                {
+                    return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
+                }
+                torn = Some((off, reason));
+                break;
+            }
+        }
+    }
+    index.rollback(undo);
+    sparse.retain(|&(_, off)| off < good_end);
+    debug_assert!(sparse.len() >= sparse_len.min(sparse.len()));
+    st.lsn = committed_lsn;
+    st.records = committed_records;
+    st.end = good_end;
+    Ok(Replayed { good_end, torn })
+}
+
+/// Compute the chain over every record of a file, from its header.
+fn compute_chain(file: &File, header: &[u8], salt: u32, end: u64) -> io::Result<ChainValue> {
+    let mut value = chain::start(header);
+    let mut sc = Scanner::new(file, HEADER_LEN as u64, end, salt, format::MAX_PAYLOAD_LEN);
+    loop {
+        match sc.next_item()? {
+            Item::Record(_, rec) => value = chain::step(&value, rec.bytes),
+            Item::End => return Ok(value),
+            Item::Bad(off, _) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("damaged record at byte offset {off}")))
+            }
+        }
+    }
+}
+
+impl Log {
+    /// Open (creating if missing, unless read-only) the log at `path`.
+    pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
+        let display = path.display().to_string();
+        if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
+            return Err(Error::invalid("max_record_bytes", format!("must be between 1 and {}", format::MAX_PAYLOAD_LEN)));
+        }
+        let lock_file = if opts.read_only {
+            None
+        } else {
+            let lp = lock_path(path);
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&lp)
+                .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
+            match f.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display }),
+                Err(fs::TryLockError::Error(e)) => return Err(Error::io(&display, "lock", e)),
+            }
+            if !path.exists() {
+                create_log_file(path, &display)?;
+            }
+            Some(f)
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!opts.read_only)
+            .open(path)
+            .map_err(|e| Error::io(&display, "open", e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+        let mut hb = [0u8; HEADER_LEN];
+        let n = ReadAt::read_at(&file, &mut hb, 0).map_err(|e| Error::io(&display, "read", e))?;
+        let header = FileHeader::decode(&hb[..n]).map_err(|reason| Error::Corrupt {
+            path: display.clone(),
+            offset: 0,
+            lsn: 0,
+            reason: reason.to_string(),
+        })?;
+        let mut st = State {
+            header,
+            medium: Medium::File(file),
+            index: Index::new(),
+            end: HEADER_LEN as u64,
+            lsn: 0,
+            records: 0,
+            chain: ChainState::Known(chain::start(&hb)),
+            sparse: Vec::new(),
+            closed: false,
+            buf: Vec::new(),
+            undo: Vec::new(),
+        };
+        let replayed = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
+        st.index.finish_replay();
+        let mut recovered_bytes = 0;
+        let Medium::File(file) = &st.medium else { unreachable!("opened a file") };
+        if !opts.read_only && replayed.good_end < file_len {
+            // Truncating is safe only here: nothing valid follows `good_end` (replay checked),
+            // so the bytes after it are a write that never finished, never acknowledged.
+            file.set_len(replayed.good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
+            file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+            recovered_bytes = file_len - replayed.good_end;
+        }
+        let _ = replayed.torn;
+        if !opts.read_only && st.records > 0 {
+            let f = file.try_clone().map_err(|e| Error::io(&display, "open", e))?;
+            let salt = st.header.salt();
+            let end = st.end;
+            st.chain = ChainState::Pending(std::thread::spawn(move || compute_chain(&f, &hb, salt, end)));
+        }
+        let sync_file = if opts.read_only { None } else { Some(file.try_clone().map_err(|e| Error::io(&display, "open", e))?) };
+        let end = st.end;
+        let log = Arc::new(Log {
+            state: RwLock::new(st),
+            sync_lock: Mutex::new(()),
+            written: AtomicU64::new(end),
+            synced: AtomicU64::new(end),
+            poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
+            sync_file,
+            lock_file: Mutex::new(lock_file),
+            flusher: Mutex::new(None),
+            opts,
+            path: Some(path.to_path_buf()),
+            display,
+            recovered_bytes,
+        });
+        if !log.opts.read_only && log.opts.durability == Durability::Batch {
+            log.start_flusher();
+        }
+        Ok(log)
+    }
+
+    /// A log in RAM: the same engine, nothing durable.
+    pub fn memory(opts: Options) -> Result<Arc<Log>> {
+        let store_id = new_store_id(":memory:")?;
+        let header = FileHeader { store_id, generation: 0, dense_from: 0 };
+        let hb = header.encode();
+        let st = State {
+            header,
+            medium: Medium::Memory(hb.to_vec()),
+            index: Index::new(),
+            end: HEADER_LEN as u64,
+            lsn: 0,
+            records: 0,
+            chain: ChainState::Known(chain::start(&hb)),
+            sparse: Vec::new(),
+            closed: false,
+            buf: Vec::new(),
+            undo: Vec::new(),
+        };
+        Ok(Arc::new(Log {
+            state: RwLock::new(st),
+            sync_lock: Mutex::new(()),
+            written: AtomicU64::new(HEADER_LEN as u64),
+            synced: AtomicU64::new(HEADER_LEN as u64),
+            poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
+            sync_file: None,
+            lock_file: Mutex::new(None),
+            flusher: Mutex::new(None),
+            opts: Options { durability: Durability::None, read_only: false, ..opts },
+            path: None,
+            display: ":memory:".to_string(),
+            recovered_bytes: 0,
+        }))
+    }
+
+    fn start_flusher(self: &Arc<Self>) {
+        let weak: Weak<Log> = Arc::downgrade(self);
+        let stop = Arc::new((std::sync::Mutex::new(false), Condvar::new()));
+        let stop2 = stop.clone();
+        let interval = Duration::from_millis(self.opts.flush_interval_ms.max(1));
+        let handle = std::thread::spawn(move || loop {
+            let (lock, cv) = &*stop2;
+            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let (guard, _) = cv.wait_timeout(guard, interval).unwrap_or_else(|e| e.into_inner());
+            if *guard {
+                return;
+            }
+            drop(guard);
+            let Some(log) = weak.upgrade() else { return };
+            // A failure poisons the writer; the next commit reports it.
+            let _ = log.sync_to(log.written.load(Ordering::Acquire));
+        });
+        *self.flusher.lock() = Some((handle, stop));
+    }
+
+    /// The path, or ":memory:".
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// The path of a file-backed log.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The options the log was opened with.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    fn check_open(&self, st: &State) -> Result<()> {
+        if st.closed {
+            return Err(Error::Closed { path: self.display.clone() });
+        }
+        Ok(())
+    }
+
+    fn check_writer(&self, st: &State) -> Result<()> {
+        self.check_open(st)?;
+        if self.opts.read_only {
+            return Err(Error::ReadOnly { path: self.display.clone() });
+        }
+        if self.is_poisoned.load(Ordering::Acquire) {
+            let reason = self.poisoned.lock().clone().unwrap_or_default();
+            return Err(Error::WriterFailed { path: self.display.clone(), reason });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, reason: String) {
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            *p = Some(reason);
+        }
+        self.is_poisoned.store(true, Ordering::Release);
+    }
+
+    /// Check a command's input before anything is locked or written.
+    fn validate(&self, cmd: &Command) -> Result<()> {
+        fn key(field: &'static str, s: &str) -> Result<()> {
+            if s.is_empty() {
+                return Err(Error::invalid(field, "must not be empty"));
+            }
+            if s.len() > MAX_KEY_LEN {
+                return Err(Error::invalid(field, format!("is {} bytes; the limit is {MAX_KEY_LEN}", s.len())));
+            }
+            Ok(())
+        }
+        match cmd {
+            Command::Put(p) => {
+                key("id", &p.id)?;
+                key("kind", &p.kind)?;
+                if let Some(t) = &p.task {
+                    key("task", t)?;
+                }
+                if p.tags.len() > u16::MAX as usize {
+                    return Err(Error::invalid("tags", "too many tags"));
+                }
+                if p.sources.len() > u16::MAX as usize {
+                    return Err(Error::invalid("sources", "too many sources"));
+                }
+                for t in &p.tags {
+                    key("tags", t)?;
+                }
+                for s in &p.sources {
+                    key("sources", s)?;
+                }
+                let size = format::RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
+                if size > self.opts.max_record_bytes {
+                    return Err(Error::invalid(
+                        "text",
+                        format!(
+                            "the memory {:?} would make a {size}-byte record; max_record_bytes is {}",
+                            p.id, self.opts.max_record_bytes
+                        ),
+                    ));
+                }
+            }
+            Command::SetStatus { id, reason, .. } => {
+                key("id", id)?;
+                if let Some(r) = reason {
+                    if r.len() + format::RECORD_OVERHEAD + id.len() + 6 > self.opts.max_record_bytes {
+                        return Err(Error::invalid("reason", "is longer than max_record_bytes allows"));
+                    }
+                }
+            }
+            Command::Move { id, .. } => key("id", id)?,
+            Command::FinishTask { task } => key("task", task)?,
+            Command::Expect(x) => key("id", &x.id)?,
+        }
+        Ok(())
+    }
+
+    /// Run a commit: check `expect_lsn` and every guard against the state as the commit's own
+    /// earlier operations leave it, then append all records with consecutive LSNs, or none.
+    /// Returns the first and last LSN written, or `None` when nothing was written.
+    pub fn commit(&self, cmds: &[Command], expect_lsn: Option<u64>, at: i64) -> Result<Option<(u64, u64)>> {
+        for cmd in cmds {
+            self.validate(cmd)?;
+        }
+        let (first, last, end) = {
+            let mut guard = self.state.write();
+            let st = &mut *guard;
+            self.check_writer(st)?;
+            if let Some(want) = expect_lsn {
+                if want != st.lsn {
+                    return Err(Error::Rejected(Rejection {
+                        kind: GuardKind::ExpectLsn,
+                        id: None,
+                        expected: want.to_string(),
+                        actual: st.lsn.to_string(),
+                        reason: format!(
+                            "the store's LSN is {} but the commit expected {want}: another commit came first; re-read and retry",
+                            st.lsn
+                        ),
+                    }));
+                }
+            }
+            self.resolve_chain(st)?;
+            let salt = st.header.salt();
+            let base = st.end;
+            let mut lsn = st.lsn;
+            let State { index, buf, undo, .. } = st;
+            buf.clear();
+            undo.clear();
+            let mut outcome = Ok(());
+            for cmd in cmds {
+                if let Err(e) = apply_command(index, buf, undo, cmd, salt, &mut lsn, at, base) {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            if let Err(e) = outcome {
+                index.rollback(undo);
+                return Err(e);
+            }
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            // Mark the last record as the end of the commit.
+            let last_start = last_record_start(buf);
+            format::set_commit_end(&mut buf[last_start..], true);
+            let first = st.lsn + 1;
+            if let Err(e) = self.write_at(st, base) {
+                st.index.rollback(&mut st.undo);
+                return Err(e);
+            }
+            // Extend the chain and the sparse index over what was written.
+            let mut chain_value = match st.chain {
+                ChainState::Known(v) => v,
+                ChainState::Pending(_) => unreachable!("resolved above"),
+            };
+            let mut off = 0usize;
+            let mut records = st.records;
+            while off < st.buf.len() {
+                let rec = format::view_trusted(&st.buf[off..off + record_len_at(&st.buf[off..])]);
+                chain_value = chain::step(&chain_value, rec.bytes);
+                if records % SPARSE_EVERY == 0 {
+                    st.sparse.push((rec.lsn, base + off as u64));
+                }
+                records += 1;
+                off += rec.bytes.len();
+            }
+            st.chain = ChainState::Known(chain_value);
+            st.records = records;
+            st.end = base + st.buf.len() as u64;
+            st.lsn = lsn;
+            st.undo.clear();
+            self.written.store(st.end, Ordering::Release);
+            if st.buf.capacity() > 64 << 20 {
+                st.buf = Vec::new();
+            }
+            (first, lsn, st.end)
+        };
+        if self.opts.durability == Durability::Commit {
+            self.sync_to(end)?;
+        }
+        Ok(Some((first, last)))
+    }
+
+    fn write_at(&self, st: &mut State, base: u64) -> Result<()> {
+        match &mut st.medium {
+            Medium::Memory(v) => {
+                v.extend_from_slice(&st.buf);
+                Ok(())
+            }
+            Medium::File(f) => {
+                if let Err(e) = f.write_all_at(&st.buf, base) {
+                    // Take the partial write back if we can; either way the writer stops, and
+                    // the next open cuts whatever torn bytes are left.
+                    let _ = f.set_len(base);
+                    self.poison(format!("write failed: {e}"));
+                    return Err(Error::io(&self.display, "write to", e));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn resolve_chain(&self, st: &mut State) -> Result<()> {
+        if let ChainState::Pending(_) = st.chain {
+            let ChainState::Pending(h) = std::mem::replace(&mut st.chain, ChainState::Known([0; 32])) else {
+                unreachable!()
+            };
+            match h.join() {
+                Ok(Ok(v)) => st.chain = ChainState::Known(v),
+                Ok(Err(e)) => return Err(Error::io(&self.display, "hash the chain of", e)),
+                Err(_) => return Err(Error::io(&self.display, "hash the chain of", io::Error::other("hasher panicked"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Make every byte written so far durable (unless nobody wrote since the last sync).
+    ///
+    /// Group commit: whoever gets the sync lock syncs everything written up to that moment,
+    /// so the committers queued behind it usually find their bytes already synced. An fsync
+    /// error is fatal for the writer: after a failed fsync the kernel may have dropped the dirty
+    /// pages, so a retry that "succeeds" proves nothing (fsyncgate).
+    fn sync_to(&self, end: u64) -> Result<()> {
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let Some(file) = &self.sync_file else { return Ok(()) };
+        let _g = self.sync_lock.lock();
+        if self.is_poisoned.load(Ordering::Acquire) {
+            let reason = self.poisoned.lock().clone().unwrap_or_default();
+            return Err(Error::WriterFailed { path: self.display.clone(), reason });
+        }
+        if self.synced.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let target = self.written.load(Ordering::Acquire);
+        if let Err(e) = file.sync_data() {
+            self.poison(format!("fsync failed: {e}"));
+            return Err(Error::WriterFailed { path: self.display.clone(), reason: format!("fsync failed: {e}") });
+        }
+        self.synced.store(target, Ordering::Release);
+        Ok(())
+    }
+
+    /// fsync everything written, whatever the durability mode.
+    pub fn flush(&self) -> Result<()> {
+        {
+            let st = self.state.read();
+            self.check_open(&st)?;
+        }
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.sync_to(self.written.load(Ordering::Acquire))
+    }
+
+    /// Flush (unless durability is `None`), stop the timer, release the lock. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        if let Some((handle, stop)) = self.flusher.lock().take() {
+            *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            stop.1.notify_all();
+            let _ = handle.join();
+        }
+        let mut st = self.state.write();
+        if st.closed {
+            return Ok(());
+        }
+        let result = if !self.opts.read_only && self.opts.durability != Durability::None {
+            self.sync_to(self.written.load(Ordering::Acquire))
+        } else {
+            Ok(())
+        };
+        if let ChainState::Pending(_) = st.chain {
+            let _ = self.resolve_chain(&mut st);
+        }
+        st.closed = true;
+        drop(st);
+        // Dropping the lock file's handle releases the OS lock.
+        self.lock_file.lock().take();
+        result
+    }
+
+    /// Whether the log is closed.
+    pub fn is_closed(&self) -> bool {
+        self.state.read().closed
+    }
+
+    /// Catch a reader up with what the writer appended. Returns how many records were applied.
+    pub fn refresh(&self) -> Result<u64> {
+        let mut st = self.state.write();
+        self.check_open(&st)?;
+        let Medium::File(f) = &st.medium else { return Ok(0) };
+        if !self.opts.read_only {
+            return Ok(0);
+        }
+        let len = f.metadata().map_err(|e| Error::io(&self.display, "stat", e))?.len();
+        if len <= st.end {
+            return Ok(0);
+        }
+        let before = st.records;
+        let start = st.end;
+        // A writer may be mid-append: a record cut short at the end is simply not there yet.
+        replay(&mut st, start, len, &self.display)?;
+        Ok(st.records - before)
+    }
+
+    /// Facts about the log.
+    pub fn info(&self) -> Result<LogInfo> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(LogInfo {
+            records: st.records,
+            lsn: st.lsn,
+            bytes: st.end,
+            generation: st.header.generation,
+            store_id: hex(&st.header.store_id),
+            memories: st.index.len() as u64,
+            recovered_bytes: self.recovered_bytes,
+        })
+    }
+
+    /// Newest committed LSN.
+    pub fn lsn(&self) -> u64 {
+        self.state.read().lsn
+    }
+
+    /// Number of memories.
+    pub fn len(&self) -> Result<usize> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(st.index.len())
+    }
+
+    /// Whether the store has no memories.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Whether a memory exists.
+    pub fn contains(&self, id: &str) -> Result<bool> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(st.index.position(id).is_some())
+    }
+
+    /// Whether a task was marked finished.
+    pub fn is_task_finished(&self, task: &str) -> Result<bool> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(st.index.is_finished(task))
+    }
+
+    /// The current chain value (waits for the opening hash pass if it is still running).
+    pub fn chain_value(&self) -> Result<ChainValue> {
+        let mut st = self.state.write();
+        self.check_open(&st)?;
+        self.resolve_chain(&mut st)?;
+        match st.chain {
+            ChainState::Known(v) => Ok(v),
+            ChainState::Pending(_) => unreachable!("resolved"),
+        }
+    }
+
+    /// Read memories by id; `None` for ids the store does not have.
+    pub fn get_many<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Option<MemoryRead>>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let entries: Vec<Option<Entry>> = ids.iter().map(|id| st.index.get(id.as_ref()).copied()).collect();
+        self.read_puts(&st, entries)
+    }
+
+    /// Memories matching a query, in creation order.
+    pub fn find(&self, q: &Query<'_>) -> Result<Vec<MemoryRead>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let entries = st.index.find(q).into_iter().map(|n| Some(*st.index.entry(n))).collect();
+        Ok(self.read_puts(&st, entries)?.into_iter().flatten().collect())
+    }
+
+    /// Read the put record of each entry, coalescing neighbouring records into one read.
+    fn read_puts(&self, st: &State, entries: Vec<Option<Entry>>) -> Result<Vec<Option<MemoryRead>>> {
+        let src = st.medium.source();
+        let mut out = Vec::with_capacity(entries.len());
+        // Runs of entries whose records lie close together in the file are read at once.
+        let mut i = 0;
+        while i < entries.len() {
+            let Some(first) = entries[i] else {
+                out.push(None);
+                i += 1;
+                continue;
+            };
+            let start = first.put_off;
+            let mut stop = start + first.put_len as u64;
+            let mut j = i + 1;
+            while j < entries.len() && j - i < 4096 {
+                match entries[j] {
+                    Some(e) if e.put_off >= stop && e.put_off - stop <= 4096 => {
+                        stop = e.put_off + e.put_len as u64;
+                        j += 1;
+                    }
+                    _ => break,
+                }
+            }
+            let mut chunk = vec![0u8; (stop - start) as usize];
+            let n = src.read_at(&mut chunk, start).map_err(|e| Error::io(&self.display, "read", e))?;
+            if n < chunk.len() {
+                return Err(self.damaged(start, first.lsn, "the file ends before the record"));
+            }
+            for e in entries[i..j].iter().flatten() {
+                let rel = (e.put_off - start) as usize;
+                let bytes = &chunk[rel..rel + e.put_len as usize];
+                // Records are checked again on every read: damage after open is reported, never returned.
+                if parse_record(bytes, st.header.salt(), format::MAX_PAYLOAD_LEN).is_err() {
+                    return Err(self.damaged(e.put_off, e.lsn, "the record no longer matches its checksum"));
+                }
+                out.push(Some(MemoryRead { entry: *e, put: bytes.to_vec() }));
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
+    fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
+        Error::Corrupt { path: self.display.clone(), offset, lsn, reason: reason.to_string() }
+    }
+
+    /// Names for an entry's interned fields: (id, kind, task, tags).
+    pub fn names(&self, e: &Entry) -> (String, String, Option<String>, Vec<String>) {
+        let st = self.state.read();
+        let ix = &st.index;
+        (
+            ix.id_of(e).to_string(),
+            ix.kinds.name(e.kind).to_string(),
+            ix.task_of(e).map(str::to_string),
+            ix.tags_of(e).map(str::to_string).collect(),
+        )
+    }
+
+    /// Every record of one memory still in the log, oldest first.
+    pub fn history(&self, id: &str) -> Result<Vec<Vec<u8>>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let mut out = Vec::new();
+        let mut sc = Scanner::new(st.medium.source(), HEADER_LEN as u64, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        loop {
+            match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
+                Item::Record(_, rec) => {
+                    if rec.op != Op::Task && rec.key == id.as_bytes() {
+                        out.push(rec.bytes.to_vec());
+                    }
+                }
+                Item::End => return Ok(out),
+                Item::Bad(off, _) => return Err(self.damaged(off, 0, "the record no longer matches its checksum")),
+            }
+        }
+    }
+
+    /// Up to `max` records with an LSN above `after`, starting the scan at `from` (0: find the
+    /// place from the LSN). Returns the records and the offset to continue from.
+    pub fn read_records(&self, after: u64, from: u64, max: usize) -> Result<(Vec<Vec<u8>>, u64)> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let start = if from >= HEADER_LEN as u64 {
+            from
+        } else {
+            let i = st.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
+            if i == 0 {
+                HEADER_LEN as u64
+            } else {
+                st.sparse[i - 1].1
+            }
+        };
+        let mut out = Vec::new();
+        let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        while out.len() < max {
+            match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
+                Item::Record(_, rec) => {
+                    if rec.lsn > after {
+                        out.push(rec.bytes.to_vec());
+                    }
+                }
+                Item::End => break,
+                Item::Bad(off, _) => return Err(self.damaged(off, 0, "the record no longer matches its checksum")),
+            }
+        }
+        Ok((out, sc.offset()))
+    }
+
+    /// Bytes of heap the index holds.
+    pub fn index_heap_bytes(&self) -> usize {
+        self.state.read().index.heap_bytes()
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// The length of the record at the start of `b` (which holds whole records).
+fn record_len_at(b: &[u8]) -> usize {
+    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
+    let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as usize;
+    format::RECORD_OVERHEAD + key_len + len
+}
+
+/// The offset of the last record in a buffer of whole records.
+fn last_record_start(b: &[u8]) -> usize {
+    let mut off = 0;
+    let mut last = 0;
+    while off < b.len() {
+        last = off;
+        off += record_len_at(&b[off..]);
+    }
+    last
+}
+
+fn unknown(id: &str, what: &str) -> Error {
+    Error::Rejected(Rejection {
+        kind: GuardKind::UnknownId,
+        id: Some(id.to_string()),
+        expected: "a memory that exists".to_string(),
+        actual: "no such memory".to_string(),
+        reason: format!("cannot {what} memory {id:?}: the store has no memory with that id"),
+    })
+}
+
+fn refuse(kind: GuardKind, id: &str, expected: String, actual: String) -> Error {
+    let reason = format!(
+        "guard failed on memory {id:?}: expected {} {expected}, found {actual}; nothing was written",
+        kind.name()
+    );
+    Error::Rejected(Rejection { kind, id: Some(id.to_string()), expected, actual, reason })
+}
+
+/// Turn one command into a record (or check one guard) against the state as the commit's
+/// earlier records left it, and apply the record to the index.
+#[allow(clippy::too_many_arguments)]
+fn apply_command(
+    index: &mut Index,
+    buf: &mut Vec<u8>,
+    undo: &mut Vec<Undo>,
+    cmd: &Command,
+    salt: u32,
+    lsn: &mut u64,
+    at: i64,
+    base: u64,
+) -> Result<()> {
+    let range = match cmd {
+        Command::Expect(x) => {
+            let e = index.get(&x.id);
+            if let Some(want) = x.exists {
+                if want != e.is_some() {
+                    let show = |b: bool| if b { "exists" } else { "does not exist" }.to_string();
+                    return Err(refuse(GuardKind::Exists, &x.id, show(want), show(e.is_some())));
+                }
+            }
+            if x.status.is_some() || x.tier.is_some() || x.lsn.is_some() {
+                let Some(e) = e else {
+                    return Err(refuse(GuardKind::Exists, &x.id, "exists".into(), "does not exist".into()));
+                };
+                if let Some(s) = x.status.filter(|s| *s != e.status) {
+                    return Err(refuse(GuardKind::Status, &x.id, s.name().into(), e.status.name().into()));
+                }
+                if let Some(t) = x.tier.filter(|t| *t != e.tier) {
+                    return Err(refuse(GuardKind::Tier, &x.id, t.name().into(), e.tier.name().into()));
+                }
+                if let Some(l) = x.lsn.filter(|l| *l != e.lsn) {
+                    return Err(refuse(GuardKind::Lsn, &x.id, l.to_string(), e.lsn.to_string()));
+                }
+            }
+            return Ok(());
+        }
+        Command::Put(p) => {
+            let state = match index.get(&p.id) {
+                Some(e) => PutState { tier: e.tier, status: e.status, created_lsn: e.created_lsn, created_at: e.created_at },
+                None => PutState {
+                    tier: p.tier.unwrap_or(Tier::Working),
+                    status: Status::Active,
+                    created_lsn: 0,
+                    created_at: at,
+                },
+            };
+            *lsn += 1;
+            encode_record(buf, Op::Put, 0, salt, *lsn, at, p.id.as_bytes(), |o| memory::encode_put(o, state, p))
+        }
+        Command::SetStatus { id, status, reason } => {
+            if index.get(id).is_none() {
+                return Err(unknown(id, if *status == Status::Stale { "stale" } else { "restore" }));
+            }
+            *lsn += 1;
+            encode_record(buf, Op::Status, 0, salt, *lsn, at, id.as_bytes(), |o| {
+                memory::encode_status(o, *status, reason.as_deref())
+            })
+        }
+        Command::Move { id, tier } => {
+            if index.get(id).is_none() {
+                return Err(unknown(id, "move"));
+            }
+            *lsn += 1;
+            encode_record(buf, Op::Move, 0, salt, *lsn, at, id.as_bytes(), |o| o.push(*tier as u8))
+        }
+        Command::FinishTask { task } => {
+            *lsn += 1;
+            encode_record(buf, Op::Task, 0, salt, *lsn, at, task.as_bytes(), |o| o.push(1))
+        }
+    };
+    let rec: RecordView<'_> = format::view_trusted(&buf[range.clone()]);
+    index
+        .apply(&rec, base + range.start as u64, Some(undo))
+        .map_err(|reason| Error::invalid("record", format!("internal: a record the writer built does not apply: {reason}")))
+}
+
+/// Read a log file without opening a store and without changing it: how far it is good,
+/// and where and how it is damaged.
+pub fn inspect(path: &Path) -> Result<Inspection> {
+    let display = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(&display, "open", e))?;
+    let len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+    let mut hb = [0u8; HEADER_LEN];
+    let n = ReadAt::read_at(&file, &mut hb, 0).map_err(|e| Error::io(&display, "read", e))?;
+    let mut out = Inspection {
+        header_ok: false,
+        header_error: None,
+        records: 0,
+        lsn: 0,
+        bytes: len,
+        generation: 0,
+        store_id: String::new(),
+        good_end: 0,
+        damage_offset: None,
+        damage_lsn: None,
+        damage_mid_log: false,
+        damage_reason: None,
+    };
+    let header = match FileHeader::decode(&hb[..n]) {
+        Ok(h) => h,
+        Err(reason) => {
+            out.header_error = Some(reason.to_string());
+            out.damage_offset = Some(0);
+            out.damage_reason = Some(reason.to_string());
+            out.damage_mid_log = true;
+            return Ok(out);
+        }
+    };
+    out.header_ok = true;
+    out.generation = header.generation;
+    out.store_id = hex(&header.store_id);
+    let salt = header.salt();
+    let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
+    let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
+    loop {
+        match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
+            Item::End => break,
+            Item::Record(off, rec) => {
+                let ok = if prev >= header.dense_from { rec.lsn == prev + 1 } else { rec.lsn > prev };
+                if !ok {
+                    out.damage_offset = Some(off);
+                    out.damage_lsn = Some(prev + 1);
+                    out.damage_mid_log = true;
+                    out.damage_reason = Some(format!("LSN {} follows LSN {prev}", rec.lsn));
+                    break;
+                }
+                records += 1;
+                prev = rec.lsn;
+                if rec.flags & FLAG_COMMIT_END != 0 {
+                    good_end = off + rec.bytes.len() as u64;
+                    good_records = records;
+                    out.lsn = rec.lsn;
+                }
+            }
+            Item::Bad(off, err) => {
+                out.damage_offset = Some(off);
+                out.damage_lsn = Some(prev + 1);
+                out.damage_reason = Some(match err {
+                    format::ParseError::Incomplete => "the record is cut short".to_string(),
+                    format::ParseError::Invalid(r) => r.to_string(),
+                });
+                out.damage_mid_log = find_valid_after(&file, off + 1, len, salt, format::MAX_PAYLOAD_LEN)
+                    .map_err(|e| Error::io(&display, "read", e))?
+                    .is_some();
+                break;
+            }
+        }
+    }
+    if out.damage_offset.is_none() && good_end < len {
+        out.damage_offset = Some(good_end);
+        out.damage_lsn = Some(out.lsn + 1);
+        out.damage_reason = Some("a commit that never finished".to_string());
+    }
+    out.records = good_records;
+    out.good_end = good_end;
+    Ok(out)
+}
+
+/// Cut a log file at `good_end` and fsync it (what `memcommit repair` does after its backup).
+/// Refuses while a writer holds the log.
+pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
+    let display = path.display().to_string();
+    let lp = lock_path(path);
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lp)
+        .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display }),
+        Err(fs::TryLockError::Error(e)) => return Err(Error::io(&display, "lock", e)),
+    }
+    if good_end < HEADER_LEN as u64 {
+        return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
+    }
+    let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
+    f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
+    f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+    Ok(())
+}
+
+/// Convenience for callers that build a put from parts.
+pub fn put(id: &str, kind: &str, text: &str) -> Command {
+    Command::Put(PutCommand { id: id.into(), kind: kind.into(), text: text.into(), ..Default::default() })
+}

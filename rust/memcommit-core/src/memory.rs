@@ -1,0 +1,360 @@
+//! The memory records: what a command is, how each op's payload is laid out, and how a
+//! payload decodes back into a memory.
+//!
+//! Payloads (little-endian):
+//!
+//! ```text
+//! put     tier u8, status u8, flags u8 (bit 0 task, bit 1 data), reserved u8 (0),
+//!         created_lsn u64 (0: this record's LSN), created_at i64,
+//!         kind str16, [task str16], tags u16 count × str16, sources u16 count × str16,
+//!         text str32, [data str32 (JSON text)]
+//! status  status u8, has_reason u8, [reason str32]
+//! move    tier u8
+//! task    state u8 (1: finished)
+//! ```
+//!
+//! A put carries the memory's whole state (tier, status, creation) so that any later put of
+//! the same id is enough to rebuild it: replay does not depend on records that log
+//! compaction may drop.
+
+use crate::format::wire::{put_str16, put_str32, Reader};
+
+/// A memory's tier. The archive is a tier like the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Tier {
+    /// Fresh, in-task memories.
+    Working = 0,
+    /// Summaries and consolidated task memory.
+    Mid = 1,
+    /// Long-term knowledge.
+    Long = 2,
+    /// Folded originals: kept, not shown by default.
+    Archive = 3,
+}
+
+/// Every tier, in order.
+pub const TIERS: [Tier; 4] = [Tier::Working, Tier::Mid, Tier::Long, Tier::Archive];
+
+impl Tier {
+    /// The tier for a byte from the log.
+    pub fn from_u8(b: u8) -> Option<Tier> {
+        TIERS.get(b as usize).copied()
+    }
+
+    /// The tier a user names.
+    pub fn parse(s: &str) -> Option<Tier> {
+        TIERS.iter().copied().find(|t| t.name() == s)
+    }
+
+    /// The tier's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Working => "working",
+            Tier::Mid => "mid",
+            Tier::Long => "long",
+            Tier::Archive => "archive",
+        }
+    }
+}
+
+/// Whether a memory is current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Status {
+    /// Current.
+    Active = 0,
+    /// Superseded or wrong; kept, hidden by default.
+    Stale = 1,
+}
+
+impl Status {
+    /// The status for a byte from the log.
+    pub fn from_u8(b: u8) -> Option<Status> {
+        match b {
+            0 => Some(Status::Active),
+            1 => Some(Status::Stale),
+            _ => None,
+        }
+    }
+
+    /// The status a user names.
+    pub fn parse(s: &str) -> Option<Status> {
+        match s {
+            "active" => Some(Status::Active),
+            "stale" => Some(Status::Stale),
+            _ => None,
+        }
+    }
+
+    /// The status's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Stale => "stale",
+        }
+    }
+}
+
+/// The content of a put, as a caller gives it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PutCommand {
+    /// The memory id.
+    pub id: String,
+    /// `note`, `trace`, `fact`, ... or any other kind.
+    pub kind: String,
+    /// The memory's text.
+    pub text: String,
+    /// A JSON object, as JSON text, or none.
+    pub data: Option<String>,
+    /// The task the memory belongs to.
+    pub task: Option<String>,
+    /// The tier of a new memory; a put to an existing id keeps the tier it has.
+    pub tier: Option<Tier>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Ids of the memories this one derives from.
+    pub sources: Vec<String>,
+}
+
+/// A guard: the commit is refused unless the memory matches every given field.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Expect {
+    /// The memory id.
+    pub id: String,
+    /// Whether the memory must exist (or must not).
+    pub exists: Option<bool>,
+    /// The status it must have.
+    pub status: Option<Status>,
+    /// The tier it must be in.
+    pub tier: Option<Tier>,
+    /// The LSN of the newest record that touched it.
+    pub lsn: Option<u64>,
+}
+
+/// One operation of a commit.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Create a memory or replace its content.
+    Put(PutCommand),
+    /// Change a memory's status, with an optional reason.
+    SetStatus {
+        /// The memory id.
+        id: String,
+        /// The new status.
+        status: Status,
+        /// Why (for stale).
+        reason: Option<String>,
+    },
+    /// Change a memory's tier.
+    Move {
+        /// The memory id.
+        id: String,
+        /// The new tier.
+        tier: Tier,
+    },
+    /// Mark a task finished.
+    FinishTask {
+        /// The task name.
+        task: String,
+    },
+    /// A guard on one memory.
+    Expect(Expect),
+}
+
+/// The state fields a put record carries besides the caller's content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PutState {
+    /// The memory's tier after the put.
+    pub tier: Tier,
+    /// The memory's status after the put.
+    pub status: Status,
+    /// The LSN of the memory's first put; 0 when this record is it.
+    pub created_lsn: u64,
+    /// When the memory was created (microseconds since the epoch).
+    pub created_at: i64,
+}
+
+const PUT_HAS_TASK: u8 = 1;
+const PUT_HAS_DATA: u8 = 2;
+
+/// Write a put payload.
+pub fn encode_put(out: &mut Vec<u8>, st: PutState, p: &PutCommand) {
+    let mut flags = 0;
+    if p.task.is_some() {
+        flags |= PUT_HAS_TASK;
+    }
+    if p.data.is_some() {
+        flags |= PUT_HAS_DATA;
+    }
+    out.extend_from_slice(&[st.tier as u8, st.status as u8, flags, 0]);
+    out.extend_from_slice(&st.created_lsn.to_le_bytes());
+    out.extend_from_slice(&st.created_at.to_le_bytes());
+    put_str16(out, p.kind.as_bytes());
+    if let Some(task) = &p.task {
+        put_str16(out, task.as_bytes());
+    }
+    out.extend_from_slice(&(p.tags.len() as u16).to_le_bytes());
+    for t in &p.tags {
+        put_str16(out, t.as_bytes());
+    }
+    out.extend_from_slice(&(p.sources.len() as u16).to_le_bytes());
+    for s in &p.sources {
+        put_str16(out, s.as_bytes());
+    }
+    put_str32(out, p.text.as_bytes());
+    if let Some(data) = &p.data {
+        put_str32(out, data.as_bytes());
+    }
+}
+
+/// The bytes a put payload will take, to check the record limit before writing anything.
+pub fn put_payload_len(p: &PutCommand) -> usize {
+    20 + 2
+        + p.kind.len()
+        + p.task.as_ref().map_or(0, |t| 2 + t.len())
+        + 2
+        + p.tags.iter().map(|t| 2 + t.len()).sum::<usize>()
+        + 2
+        + p.sources.iter().map(|s| 2 + s.len()).sum::<usize>()
+        + 4
+        + p.text.len()
+        + p.data.as_ref().map_or(0, |d| 4 + d.len())
+}
+
+/// The part of a put payload replay needs: everything but the text, data and sources.
+#[derive(Clone, Debug)]
+pub struct PutHead<'a> {
+    /// State fields.
+    pub state: PutState,
+    /// Kind.
+    pub kind: &'a str,
+    /// Task.
+    pub task: Option<&'a str>,
+    /// Tags, in the order given.
+    pub tags: Vec<&'a str>,
+}
+
+/// A put payload decoded in full.
+#[derive(Clone, Debug)]
+pub struct PutBody<'a> {
+    /// The head fields.
+    pub head: PutHead<'a>,
+    /// Source ids.
+    pub sources: Vec<&'a str>,
+    /// Text.
+    pub text: &'a str,
+    /// JSON text of the data object.
+    pub data: Option<&'a str>,
+}
+
+fn decode_put_head<'a>(r: &mut Reader<'a>) -> Option<(PutHead<'a>, u8)> {
+    let tier = Tier::from_u8(r.u8()?)?;
+    let status = Status::from_u8(r.u8()?)?;
+    let flags = r.u8()?;
+    if flags & !(PUT_HAS_TASK | PUT_HAS_DATA) != 0 || r.u8()? != 0 {
+        return None;
+    }
+    let created_lsn = r.u64()?;
+    let created_at = r.u64()? as i64;
+    let kind = r.str16()?;
+    let task = if flags & PUT_HAS_TASK != 0 { Some(r.str16()?) } else { None };
+    let n = r.u16()? as usize;
+    let mut tags = Vec::with_capacity(n);
+    for _ in 0..n {
+        tags.push(r.str16()?);
+    }
+    let state = PutState { tier, status, created_lsn, created_at };
+    Some((PutHead { state, kind, task, tags }, flags))
+}
+
+/// Decode the head of a put payload (what the index keeps).
+pub fn decode_put_head_only(payload: &[u8]) -> Option<PutHead<'_>> {
+    decode_put_head(&mut Reader::new(payload)).map(|(h, _)| h)
+}
+
+/// Decode a whole put payload.
+pub fn decode_put(payload: &[u8]) -> Option<PutBody<'_>> {
+    let mut r = Reader::new(payload);
+    let (head, flags) = decode_put_head(&mut r)?;
+    let n = r.u16()? as usize;
+    let mut sources = Vec::with_capacity(n);
+    for _ in 0..n {
+        sources.push(r.str16()?);
+    }
+    let text = r.str32()?;
+    let data = if flags & PUT_HAS_DATA != 0 { Some(r.str32()?) } else { None };
+    if !r.done() {
+        return None;
+    }
+    Some(PutBody { head, sources, text, data })
+}
+
+/// Write a status payload.
+pub fn encode_status(out: &mut Vec<u8>, status: Status, reason: Option<&str>) {
+    out.push(status as u8);
+    match reason {
+        Some(r) => {
+            out.push(1);
+            put_str32(out, r.as_bytes());
+        }
+        None => out.push(0),
+    }
+}
+
+/// Decode a status payload.
+pub fn decode_status(payload: &[u8]) -> Option<(Status, Option<&str>)> {
+    let mut r = Reader::new(payload);
+    let status = Status::from_u8(r.u8()?)?;
+    let reason = match r.u8()? {
+        0 => None,
+        1 => Some(r.str32()?),
+        _ => return None,
+    };
+    r.done().then_some((status, reason))
+}
+
+/// Decode a move payload.
+pub fn decode_move(payload: &[u8]) -> Option<Tier> {
+    match payload {
+        [t] => Tier::from_u8(*t),
+        _ => None,
+    }
+}
+
+/// Decode a task payload: whether the task is finished.
+pub fn decode_task(payload: &[u8]) -> Option<bool> {
+    match payload {
+        [1] => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_round_trip() {
+        let p = PutCommand {
+            id: "m1".into(),
+            kind: "fact".into(),
+            text: "héllo".into(),
+            data: Some("{\"a\":1}".into()),
+            task: Some("t".into()),
+            tier: None,
+            tags: vec!["x".into(), "y".into()],
+            sources: vec!["s1".into()],
+        };
+        let st = PutState { tier: Tier::Mid, status: Status::Stale, created_lsn: 3, created_at: 99 };
+        let mut out = Vec::new();
+        encode_put(&mut out, st, &p);
+        assert_eq!(out.len(), put_payload_len(&p));
+        let b = decode_put(&out).unwrap();
+        assert_eq!(b.head.state, st);
+        assert_eq!((b.head.kind, b.head.task, b.text, b.data), ("fact", Some("t"), "héllo", Some("{\"a\":1}")));
+        assert_eq!(b.head.tags, vec!["x", "y"]);
+        assert_eq!(b.sources, vec!["s1"]);
+        assert!(decode_put(&out[..out.len() - 1]).is_none());
+    }
+}

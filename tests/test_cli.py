@@ -1,0 +1,445 @@
+"""The memcommit command line: info, export, import, repair and demo."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit import _native
+from memcommit.cli import main
+from memcommit.progress import Progress
+
+
+def _make_store(path: Path) -> dict[str, str]:
+    """A small store with every kind of record; returns the ids it created."""
+    with memcommit.open(str(path)) as store:
+        with store.commit() as c:
+            fact = c.put(
+                "Acme uses the EUR currency on invoices.",
+                kind="fact",
+                task="task-a",
+                data={"confidence": 0.9, "nested": {"k": [1, 2]}},
+                tags=("billing", "acme"),
+            )
+            trace = c.put("agent-1 called run_sql: 12 rows.", kind="trace", task="task-a")
+        note = store.put("Remember the cutover on Friday.", tier="mid", sources=(fact, trace))
+        store.stale(trace, reason="superseded")
+        store.restore(trace)
+        store.stale(note, reason="outdated")
+        store.move(fact, "long")
+        store.put("Acme uses EUR and GBP.", kind="fact", id=fact, task="task-a")
+        store.finish_task("task-a")
+    return {"fact": fact, "trace": trace, "note": note}
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _comparable(record: dict[str, Any]) -> tuple[Any, ...]:
+    # Timestamps come from the importing store's clock, so they differ by design.
+    fields = {k: v for k, v in record["fields"].items() if k != "created_at"}
+    return record["op"], record["key"], fields
+
+
+# --- info -------------------------------------------------------------------------------
+
+
+def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["info", str(path)]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["records"] == "9"
+    assert lines["lsn"] == "9"
+    assert lines["memories"] == "3"
+    assert lines["bytes"] == str(path.stat().st_size)
+    assert lines["generation"] == "0"
+    assert len(lines["store_id"]) >= 16
+
+
+def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["records"] == 9
+    assert info["memories"] == 3
+    with memcommit.open(str(path), read_only=True) as store:
+        assert info["store_id"] == store.store_id
+
+
+def test_info_of_missing_file_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.db"
+    assert main(["info", str(missing)]) == 1
+    captured = capsys.readouterr()
+    assert str(missing) in captured.err
+    assert "Traceback" not in captured.err
+    assert not missing.exists()
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["no-such-command"]) == 2
+    assert main(["demo", "--agents", "0"]) == 2
+    assert main(["info"]) == 2
+    err = capsys.readouterr().err
+    assert "--agents" in err
+    assert "Traceback" not in err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "repair" in capsys.readouterr().out
+
+
+# --- export and import ------------------------------------------------------------------
+
+
+def test_export_to_stdout_writes_one_json_object_per_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    ids = _make_store(path)
+    assert main(["export", str(path)]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["lsn"] for r in records] == list(range(1, 10))
+    assert [r["op"] for r in records] == [
+        "put", "put", "put", "status", "status", "status", "move", "put", "task",
+    ]  # fmt: skip
+    for record in records:
+        assert set(record) == {"lsn", "op", "at", "key", "fields"}
+        assert datetime.fromisoformat(record["at"]).utcoffset() is not None
+    assert records[0]["key"] == ids["fact"]
+    assert records[0]["fields"]["data"] == {"confidence": 0.9, "nested": {"k": [1, 2]}}
+    assert records[0]["fields"]["tags"] == ["billing", "acme"]
+    assert records[2]["fields"]["sources"] == [ids["fact"], ids["trace"]]
+    assert records[3]["fields"]["status"] == "stale"
+    assert records[3]["fields"]["reason"] == "superseded"
+    assert records[6]["fields"]["tier"] == "long"
+    assert records[8]["key"] == "task-a"
+
+
+def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "memory.db"
+    ids = _make_store(source)
+    first = tmp_path / "first.jsonl"
+    assert main(["export", str(source), "--out", str(first)]) == 0
+    assert "exported 9 records" in capsys.readouterr().out
+    assert not (tmp_path / "first.jsonl.partial").exists()
+
+    copy = tmp_path / "copy.db"
+    assert main(["import", str(copy), str(first)]) == 0
+    assert "imported 9 records" in capsys.readouterr().out
+
+    second = tmp_path / "second.jsonl"
+    assert main(["export", str(copy), "--out", str(second)]) == 0
+    assert [_comparable(r) for r in _lines(first)] == [_comparable(r) for r in _lines(second)]
+
+    with memcommit.open(str(source), read_only=True) as a, memcommit.open(str(copy)) as b:
+        assert len(a) == len(b) == 3
+        for memory_id in ids.values():
+            x, y = a.get(memory_id), b.get(memory_id)
+            assert x is not None and y is not None
+            assert (x.text, x.kind, x.tier, x.status, x.tags, x.sources, x.data, x.task) == (
+                y.text, y.kind, y.tier, y.status, y.tags, y.sources, y.data, y.task,
+            )  # fmt: skip
+        assert b.is_task_finished("task-a")
+
+
+def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "memory.db"
+    _make_store(source)
+    dump = tmp_path / "dump.jsonl"
+    assert main(["export", str(source), "--out", str(dump)]) == 0
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump), "--batch", "2"]) == 0
+    assert "in 5 commits" in capsys.readouterr().out
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 9
+
+
+def test_import_bad_json_names_the_line_and_writes_nothing_of_its_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "memory.db"
+    _make_store(source)
+    dump = tmp_path / "dump.jsonl"
+    assert main(["export", str(source), "--out", str(dump)]) == 0
+    lines = dump.read_text(encoding="utf-8").splitlines()
+    lines[4] = lines[4][:-7]  # line 5 is cut short
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    capsys.readouterr()
+
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump), "--batch", "3"]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 5" in err
+    assert "not valid JSON" in err
+    assert "Traceback" not in err
+    # Lines 1-3 were one batch and were committed; lines 4-5 were not.
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 3
+        assert [r.op for r in store.records()] == ["put", "put", "put"]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ({"op": "fold", "key": "m1", "fields": {}}, "unknown op"),
+        ({"op": "put", "key": "m1", "fields": {"kind": "note"}}, "fields.text"),
+        ({"op": "put", "key": "m1", "fields": {"text": "x", "tags": "a"}}, "fields.tags"),
+        ({"op": "status", "key": "m1", "fields": {"status": "gone"}}, "fields.status"),
+        ({"op": "put", "key": "", "fields": {"text": "x"}}, "'key'"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_import_rejects_malformed_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, problem: str
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    good = {"op": "put", "key": "m0", "fields": {"text": "fine", "kind": "note"}}
+    dump.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n", encoding="utf-8")
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 2" in err
+    assert problem in err
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 0
+        assert "m0" not in store
+
+
+def test_import_refused_by_the_store_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    records = [
+        {"op": "put", "key": "m0", "fields": {"text": "fine"}},
+        {"op": "move", "key": "m0", "fields": {"tier": "mid"}},
+        {"op": "status", "key": "never-put", "fields": {"status": "stale"}},
+    ]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 3" in err
+    assert "Traceback" not in err
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 0
+
+
+def test_import_bad_tier_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = tmp_path / "dump.jsonl"
+    bad = {"op": "put", "key": "m0", "fields": {"text": "x", "tier": "attic"}}
+    dump.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 1" in err
+    assert "attic" in err
+
+
+def test_import_missing_file_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    assert main(["import", str(tmp_path / "copy.db"), str(missing)]) == 1
+    assert str(missing) in capsys.readouterr().err
+
+
+# --- repair -----------------------------------------------------------------------------
+
+
+def _damaged_store(tmp_path: Path) -> Path:
+    """A store of 200 one-record commits with one byte flipped in the middle."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(str(path), durability="none") as store:
+        for i in range(200):
+            store.put(f"memory number {i:03d}: " + "lorem ipsum " * 5, kind="trace")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    before = path.read_bytes()
+    assert main(["repair", str(path)]) == 0
+    assert "healthy" in capsys.readouterr().out
+    assert path.read_bytes() == before
+    assert list(tmp_path.glob("memory.db.bak-*")) == []
+
+
+def test_repair_without_yes_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _damaged_store(tmp_path)
+    report = _native.inspect_log(str(path))
+    assert report["damage_offset"] is not None
+    assert report["good_end"] < path.stat().st_size
+    before = path.read_bytes()
+
+    assert main(["repair", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert f"byte offset {report['damage_offset']:,}" in captured.out
+    assert "--yes" in captured.err
+    assert path.read_bytes() == before
+    assert list(tmp_path.glob("memory.db.bak-*")) == []
+
+
+def test_repair_with_yes_backs_up_and_cuts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _damaged_store(tmp_path)
+    before = path.read_bytes()
+    report = _native.inspect_log(str(path))
+    with pytest.raises(memcommit.CorruptLog):
+        memcommit.open(str(path))
+
+    assert main(["repair", str(path), "--yes"]) == 0
+    out = capsys.readouterr().out
+    backups = list(tmp_path.glob("memory.db.bak-*"))
+    assert len(backups) == 1
+    assert backups[0].read_bytes() == before
+    assert str(backups[0]) in out
+    assert f"cut {len(before) - report['good_end']:,} bytes" in out
+    assert path.stat().st_size == report["good_end"]
+
+    with memcommit.open(str(path)) as store:
+        assert 0 < len(store) < 200
+        assert store.lsn == report["lsn"]
+    assert _native.inspect_log(str(path))["damage_offset"] is None
+    assert main(["repair", str(path)]) == 0
+    assert "healthy" in capsys.readouterr().out
+
+
+def test_info_on_a_damaged_log_points_to_repair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _damaged_store(tmp_path)
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "memcommit repair" in err
+    assert "Traceback" not in err
+
+
+# --- demo -------------------------------------------------------------------------------
+
+
+def test_demo_writes_the_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fleet.db"
+    args = ["demo", "--path", str(path), "--memories", "300", "--agents", "3", "--tasks", "7"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "300 memories (matches)" in out
+    assert "durability: batch" in out
+    assert f"memcommit info {path}" in out
+    with memcommit.open(str(path), read_only=True) as store:
+        assert len(store) == 300
+        records = list(store.records())
+        assert sum(r.op == "task" for r in records) == 7
+        assert any(r.op == "status" for r in records)
+        assert any(r.op == "move" for r in records)
+        kinds = {m.kind for m in store.find(status=None)}
+        assert {"trace", "fact", "note", "episode"} <= kinds
+        stale = store.find(status="stale")
+        assert 0 < len(stale) < 300
+        assert any(m.data for m in store.find(status=None))
+        assert any(m.sources for m in store.find(kind="episode", status=None))
+
+
+def test_demo_is_deterministic_from_the_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    texts = []
+    for name in ("a.db", "b.db"):
+        path = tmp_path / name
+        assert main(["demo", "--path", str(path), "--memories", "200", "--agents", "4"]) == 0
+        with memcommit.open(str(path), read_only=True) as store:
+            texts.append([(r.op, r.fields.get("text")) for r in store.records()])
+    assert texts[0] == texts[1]
+    assert len(texts[0]) > 200
+
+
+def test_demo_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "memory.db"
+    path.write_bytes(b"precious")
+    assert main(["demo", "--path", str(path), "--memories", "50", "--tasks", "5"]) == 1
+    err = capsys.readouterr().err
+    assert str(path) in err
+    assert "--force" in err
+    assert path.read_bytes() == b"precious"
+
+    assert main(["demo", "--path", str(path), "--memories", "50", "--tasks", "5", "--force"]) == 0
+    with memcommit.open(str(path), read_only=True) as store:
+        assert len(store) == 50
+
+
+def test_demo_from_python_m(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "memcommit", "demo"]
+    command += ["--memories", "2000", "--agents", "5", "--tasks", "20"]
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2,000 memories (matches)" in result.stdout
+    assert "tasks finished  20 of 20" in result.stdout
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+    with memcommit.open(str(tmp_path / "memory.db"), read_only=True) as store:
+        assert len(store) == 2000
+
+
+# --- progress ---------------------------------------------------------------------------
+
+
+def test_progress_is_silent_when_not_a_terminal() -> None:
+    stream = io.StringIO()
+    with Progress(10, "work", stream=stream) as bar:
+        bar.update(4)
+        bar.update(6)
+    assert bar.count == 10
+    assert stream.getvalue() == ""
+
+
+def test_progress_draws_when_enabled() -> None:
+    stream = io.StringIO()
+    with Progress(10, "work", unit="items", stream=stream, enabled=True) as bar:
+        bar.update(10)
+    text = stream.getvalue()
+    assert text.startswith("\rwork [")
+    assert "10/10 items" in text
+    assert text.endswith("\n")
+
+
+def test_progress_clears_its_line_on_error() -> None:
+    stream = io.StringIO()
+    with pytest.raises(RuntimeError), Progress(5, stream=stream, enabled=True) as bar:
+        bar.update(1)
+        raise RuntimeError("boom")
+    assert stream.getvalue().endswith("\r\x1b[K")
+    assert not stream.getvalue().endswith("\n")
+
+
+def test_python_m_memcommit_without_arguments_is_a_usage_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "memcommit"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "COMMAND" in result.stderr

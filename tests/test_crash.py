@@ -1,0 +1,342 @@
+"""Kill -9 loop (storage-reliability plan, test T1): no acknowledged commit is ever lost.
+
+A child process (``tests/crash_child.py``) opens one store file with the default
+durability ("commit") and commits a seeded random mix of work: single puts, replacing
+puts, stale/restore/move, multi-record commits mixing put/stale/move, and commits of
+several puts. Before each commit it announces the records it is about to append, and
+after the commit returns it reports the acknowledged LSN, both on a pipe. The parent
+sends SIGKILL at a random moment (sometimes before or during open and recovery), reads
+every line that got through, reopens the store and checks that
+
+* every acknowledged commit is present, record by record, with the right content;
+* the log is a prefix with no holes: ``store.records()`` yields LSNs 1..store.lsn;
+* nothing partial survives: past the last acknowledged commit there is either nothing
+  or the whole in-flight commit, never part of it;
+* the replayed state (text, kind, data, tags, tier, status of every memory) equals the
+  state the acknowledged records describe.
+
+The next iteration reopens the SAME file, so later kills hit a longer log. In about a
+third of the iterations the parent checks through a read-only open, which never
+truncates, so the torn tail is left for the next child's open to cut (and that open
+may itself be killed).
+
+Iterations come from ``MEMCOMMIT_KILLS`` (default 50, for CI). The release setting:
+
+    MEMCOMMIT_KILLS=10000 pytest tests/test_crash.py
+
+``MEMCOMMIT_CRASH_SEED`` fixes the seed (printed in every failure message); the kill
+timing is real time and so not reproducible exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+
+sys.path.insert(0, str(Path(__file__).parent))
+from crash_child import content_digest
+
+CHILD = Path(__file__).with_name("crash_child.py")
+KILLS = int(os.environ.get("MEMCOMMIT_KILLS", "50"))
+SEED = int(os.environ.get("MEMCOMMIT_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
+# A long run starts a fresh file once the log holds this many records, so that one
+# iteration's full check stays bounded.
+ROTATE_RECORDS = 200_000
+HEADER_BYTES = 64  # ARCHITECTURE.md: a log file starts with a 64-byte header
+
+
+@dataclass
+class ChildReport:
+    opened: bool = False
+    ready_lsn: int | None = None
+    ready_count: int | None = None
+    commits: list[tuple[list[list[Any]], int]] = field(default_factory=list)  # (ops, lsn)
+    in_flight: list[list[Any]] | None = None
+
+
+def parse(out: bytes) -> ChildReport:
+    """Read the child's lines; a line cut by the kill (no newline) never counts."""
+    rep = ChildReport()
+    text = out.decode("utf-8")
+    lines = text.split("\n")
+    complete = lines[:-1]  # the last piece has no newline: empty or cut
+    for line in complete:
+        tag, _, rest = line.partition(" ")
+        if tag == "O":
+            rep.opened = True
+        elif tag == "R":
+            a, b = rest.split()
+            rep.ready_lsn, rep.ready_count = int(a), int(b)
+        elif tag == "B":
+            assert rep.in_flight is None, f"two intents without an ack: {line!r}"
+            rep.in_flight = json.loads(rest)
+        elif tag == "A":
+            assert rep.in_flight is not None, f"ack without intent: {line!r}"
+            rep.commits.append((rep.in_flight, int(rest)))
+            rep.in_flight = None
+        else:
+            raise AssertionError(f"unexpected child output line {line!r}")
+    return rep
+
+
+def run_child(path: Path, seed: int, rng: random.Random) -> tuple[ChildReport, str, str]:
+    """Start the child, SIGKILL it at a random moment, return what it acknowledged."""
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), str(path), str(seed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    chunks: list[bytes] = []
+    errs: list[bytes] = []
+    opening = threading.Event()
+    ready = threading.Event()
+
+    def pump_out() -> None:
+        assert proc.stdout is not None
+        while True:
+            chunk = proc.stdout.read1(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            joined = b"".join(chunks)
+            if joined.startswith(b"O\n"):
+                opening.set()
+            if b"\nR " in joined:
+                ready.set()
+        opening.set()
+        ready.set()
+
+    def pump_err() -> None:
+        assert proc.stderr is not None
+        errs.append(proc.stderr.read())
+
+    threads = [threading.Thread(target=pump_out), threading.Thread(target=pump_err)]
+    for t in threads:
+        t.start()
+    mode = rng.random()
+    if mode < 0.08:
+        how = "early"  # anywhere in interpreter start, import or open
+        threading.Event().wait(rng.uniform(0.0, 0.25))
+    elif mode < 0.18:
+        how = "opening"  # right as open (and any recovery) runs
+        opening.wait(30)
+        threading.Event().wait(rng.uniform(0.0, 0.004))
+    else:
+        how = "committing"
+        ready.wait(30)
+        threading.Event().wait(rng.uniform(0.0, 0.2))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    for t in threads:
+        t.join(30)
+    err = b"".join(errs).decode("utf-8", "replace")
+    assert proc.returncode == -signal.SIGKILL, (
+        f"child exited by itself with {proc.returncode} (seed {seed}):\n{err}"
+    )
+    return parse(b"".join(chunks)), how, err
+
+
+class Oracle:
+    """What the log must hold: one expected record per LSN, and the state they build."""
+
+    def __init__(self) -> None:
+        self.log: list[list[Any]] = []  # index i holds the op of LSN i + 1
+        self.acked = 0  # acknowledged commits, all iterations
+
+    def extend(self, ops: list[list[Any]]) -> None:
+        self.log.extend(ops)
+
+    def state(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for op in self.log:
+            if op[0] == "put":
+                m = out.get(op[1])
+                if m is None:
+                    out[op[1]] = {"digest": op[2], "tier": op[3], "status": "active"}
+                else:
+                    m["digest"] = op[2]
+            elif op[0] == "status":
+                out[op[1]]["status"] = op[2]
+            else:
+                out[op[1]]["tier"] = op[2]
+        return out
+
+
+def record_matches(rec: Any, op: list[Any]) -> bool:
+    if rec.key != op[1]:
+        return False
+    f = rec.fields
+    if op[0] == "put":
+        return (
+            rec.op == "put" and content_digest(f["kind"], f["text"], f["data"], f["tags"]) == op[2]
+        )
+    if op[0] == "status":
+        return rec.op == "status" and f["status"] == op[2]
+    return rec.op == "move" and f["tier"] == op[2]
+
+
+def check(store: Any, oracle: Oracle, rep: ChildReport, ctx: str) -> None:
+    """Check the reopened store against the oracle plus this child's report.
+
+    On success the oracle is extended with what the log now holds (the acknowledged
+    commits, and the in-flight commit if it was found whole).
+    """
+    base = len(oracle.log)
+    if rep.ready_lsn is not None:
+        assert rep.ready_lsn == base, f"{ctx}: child opened at LSN {rep.ready_lsn}, expected {base}"
+    expected = list(oracle.log)
+    lsn = base
+    for ops, ack in rep.commits:
+        assert ack == lsn + len(ops), (
+            f"{ctx}: commit of {len(ops)} records acknowledged at LSN {ack}, previous head {lsn}"
+        )
+        expected.extend(ops)
+        lsn = ack
+    last_ack = lsn
+
+    records = list(store.records())
+    lsns = [r.lsn for r in records]
+    assert lsns == list(range(1, len(records) + 1)), f"{ctx}: the log has holes or disorder"
+    assert store.lsn == len(records), f"{ctx}: store.lsn {store.lsn} but {len(records)} records"
+
+    # (a) every acknowledged record present, (b) as a prefix
+    assert store.lsn >= last_ack, (
+        f"{ctx}: LOST acknowledged commits: head {store.lsn} < acknowledged {last_ack}"
+    )
+    for i, op in enumerate(expected):
+        rec = records[i]
+        assert record_matches(rec, op), (
+            f"{ctx}: LSN {rec.lsn} holds {rec.op} {rec.key!r} {rec.fields!r}, expected {op!r}"
+        )
+
+    # all or nothing past the last acknowledged commit
+    extra = store.lsn - last_ack
+    if extra:
+        flight = rep.in_flight
+        assert flight is not None, (
+            f"{ctx}: {extra} records past the last acknowledged LSN {last_ack}, and no commit "
+            f"was in flight"
+        )
+        assert extra == len(flight), (
+            f"{ctx}: PARTIAL commit: {extra} of the {len(flight)} records of the in-flight "
+            f"commit survived"
+        )
+        for i, op in enumerate(flight):
+            rec = records[last_ack + i]
+            assert record_matches(rec, op), f"{ctx}: in-flight LSN {rec.lsn} {rec!r} != {op!r}"
+        expected.extend(flight)
+
+    oracle.log = expected
+    oracle.acked += len(rep.commits)
+
+    # (c) replayed state equals the state the records describe
+    want = oracle.state()
+    assert len(store) == len(want), f"{ctx}: {len(store)} memories, expected {len(want)}"
+    ids = sorted(want)
+    for mid, m in zip(ids, store.get_many(ids), strict=True):
+        assert m is not None, f"{ctx}: memory {mid!r} missing"
+        got = {
+            "digest": content_digest(m.kind, m.text, m.data, m.tags),
+            "tier": m.tier,
+            "status": m.status,
+        }
+        assert got == want[mid], f"{ctx}: memory {mid!r} is {got}, expected {want[mid]}"
+
+
+def test_kill9_loop(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    path = tmp_path / "crash.db"
+    oracle = Oracle()
+    hows: dict[str, int] = {}
+    truncated: list[int] = []
+    files = 1
+    last_was_writer = False
+    for it in range(KILLS):
+        if len(oracle.log) > ROTATE_RECORDS:
+            files += 1
+            path = tmp_path / f"crash{files}.db"
+            oracle = Oracle()
+        seed = SEED * 100_000 + it
+        rep, how, _err = run_child(path, seed, rng)
+        hows[how] = hows.get(how, 0) + 1
+        ctx = f"iteration {it} (MEMCOMMIT_CRASH_SEED={SEED}, child seed {seed}, kill {how})"
+        if not path.exists():
+            # Killed before the child created the file: nothing can have been acknowledged.
+            assert not rep.commits and rep.ready_lsn is None, ctx
+            continue
+        # A reader cannot finish a file whose creation was cut short (no full header yet).
+        read_only = rng.random() < 0.33 and path.stat().st_size >= HEADER_BYTES
+        if read_only:
+            # A reader never truncates: the torn tail stays for the next child's open.
+            size = path.stat().st_size
+            with memcommit.open(str(path), read_only=True) as store:
+                assert store.read_only
+                check(store, oracle, rep, ctx + " [read-only]")
+            assert path.stat().st_size == size, f"{ctx}: a read-only open changed the file"
+        else:
+            with memcommit.open(str(path)) as store:
+                truncated.append(store.recovered_bytes)
+                size_at_open = store.info()["bytes"]
+                check(store, oracle, rep, ctx)
+            assert path.stat().st_size == size_at_open, (
+                f"{ctx}: file is {path.stat().st_size} bytes after recovery, store said "
+                f"{size_at_open}"
+            )
+        last_was_writer = not read_only
+    # A final writer open recovers whatever the last kill left and loses nothing checked.
+    with memcommit.open(str(path)) as store:
+        assert store.lsn == len(oracle.log)
+        assert isinstance(store.recovered_bytes, int)
+        if last_was_writer:
+            assert store.recovered_bytes == 0, "a recovered file was cut again"
+    print(
+        f"\nkill -9 loop: {KILLS} kills (seed {SEED}), {oracle.acked} acknowledged commits "
+        f"in the last file, {len(oracle.log)} records, kills by phase {hows}, "
+        f"opens that cut a torn tail: {sum(1 for t in truncated if t)} of {len(truncated)}, "
+        f"bytes cut max {max(truncated, default=0)}"
+    )
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_parse_ignores_cut_lines(n: int) -> None:
+    """The harness itself: a line without its newline is not acknowledged."""
+    ops = [["put", f"x{i}", "d", "working"] for i in range(n)]
+    out = f"O\nR 0 0\nB {json.dumps(ops)}\nA {n}\nB {json.dumps(ops)}\nA {2 * n}".encode()
+    rep = parse(out)
+    assert rep.opened and rep.ready_lsn == 0
+    assert [lsn for _, lsn in rep.commits] == [n]
+    assert rep.in_flight == ops
+
+
+@pytest.mark.parametrize("keep", [0, 1, 8, 40, 63])
+def test_kill_during_create_leaves_an_openable_store(tmp_path: Path, keep: int) -> None:
+    """A kill while a new file's header is being written acknowledged nothing.
+
+    What such a kill leaves is an empty file or a prefix of a header; the next writer
+    open must start a fresh log there rather than refuse the file.
+    """
+    full = tmp_path / "full.db"
+    with memcommit.open(str(full)):
+        pass
+    header = full.read_bytes()[:HEADER_BYTES]
+    assert len(header) == HEADER_BYTES
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(header[:keep])
+    with memcommit.open(str(cut)) as store:
+        assert store.lsn == 0 and len(store) == 0
+        mid = store.put("after the cut")
+    with memcommit.open(str(cut)) as store:
+        assert store.lsn == 1
+        assert store.get(mid).text == "after the cut"

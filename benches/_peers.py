@@ -62,6 +62,15 @@ def make_records(n: int, seed: int = 20260101) -> list[Record]:
     return out
 
 
+@dataclass
+class Timing:
+    """A batch measurement: total seconds, of which the commit (write-out + fsync)."""
+
+    seconds: float
+    commit_seconds: float
+    calls: int = 0
+
+
 def lmdb_value(kind: str, task: str, text: str) -> bytes:
     """Encode a record's fields for LMDB: ``kind \\x1f task \\x1f text`` in UTF-8."""
     return f"{kind}\x1f{task}\x1f{text}".encode()
@@ -101,16 +110,17 @@ def sqlite_create(path: str) -> sqlite3.Connection:
     return con
 
 
-def sqlite_batch(path: str, recs: Sequence[Record]) -> float:
-    """Insert every record with one ``executemany`` in one transaction; seconds incl. COMMIT."""
+def sqlite_batch(path: str, recs: Sequence[Record]) -> Timing:
+    """Insert every record with one ``executemany`` in one transaction; COMMIT included."""
     con = sqlite_create(path)
     t0 = time.perf_counter()
     con.execute("BEGIN")
     con.executemany("INSERT INTO memories (id, kind, task, text) VALUES (?, ?, ?, ?)", recs)
+    t1 = time.perf_counter()
     con.execute("COMMIT")
-    dt = time.perf_counter() - t0
+    t2 = time.perf_counter()
     con.close()
-    return dt
+    return Timing(t2 - t0, t2 - t1)
 
 
 # --------------------------------------------------------------------------------------
@@ -131,52 +141,72 @@ def lmdb_env(path: str, n: int, *, readonly: bool = False) -> Any:
     )
 
 
-def lmdb_batch_putmulti(path: str, recs: Sequence[Record]) -> float:
+def lmdb_batch_putmulti(path: str, recs: Sequence[Record]) -> Timing:
     """One write txn, ``cursor.putmulti``; encoding the values is inside the timing."""
     env = lmdb_env(path, len(recs))
     t0 = time.perf_counter()
-    with env.begin(write=True) as txn:
-        txn.cursor().putmulti(
-            (rid.encode(), lmdb_value(kind, task, text)) for rid, kind, task, text in recs
-        )
-    dt = time.perf_counter() - t0
+    txn = env.begin(write=True)
+    txn.cursor().putmulti(
+        (rid.encode(), lmdb_value(kind, task, text)) for rid, kind, task, text in recs
+    )
+    t1 = time.perf_counter()
+    txn.commit()
+    t2 = time.perf_counter()
     env.close()
-    return dt
+    return Timing(t2 - t0, t2 - t1)
 
 
-def lmdb_batch_put_loop(path: str, recs: Sequence[Record]) -> float:
+def lmdb_batch_put_loop(path: str, recs: Sequence[Record]) -> Timing:
     """One write txn, one ``txn.put`` per record; encoding inside the timing."""
     env = lmdb_env(path, len(recs))
     t0 = time.perf_counter()
-    with env.begin(write=True) as txn:
-        put = txn.put
-        for rid, kind, task, text in recs:
-            put(rid.encode(), lmdb_value(kind, task, text))
-    dt = time.perf_counter() - t0
+    txn = env.begin(write=True)
+    put = txn.put
+    for rid, kind, task, text in recs:
+        put(rid.encode(), lmdb_value(kind, task, text))
+    t1 = time.perf_counter()
+    txn.commit()
+    t2 = time.perf_counter()
     env.close()
-    return dt
+    return Timing(t2 - t0, t2 - t1)
 
 
 # --------------------------------------------------------------------------------------
 # memcommit (written against the public API only)
 
 
-def memcommit_batch_put_loop(path: str, recs: Sequence[Record]) -> float:
-    """``with store.commit() as c:`` and one ``c.put`` per record; seconds incl. the fsync."""
+class _Timed:
+    """Wrap a context manager and note when its ``__exit__`` starts (the commit)."""
+
+    def __init__(self, cm: Any) -> None:
+        self.cm = cm
+        self.exit_started = 0.0
+
+    def __enter__(self) -> Any:
+        return self.cm.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        self.exit_started = time.perf_counter()
+        return self.cm.__exit__(*exc)
+
+
+def memcommit_batch_put_loop(path: str, recs: Sequence[Record]) -> Timing:
+    """``with store.commit() as c:`` and one ``c.put`` per record; the commit's fsync included."""
     import memcommit
 
     store = memcommit.open(path, durability="commit")
     try:
         t0 = time.perf_counter()
-        with store.commit() as c:
+        timed = _Timed(store.commit())
+        with timed as c:
             put = c.put
             for rid, kind, task, text in recs:
                 put(text, kind=kind, id=rid, task=task)
-        dt = time.perf_counter() - t0
+        t2 = time.perf_counter()
         assert len(store) == len(recs), (len(store), len(recs))
     finally:
         store.close()
-    return dt
+    return Timing(t2 - t0, t2 - timed.exit_started)
 
 
 def group_by_kind_task(
@@ -193,12 +223,12 @@ def group_by_kind_task(
     return groups
 
 
-def memcommit_batch_put_many(path: str, recs: Sequence[Record]) -> tuple[float, int]:
+def memcommit_batch_put_many(path: str, recs: Sequence[Record]) -> Timing:
     """One commit of ``c.put_many`` calls, one per ``(kind, task)`` group.
 
     ``put_many`` takes one kind and one task per call, so the records are grouped first
     (the grouping is inside the timing) and land in the log grouped, not in input order.
-    Returns (seconds incl. the fsync, number of put_many calls).
+    ``Timing.calls`` is the number of ``put_many`` calls.
     """
     import memcommit
 
@@ -206,15 +236,16 @@ def memcommit_batch_put_many(path: str, recs: Sequence[Record]) -> tuple[float, 
     try:
         t0 = time.perf_counter()
         groups = group_by_kind_task(recs)
-        with store.commit() as c:
+        timed = _Timed(store.commit())
+        with timed as c:
             put_many = c.put_many
             for (kind, task), (texts, ids) in groups.items():
                 put_many(texts, kind=kind, task=task, ids=ids)
-        dt = time.perf_counter() - t0
+        t2 = time.perf_counter()
         assert len(store) == len(recs), (len(store), len(recs))
     finally:
         store.close()
-    return dt, len(groups)
+    return Timing(t2 - t0, t2 - timed.exit_started, len(groups))
 
 
 # --------------------------------------------------------------------------------------

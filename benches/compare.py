@@ -173,7 +173,13 @@ def versions(env: Env) -> str:
     if env.memcommit:
         import memcommit
 
-        parts.append(f"memcommit {getattr(memcommit, '__version__', '?')}")
+        try:
+            from importlib.metadata import version
+
+            ver = version("memcommit")
+        except Exception:
+            ver = getattr(memcommit, "__version__", "?")
+        parts.append(f"memcommit {ver} (from {os.path.dirname(memcommit.__file__ or '?')})")
     return ", ".join(parts)
 
 
@@ -204,6 +210,7 @@ def fdatasync_probe(directory: str, count: int = 1000, size: int = 128) -> tuple
 class BatchRow:
     name: str
     seconds: float
+    commit_seconds: float
     records: int
     note: str = ""
     path: str = ""
@@ -228,13 +235,19 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
     rows: list[BatchRow] = []
     built: dict[str, str] = {}
 
-    def run(name: str, key: str, fn: Callable[[str], float], target: str, note: str = "") -> None:
+    def run(name: str, key: str, fn: Callable[[str], _peers.Timing], target: str) -> None:
         d = fresh(base, key)
         path = os.path.join(d, target) if target else d
         log(f"batch: {name} ...")
-        dt = fn(path)
-        rows.append(BatchRow(name, dt, n, note, path, d, _peers.dir_bytes(d)))
-        log(f"batch: {name}: {dt:.2f} s")
+        t = fn(path)
+        rows.append(BatchRow(name, t.seconds, t.commit_seconds, n, "", path, d))
+        rows[-1].bytes_on_disk = _peers.dir_bytes(d)
+        if t.calls:
+            rows[-1].note = (
+                f"{t.calls:,} put_many calls, one per (kind, task); grouping timed; "
+                "log order = grouped, not input order"
+            )
+        log(f"batch: {name}: {t.seconds:.2f} s")
 
     run(
         "SQLite executemany, 1 txn",
@@ -265,21 +278,11 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
             "memory.db",
         )
         built["memcommit"] = rows[-1].path
-        groups = [0]
-
-        def put_many(p: str) -> float:
-            dt, groups[0] = _peers.memcommit_batch_put_many(p, recs)
-            return dt
-
         run(
             "memcommit c.put_many, 1 commit",
             "batch-mc-put-many",
-            put_many,
+            lambda p: _peers.memcommit_batch_put_many(p, recs),
             "memory.db",
-        )
-        rows[-1].note = (
-            f"{groups[0]:,} put_many calls, one per (kind, task); grouping timed; "
-            "log order = grouped, not input order"
         )
 
     out(f"## 1. Batch: {n:,} puts in one transaction")
@@ -291,15 +294,17 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
         "SQLite table `(id TEXT PRIMARY KEY, kind, task, text)`. LMDB key = id, value = "
         "`kind\\x1ftask\\x1ftext` in UTF-8, encoded inside the timing. Ids are 26-character "
         "ULID-style strings that sort by creation, so the B-trees insert in key order "
-        "(their best case)."
+        '(their best case). "Of which commit": from the call that ends the transaction '
+        "(COMMIT, `txn.commit()`, leaving the `with store.commit()` block) to its return."
     )
     out()
     table(
-        ["contender", "seconds", "records/s", "disk bytes/record", "note"],
+        ["contender", "seconds", "of which commit", "records/s", "disk bytes/record", "note"],
         [
             [
                 r.name,
                 fmt_s(r.seconds),
+                fmt_s(r.commit_seconds),
                 fmt_int(r.rate),
                 fmt_int(r.bytes_on_disk / r.records),
                 r.note,
@@ -348,6 +353,7 @@ def phase_durable(
     if env.memcommit:
         contenders.append(("memcommit", _peers.memcommit_durable, "memory.db"))
     results: dict[tuple[str, int], _peers.DurableResult] = {}
+    probe_before = fdatasync_probe(base)
     for t in counts:
         for name, fn, target in contenders:
             d = fresh(base, f"durable-{name.lower()}-{t}")
@@ -358,6 +364,7 @@ def phase_durable(
             log(f"durable: {name}, {t} thread(s): {res.rate:,.0f} commits/s")
             shutil.rmtree(d, ignore_errors=True)
 
+    probe_after = fdatasync_probe(base)
     out("## 2. Durable single-put commits")
     out()
     out(
@@ -373,6 +380,13 @@ def phase_durable(
     for (name, t), r in results.items():
         rows.append([name, str(t), fmt_int(r.commits), fmt_s(r.seconds), fmt_int(r.rate)])
     table(["contender", "threads", "commits", "seconds", "commits/s"], rows)
+    out(
+        "fdatasync probe just before / just after this section: p50 "
+        f"{probe_before[0] * 1e3:.3f} / {probe_after[0] * 1e3:.3f} ms, p99 "
+        f"{probe_before[1] * 1e3:.3f} / {probe_after[1] * 1e3:.3f} ms "
+        "(if these differ much from each other or from the one above, the disk was busy)."
+    )
+    out()
     if env.memcommit:
         peers = [name for name, _fn, _t in contenders if name != "memcommit"]
         out("Ratios, memcommit commits/s ÷ peer commits/s (above 1: memcommit is faster):")
@@ -651,6 +665,8 @@ def run(args: argparse.Namespace, env: Env, base: str) -> int:
     out(f"- kernel: {uname.sysname} {uname.release} ({uname.machine})")
     out(f"- data dir: {base} on {filesystem_of(base)}")
     out(f"- Python {platform.python_version()} ({platform.python_implementation()})")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    out(f"- load average at start (1, 5, 15 min): {load}")
     out(f"- libraries: {versions(env)}")
     if not env.memcommit:
         out(f"- memcommit NOT available ({env.no_memcommit}); its rows are skipped")

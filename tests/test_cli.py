@@ -325,6 +325,36 @@ def test_repair_with_yes_backs_up_and_cuts(
     assert "healthy" in capsys.readouterr().out
 
 
+def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    good = path.read_bytes()
+    path.write_bytes(good + b"MC\x01\x01half a record")
+    assert main(["repair", str(path), "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert f"torn tail at byte offset {len(good):,}" in out
+    assert path.read_bytes() == good
+    assert [b.read_bytes() for b in tmp_path.glob("memory.db.bak-*")] == [
+        good + b"MC\x01\x01half a record"
+    ]
+
+
+def test_repair_refuses_while_a_writer_holds_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    with memcommit.open(str(path)):
+        # Bytes a live writer is still appending look like a torn tail from outside.
+        with path.open("ab") as log:
+            log.write(b"MC\x01\x00in flight")
+        before = path.read_bytes()
+        assert main(["repair", str(path), "--yes"]) == 1
+        assert "open for writing" in capsys.readouterr().err
+        assert path.read_bytes() == before
+        assert list(tmp_path.glob("memory.db.bak-*")) == []
+
+
 def test_info_on_a_damaged_log_points_to_repair(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -141,6 +141,9 @@ def run_child(path: Path, seed: int, rng: random.Random) -> tuple[ChildReport, s
     proc.wait(30)
     for t in threads:
         t.join(30)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
     err = b"".join(errs).decode("utf-8", "replace")
     assert proc.returncode == -signal.SIGKILL, (
         f"child exited by itself with {proc.returncode} (seed {seed}):\n{err}"

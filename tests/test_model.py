@@ -419,6 +419,48 @@ class StoreMachine(RuleBasedStateMachine):
         assert c.lsn == (self.model.lsn if records else None)
         assert self.store.lsn == self.model.lsn
 
+    @rule(data=st.data(), what=st.sampled_from(["status", "tier", "lsn", "exists"]))
+    def change_then_guard(self, data: Any, what: str) -> None:
+        """A guard right after an op on the same memory in one commit: it sees the op."""
+        known = sorted(self.model.mems)
+        fresh = data.draw(st.booleans()) or not known
+        mid = data.draw(st.sampled_from(POOL)) if fresh else data.draw(st.sampled_from(known))
+        if mid in self.model.mems:
+            old = self.model.mems[mid]
+            change: tuple[Any, ...] = data.draw(
+                st.sampled_from(
+                    [
+                        ("stale", mid, None) if old.status == "active" else ("restore", mid),
+                        ("move", mid, "archive" if old.tier != "archive" else "working"),
+                        ("put", mid, self.put_kwargs(data.draw)),
+                    ]
+                )
+            )
+            before: Any = {"status": old.status, "tier": old.tier, "lsn": old.lsn, "exists": True}
+        else:
+            change = ("put", mid, self.put_kwargs(data.draw))
+            before = {"status": None, "tier": None, "lsn": None, "exists": False}
+        trial = self.model.copy()
+        model_apply(trial, change, self.now())
+        after = trial.mems[mid]
+        now_value = {"status": after.status, "tier": after.tier, "lsn": after.lsn, "exists": True}
+        choices = [v for v in (now_value[what], before[what]) if v is not None]
+        value = data.draw(st.sampled_from(choices))
+        guard = ("expect", mid, what, value)
+        want_ok = value == now_value[what]
+        lsn = self.store.lsn
+        try:
+            with self.store.commit() as c:
+                run_op(c, change)
+                run_op(c, guard)
+        except Rejected as err:
+            assert not want_ok, f"{change[:2]} then {guard}: rejected ({err.reason})"
+            self.check_rejected(err, what, mid)
+            assert self.store.lsn == lsn
+            return
+        assert want_ok, f"{change[:2]} then {guard}: accepted, but the guard saw the old state"
+        self.model = trial
+
     @rule(data=st.data(), n=st.integers(0, 4))
     def commit_that_raises(self, data: Any, n: int) -> None:
         """An exception inside the with-block: it propagates and nothing is written."""
@@ -532,8 +574,8 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=400 if LONG else 30,
-    stateful_step_count=80 if LONG else 25,
+    max_examples=500 if LONG else 60,
+    stateful_step_count=80 if LONG else 40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -268,8 +268,10 @@ def _run_info(args: argparse.Namespace) -> int:
     path: str = args.path
     with _open_read_only(path) as store:
         info = dict(store.info())
-    # A read-only open has no durability of its own; the writer's mode is not recorded.
-    info.pop("durability", None)
+    # These describe this read-only open, not the store: a reader has no durability mode of
+    # its own and never cuts a torn tail (recovered_bytes is always 0 here).
+    for key in ("durability", "read_only", "recovered_bytes"):
+        info.pop(key, None)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
@@ -333,9 +335,16 @@ def _run_export(args: argparse.Namespace) -> int:
             enabled = None if not sys.stdout.isatty() else False
             sys.stdout.flush()
             out = sys.stdout.buffer
-            with Progress(total, "export", unit="records", enabled=enabled) as bar:
-                _write_records(store, out, bar)
-            out.flush()
+            try:
+                with Progress(total, "export", unit="records", enabled=enabled) as bar:
+                    _write_records(store, out, bar)
+                out.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as error:
+                raise CommandError(
+                    f"writing {path}'s records to standard output: {error.strerror or error}"
+                ) from error
             return EXIT_OK
         # Write beside the target and rename at the end, so FILE is never half written.
         partial = f"{target}.partial"
@@ -614,10 +623,10 @@ def _backup(path: str) -> str:
     return backup
 
 
-def _confirm(prompt: str) -> bool:
-    """Ask for 'yes' on a terminal; False when there is no one to ask."""
+def _confirm(prompt: str) -> bool | None:
+    """Ask for 'yes' on a terminal; None when there is no terminal to ask on."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return False
+        return None
     try:
         answer = input(prompt)
     except EOFError:
@@ -651,7 +660,8 @@ def _run_repair(args: argparse.Namespace) -> int:
     offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
     reason = report.get("damage_reason")
     because = f": {reason}" if reason else ""
-    if report.get("damage_mid_log", damage_offset is not None):
+    mid_log = bool(report.get("damage_mid_log", damage_offset is not None))
+    if mid_log:
         damage_lsn = report.get("damage_lsn")
         at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
         print(f"{path}: damaged record at byte offset {offset:,}{at_lsn}{because}")
@@ -662,19 +672,29 @@ def _run_repair(args: argparse.Namespace) -> int:
         )
     print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
     print(
-        f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,}), "
-        "including any intact records after the damage"
+        f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,})"
+        + (", including any intact records after the damage" if mid_log else "")
     )
-    if not args.yes and not _confirm(
-        f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: "
-    ):
-        raise CommandError(
-            f"{path} was not changed; pass --yes to back it up and cut the damaged part"
-        )
+    if not args.yes:
+        confirmed = _confirm(f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: ")
+        if confirmed is None:
+            raise CommandError(
+                f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+            )
+        if not confirmed:
+            raise CommandError(f"{path} was not changed (the answer was not 'yes')")
 
     backup = _backup(path)
     print(f"backed up {path} to {backup} ({size:,} bytes)")
-    _native.truncate_log(path, good_end)
+    try:
+        _native.truncate_log(path, good_end)
+    except memcommit.StoreLocked as error:
+        # A live writer owns the log: what looked like a torn tail is its commit in flight.
+        os.remove(backup)
+        raise CommandError(
+            f"{path} is open for writing by another process, so nothing was cut and the "
+            f"backup was removed; close the writer and run repair again ({error})"
+        ) from error
     after = _native.inspect_log(path)
     if after.get("damage_offset") is not None:
         raise CommandError(f"{path}: still damaged after the cut; the original is in {backup}")

@@ -59,6 +59,18 @@ def check_tier(tier: object) -> None:
         raise ValueError(f"tier: {tier!r} is not a tier; use one of {', '.join(TIERS)}")
 
 
+def as_str_tuple(value: Sequence[str], field: str) -> tuple[str, ...]:
+    """Return `value` as a tuple (the form the engine takes), refusing a lone str."""
+    if type(value) is tuple:
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"{field} must be a sequence of str, not a single str (wrap it in a tuple)")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise TypeError(f"{field} must be a sequence of str, not {type(value).__name__}") from None
+
+
 def check_id(id: object, field: str = "id") -> str:
     """Return `id` if it is a non-empty str, else raise."""
     if not isinstance(id, str):
@@ -114,13 +126,30 @@ class Commit:
         Returns:
             The memory's id (generated when not given; generated ids sort by creation).
         """
-        check_text(text)
-        check_tier(tier)
+        # The checks are inlined: this is the per-record path of bulk loads.
+        if type(text) is not str:
+            check_text(text)
+        if tier not in TIERS:
+            check_tier(tier)
         if id is None:
             id = self._store._new_ids(1)[0]
-        else:
+        elif type(id) is not str or not id:
             check_id(id)
-        self._add((PUT, id, kind, text, encode_data(data), task, tier, tags, sources))
+        if self._done:
+            raise RuntimeError("this commit has already ended; start a new one with store.commit()")
+        self._ops.append(
+            (
+                PUT,
+                id,
+                kind,
+                text,
+                None if data is None else encode_data(data),
+                task,
+                tier,
+                tags if type(tags) is tuple else as_str_tuple(tags, "tags"),
+                sources if type(sources) is tuple else as_str_tuple(sources, "sources"),
+            )
+        )
         return id
 
     def put_many(
@@ -150,7 +179,19 @@ class Commit:
             id_list = list(ids)
             if len(id_list) != len(texts):
                 raise ValueError(f"ids: {len(id_list)} ids for {len(texts)} texts")
-        self._add(("many", id_list, texts, kind, task, tier, encode_data(data), tags, sources))
+        self._add(
+            (
+                "many",
+                id_list,
+                texts,
+                kind,
+                task,
+                tier,
+                encode_data(data),
+                as_str_tuple(tags, "tags"),
+                as_str_tuple(sources, "sources"),
+            )
+        )
         return id_list
 
     def stale(self, id: str, reason: str | None = None) -> None:

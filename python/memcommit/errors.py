@@ -39,14 +39,15 @@ class Guard:
         kind: ``"expect_lsn"``, ``"exists"``, ``"status"``, ``"tier"``, ``"lsn"`` or
             ``"unknown_id"`` (an operation named a memory the store does not have).
         id: The memory the guard is about, or None for ``expect_lsn``.
-        expected: What the guard asked for.
-        actual: What the store had.
+        expected: What the guard asked for: an int for ``expect_lsn`` and ``lsn``, a bool for
+            ``exists`` and ``unknown_id`` (whether the memory should exist), else a str.
+        actual: What the store had, in the same type.
     """
 
     kind: str
     id: str | None
-    expected: str
-    actual: str
+    expected: int | bool | str
+    actual: int | bool | str
 
 
 class Rejected(MemcommitError):

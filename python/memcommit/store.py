@@ -9,7 +9,19 @@ from typing import Any, Literal
 
 from . import _native
 from .clock import Clock, SystemClock, to_microseconds
-from .commit import FINISH, MOVE, PUT, STATUS, Commit, check_id, check_text, check_tier, encode_data, flatten
+from .commit import (
+    FINISH,
+    MOVE,
+    PUT,
+    STATUS,
+    Commit,
+    as_str_tuple,
+    check_id,
+    check_text,
+    check_tier,
+    encode_data,
+    flatten,
+)
 from ._native import Memory, Record
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
@@ -111,7 +123,18 @@ class MemoryStore:
             id = self._new_ids(1)[0]
         else:
             check_id(id)
-        self._one((PUT, id, kind, text, encode_data(data), task, tier, tags, sources))
+        op = (
+            PUT,
+            id,
+            kind,
+            text,
+            encode_data(data),
+            task,
+            tier,
+            as_str_tuple(tags, "tags"),
+            as_str_tuple(sources, "sources"),
+        )
+        self._one(op)
         return id
 
     def stale(self, id: str, reason: str | None = None) -> int:

@@ -260,6 +260,7 @@ pub fn view_trusted(b: &[u8]) -> RecordView<'_> {
 /// A record is written in place: the header with a zero length, the key, then the payload
 /// through the closure, then the length is patched and the checksum appended. No payload is
 /// built in a buffer of its own and copied.
+#[allow(clippy::too_many_arguments)] // the header's fields, written in order
 pub fn encode_record(
     out: &mut Vec<u8>,
     op: Op,
@@ -289,6 +290,23 @@ pub fn encode_record(
     let crc = crc32c::crc32c(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
     start..out.len()
+}
+
+/// The length of the record at the start of `b`, which holds whole, valid records.
+pub fn record_len(b: &[u8]) -> usize {
+    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
+    let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as usize;
+    RECORD_OVERHEAD + key_len + len
+}
+
+/// The offset of the last record in a buffer of whole records.
+pub fn last_record_start(b: &[u8]) -> usize {
+    let (mut off, mut last) = (0, 0);
+    while off < b.len() {
+        last = off;
+        off += record_len(&b[off..]);
+    }
+    last
 }
 
 /// Set or clear COMMIT_END on an encoded record and recompute its checksum.
@@ -387,7 +405,10 @@ mod tests {
         let v = parse_record(&out[r.clone()], 9, 1 << 20).unwrap();
         assert_eq!((v.op, v.lsn, v.at, v.key, v.payload), (Op::Put, 5, -3, &b"id"[..], &b"xyz"[..]));
         assert!(v.ends_commit());
-        assert_eq!(parse_record(&[0u8; 64], 9, 1 << 20).unwrap_err(), ParseError::Invalid("bad record magic"));
+        assert_eq!(
+            parse_record(&[0u8; 64], 9, 1 << 20).unwrap_err(),
+            ParseError::Invalid("bad record magic")
+        );
         assert_eq!(parse_record(&out[..10], 9, 1 << 20).unwrap_err(), ParseError::Incomplete);
         assert!(parse_record(&out, 8, 1 << 20).is_err());
     }

@@ -50,7 +50,7 @@ fn encode(ms: u64, counter: u128) -> String {
     let v: u128 = ((ms as u128 & ((1 << 48) - 1)) << 80) | (counter & ((1u128 << 80) - 1));
     (0..26)
         .map(|i| {
-            let shift = 125 - 5 * i as i32;
+            let shift = 125 - 5 * i;
             let idx = if shift >= 0 { (v >> shift) & 31 } else { (v << -shift) & 31 };
             ALPHABET[idx as usize] as char
         })

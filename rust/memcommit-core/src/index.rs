@@ -51,15 +51,21 @@ pub struct Entry {
     pub status: Status,
 }
 
-/// What to do to take back one applied record.
+/// What to do to take back one applied record. Memories created since the `Mark` need no
+/// undo entry: taking back a commit cuts them off the end.
 #[derive(Clone, Debug)]
 pub enum Undo {
-    /// A memory was created: remove it.
-    Created,
     /// A memory changed: put back its old entry.
     Changed(u32, Entry),
     /// A task's finished mark changed.
     Task(u32, bool),
+}
+
+/// The index's size before a commit, to take the commit back.
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    entries: usize,
+    arena: usize,
 }
 
 /// Strings interned to small numbers. Number 0 is the empty string / "none".
@@ -67,6 +73,8 @@ pub enum Undo {
 pub struct Interner {
     names: Vec<Box<str>>,
     ids: HashMap<Box<str>, u32>,
+    /// The last string interned: batches repeat one kind or task many times over.
+    last: u32,
 }
 
 impl Interner {
@@ -78,7 +86,11 @@ impl Interner {
 
     /// The number for a string, adding it if new.
     pub fn intern(&mut self, s: &str) -> u32 {
+        if !self.names.is_empty() && &*self.names[self.last as usize] == s {
+            return self.last;
+        }
         if let Some(&id) = self.ids.get(s) {
+            self.last = id;
             return id;
         }
         let id = self.names.len() as u32;
@@ -240,9 +252,30 @@ impl Index {
         t
     }
 
+    /// Where the index stands now, to take back everything applied after it.
+    pub fn mark(&self) -> Mark {
+        Mark { entries: self.entries.len(), arena: self.arena.len() }
+    }
+
     /// Apply one record at byte offset `off`. With `undo`, remember how to take it back.
-    pub fn apply(&mut self, rec: &RecordView<'_>, off: u64, undo: Option<&mut Vec<Undo>>) -> Result<(), ApplyError> {
-        let id = rec.key_str();
+    pub fn apply(
+        &mut self,
+        rec: &RecordView<'_>,
+        off: u64,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(), ApplyError> {
+        let pos = if rec.op == Op::Task { None } else { self.position(rec.key_str()) };
+        self.apply_at(rec, off, pos, undo)
+    }
+
+    /// `apply`, for a caller that already looked the record's key up (`pos`).
+    pub fn apply_at(
+        &mut self,
+        rec: &RecordView<'_>,
+        off: u64,
+        pos: Option<u32>,
+        undo: Option<&mut Vec<Undo>>,
+    ) -> Result<(), ApplyError> {
         match rec.op {
             Op::Put => {
                 let head = memory::decode_put_head_only(rec.payload).ok_or("malformed put payload")?;
@@ -253,7 +286,7 @@ impl Index {
                 };
                 let tags = self.intern_tagset(&head.tags);
                 let st = head.state;
-                match self.position(id) {
+                match pos {
                     Some(i) => {
                         let e = &mut self.entries[i as usize];
                         if let Some(u) = undo {
@@ -303,14 +336,11 @@ impl Index {
                             let e = &entries[i as usize];
                             hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
                         });
-                        if let Some(u) = undo {
-                            u.push(Undo::Created);
-                        }
                     }
                 }
             }
             Op::Status | Op::Move => {
-                let i = self.position(id).ok_or("status or move record for a memory the log never created")?;
+                let i = pos.ok_or("status or move record for a memory the log never created")?;
                 let e = &mut self.entries[i as usize];
                 let before = *e;
                 if rec.op == Op::Status {
@@ -330,7 +360,7 @@ impl Index {
             }
             Op::Task => {
                 memory::decode_task(rec.payload).ok_or("malformed task payload")?;
-                let t = self.intern_task(id);
+                let t = self.intern_task(rec.key_str());
                 if let Some(u) = undo {
                     u.push(Undo::Task(t, self.finished[t as usize]));
                 }
@@ -340,23 +370,33 @@ impl Index {
         Ok(())
     }
 
-    /// Take back applied records, newest first.
-    pub fn rollback(&mut self, undo: &mut Vec<Undo>) {
+    /// Take back everything applied since `mark`, newest first.
+    pub fn rollback(&mut self, mark: Mark, undo: &mut Vec<Undo>) {
         while let Some(u) = undo.pop() {
             match u {
-                Undo::Created => {
-                    let e = self.entries.pop().expect("an entry to remove");
-                    let n = self.entries.len() as u32;
-                    let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
-                    if let Ok(slot) = self.table.find_entry(h, |&i| i == n) {
-                        slot.remove();
-                    }
-                    self.arena.truncate(e.id_off as usize);
-                }
                 Undo::Changed(i, e) => self.entries[i as usize] = e,
                 Undo::Task(t, was) => self.finished[t as usize] = was,
             }
         }
+        while self.entries.len() > mark.entries {
+            let e = self.entries.pop().expect("an entry to remove");
+            let n = self.entries.len() as u32;
+            let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
+            if let Ok(slot) = self.table.find_entry(h, |&i| i == n) {
+                slot.remove();
+            }
+        }
+        self.arena.truncate(mark.arena);
+    }
+
+    /// Make room for `n` more memories.
+    pub fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
+        self.table.reserve(n, |&i| {
+            let e = &entries[i as usize];
+            hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
+        });
     }
 
     /// Put entries back in creation order after a replay that saw them out of order.
@@ -405,7 +445,12 @@ impl Index {
                         None => return Vec::new(),
                     }
                 }
-                Some(self.tagsets.iter().map(|set| ids.iter().all(|id| set.binary_search(id).is_ok())).collect())
+                Some(
+                    self.tagsets
+                        .iter()
+                        .map(|set| ids.iter().all(|id| set.binary_search(id).is_ok()))
+                        .collect(),
+                )
             }
             _ => None,
         };

@@ -4,6 +4,8 @@
 #![warn(missing_docs)]
 
 pub mod chain;
+pub mod chainer;
+pub mod commit;
 pub mod error;
 pub mod format;
 pub mod ids;
@@ -12,6 +14,7 @@ pub mod log;
 pub mod memory;
 pub mod scan;
 
+pub use commit::{Commit, Committed};
 pub use error::{Error, GuardKind, Rejection, Result};
 pub use index::{Entry, Query};
 pub use log::{inspect, truncate, Durability, Inspection, Log, LogInfo, MemoryRead, Options};

@@ -6,7 +6,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Weak};
@@ -16,12 +15,11 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::chain::{self, ChainValue};
-use crate::error::{Error, GuardKind, Rejection, Result};
-use crate::format::{
-    self, encode_record, parse_record, FileHeader, Op, RecordView, FLAG_COMMIT_END, HEADER_LEN, MAX_KEY_LEN,
-};
+use crate::chainer::{self, Chainer};
+use crate::error::{Error, Result};
+use crate::format::{self, parse_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN, MAX_KEY_LEN};
 use crate::index::{Entry, Index, Query, Undo};
-use crate::memory::{self, Command, PutCommand, PutState, Status, Tier};
+use crate::memory::{self, Command};
 use crate::scan::{find_valid_after, Item, ReadAt, Scanner};
 
 /// When a commit's records reach stable storage.
@@ -71,11 +69,16 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { durability: Durability::Commit, flush_interval_ms: 50, max_record_bytes: 16 << 20, read_only: false }
+        Options {
+            durability: Durability::Commit,
+            flush_interval_ms: 50,
+            max_record_bytes: 16 << 20,
+            read_only: false,
+        }
     }
 }
 
-enum Medium {
+pub(crate) enum Medium {
     File(File),
     Memory(Vec<u8>),
 }
@@ -89,31 +92,24 @@ impl Medium {
     }
 }
 
-/// The chain value, or the thread still computing it for a log that was just opened.
-enum ChainState {
-    Known(ChainValue),
-    Pending(JoinHandle<io::Result<ChainValue>>),
-}
-
-struct State {
-    header: FileHeader,
-    medium: Medium,
-    index: Index,
+pub(crate) struct State {
+    pub(crate) header: FileHeader,
+    pub(crate) medium: Medium,
+    pub(crate) index: Index,
     /// Offset after the last complete commit.
-    end: u64,
+    pub(crate) end: u64,
     /// LSN of the last complete commit.
-    lsn: u64,
+    pub(crate) lsn: u64,
     /// Records in the log.
-    records: u64,
-    chain: ChainState,
+    pub(crate) records: u64,
     /// Every 1024th record: (LSN, offset), to start `records(after=)` near the right place.
-    sparse: Vec<(u64, u64)>,
-    closed: bool,
-    buf: Vec<u8>,
-    undo: Vec<Undo>,
+    pub(crate) sparse: Vec<(u64, u64)>,
+    pub(crate) closed: bool,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) undo: Vec<Undo>,
 }
 
-const SPARSE_EVERY: u64 = 1024;
+pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 /// What a reader sees of a memory: its index entry and its last put record.
 #[derive(Clone, Debug)]
@@ -172,22 +168,27 @@ pub struct Inspection {
     pub damage_reason: Option<String>,
 }
 
+/// The `Batch` timer thread and the flag that stops it.
+type Flusher = (JoinHandle<()>, Arc<(std::sync::Mutex<bool>, Condvar)>);
+
 /// One open store.
 pub struct Log {
-    state: RwLock<State>,
+    pub(crate) state: RwLock<State>,
     /// Held by the thread doing an fsync; the others wait and usually find their bytes synced.
     sync_lock: Mutex<()>,
-    written: AtomicU64,
+    pub(crate) written: AtomicU64,
     synced: AtomicU64,
     poisoned: Mutex<Option<String>>,
     is_poisoned: AtomicBool,
     sync_file: Option<File>,
     lock_file: Mutex<Option<File>>,
-    flusher: Mutex<Option<(JoinHandle<()>, Arc<(std::sync::Mutex<bool>, Condvar)>)>>,
-    opts: Options,
+    flusher: Mutex<Option<Flusher>>,
+    pub(crate) opts: Options,
     path: Option<PathBuf>,
-    display: String,
+    pub(crate) display: String,
     recovered_bytes: u64,
+    /// Keeps the hash chain of a file log current (`None` in RAM: computed when asked).
+    pub(crate) chainer: Option<Chainer>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -200,7 +201,8 @@ fn fsync_dir(dir: &Path) -> io::Result<()> {
 
 fn new_store_id(display: &str) -> Result<[u8; 16]> {
     let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| Error::io(display, "draw a store id for", io::Error::other(e.to_string())))?;
+    getrandom::fill(&mut id)
+        .map_err(|e| Error::io(display, "draw a store id for", io::Error::other(e.to_string())))?;
     Ok(id)
 }
 
@@ -233,6 +235,41 @@ fn create_log_file(path: &Path, display: &str) -> Result<()> {
     res.map_err(|e| Error::io(display, "create the log", e))
 }
 
+/// Whether `lsn` may follow `prev`: strictly +1, except inside a compacted prefix.
+pub(crate) fn lsn_follows(prev: u64, lsn: u64, dense_from: u64) -> bool {
+    if prev >= dense_from {
+        lsn == prev + 1
+    } else {
+        lsn > prev
+    }
+}
+
+fn describe(err: format::ParseError) -> String {
+    match err {
+        format::ParseError::Incomplete => "the record is cut short".to_string(),
+        format::ParseError::Invalid(r) => r.to_string(),
+    }
+}
+
+/// Damage at `off`: a torn tail when no record of this log's future (an LSN above `prev`)
+/// follows it, else `Corrupt`. Returns the torn tail's offset and reason.
+fn classify(
+    src: &(impl ReadAt + ?Sized),
+    off: u64,
+    file_len: u64,
+    salt: u32,
+    prev: u64,
+    reason: String,
+    display: &str,
+) -> Result<(u64, String)> {
+    let later = find_valid_after(src, off + 1, file_len, salt, prev, format::MAX_PAYLOAD_LEN)
+        .map_err(|e| Error::io(display, "read", e))?;
+    if later.is_some() {
+        return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
+    }
+    Ok((off, reason))
+}
+
 /// How replay ended.
 struct Replayed {
     /// Offset after the last complete commit.
@@ -254,56 +291,54 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
     let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
     let sparse_len = sparse.len();
     undo.clear();
+    let mut mark = index.mark();
     let mut torn = None;
     loop {
         let item = sc.next_item().map_err(|e| Error::io(display, "read", e))?;
         match item {
             Item::End => break,
-            Item::Record(off, rec) => {
-                let ok = if prev >= dense_from { rec.lsn == prev + 1 } else { rec.lsn > prev };
-                if !ok {
+            Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, dense_from) => {
+                if rec.lsn > prev {
+                    // A record from this log's future after a hole: committed data is missing.
                     return Err(Error::Corrupt {
                         path: display.to_string(),
                         offset: off,
                         lsn: prev + 1,
-                        reason: format!("LSN {} follows LSN {prev}: a record is missing or out of order", rec.lsn),
+                        reason: format!("LSN {} follows LSN {prev}: a record is missing", rec.lsn),
                     });
                 }
+                // An old record where the next one belongs (stale bytes): damage like any other.
+                let reason = format!("a stale record (LSN {}) where LSN {} belongs", rec.lsn, prev + 1);
+                torn = Some(classify(src, off, file_len, salt, prev, reason, display)?);
+                break;
+            }
+            Item::Record(off, rec) => {
                 index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
                     path: display.to_string(),
                     offset: off,
                     lsn: rec.lsn,
                     reason: reason.to_string(),
                 })?;
-                if records % SPARSE_EVERY == 0 {
+                if records.is_multiple_of(SPARSE_EVERY) {
                     sparse.push((rec.lsn, off));
                 }
                 records += 1;
                 prev = rec.lsn;
                 if rec.ends_commit() {
                     undo.clear();
+                    mark = index.mark();
                     good_end = off + rec.bytes.len() as u64;
                     committed_lsn = rec.lsn;
                     committed_records = records;
                 }
             }
             Item::Bad(off, err) => {
-                let reason = match err {
-                    format::ParseError::Incomplete => "the record is cut short".to_string(),
-                    format::ParseError::Invalid(r) => r.to_string(),
-                };
-                if find_valid_after(src, off + 1, file_len, salt, format::MAX_PAYLOAD_LEN)
-                    .map_err(|e| Error::io(display, "read", e))?
-                    .is_some()
-                {
-                    return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
-                }
-                torn = Some((off, reason));
+                torn = Some(classify(src, off, file_len, salt, prev, describe(err), display)?);
                 break;
             }
         }
     }
-    index.rollback(undo);
+    index.rollback(mark, undo);
     sparse.retain(|&(_, off)| off < good_end);
     debug_assert!(sparse.len() >= sparse_len.min(sparse.len()));
     st.lsn = committed_lsn;
@@ -312,27 +347,15 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
     Ok(Replayed { good_end, torn })
 }
 
-/// Compute the chain over every record of a file, from its header.
-fn compute_chain(file: &File, header: &[u8], salt: u32, end: u64) -> io::Result<ChainValue> {
-    let mut value = chain::start(header);
-    let mut sc = Scanner::new(file, HEADER_LEN as u64, end, salt, format::MAX_PAYLOAD_LEN);
-    loop {
-        match sc.next_item()? {
-            Item::Record(_, rec) => value = chain::step(&value, rec.bytes),
-            Item::End => return Ok(value),
-            Item::Bad(off, _) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("damaged record at byte offset {off}")))
-            }
-        }
-    }
-}
-
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
-            return Err(Error::invalid("max_record_bytes", format!("must be between 1 and {}", format::MAX_PAYLOAD_LEN)));
+            return Err(Error::invalid(
+                "max_record_bytes",
+                format!("must be between 1 and {}", format::MAX_PAYLOAD_LEN),
+            ));
         }
         let lock_file = if opts.read_only {
             None
@@ -376,7 +399,6 @@ impl Log {
             end: HEADER_LEN as u64,
             lsn: 0,
             records: 0,
-            chain: ChainState::Known(chain::start(&hb)),
             sparse: Vec::new(),
             closed: false,
             buf: Vec::new(),
@@ -389,18 +411,24 @@ impl Log {
         if !opts.read_only && replayed.good_end < file_len {
             // Truncating is safe only here: nothing valid follows `good_end` (replay checked),
             // so the bytes after it are a write that never finished, never acknowledged.
-            file.set_len(replayed.good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
+            file.set_len(replayed.good_end)
+                .map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
             file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - replayed.good_end;
         }
         let _ = replayed.torn;
-        if !opts.read_only && st.records > 0 {
-            let f = file.try_clone().map_err(|e| Error::io(&display, "open", e))?;
-            let salt = st.header.salt();
-            let end = st.end;
-            st.chain = ChainState::Pending(std::thread::spawn(move || compute_chain(&f, &hb, salt, end)));
-        }
-        let sync_file = if opts.read_only { None } else { Some(file.try_clone().map_err(|e| Error::io(&display, "open", e))?) };
+        // Readers keep the chain too: `chain_value` answers on a read-only store.
+        let chainer = Chainer::start(
+            file.try_clone().map_err(|e| Error::io(&display, "open", e))?,
+            &hb,
+            st.header.salt(),
+            st.end,
+        );
+        let sync_file = if opts.read_only {
+            None
+        } else {
+            Some(file.try_clone().map_err(|e| Error::io(&display, "open", e))?)
+        };
         let end = st.end;
         let log = Arc::new(Log {
             state: RwLock::new(st),
@@ -416,6 +444,7 @@ impl Log {
             path: Some(path.to_path_buf()),
             display,
             recovered_bytes,
+            chainer: Some(chainer),
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -435,7 +464,6 @@ impl Log {
             end: HEADER_LEN as u64,
             lsn: 0,
             records: 0,
-            chain: ChainState::Known(chain::start(&hb)),
             sparse: Vec::new(),
             closed: false,
             buf: Vec::new(),
@@ -455,6 +483,7 @@ impl Log {
             path: None,
             display: ":memory:".to_string(),
             recovered_bytes: 0,
+            chainer: None,
         }))
     }
 
@@ -500,7 +529,7 @@ impl Log {
         Ok(())
     }
 
-    fn check_writer(&self, st: &State) -> Result<()> {
+    pub(crate) fn check_writer(&self, st: &State) -> Result<()> {
         self.check_open(st)?;
         if self.opts.read_only {
             return Err(Error::ReadOnly { path: self.display.clone() });
@@ -512,7 +541,7 @@ impl Log {
         Ok(())
     }
 
-    fn poison(&self, reason: String) {
+    pub(crate) fn poison(&self, reason: String) {
         let mut p = self.poisoned.lock();
         if p.is_none() {
             *p = Some(reason);
@@ -521,22 +550,25 @@ impl Log {
     }
 
     /// Check a command's input before anything is locked or written.
-    fn validate(&self, cmd: &Command) -> Result<()> {
+    pub(crate) fn validate<S: AsRef<str>>(&self, cmd: &Command<S>) -> Result<()> {
         fn key(field: &'static str, s: &str) -> Result<()> {
             if s.is_empty() {
                 return Err(Error::invalid(field, "must not be empty"));
             }
             if s.len() > MAX_KEY_LEN {
-                return Err(Error::invalid(field, format!("is {} bytes; the limit is {MAX_KEY_LEN}", s.len())));
+                return Err(Error::invalid(
+                    field,
+                    format!("is {} bytes; the limit is {MAX_KEY_LEN}", s.len()),
+                ));
             }
             Ok(())
         }
         match cmd {
             Command::Put(p) => {
-                key("id", &p.id)?;
-                key("kind", &p.kind)?;
+                key("id", p.id.as_ref())?;
+                key("kind", p.kind.as_ref())?;
                 if let Some(t) = &p.task {
-                    key("task", t)?;
+                    key("task", t.as_ref())?;
                 }
                 if p.tags.len() > u16::MAX as usize {
                     return Err(Error::invalid("tags", "too many tags"));
@@ -545,153 +577,70 @@ impl Log {
                     return Err(Error::invalid("sources", "too many sources"));
                 }
                 for t in &p.tags {
-                    key("tags", t)?;
+                    key("tags", t.as_ref())?;
                 }
                 for s in &p.sources {
-                    key("sources", s)?;
+                    key("sources", s.as_ref())?;
                 }
-                let size = format::RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
+                let size = format::RECORD_OVERHEAD + p.id.as_ref().len() + memory::put_payload_len(p);
                 if size > self.opts.max_record_bytes {
                     return Err(Error::invalid(
                         "text",
                         format!(
                             "the memory {:?} would make a {size}-byte record; max_record_bytes is {}",
-                            p.id, self.opts.max_record_bytes
+                            p.id.as_ref(),
+                            self.opts.max_record_bytes
                         ),
                     ));
                 }
             }
             Command::SetStatus { id, reason, .. } => {
-                key("id", id)?;
+                key("id", id.as_ref())?;
                 if let Some(r) = reason {
-                    if r.len() + format::RECORD_OVERHEAD + id.len() + 6 > self.opts.max_record_bytes {
+                    if r.as_ref().len() + format::RECORD_OVERHEAD + id.as_ref().len() + 6
+                        > self.opts.max_record_bytes
+                    {
                         return Err(Error::invalid("reason", "is longer than max_record_bytes allows"));
                     }
                 }
             }
-            Command::Move { id, .. } => key("id", id)?,
-            Command::FinishTask { task } => key("task", task)?,
-            Command::Expect(x) => key("id", &x.id)?,
+            Command::Move { id, .. } => key("id", id.as_ref())?,
+            Command::FinishTask { task } => key("task", task.as_ref())?,
+            Command::Expect(x) => key("id", x.id.as_ref())?,
         }
         Ok(())
     }
 
     /// Run a commit: check `expect_lsn` and every guard against the state as the commit's own
-    /// earlier operations leave it, then append all records with consecutive LSNs, or none.
+    /// earlier operations leave it, then append all records with consecutive LSNs, or none;
+    /// under `Durability::Commit`, return only once they are on stable storage.
     /// Returns the first and last LSN written, or `None` when nothing was written.
-    pub fn commit(&self, cmds: &[Command], expect_lsn: Option<u64>, at: i64) -> Result<Option<(u64, u64)>> {
+    pub fn commit<S: AsRef<str>>(
+        &self,
+        cmds: &[Command<S>],
+        expect_lsn: Option<u64>,
+        at: i64,
+    ) -> Result<Option<(u64, u64)>> {
+        let mut c = self.begin(expect_lsn, at, cmds.len())?;
         for cmd in cmds {
-            self.validate(cmd)?;
+            c.push(cmd)?;
         }
-        let (first, last, end) = {
-            let mut guard = self.state.write();
-            let st = &mut *guard;
-            self.check_writer(st)?;
-            if let Some(want) = expect_lsn {
-                if want != st.lsn {
-                    return Err(Error::Rejected(Rejection {
-                        kind: GuardKind::ExpectLsn,
-                        id: None,
-                        expected: want.to_string(),
-                        actual: st.lsn.to_string(),
-                        reason: format!(
-                            "the store's LSN is {} but the commit expected {want}: another commit came first; re-read and retry",
-                            st.lsn
-                        ),
-                    }));
-                }
+        let done = c.finish()?;
+        match done {
+            Some(d) => {
+                self.wait_durable(d.end)?;
+                Ok(Some((d.first_lsn, d.last_lsn)))
             }
-            self.resolve_chain(st)?;
-            let salt = st.header.salt();
-            let base = st.end;
-            let mut lsn = st.lsn;
-            let State { index, buf, undo, .. } = st;
-            buf.clear();
-            undo.clear();
-            let mut outcome = Ok(());
-            for cmd in cmds {
-                if let Err(e) = apply_command(index, buf, undo, cmd, salt, &mut lsn, at, base) {
-                    outcome = Err(e);
-                    break;
-                }
-            }
-            if let Err(e) = outcome {
-                index.rollback(undo);
-                return Err(e);
-            }
-            if buf.is_empty() {
-                return Ok(None);
-            }
-            // Mark the last record as the end of the commit.
-            let last_start = last_record_start(buf);
-            format::set_commit_end(&mut buf[last_start..], true);
-            let first = st.lsn + 1;
-            if let Err(e) = self.write_at(st, base) {
-                st.index.rollback(&mut st.undo);
-                return Err(e);
-            }
-            // Extend the chain and the sparse index over what was written.
-            let mut chain_value = match st.chain {
-                ChainState::Known(v) => v,
-                ChainState::Pending(_) => unreachable!("resolved above"),
-            };
-            let mut off = 0usize;
-            let mut records = st.records;
-            while off < st.buf.len() {
-                let rec = format::view_trusted(&st.buf[off..off + record_len_at(&st.buf[off..])]);
-                chain_value = chain::step(&chain_value, rec.bytes);
-                if records % SPARSE_EVERY == 0 {
-                    st.sparse.push((rec.lsn, base + off as u64));
-                }
-                records += 1;
-                off += rec.bytes.len();
-            }
-            st.chain = ChainState::Known(chain_value);
-            st.records = records;
-            st.end = base + st.buf.len() as u64;
-            st.lsn = lsn;
-            st.undo.clear();
-            self.written.store(st.end, Ordering::Release);
-            if st.buf.capacity() > 64 << 20 {
-                st.buf = Vec::new();
-            }
-            (first, lsn, st.end)
-        };
+            None => Ok(None),
+        }
+    }
+
+    /// Wait until every byte up to `end` is durable, as the durability mode promises: under
+    /// `Commit` this syncs (sharing the fsync with concurrent committers); otherwise it
+    /// returns at once.
+    pub fn wait_durable(&self, end: u64) -> Result<()> {
         if self.opts.durability == Durability::Commit {
             self.sync_to(end)?;
-        }
-        Ok(Some((first, last)))
-    }
-
-    fn write_at(&self, st: &mut State, base: u64) -> Result<()> {
-        match &mut st.medium {
-            Medium::Memory(v) => {
-                v.extend_from_slice(&st.buf);
-                Ok(())
-            }
-            Medium::File(f) => {
-                if let Err(e) = f.write_all_at(&st.buf, base) {
-                    // Take the partial write back if we can; either way the writer stops, and
-                    // the next open cuts whatever torn bytes are left.
-                    let _ = f.set_len(base);
-                    self.poison(format!("write failed: {e}"));
-                    return Err(Error::io(&self.display, "write to", e));
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn resolve_chain(&self, st: &mut State) -> Result<()> {
-        if let ChainState::Pending(_) = st.chain {
-            let ChainState::Pending(h) = std::mem::replace(&mut st.chain, ChainState::Known([0; 32])) else {
-                unreachable!()
-            };
-            match h.join() {
-                Ok(Ok(v)) => st.chain = ChainState::Known(v),
-                Ok(Err(e)) => return Err(Error::io(&self.display, "hash the chain of", e)),
-                Err(_) => return Err(Error::io(&self.display, "hash the chain of", io::Error::other("hasher panicked"))),
-            }
         }
         Ok(())
     }
@@ -706,7 +655,9 @@ impl Log {
         if self.synced.load(Ordering::Acquire) >= end {
             return Ok(());
         }
-        let Some(file) = &self.sync_file else { return Ok(()) };
+        let Some(file) = &self.sync_file else {
+            return Ok(());
+        };
         let _g = self.sync_lock.lock();
         if self.is_poisoned.load(Ordering::Acquire) {
             let reason = self.poisoned.lock().clone().unwrap_or_default();
@@ -718,7 +669,10 @@ impl Log {
         let target = self.written.load(Ordering::Acquire);
         if let Err(e) = file.sync_data() {
             self.poison(format!("fsync failed: {e}"));
-            return Err(Error::WriterFailed { path: self.display.clone(), reason: format!("fsync failed: {e}") });
+            return Err(Error::WriterFailed {
+                path: self.display.clone(),
+                reason: format!("fsync failed: {e}"),
+            });
         }
         self.synced.store(target, Ordering::Release);
         Ok(())
@@ -743,6 +697,9 @@ impl Log {
             stop.1.notify_all();
             let _ = handle.join();
         }
+        if let Some(c) = &self.chainer {
+            c.stop();
+        }
         let mut st = self.state.write();
         if st.closed {
             return Ok(());
@@ -752,9 +709,6 @@ impl Log {
         } else {
             Ok(())
         };
-        if let ChainState::Pending(_) = st.chain {
-            let _ = self.resolve_chain(&mut st);
-        }
         st.closed = true;
         drop(st);
         // Dropping the lock file's handle releases the OS lock.
@@ -771,7 +725,9 @@ impl Log {
     pub fn refresh(&self) -> Result<u64> {
         let mut st = self.state.write();
         self.check_open(&st)?;
-        let Medium::File(f) = &st.medium else { return Ok(0) };
+        let Medium::File(f) = &st.medium else {
+            return Ok(0);
+        };
         if !self.opts.read_only {
             return Ok(0);
         }
@@ -783,6 +739,9 @@ impl Log {
         let start = st.end;
         // A writer may be mid-append: a record cut short at the end is simply not there yet.
         replay(&mut st, start, len, &self.display)?;
+        if let Some(c) = &self.chainer {
+            c.publish(st.end);
+        }
         Ok(st.records - before)
     }
 
@@ -832,14 +791,24 @@ impl Log {
         Ok(st.index.is_finished(task))
     }
 
-    /// The current chain value (waits for the opening hash pass if it is still running).
+    /// The chain value over every committed record (waits for the chain thread to catch up).
     pub fn chain_value(&self) -> Result<ChainValue> {
-        let mut st = self.state.write();
+        let st = self.state.read();
         self.check_open(&st)?;
-        self.resolve_chain(&mut st)?;
-        match st.chain {
-            ChainState::Known(v) => Ok(v),
-            ChainState::Pending(_) => unreachable!("resolved"),
+        let hash_err = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
+        match &self.chainer {
+            Some(c) => c.value(st.end).map_err(hash_err),
+            None => {
+                let header = st.header.encode();
+                chainer::extend(
+                    st.medium.source(),
+                    chain::start(&header),
+                    HEADER_LEN as u64,
+                    st.end,
+                    st.header.salt(),
+                )
+                .map_err(|e| hash_err(e.to_string()))
+            }
         }
     }
 
@@ -906,24 +875,18 @@ impl Log {
         Error::Corrupt { path: self.display.clone(), offset, lsn, reason: reason.to_string() }
     }
 
-    /// Names for an entry's interned fields: (id, kind, task, tags).
-    pub fn names(&self, e: &Entry) -> (String, String, Option<String>, Vec<String>) {
-        let st = self.state.read();
-        let ix = &st.index;
-        (
-            ix.id_of(e).to_string(),
-            ix.kinds.name(e.kind).to_string(),
-            ix.task_of(e).map(str::to_string),
-            ix.tags_of(e).map(str::to_string).collect(),
-        )
-    }
-
     /// Every record of one memory still in the log, oldest first.
     pub fn history(&self, id: &str) -> Result<Vec<Vec<u8>>> {
         let st = self.state.read();
         self.check_open(&st)?;
         let mut out = Vec::new();
-        let mut sc = Scanner::new(st.medium.source(), HEADER_LEN as u64, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let mut sc = Scanner::new(
+            st.medium.source(),
+            HEADER_LEN as u64,
+            st.end,
+            st.header.salt(),
+            format::MAX_PAYLOAD_LEN,
+        );
         loop {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {
@@ -932,7 +895,9 @@ impl Log {
                     }
                 }
                 Item::End => return Ok(out),
-                Item::Bad(off, _) => return Err(self.damaged(off, 0, "the record no longer matches its checksum")),
+                Item::Bad(off, _) => {
+                    return Err(self.damaged(off, 0, "the record no longer matches its checksum"))
+                }
             }
         }
     }
@@ -953,7 +918,8 @@ impl Log {
             }
         };
         let mut out = Vec::new();
-        let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let mut sc =
+            Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
         while out.len() < max {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {
@@ -962,7 +928,9 @@ impl Log {
                     }
                 }
                 Item::End => break,
-                Item::Bad(off, _) => return Err(self.damaged(off, 0, "the record no longer matches its checksum")),
+                Item::Bad(off, _) => {
+                    return Err(self.damaged(off, 0, "the record no longer matches its checksum"))
+                }
             }
         }
         Ok((out, sc.offset()))
@@ -978,120 +946,6 @@ impl Drop for Log {
     fn drop(&mut self) {
         let _ = self.close();
     }
-}
-
-/// The length of the record at the start of `b` (which holds whole records).
-fn record_len_at(b: &[u8]) -> usize {
-    let key_len = u16::from_le_bytes([b[24], b[25]]) as usize;
-    let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as usize;
-    format::RECORD_OVERHEAD + key_len + len
-}
-
-/// The offset of the last record in a buffer of whole records.
-fn last_record_start(b: &[u8]) -> usize {
-    let mut off = 0;
-    let mut last = 0;
-    while off < b.len() {
-        last = off;
-        off += record_len_at(&b[off..]);
-    }
-    last
-}
-
-fn unknown(id: &str, what: &str) -> Error {
-    Error::Rejected(Rejection {
-        kind: GuardKind::UnknownId,
-        id: Some(id.to_string()),
-        expected: "a memory that exists".to_string(),
-        actual: "no such memory".to_string(),
-        reason: format!("cannot {what} memory {id:?}: the store has no memory with that id"),
-    })
-}
-
-fn refuse(kind: GuardKind, id: &str, expected: String, actual: String) -> Error {
-    let reason = format!(
-        "guard failed on memory {id:?}: expected {} {expected}, found {actual}; nothing was written",
-        kind.name()
-    );
-    Error::Rejected(Rejection { kind, id: Some(id.to_string()), expected, actual, reason })
-}
-
-/// Turn one command into a record (or check one guard) against the state as the commit's
-/// earlier records left it, and apply the record to the index.
-#[allow(clippy::too_many_arguments)]
-fn apply_command(
-    index: &mut Index,
-    buf: &mut Vec<u8>,
-    undo: &mut Vec<Undo>,
-    cmd: &Command,
-    salt: u32,
-    lsn: &mut u64,
-    at: i64,
-    base: u64,
-) -> Result<()> {
-    let range = match cmd {
-        Command::Expect(x) => {
-            let e = index.get(&x.id);
-            if let Some(want) = x.exists {
-                if want != e.is_some() {
-                    let show = |b: bool| if b { "exists" } else { "does not exist" }.to_string();
-                    return Err(refuse(GuardKind::Exists, &x.id, show(want), show(e.is_some())));
-                }
-            }
-            if x.status.is_some() || x.tier.is_some() || x.lsn.is_some() {
-                let Some(e) = e else {
-                    return Err(refuse(GuardKind::Exists, &x.id, "exists".into(), "does not exist".into()));
-                };
-                if let Some(s) = x.status.filter(|s| *s != e.status) {
-                    return Err(refuse(GuardKind::Status, &x.id, s.name().into(), e.status.name().into()));
-                }
-                if let Some(t) = x.tier.filter(|t| *t != e.tier) {
-                    return Err(refuse(GuardKind::Tier, &x.id, t.name().into(), e.tier.name().into()));
-                }
-                if let Some(l) = x.lsn.filter(|l| *l != e.lsn) {
-                    return Err(refuse(GuardKind::Lsn, &x.id, l.to_string(), e.lsn.to_string()));
-                }
-            }
-            return Ok(());
-        }
-        Command::Put(p) => {
-            let state = match index.get(&p.id) {
-                Some(e) => PutState { tier: e.tier, status: e.status, created_lsn: e.created_lsn, created_at: e.created_at },
-                None => PutState {
-                    tier: p.tier.unwrap_or(Tier::Working),
-                    status: Status::Active,
-                    created_lsn: 0,
-                    created_at: at,
-                },
-            };
-            *lsn += 1;
-            encode_record(buf, Op::Put, 0, salt, *lsn, at, p.id.as_bytes(), |o| memory::encode_put(o, state, p))
-        }
-        Command::SetStatus { id, status, reason } => {
-            if index.get(id).is_none() {
-                return Err(unknown(id, if *status == Status::Stale { "stale" } else { "restore" }));
-            }
-            *lsn += 1;
-            encode_record(buf, Op::Status, 0, salt, *lsn, at, id.as_bytes(), |o| {
-                memory::encode_status(o, *status, reason.as_deref())
-            })
-        }
-        Command::Move { id, tier } => {
-            if index.get(id).is_none() {
-                return Err(unknown(id, "move"));
-            }
-            *lsn += 1;
-            encode_record(buf, Op::Move, 0, salt, *lsn, at, id.as_bytes(), |o| o.push(*tier as u8))
-        }
-        Command::FinishTask { task } => {
-            *lsn += 1;
-            encode_record(buf, Op::Task, 0, salt, *lsn, at, task.as_bytes(), |o| o.push(1))
-        }
-    };
-    let rec: RecordView<'_> = format::view_trusted(&buf[range.clone()]);
-    index
-        .apply(&rec, base + range.start as u64, Some(undo))
-        .map_err(|reason| Error::invalid("record", format!("internal: a record the writer built does not apply: {reason}")))
 }
 
 /// Read a log file without opening a store and without changing it: how far it is good,
@@ -1135,15 +989,17 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     loop {
         match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
             Item::End => break,
+            Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, header.dense_from) => {
+                out.damage_offset = Some(off);
+                out.damage_lsn = Some(prev + 1);
+                out.damage_reason = Some(format!("LSN {} where LSN {} belongs", rec.lsn, prev + 1));
+                out.damage_mid_log = rec.lsn > prev
+                    || find_valid_after(&file, off + 1, len, salt, prev, format::MAX_PAYLOAD_LEN)
+                        .map_err(|e| Error::io(&display, "read", e))?
+                        .is_some();
+                break;
+            }
             Item::Record(off, rec) => {
-                let ok = if prev >= header.dense_from { rec.lsn == prev + 1 } else { rec.lsn > prev };
-                if !ok {
-                    out.damage_offset = Some(off);
-                    out.damage_lsn = Some(prev + 1);
-                    out.damage_mid_log = true;
-                    out.damage_reason = Some(format!("LSN {} follows LSN {prev}", rec.lsn));
-                    break;
-                }
                 records += 1;
                 prev = rec.lsn;
                 if rec.flags & FLAG_COMMIT_END != 0 {
@@ -1155,13 +1011,11 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
             Item::Bad(off, err) => {
                 out.damage_offset = Some(off);
                 out.damage_lsn = Some(prev + 1);
-                out.damage_reason = Some(match err {
-                    format::ParseError::Incomplete => "the record is cut short".to_string(),
-                    format::ParseError::Invalid(r) => r.to_string(),
-                });
-                out.damage_mid_log = find_valid_after(&file, off + 1, len, salt, format::MAX_PAYLOAD_LEN)
-                    .map_err(|e| Error::io(&display, "read", e))?
-                    .is_some();
+                out.damage_reason = Some(describe(err));
+                out.damage_mid_log =
+                    find_valid_after(&file, off + 1, len, salt, prev, format::MAX_PAYLOAD_LEN)
+                        .map_err(|e| Error::io(&display, "read", e))?
+                        .is_some();
                 break;
             }
         }
@@ -1200,9 +1054,4 @@ pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
     f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
-}
-
-/// Convenience for callers that build a put from parts.
-pub fn put(id: &str, kind: &str, text: &str) -> Command {
-    Command::Put(PutCommand { id: id.into(), kind: kind.into(), text: text.into(), ..Default::default() })
 }

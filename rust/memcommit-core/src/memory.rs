@@ -96,32 +96,33 @@ impl Status {
     }
 }
 
-/// The content of a put, as a caller gives it.
+/// The content of a put, as a caller gives it. `S` is `String`, or `&str` for a binding
+/// that borrows its caller's strings instead of copying them.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PutCommand {
+pub struct PutCommand<S = String> {
     /// The memory id.
-    pub id: String,
+    pub id: S,
     /// `note`, `trace`, `fact`, ... or any other kind.
-    pub kind: String,
+    pub kind: S,
     /// The memory's text.
-    pub text: String,
+    pub text: S,
     /// A JSON object, as JSON text, or none.
-    pub data: Option<String>,
+    pub data: Option<S>,
     /// The task the memory belongs to.
-    pub task: Option<String>,
+    pub task: Option<S>,
     /// The tier of a new memory; a put to an existing id keeps the tier it has.
     pub tier: Option<Tier>,
     /// Tags.
-    pub tags: Vec<String>,
+    pub tags: Vec<S>,
     /// Ids of the memories this one derives from.
-    pub sources: Vec<String>,
+    pub sources: Vec<S>,
 }
 
 /// A guard: the commit is refused unless the memory matches every given field.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Expect {
+pub struct Expect<S = String> {
     /// The memory id.
-    pub id: String,
+    pub id: S,
     /// Whether the memory must exist (or must not).
     pub exists: Option<bool>,
     /// The status it must have.
@@ -134,32 +135,32 @@ pub struct Expect {
 
 /// One operation of a commit.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Command {
+pub enum Command<S = String> {
     /// Create a memory or replace its content.
-    Put(PutCommand),
+    Put(PutCommand<S>),
     /// Change a memory's status, with an optional reason.
     SetStatus {
         /// The memory id.
-        id: String,
+        id: S,
         /// The new status.
         status: Status,
         /// Why (for stale).
-        reason: Option<String>,
+        reason: Option<S>,
     },
     /// Change a memory's tier.
     Move {
         /// The memory id.
-        id: String,
+        id: S,
         /// The new tier.
         tier: Tier,
     },
     /// Mark a task finished.
     FinishTask {
         /// The task name.
-        task: String,
+        task: S,
     },
     /// A guard on one memory.
-    Expect(Expect),
+    Expect(Expect<S>),
 }
 
 /// The state fields a put record carries besides the caller's content.
@@ -179,7 +180,7 @@ const PUT_HAS_TASK: u8 = 1;
 const PUT_HAS_DATA: u8 = 2;
 
 /// Write a put payload.
-pub fn encode_put(out: &mut Vec<u8>, st: PutState, p: &PutCommand) {
+pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand<S>) {
     let mut flags = 0;
     if p.task.is_some() {
         flags |= PUT_HAS_TASK;
@@ -190,36 +191,36 @@ pub fn encode_put(out: &mut Vec<u8>, st: PutState, p: &PutCommand) {
     out.extend_from_slice(&[st.tier as u8, st.status as u8, flags, 0]);
     out.extend_from_slice(&st.created_lsn.to_le_bytes());
     out.extend_from_slice(&st.created_at.to_le_bytes());
-    put_str16(out, p.kind.as_bytes());
+    put_str16(out, p.kind.as_ref().as_bytes());
     if let Some(task) = &p.task {
-        put_str16(out, task.as_bytes());
+        put_str16(out, task.as_ref().as_bytes());
     }
     out.extend_from_slice(&(p.tags.len() as u16).to_le_bytes());
     for t in &p.tags {
-        put_str16(out, t.as_bytes());
+        put_str16(out, t.as_ref().as_bytes());
     }
     out.extend_from_slice(&(p.sources.len() as u16).to_le_bytes());
     for s in &p.sources {
-        put_str16(out, s.as_bytes());
+        put_str16(out, s.as_ref().as_bytes());
     }
-    put_str32(out, p.text.as_bytes());
+    put_str32(out, p.text.as_ref().as_bytes());
     if let Some(data) = &p.data {
-        put_str32(out, data.as_bytes());
+        put_str32(out, data.as_ref().as_bytes());
     }
 }
 
 /// The bytes a put payload will take, to check the record limit before writing anything.
-pub fn put_payload_len(p: &PutCommand) -> usize {
+pub fn put_payload_len<S: AsRef<str>>(p: &PutCommand<S>) -> usize {
     20 + 2
-        + p.kind.len()
-        + p.task.as_ref().map_or(0, |t| 2 + t.len())
+        + p.kind.as_ref().len()
+        + p.task.as_ref().map_or(0, |t| 2 + t.as_ref().len())
         + 2
-        + p.tags.iter().map(|t| 2 + t.len()).sum::<usize>()
+        + p.tags.iter().map(|t| 2 + t.as_ref().len()).sum::<usize>()
         + 2
-        + p.sources.iter().map(|s| 2 + s.len()).sum::<usize>()
+        + p.sources.iter().map(|s| 2 + s.as_ref().len()).sum::<usize>()
         + 4
-        + p.text.len()
-        + p.data.as_ref().map_or(0, |d| 4 + d.len())
+        + p.text.as_ref().len()
+        + p.data.as_ref().map_or(0, |d| 4 + d.as_ref().len())
 }
 
 /// The part of a put payload replay needs: everything but the text, data and sources.
@@ -336,7 +337,7 @@ mod tests {
 
     #[test]
     fn put_round_trip() {
-        let p = PutCommand {
+        let p: PutCommand = PutCommand {
             id: "m1".into(),
             kind: "fact".into(),
             text: "héllo".into(),
@@ -352,7 +353,10 @@ mod tests {
         assert_eq!(out.len(), put_payload_len(&p));
         let b = decode_put(&out).unwrap();
         assert_eq!(b.head.state, st);
-        assert_eq!((b.head.kind, b.head.task, b.text, b.data), ("fact", Some("t"), "héllo", Some("{\"a\":1}")));
+        assert_eq!(
+            (b.head.kind, b.head.task, b.text, b.data),
+            ("fact", Some("t"), "héllo", Some("{\"a\":1}"))
+        );
         assert_eq!(b.head.tags, vec!["x", "y"]);
         assert_eq!(b.sources, vec!["s1"]);
         assert!(decode_put(&out[..out.len() - 1]).is_none());

@@ -128,15 +128,18 @@ fn declared_len(b: &[u8]) -> Option<usize> {
     Some(crate::format::RECORD_OVERHEAD + key_len + len)
 }
 
-/// The offset of the first valid record that starts after `from`, if any, up to `end`.
+/// The offset of the first valid record with an LSN above `prev` that starts after `from`,
+/// if any, up to `end`.
 ///
-/// This is how damage is classified: a torn tail has nothing valid after it; damage followed
-/// by a valid record is in committed data.
+/// This is how damage is classified: a torn tail has nothing of the log's future after it;
+/// damage followed by such a record is in committed data. Old records (LSN at or below
+/// `prev`, stale bytes) are no evidence of either.
 pub fn find_valid_after<S: ReadAt + ?Sized>(
     src: &S,
     from: u64,
     end: u64,
     salt: u32,
+    prev: u64,
     max_payload: usize,
 ) -> io::Result<Option<u64>> {
     let magic = RECORD_MAGIC.to_le_bytes();
@@ -151,8 +154,10 @@ pub fn find_valid_after<S: ReadAt + ?Sized>(
             if buf[i] == magic[0] && buf[i + 1] == magic[1] {
                 let at = off + i as u64;
                 let mut sc = Scanner::new(src, at, end, salt, max_payload);
-                if let Item::Record(..) = sc.next_item()? {
-                    return Ok(Some(at));
+                if let Item::Record(_, rec) = sc.next_item()? {
+                    if rec.lsn > prev {
+                        return Ok(Some(at));
+                    }
                 }
             }
         }

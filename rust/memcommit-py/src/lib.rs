@@ -42,11 +42,28 @@ fn to_py(err: Error) -> PyErr {
 }
 
 fn rejected(r: Rejection) -> PyErr {
+    use memcommit_core::GuardKind as K;
     Python::attach(|py| {
-        let guard = py
-            .import("memcommit.errors")
-            .and_then(|m| m.getattr("Guard"))
-            .and_then(|g| g.call1((r.kind.name(), r.id.clone(), r.expected.clone(), r.actual.clone())));
+        // The guard's values in their natural types: LSNs as int, existence as bool.
+        let value = |v: &str| -> PyResult<Py<PyAny>> {
+            Ok(match r.kind {
+                K::ExpectLsn | K::Lsn => {
+                    v.parse::<u64>().unwrap_or_default().into_pyobject(py)?.into_any().unbind()
+                }
+                K::Exists | K::UnknownId => pyo3::types::PyBool::new(
+                    py,
+                    v.starts_with("exists") || v.starts_with("a memory that exists"),
+                )
+                .to_owned()
+                .into_any()
+                .unbind(),
+                K::Status | K::Tier => PyString::new(py, v).into_any().unbind(),
+            })
+        };
+        let guard = (|| {
+            let cls = py.import("memcommit.errors")?.getattr("Guard")?;
+            cls.call1((r.kind.name(), r.id.clone(), value(&r.expected)?, value(&r.actual)?))
+        })();
         match guard {
             Ok(g) => Rejected::new_err((r.reason, g.unbind())),
             Err(e) => e,
@@ -93,61 +110,161 @@ fn get_strs(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<String>> {
 }
 
 fn get_tier(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
-    let s = get_str(obj, "tier")?;
-    Tier::parse(&s).ok_or_else(|| {
+    tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
+}
+
+fn tier_from(s: &str) -> PyResult<Tier> {
+    Tier::parse(s).ok_or_else(|| {
         PyValueError::new_err(format!("tier: {s:?} is not a tier; use one of working, mid, long, archive"))
     })
 }
 
-fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
-    let s = get_str(obj, "status")?;
-    Status::parse(&s).ok_or_else(|| PyValueError::new_err(format!("status: {s:?} is not a status; use active or stale")))
+fn status_from(s: &str) -> PyResult<Status> {
+    Status::parse(s)
+        .ok_or_else(|| PyValueError::new_err(format!("status: {s:?} is not a status; use active or stale")))
 }
 
-/// Decode one operation tuple from `memcommit.commit` into a core command.
-fn extract_command(op: &Bound<'_, PyAny>) -> PyResult<Command> {
-    let t = op.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("operation must be a tuple"))?;
-    let code: u8 = t.get_item(0)?.extract()?;
-    Ok(match code {
-        0 => {
-            let tier = t.get_item(6)?;
-            Command::Put(PutCommand {
-                id: get_str(&t.get_item(1)?, "id")?,
-                kind: get_str(&t.get_item(2)?, "kind")?,
-                text: get_str(&t.get_item(3)?, "text")?,
-                data: get_opt_str(&t.get_item(4)?, "data")?,
-                task: get_opt_str(&t.get_item(5)?, "task")?,
-                tier: if tier.is_none() { None } else { Some(get_tier(&tier)?) },
-                tags: get_strs(&t.get_item(7)?, "tags")?,
-                sources: get_strs(&t.get_item(8)?, "sources")?,
-            })
+fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
+    status_from(obj.cast::<PyString>().map_err(|_| type_error("status", "str", obj))?.to_str()?)
+}
+
+// Extraction while a commit holds the writer lock borrows the Python strings instead of
+// copying them. It runs no Python code (no __iter__ or __index__ of user classes: the Python
+// layer passes tuples of str); every lock in the core is taken with the GIL released, so even
+// a thread switch here could not deadlock.
+
+fn bstr<'a>(obj: &'a Bound<'_, PyAny>, field: &str) -> PyResult<&'a str> {
+    match obj.cast::<PyString>() {
+        Ok(s) => s.to_str(),
+        Err(_) => Err(type_error(field, "str", obj)),
+    }
+}
+
+fn bopt<'a>(obj: &'a Bound<'_, PyAny>, field: &str) -> PyResult<Option<&'a str>> {
+    if obj.is_none() {
+        Ok(None)
+    } else {
+        bstr(obj, field).map(Some)
+    }
+}
+
+/// The items of a tuple of str (the Python layer turns any other sequence into a tuple).
+fn tuple_items<'py>(obj: &Bound<'py, PyAny>, field: &str, out: &mut Vec<Bound<'py, PyAny>>) -> PyResult<()> {
+    out.clear();
+    let t = obj.cast::<PyTuple>().map_err(|_| type_error(field, "a tuple of str", obj))?;
+    out.extend(t.iter());
+    Ok(())
+}
+
+fn strs<'a>(items: &'a [Bound<'_, PyAny>], field: &str) -> PyResult<Vec<&'a str>> {
+    items.iter().map(|i| bstr(i, field)).collect()
+}
+
+/// Reusable holders for the Python objects one operation tuple references.
+#[derive(Default)]
+struct OpItems<'py> {
+    items: Vec<Bound<'py, PyAny>>,
+    tags: Vec<Bound<'py, PyAny>>,
+    sources: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> OpItems<'py> {
+    /// Take in one operation tuple from `memcommit.commit`.
+    fn load(&mut self, op: &Bound<'py, PyAny>) -> PyResult<()> {
+        let t = op.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("operation must be a tuple"))?;
+        self.items.clear();
+        self.items.extend(t.iter());
+        let code: u8 =
+            self.items.first().ok_or_else(|| PyValueError::new_err("empty operation"))?.extract()?;
+        if code == 0 {
+            if self.items.len() != 9 {
+                return Err(PyValueError::new_err("a put operation has 9 fields"));
+            }
+            tuple_items(&self.items[7], "tags", &mut self.tags)?;
+            tuple_items(&self.items[8], "sources", &mut self.sources)?;
         }
-        1 => Command::SetStatus {
-            id: get_str(&t.get_item(1)?, "id")?,
-            status: get_status(&t.get_item(2)?)?,
-            reason: get_opt_str(&t.get_item(3)?, "reason")?,
-        },
-        2 => Command::Move { id: get_str(&t.get_item(1)?, "id")?, tier: get_tier(&t.get_item(2)?)? },
-        3 => Command::FinishTask { task: get_str(&t.get_item(1)?, "task")? },
-        4 => {
-            let exists = t.get_item(2)?;
-            let status = t.get_item(3)?;
-            let tier = t.get_item(4)?;
-            let lsn = t.get_item(5)?;
-            Command::Expect(Expect {
-                id: get_str(&t.get_item(1)?, "id")?,
-                exists: if exists.is_none() { None } else { Some(exists.extract::<bool>()?) },
-                status: if status.is_none() { None } else { Some(get_status(&status)?) },
-                tier: if tier.is_none() { None } else { Some(get_tier(&tier)?) },
-                lsn: if lsn.is_none() {
-                    None
-                } else {
-                    Some(lsn.extract::<u64>().map_err(|_| type_error("lsn", "a non-negative int", &lsn))?)
-                },
-            })
+        Ok(())
+    }
+
+    /// The loaded operation as a core command borrowing its strings.
+    fn command(&self) -> PyResult<Command<&str>> {
+        let it = &self.items;
+        let need = |n: usize| {
+            if it.len() == n {
+                Ok(())
+            } else {
+                Err(PyValueError::new_err(format!("operation has {} fields, expected {n}", it.len())))
+            }
+        };
+        let code: u8 = it[0].extract()?;
+        Ok(match code {
+            0 => Command::Put(PutCommand {
+                id: bstr(&it[1], "id")?,
+                kind: bstr(&it[2], "kind")?,
+                text: bstr(&it[3], "text")?,
+                data: bopt(&it[4], "data")?,
+                task: bopt(&it[5], "task")?,
+                tier: if it[6].is_none() { None } else { Some(tier_from(bstr(&it[6], "tier")?)?) },
+                tags: strs(&self.tags, "tags")?,
+                sources: strs(&self.sources, "sources")?,
+            }),
+            1 => {
+                need(4)?;
+                Command::SetStatus {
+                    id: bstr(&it[1], "id")?,
+                    status: status_from(bstr(&it[2], "status")?)?,
+                    reason: bopt(&it[3], "reason")?,
+                }
+            }
+            2 => {
+                need(3)?;
+                Command::Move { id: bstr(&it[1], "id")?, tier: tier_from(bstr(&it[2], "tier")?)? }
+            }
+            3 => {
+                need(2)?;
+                Command::FinishTask { task: bstr(&it[1], "task")? }
+            }
+            4 => {
+                need(6)?;
+                let lsn = &it[5];
+                Command::Expect(Expect {
+                    id: bstr(&it[1], "id")?,
+                    exists: if it[2].is_none() { None } else { Some(it[2].extract::<bool>()?) },
+                    status: if it[3].is_none() { None } else { Some(status_from(bstr(&it[3], "status")?)?) },
+                    tier: if it[4].is_none() { None } else { Some(tier_from(bstr(&it[4], "tier")?)?) },
+                    lsn: if lsn.is_none() {
+                        None
+                    } else {
+                        Some(lsn.extract::<u64>().map_err(|_| type_error("lsn", "a non-negative int", lsn))?)
+                    },
+                })
+            }
+            _ => return Err(PyValueError::new_err(format!("unknown operation code {code}"))),
+        })
+    }
+}
+
+/// Run a commit: take the writer lock with the GIL released, feed it commands extracted (with
+/// the GIL) straight from the Python objects, then finish and wait for durability with the
+/// GIL released again.
+fn run_commit<'py>(
+    py: Python<'py>,
+    log: &Log,
+    expect_lsn: Option<u64>,
+    at_us: i64,
+    hint: usize,
+    feed: impl FnOnce(&mut memcommit_core::Commit<'_>) -> PyResult<()>,
+) -> PyResult<Option<(u64, u64)>> {
+    let mut c = release(py, || log.begin(expect_lsn, at_us, hint))?;
+    feed(&mut c)?;
+    let done = release(py, || c.finish())?;
+    match done {
+        Some(d) => {
+            release(py, || log.wait_durable(d.end))?;
+            Ok(Some((d.first_lsn, d.last_lsn)))
         }
-        _ => return Err(PyValueError::new_err(format!("unknown operation code {code}"))),
-    })
+        None => Ok(None),
+    }
 }
 
 static UTC_EPOCH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -162,7 +279,13 @@ fn datetime_from_us<'py>(py: Python<'py>, us: i64) -> PyResult<Bound<'py, PyAny>
     })?;
     let days = us.div_euclid(86_400_000_000);
     let rem = us.rem_euclid(86_400_000_000);
-    let delta = pyo3::types::PyDelta::new(py, days as i32, (rem / 1_000_000) as i32, (rem % 1_000_000) as i32, false)?;
+    let delta = pyo3::types::PyDelta::new(
+        py,
+        days as i32,
+        (rem / 1_000_000) as i32,
+        (rem % 1_000_000) as i32,
+        false,
+    )?;
     epoch.bind(py).call_method1("__add__", (delta,))
 }
 
@@ -224,13 +347,16 @@ impl Memory {
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(o) = other.cast::<Memory>() else { return Ok(false) };
+        let Ok(o) = other.cast::<Memory>() else {
+            return Ok(false);
+        };
         let o = o.get();
         Ok(self.id.bind(py).as_any().eq(o.id.bind(py))?
             && self.kind.bind(py).as_any().eq(o.kind.bind(py))?
             && self.text.bind(py).as_any().eq(o.text.bind(py))?
             && self.data_json == o.data_json
-            && self.task.as_ref().map(|t| t.bind(py).to_string()) == o.task.as_ref().map(|t| t.bind(py).to_string())
+            && self.task.as_ref().map(|t| t.bind(py).to_string())
+                == o.task.as_ref().map(|t| t.bind(py).to_string())
             && self.tier == o.tier
             && self.status == o.status
             && self.tags.bind(py).as_any().eq(o.tags.bind(py))?
@@ -259,8 +385,9 @@ impl Memory {
 
 fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<Memory> {
     let rec = format::view_trusted(&m.put);
-    let body = memory::decode_put(rec.payload)
-        .ok_or_else(|| CorruptLog::new_err(format!("{}: malformed put record at LSN {}", log.display(), rec.lsn)))?;
+    let body = memory::decode_put(rec.payload).ok_or_else(|| {
+        CorruptLog::new_err(format!("{}: malformed put record at LSN {}", log.display(), rec.lsn))
+    })?;
     let e = &m.entry;
     Ok(Memory {
         id: PyString::new(py, rec.key_str()).unbind(),
@@ -310,10 +437,13 @@ impl Record {
                 let b = memory::decode_put(rec.payload).ok_or_else(bad)?;
                 d.set_item("kind", b.head.kind)?;
                 d.set_item("text", b.text)?;
-                d.set_item("data", match b.data {
-                    Some(s) => json_loads(py, s)?,
-                    None => py.None().into_bound(py),
-                })?;
+                d.set_item(
+                    "data",
+                    match b.data {
+                        Some(s) => json_loads(py, s)?,
+                        None => py.None().into_bound(py),
+                    },
+                )?;
                 d.set_item("task", b.head.task)?;
                 d.set_item("tier", b.head.state.tier.name())?;
                 d.set_item("status", b.head.state.status.name())?;
@@ -381,7 +511,9 @@ impl NativeLog {
         max_record_bytes: usize,
     ) -> PyResult<Self> {
         let durability = Durability::parse(durability).ok_or_else(|| {
-            PyValueError::new_err(format!("durability: {durability:?} is not a mode; use commit, batch or none"))
+            PyValueError::new_err(format!(
+                "durability: {durability:?} is not a mode; use commit, batch or none"
+            ))
         })?;
         let opts = Options { durability, flush_interval_ms, max_record_bytes, read_only };
         let log = release(py, || Log::open(&path, opts))?;
@@ -405,12 +537,14 @@ impl NativeLog {
         expect_lsn: Option<u64>,
         at_us: i64,
     ) -> PyResult<Option<(u64, u64)>> {
-        let mut cmds = Vec::with_capacity(ops.len());
-        for op in ops.iter() {
-            cmds.push(extract_command(&op)?);
-        }
-        let log = &self.log;
-        release(py, || log.commit(&cmds, expect_lsn, at_us))
+        run_commit(py, &self.log, expect_lsn, at_us, ops.len(), |c| {
+            let mut op = OpItems::default();
+            for item in ops.iter() {
+                op.load(&item)?;
+                c.push(&op.command()?).map_err(to_py)?;
+            }
+            Ok(())
+        })
     }
 
     /// Put many memories sharing kind, task, tier, data, tags and sources, in one commit.
@@ -420,39 +554,42 @@ impl NativeLog {
         &self,
         py: Python<'_>,
         ids: &Bound<'_, PyList>,
-        texts: &Bound<'_, PyAny>,
-        kind: String,
-        task: Option<String>,
-        tier: Option<&Bound<'_, PyAny>>,
-        data: Option<String>,
-        tags: &Bound<'_, PyAny>,
-        sources: &Bound<'_, PyAny>,
+        texts: &Bound<'_, PyList>,
+        kind: &str,
+        task: Option<&str>,
+        tier: &str,
+        data: Option<&str>,
+        tags: &Bound<'_, PyTuple>,
+        sources: &Bound<'_, PyTuple>,
         expect_lsn: Option<u64>,
         at_us: i64,
     ) -> PyResult<Option<(u64, u64)>> {
-        let tier = match tier {
-            Some(t) if !t.is_none() => Some(get_tier(t)?),
-            _ => None,
-        };
-        let tags = get_strs(tags, "tags")?;
-        let sources = get_strs(sources, "sources")?;
-        let mut cmds = Vec::with_capacity(ids.len());
-        let mut texts_iter = texts.try_iter().map_err(|_| type_error("texts", "a sequence of str", texts))?;
-        for id in ids.iter() {
-            let text = texts_iter.next().ok_or_else(|| PyValueError::new_err("texts: fewer texts than ids"))??;
-            cmds.push(Command::Put(PutCommand {
-                id: get_str(&id, "id")?,
-                kind: kind.clone(),
-                text: get_str(&text, "text")?,
-                data: data.clone(),
-                task: task.clone(),
-                tier,
-                tags: tags.clone(),
-                sources: sources.clone(),
-            }));
+        if ids.len() != texts.len() {
+            return Err(PyValueError::new_err(format!("ids: {} ids for {} texts", ids.len(), texts.len())));
         }
-        let log = &self.log;
-        release(py, || log.commit(&cmds, expect_lsn, at_us))
+        let tier = tier_from(tier)?;
+        let (mut tag_items, mut source_items) = (Vec::new(), Vec::new());
+        tuple_items(tags.as_any(), "tags", &mut tag_items)?;
+        tuple_items(sources.as_any(), "sources", &mut source_items)?;
+        let tags = strs(&tag_items, "tags")?;
+        let sources = strs(&source_items, "sources")?;
+        run_commit(py, &self.log, expect_lsn, at_us, ids.len(), |c| {
+            for i in 0..ids.len() {
+                let (id, text) = (ids.get_item(i)?, texts.get_item(i)?);
+                let put = PutCommand {
+                    id: bstr(&id, "id")?,
+                    kind,
+                    text: bstr(&text, "text")?,
+                    data,
+                    task,
+                    tier: Some(tier),
+                    tags: tags.clone(),
+                    sources: sources.clone(),
+                };
+                c.push(&Command::Put(put)).map_err(to_py)?;
+            }
+            Ok(())
+        })
     }
 
     /// Memories by id (None where missing).
@@ -472,6 +609,7 @@ impl NativeLog {
 
     /// Memories matching every given filter, in creation order.
     #[pyo3(signature = (tier=None, kind=None, task=None, status=None, tags=None, limit=None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature of find
     fn find(
         &self,
         py: Python<'_>,
@@ -502,7 +640,14 @@ impl NativeLog {
         };
         let log = &self.log;
         let reads = release(py, || {
-            log.find(&Query { tier, kind: kind.as_deref(), task: task.as_deref(), status, tags: tags.as_deref(), limit })
+            log.find(&Query {
+                tier,
+                kind: kind.as_deref(),
+                task: task.as_deref(),
+                status,
+                tags: tags.as_deref(),
+                limit,
+            })
         })?;
         reads.iter().map(|m| memory_from_read(py, log, m)).collect()
     }
@@ -517,7 +662,13 @@ impl NativeLog {
 
     /// Up to `max` records with LSN above `after`, scanning from byte `start` (0: from the LSN).
     /// Returns (records, offset to continue from).
-    fn read_records(&self, py: Python<'_>, after: u64, start: u64, max: usize) -> PyResult<(Vec<Record>, u64)> {
+    fn read_records(
+        &self,
+        py: Python<'_>,
+        after: u64,
+        start: u64,
+        max: usize,
+    ) -> PyResult<(Vec<Record>, u64)> {
         let log = &self.log;
         let (recs, next) = release(py, || log.read_records(after, start, max))?;
         Ok((recs.into_iter().map(|b| record_from_bytes(py, b)).collect(), next))
@@ -525,25 +676,25 @@ impl NativeLog {
 
     /// Newest committed LSN.
     #[getter]
-    fn lsn(&self) -> u64 {
-        self.log.lsn()
+    fn lsn(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.log.lsn())
     }
 
-    fn __len__(&self) -> PyResult<usize> {
-        self.log.len().map_err(to_py)
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        release(py, || self.log.len())
     }
 
-    fn contains(&self, id: &str) -> PyResult<bool> {
-        self.log.contains(id).map_err(to_py)
+    fn contains(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
+        release(py, || self.log.contains(id))
     }
 
-    fn is_task_finished(&self, task: &str) -> PyResult<bool> {
-        self.log.is_task_finished(task).map_err(to_py)
+    fn is_task_finished(&self, py: Python<'_>, task: &str) -> PyResult<bool> {
+        release(py, || self.log.is_task_finished(task))
     }
 
     /// Facts about the log as a dict.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let i = self.log.info().map_err(to_py)?;
+        let i = release(py, || self.log.info())?;
         let d = PyDict::new(py);
         d.set_item("path", self.log.path().map(|p| p.display().to_string()))?;
         d.set_item("records", i.records)?;
@@ -585,13 +736,13 @@ impl NativeLog {
 
     /// Whether the log is closed.
     #[getter]
-    fn closed(&self) -> bool {
-        self.log.is_closed()
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.log.is_closed())
     }
 
     /// Bytes of heap the index holds.
-    fn index_heap_bytes(&self) -> usize {
-        self.log.index_heap_bytes()
+    fn index_heap_bytes(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.log.index_heap_bytes())
     }
 }
 

@@ -1,0 +1,49 @@
+# The one place commands live. README, CI and hooks call these targets.
+PYTHON ?= python3
+CARGO ?= cargo
+
+.PHONY: help install dev test test-rust test-python lint fmt bench bench-quick demo clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install:  ## build (release) and install the package
+	$(PYTHON) -m pip install -q .
+
+dev:  ## install the package editable with the test and lint tools
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+test: dev lint test-rust test-python  ## everything CI runs: lint, Rust tests, Python tests
+
+test-rust:  ## the core's cargo tests
+	$(CARGO) test --locked -p memcommit-core
+
+test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
+	$(PYTHON) -m pytest -q
+
+lint:  ## rustfmt, clippy, ruff, mypy --strict
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m ruff format --check python tests benches
+	$(PYTHON) -m mypy
+
+fmt:  ## format Rust and Python
+	$(CARGO) fmt --all
+	$(PYTHON) -m ruff format python tests benches
+	$(PYTHON) -m ruff check --fix python tests benches
+
+bench:  ## side-by-side benchmarks against SQLite and LMDB (release build)
+	$(PYTHON) -m pip install -q '.[bench]'
+	$(PYTHON) benches/compare.py
+
+bench-quick:  ## the same at a small size
+	$(PYTHON) -m pip install -q '.[bench]'
+	$(PYTHON) benches/compare.py --quick
+
+demo:  ## the README's main job
+	memcommit demo
+
+clean:
+	$(CARGO) clean
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,168 @@
+//! The thread that keeps a file log's hash chain current.
+//!
+//! Hashing every record with blake3 costs about as much as everything else a commit does, so
+//! the writer does not do it: each published commit moves `published` forward, and this thread
+//! hashes the committed records from the page cache on the other core. Only committed bytes
+//! are ever published, so a refused commit never reaches the chain. `value()` waits until the
+//! chain covers everything published (a seal reads it there).
+
+use std::fs::File;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::chain::{self, ChainValue};
+use crate::format::{self, HEADER_LEN};
+use crate::scan::{Item, ReadAt, Scanner};
+
+struct Progress {
+    /// The chain covers every record before this offset.
+    pos: u64,
+    value: ChainValue,
+    error: Option<String>,
+}
+
+struct Shared {
+    published: AtomicU64,
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    progress: Mutex<Progress>,
+    work: Condvar,
+    done: Condvar,
+}
+
+/// A running chain thread for one log file.
+pub struct Chainer {
+    shared: Arc<Shared>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Hash records from `from` up to `end`, extending `value`.
+pub fn extend<S: ReadAt + ?Sized>(
+    src: &S,
+    mut value: ChainValue,
+    from: u64,
+    end: u64,
+    salt: u32,
+) -> io::Result<ChainValue> {
+    let mut sc = Scanner::new(src, from, end, salt, format::MAX_PAYLOAD_LEN);
+    loop {
+        match sc.next_item()? {
+            Item::Record(_, rec) => value = chain::step(&value, rec.bytes),
+            Item::End => return Ok(value),
+            Item::Bad(off, _) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("damaged record at byte offset {off} while hashing the chain"),
+                ))
+            }
+        }
+    }
+}
+
+impl Chainer {
+    /// Start hashing `file` (whose header is `header`) up to `end`, then whatever is published.
+    pub fn start(file: File, header: &[u8], salt: u32, end: u64) -> Chainer {
+        let shared = Arc::new(Shared {
+            published: AtomicU64::new(end),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            progress: Mutex::new(Progress {
+                pos: HEADER_LEN as u64,
+                value: chain::start(header),
+                error: None,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let s = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("memcommit-chain".into())
+            .spawn(move || run(&s, &file, salt))
+            .expect("spawn the chain thread");
+        Chainer { shared, handle: Mutex::new(Some(handle)) }
+    }
+
+    /// Committed records now reach `end`.
+    pub fn publish(&self, end: u64) {
+        self.shared.published.store(end, Ordering::SeqCst);
+        if self.shared.sleeping.load(Ordering::SeqCst) {
+            let _g = self.shared.progress.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.work.notify_one();
+        }
+    }
+
+    /// The chain value over every record before `end` (waits for the thread to get there).
+    pub fn value(&self, end: u64) -> Result<ChainValue, String> {
+        self.publish(end.max(self.shared.published.load(Ordering::SeqCst)));
+        let mut p = self.shared.progress.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(e) = &p.error {
+                return Err(e.clone());
+            }
+            if p.pos >= end {
+                return Ok(p.value);
+            }
+            p = self.shared.done.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Stop the thread (what is published and not yet hashed is left unhashed).
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = self.shared.progress.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.work.notify_one();
+        }
+        if let Some(h) = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Chainer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(s: &Shared, file: &File, salt: u32) {
+    let (mut pos, mut value) = {
+        let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
+        (p.pos, p.value)
+    };
+    loop {
+        let target = s.published.load(Ordering::SeqCst);
+        if pos < target {
+            let step_end = target;
+            let result = extend(file, value, pos, step_end, salt);
+            let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(v) => {
+                    (pos, value) = (step_end, v);
+                    (p.pos, p.value) = (pos, value);
+                }
+                Err(e) => {
+                    p.error = Some(e.to_string());
+                    s.done.notify_all();
+                    return;
+                }
+            }
+            s.done.notify_all();
+            continue;
+        }
+        let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
+        s.sleeping.store(true, Ordering::SeqCst);
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if s.published.load(Ordering::SeqCst) > pos {
+            s.sleeping.store(false, Ordering::SeqCst);
+            continue;
+        }
+        let _p = s.work.wait_timeout(p, Duration::from_millis(200)).unwrap_or_else(|e| e.into_inner());
+        s.sleeping.store(false, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,293 @@
+//! A commit in progress: commands become records under the writer lock, all or none.
+//!
+//! `Log::begin` takes the writer lock and checks `expect_lsn`; `Commit::push` checks a guard or
+//! turns a command into a record, applies it to the index (so later guards see it) and streams
+//! the records to the log in chunks of about a megabyte; `Commit::finish` marks the last
+//! record COMMIT_END, writes the rest and publishes the commit. Dropping an unfinished commit
+//! takes everything back: the index is rolled back and the bytes written so far are cut off
+//! (they carry no COMMIT_END, so a crash before the cut leaves a torn commit that replay drops).
+
+use parking_lot::RwLockWriteGuard;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use crate::error::{Error, GuardKind, Rejection, Result};
+use crate::format::{self, encode_record, Op};
+use crate::index::Mark;
+use crate::log::{Log, Medium, State, SPARSE_EVERY};
+use crate::memory::{self, Command, PutState, Status, Tier};
+
+/// Records are written to the log in chunks of about this size while a large commit runs.
+const CHUNK: usize = 1 << 20;
+
+/// What a finished commit wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// LSN of its first record.
+    pub first_lsn: u64,
+    /// LSN of its last record.
+    pub last_lsn: u64,
+    /// The log offset after it: durable once `Log::wait_durable(end)` returns.
+    pub end: u64,
+}
+
+/// A commit holding the writer lock. See the module documentation.
+pub struct Commit<'a> {
+    log: &'a Log,
+    st: RwLockWriteGuard<'a, State>,
+    mark: Mark,
+    /// Where the commit's first record goes.
+    base: u64,
+    /// Bytes of this commit already written to the log, before `st.buf`.
+    flushed: u64,
+    lsn: u64,
+    at: i64,
+    records: u64,
+    done: bool,
+}
+
+impl Log {
+    /// Start a commit: take the writer lock and check `expect_lsn`. `hint` is how many
+    /// commands are coming (to reserve room).
+    pub fn begin(&self, expect_lsn: Option<u64>, at: i64, hint: usize) -> Result<Commit<'_>> {
+        let mut st = self.state.write();
+        self.check_writer(&st)?;
+        if let Some(want) = expect_lsn {
+            if want != st.lsn {
+                return Err(Error::Rejected(Rejection {
+                    kind: GuardKind::ExpectLsn,
+                    id: None,
+                    expected: want.to_string(),
+                    actual: st.lsn.to_string(),
+                    reason: format!(
+                        "the store's LSN is {} but the commit expected {want}: another commit came first; \
+                         read again and retry",
+                        st.lsn
+                    ),
+                }));
+            }
+        }
+        if hint > 1 {
+            st.index.reserve(hint.min(1 << 24));
+        }
+        st.buf.clear();
+        st.undo.clear();
+        Ok(Commit {
+            mark: st.index.mark(),
+            base: st.end,
+            flushed: 0,
+            lsn: st.lsn,
+            records: st.records,
+            at,
+            log: self,
+            st,
+            done: false,
+        })
+    }
+}
+
+impl Commit<'_> {
+    /// Check a guard, or turn a command into a record and apply it. On an error the commit
+    /// must be dropped (which takes it back).
+    pub fn push<S: AsRef<str>>(&mut self, cmd: &Command<S>) -> Result<()> {
+        self.log.validate(cmd)?;
+        let st = &mut *self.st;
+        let (key, pos) = match cmd {
+            Command::Expect(x) => return check_guard(st, x),
+            Command::Put(p) => (p.id.as_ref(), st.index.position(p.id.as_ref())),
+            Command::SetStatus { id, .. } | Command::Move { id, .. } => {
+                let pos = st.index.position(id.as_ref());
+                if pos.is_none() {
+                    let what = match cmd {
+                        Command::SetStatus { status: Status::Stale, .. } => "stale",
+                        Command::SetStatus { .. } => "restore",
+                        _ => "move",
+                    };
+                    return Err(unknown(id.as_ref(), what));
+                }
+                (id.as_ref(), pos)
+            }
+            Command::FinishTask { task } => (task.as_ref(), None),
+        };
+        // The previous record is not the commit's last: it can go to the log now.
+        if st.buf.len() >= CHUNK {
+            self.flush_chunk()?;
+        }
+        let st = &mut *self.st;
+        self.lsn += 1;
+        let (salt, lsn, at) = (st.header.salt(), self.lsn, self.at);
+        let range = match cmd {
+            Command::Put(p) => {
+                let state = match pos {
+                    Some(i) => {
+                        let e = st.index.entry(i);
+                        PutState {
+                            tier: e.tier,
+                            status: e.status,
+                            created_lsn: e.created_lsn,
+                            created_at: e.created_at,
+                        }
+                    }
+                    None => PutState {
+                        tier: p.tier.unwrap_or(Tier::Working),
+                        status: Status::Active,
+                        created_lsn: 0,
+                        created_at: at,
+                    },
+                };
+                encode_record(&mut st.buf, Op::Put, 0, salt, lsn, at, key.as_bytes(), |o| {
+                    memory::encode_put(o, state, p)
+                })
+            }
+            Command::SetStatus { status, reason, .. } => {
+                encode_record(&mut st.buf, Op::Status, 0, salt, lsn, at, key.as_bytes(), |o| {
+                    memory::encode_status(o, *status, reason.as_ref().map(|r| r.as_ref()))
+                })
+            }
+            Command::Move { tier, .. } => {
+                encode_record(&mut st.buf, Op::Move, 0, salt, lsn, at, key.as_bytes(), |o| {
+                    o.push(*tier as u8)
+                })
+            }
+            Command::FinishTask { .. } => {
+                encode_record(&mut st.buf, Op::Task, 0, salt, lsn, at, key.as_bytes(), |o| o.push(1))
+            }
+            Command::Expect(_) => unreachable!("handled above"),
+        };
+        let off = self.base + self.flushed + range.start as u64;
+        let State { index, buf, undo, .. } = st;
+        let rec = format::view_trusted(&buf[range]);
+        index.apply_at(&rec, off, pos, Some(undo)).map_err(|reason| {
+            Error::invalid(
+                "record",
+                format!("internal error: a record the writer built does not apply: {reason}"),
+            )
+        })
+    }
+
+    /// Write the records in the buffer to the log.
+    fn flush_chunk(&mut self) -> Result<()> {
+        let st = &mut *self.st;
+        let at = self.base + self.flushed;
+        let mut off = 0;
+        while off < st.buf.len() {
+            let rec = format::view_trusted(&st.buf[off..off + format::record_len(&st.buf[off..])]);
+            if self.records.is_multiple_of(SPARSE_EVERY) {
+                st.sparse.push((rec.lsn, at + off as u64));
+            }
+            self.records += 1;
+            off += rec.bytes.len();
+        }
+        match &mut st.medium {
+            Medium::Memory(v) => v.extend_from_slice(&st.buf),
+            Medium::File(f) => {
+                if let Err(e) = f.write_all_at(&st.buf, at) {
+                    self.log.poison(format!("write failed: {e}"));
+                    return Err(Error::io(&self.log.display, "write to", e));
+                }
+            }
+        }
+        self.flushed += st.buf.len() as u64;
+        st.buf.clear();
+        Ok(())
+    }
+
+    /// Mark the last record COMMIT_END, write what is left and publish the commit. Returns
+    /// `None` for a commit that wrote nothing (only guards, which held).
+    pub fn finish(mut self) -> Result<Option<Committed>> {
+        if self.flushed == 0 && self.st.buf.is_empty() {
+            self.done = true;
+            return Ok(None);
+        }
+        let last = format::last_record_start(&self.st.buf);
+        format::set_commit_end(&mut self.st.buf[last..], true);
+        self.flush_chunk()?;
+        let st = &mut *self.st;
+        let first_lsn = st.lsn + 1;
+        st.records = self.records;
+        st.end = self.base + self.flushed;
+        st.lsn = self.lsn;
+        st.undo.clear();
+        if st.buf.capacity() > 4 * CHUNK {
+            st.buf = Vec::new();
+        }
+        self.log.written.store(st.end, Ordering::Release);
+        if let Some(c) = &self.log.chainer {
+            c.publish(st.end);
+        }
+        self.done = true;
+        Ok(Some(Committed { first_lsn, last_lsn: self.lsn, end: st.end }))
+    }
+}
+
+impl Drop for Commit<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let st = &mut *self.st;
+        let mark = self.mark;
+        st.index.rollback(mark, &mut st.undo);
+        st.sparse.retain(|&(_, off)| off < self.base);
+        st.buf.clear();
+        if self.flushed > 0 {
+            // Cut off what this commit wrote. It carries no COMMIT_END, so even if the cut
+            // fails (and the writer stops) replay drops it as a torn commit.
+            match &mut st.medium {
+                Medium::Memory(v) => v.truncate(self.base as usize),
+                Medium::File(f) => {
+                    if let Err(e) = f.set_len(self.base) {
+                        self.log.poison(format!("could not cut off a refused commit: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unknown(id: &str, what: &str) -> Error {
+    Error::Rejected(Rejection {
+        kind: GuardKind::UnknownId,
+        id: Some(id.to_string()),
+        expected: "a memory that exists".to_string(),
+        actual: "no such memory".to_string(),
+        reason: format!(
+            "cannot {what} memory {id:?}: the store has no memory with that id; nothing was written"
+        ),
+    })
+}
+
+fn refuse(kind: GuardKind, id: &str, expected: String, actual: String) -> Error {
+    let reason = format!(
+        "guard failed on memory {id:?}: expected {} {expected}, found {actual}; nothing was written",
+        kind.name()
+    );
+    Error::Rejected(Rejection { kind, id: Some(id.to_string()), expected, actual, reason })
+}
+
+fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>) -> Result<()> {
+    let id = x.id.as_ref();
+    let e = st.index.get(id);
+    if let Some(want) = x.exists {
+        if want != e.is_some() {
+            let show = |b: bool| if b { "exists" } else { "does not exist" }.to_string();
+            return Err(refuse(GuardKind::Exists, id, show(want), show(e.is_some())));
+        }
+    }
+    if x.status.is_none() && x.tier.is_none() && x.lsn.is_none() {
+        return Ok(());
+    }
+    let Some(e) = e else {
+        return Err(refuse(GuardKind::Exists, id, "exists".into(), "does not exist".into()));
+    };
+    if let Some(s) = x.status.filter(|s| *s != e.status) {
+        return Err(refuse(GuardKind::Status, id, s.name().into(), e.status.name().into()));
+    }
+    if let Some(t) = x.tier.filter(|t| *t != e.tier) {
+        return Err(refuse(GuardKind::Tier, id, t.name().into(), e.tier.name().into()));
+    }
+    if let Some(l) = x.lsn.filter(|l| *l != e.lsn) {
+        return Err(refuse(GuardKind::Lsn, id, l.to_string(), e.lsn.to_string()));
+    }
+    Ok(())
+}

@@ -1,0 +1,713 @@
+//! Golden vectors: the on-disk format, frozen.
+//!
+//! A deterministic log (fixed store id, fixed times, every op and flag, a three-record commit)
+//! is built here with the format functions directly and compared byte for byte with
+//! `tests/vectors/log-v1.bin` at the repository root, and with `tests/vectors/log-v1.json`,
+//! which describes each record (LSN, op, key, offset, length, bytes, chain value after it).
+//!
+//! To (re)generate the files after an intended format change (which is a new format version):
+//!
+//! ```text
+//! MEMCOMMIT_WRITE_VECTORS=1 cargo test -p memcommit-core --test vectors
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use memcommit_core::chain::{self, ChainValue};
+use memcommit_core::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
+use memcommit_core::memory::{self, PutState};
+use memcommit_core::{Command, Durability, Expect, Log, Options, PutCommand, Status, Tier};
+
+const BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.bin");
+const JSON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.json");
+const REGENERATE: &str = "MEMCOMMIT_WRITE_VECTORS=1 cargo test -p memcommit-core --test vectors";
+
+/// The store id of the vector log: 16 ASCII bytes, so the salt is b"memc".
+const STORE_ID: [u8; 16] = *b"memcommit-vec-v1";
+/// 2023-11-14T22:13:20Z in microseconds; commit `n` happens `n` seconds later.
+const AT0: i64 = 1_700_000_000_000_000;
+
+fn at(n: i64) -> i64 {
+    AT0 + n * 1_000_000
+}
+
+/// One record of the vector log, with the state fields a put carries spelled out.
+enum Rec {
+    Put(PutCommand, PutState),
+    Status(&'static str, Status, Option<&'static str>),
+    Move(&'static str, Tier),
+    Task(&'static str),
+}
+
+struct VCommit {
+    at: i64,
+    records: Vec<Rec>,
+    /// The same commit as the engine takes it (guards included, which write nothing).
+    commands: Vec<Command>,
+}
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+fn new_state(tier: Tier, at: i64) -> PutState {
+    PutState { tier, status: Status::Active, created_lsn: 0, created_at: at }
+}
+
+/// The vector log's commits: 11 commits, 14 records.
+fn commits() -> Vec<VCommit> {
+    let m1 = PutCommand { id: s("m1"), kind: s("note"), text: s("hello"), ..Default::default() };
+    let m2 = PutCommand {
+        id: s("m2"),
+        kind: s("fact"),
+        text: s("the sky is blue"),
+        data: Some(s(r#"{"confidence":0.9}"#)),
+        task: Some(s("t1")),
+        tier: Some(Tier::Long),
+        tags: vec![s("sky"), s("color")],
+        sources: vec![s("m1")],
+    };
+    let m3 = PutCommand {
+        id: s("m3"),
+        kind: s("summary"),
+        text: s("m1 and m2, summarised"),
+        task: Some(s("t1")),
+        tier: Some(Tier::Mid),
+        tags: vec![s("summary")],
+        sources: vec![s("m1"), s("m2")],
+        ..Default::default()
+    };
+    let m1b = PutCommand {
+        id: s("m1"),
+        kind: s("note"),
+        text: s("hello, again"),
+        tags: vec![s("greeting")],
+        ..Default::default()
+    };
+    let m4 = PutCommand {
+        id: s("m4"),
+        kind: s("trace"),
+        text: s("héllo ✓ — ünïcode"),
+        data: Some(s(r#"{"steps":[1,2,3],"ok":true}"#)),
+        ..Default::default()
+    };
+    let m4b = PutCommand { id: s("m4"), kind: s("trace"), text: s("corrected"), ..Default::default() };
+    let m5 = PutCommand {
+        id: s("m5"),
+        kind: s("note"),
+        text: s(""),
+        task: Some(s("t2")),
+        tier: Some(Tier::Archive),
+        ..Default::default()
+    };
+    vec![
+        // LSN 1: the smallest put.
+        VCommit {
+            at: at(1),
+            records: vec![Rec::Put(m1.clone(), new_state(Tier::Working, at(1)))],
+            commands: vec![Command::Put(m1)],
+        },
+        // LSN 2: a put with every field.
+        VCommit {
+            at: at(2),
+            records: vec![Rec::Put(m2.clone(), new_state(Tier::Long, at(2)))],
+            commands: vec![Command::Put(m2)],
+        },
+        // LSNs 3-5: one commit of three records; only the last carries COMMIT_END.
+        VCommit {
+            at: at(3),
+            records: vec![
+                Rec::Put(m3.clone(), new_state(Tier::Mid, at(3))),
+                Rec::Status("m1", Status::Stale, Some("folded into m3")),
+                Rec::Move("m2", Tier::Archive),
+            ],
+            commands: vec![
+                Command::Expect(Expect { id: s("m3"), exists: Some(false), ..Default::default() }),
+                Command::Put(m3),
+                Command::SetStatus { id: s("m1"), status: Status::Stale, reason: Some(s("folded into m3")) },
+                Command::Expect(Expect {
+                    id: s("m2"),
+                    tier: Some(Tier::Long),
+                    lsn: Some(2),
+                    ..Default::default()
+                }),
+                Command::Move { id: s("m2"), tier: Tier::Archive },
+            ],
+        },
+        // LSN 6: restore, no reason.
+        VCommit {
+            at: at(4),
+            records: vec![Rec::Status("m1", Status::Active, None)],
+            commands: vec![Command::SetStatus { id: s("m1"), status: Status::Active, reason: None }],
+        },
+        // LSN 7: a put to an existing id carries its tier, status and creation.
+        VCommit {
+            at: at(5),
+            records: vec![Rec::Put(
+                m1b.clone(),
+                PutState { tier: Tier::Working, status: Status::Active, created_lsn: 1, created_at: at(1) },
+            )],
+            commands: vec![Command::Put(m1b)],
+        },
+        // LSN 8: a task finished.
+        VCommit {
+            at: at(6),
+            records: vec![Rec::Task("t1")],
+            commands: vec![Command::FinishTask { task: s("t1") }],
+        },
+        // LSN 9: a move.
+        VCommit {
+            at: at(7),
+            records: vec![Rec::Move("m3", Tier::Long)],
+            commands: vec![Command::Move { id: s("m3"), tier: Tier::Long }],
+        },
+        // LSN 10: non-ASCII text and data.
+        VCommit {
+            at: at(8),
+            records: vec![Rec::Put(m4.clone(), new_state(Tier::Working, at(8)))],
+            commands: vec![Command::Put(m4)],
+        },
+        // LSN 11: stale without a reason.
+        VCommit {
+            at: at(9),
+            records: vec![Rec::Status("m4", Status::Stale, None)],
+            commands: vec![Command::SetStatus { id: s("m4"), status: Status::Stale, reason: None }],
+        },
+        // LSN 12: a put to a stale memory keeps it stale.
+        VCommit {
+            at: at(10),
+            records: vec![Rec::Put(
+                m4b.clone(),
+                PutState { tier: Tier::Working, status: Status::Stale, created_lsn: 10, created_at: at(8) },
+            )],
+            commands: vec![Command::Put(m4b)],
+        },
+        // LSNs 13-14: a put straight into the archive, with a task, and that task finished.
+        VCommit {
+            at: at(11),
+            records: vec![Rec::Put(m5.clone(), new_state(Tier::Archive, at(11))), Rec::Task("t2")],
+            commands: vec![Command::Put(m5), Command::FinishTask { task: s("t2") }],
+        },
+    ]
+}
+
+/// One record as the JSON describes it.
+struct RecordInfo {
+    lsn: u64,
+    op: Op,
+    flags: u8,
+    at: i64,
+    key: String,
+    offset: u64,
+    bytes: Vec<u8>,
+    chain: ChainValue,
+}
+
+struct Vectors {
+    bin: Vec<u8>,
+    header: [u8; HEADER_LEN],
+    chain_start: ChainValue,
+    records: Vec<RecordInfo>,
+    final_chain: ChainValue,
+}
+
+fn build() -> Vectors {
+    let header = FileHeader { store_id: STORE_ID, generation: 0, dense_from: 0 }.encode();
+    let salt = FileHeader::decode(&header).unwrap().salt();
+    let mut bin = header.to_vec();
+    let chain_start = chain::start(&header);
+    let mut value = chain_start;
+    let mut records = Vec::new();
+    let mut lsn = 0;
+    for c in commits() {
+        let n = c.records.len();
+        for (i, r) in c.records.iter().enumerate() {
+            lsn += 1;
+            let flags = if i + 1 == n { FLAG_COMMIT_END } else { 0 };
+            let (op, key) = match r {
+                Rec::Put(p, _) => (Op::Put, p.id.as_str()),
+                Rec::Status(id, ..) => (Op::Status, *id),
+                Rec::Move(id, _) => (Op::Move, *id),
+                Rec::Task(t) => (Op::Task, *t),
+            };
+            let range = encode_record(&mut bin, op, flags, salt, lsn, c.at, key.as_bytes(), |o| match r {
+                Rec::Put(p, st) => memory::encode_put(o, *st, p),
+                Rec::Status(_, status, reason) => memory::encode_status(o, *status, *reason),
+                Rec::Move(_, tier) => o.push(*tier as u8),
+                Rec::Task(_) => o.push(1),
+            });
+            let bytes = bin[range.clone()].to_vec();
+            value = chain::step(&value, &bytes);
+            records.push(RecordInfo {
+                lsn,
+                op,
+                flags,
+                at: c.at,
+                key: key.to_string(),
+                offset: range.start as u64,
+                bytes,
+                chain: value,
+            });
+        }
+    }
+    Vectors { bin, header, chain_start, records, final_chain: value }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    assert!(s.len().is_multiple_of(2), "odd hex length");
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn to_json(v: &Vectors) -> String {
+    let mut out = String::new();
+    out.push_str("{\n");
+    out.push_str(
+        "  \"description\": \"memcommit log format v1 golden vector: log-v1.bin, record by record. ",
+    );
+    out.push_str("Generated by rust/memcommit-core/tests/vectors.rs; regenerate with ");
+    out.push_str(REGENERATE);
+    out.push_str("\",\n");
+    out.push_str(&format!("  \"format_version\": {},\n", format::FORMAT_VERSION));
+    out.push_str(&format!("  \"store_id\": \"{}\",\n", hex(&STORE_ID)));
+    out.push_str(&format!("  \"header\": \"{}\",\n", hex(&v.header)));
+    out.push_str(&format!("  \"chain_start\": \"{}\",\n", hex(&v.chain_start)));
+    out.push_str("  \"records\": [\n");
+    for (i, r) in v.records.iter().enumerate() {
+        out.push_str(&format!(
+            "    {{\"lsn\": {}, \"op\": \"{}\", \"flags\": {}, \"at\": {}, \"key\": {}, \"offset\": {}, \"length\": {}, \"hex\": \"{}\", \"chain\": \"{}\"}}{}\n",
+            r.lsn,
+            r.op.name(),
+            r.flags,
+            r.at,
+            json_str(&r.key),
+            r.offset,
+            r.bytes.len(),
+            hex(&r.bytes),
+            hex(&r.chain),
+            if i + 1 < v.records.len() { "," } else { "" }
+        ));
+    }
+    out.push_str("  ],\n");
+    out.push_str(&format!("  \"file_length\": {},\n", v.bin.len()));
+    out.push_str(&format!("  \"final_chain\": \"{}\"\n", hex(&v.final_chain)));
+    out.push_str("}\n");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// A small JSON reader, enough to read the vector file back as JSON (not as text).
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq)]
+enum J {
+    Null,
+    Bool(bool),
+    Num(i128),
+    Str(String),
+    Arr(Vec<J>),
+    Obj(BTreeMap<String, J>),
+}
+
+impl J {
+    fn get(&self, k: &str) -> &J {
+        match self {
+            J::Obj(m) => m.get(k).unwrap_or_else(|| panic!("JSON: no field {k:?}")),
+            _ => panic!("JSON: not an object"),
+        }
+    }
+    fn str(&self) -> &str {
+        match self {
+            J::Str(s) => s,
+            other => panic!("JSON: expected a string, got {other:?}"),
+        }
+    }
+    fn num(&self) -> i128 {
+        match self {
+            J::Num(n) => *n,
+            other => panic!("JSON: expected a number, got {other:?}"),
+        }
+    }
+    fn arr(&self) -> &[J] {
+        match self {
+            J::Arr(a) => a,
+            other => panic!("JSON: expected an array, got {other:?}"),
+        }
+    }
+}
+
+struct P<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl P<'_> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && b" \t\r\n".contains(&self.b[self.i]) {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) {
+        self.ws();
+        assert_eq!(self.b.get(self.i), Some(&c), "JSON: expected {:?} at byte {}", c as char, self.i);
+        self.i += 1;
+    }
+    fn value(&mut self) -> J {
+        self.ws();
+        match self.b[self.i] {
+            b'{' => {
+                self.i += 1;
+                let mut m = BTreeMap::new();
+                self.ws();
+                if self.b[self.i] == b'}' {
+                    self.i += 1;
+                    return J::Obj(m);
+                }
+                loop {
+                    self.ws();
+                    let J::Str(k) = self.value() else { panic!("JSON: object key at byte {}", self.i) };
+                    self.eat(b':');
+                    let v = self.value();
+                    assert!(m.insert(k.clone(), v).is_none(), "JSON: duplicate key {k:?}");
+                    self.ws();
+                    match self.b[self.i] {
+                        b',' => self.i += 1,
+                        b'}' => {
+                            self.i += 1;
+                            return J::Obj(m);
+                        }
+                        c => panic!("JSON: unexpected {:?} at byte {}", c as char, self.i),
+                    }
+                }
+            }
+            b'[' => {
+                self.i += 1;
+                let mut a = Vec::new();
+                self.ws();
+                if self.b[self.i] == b']' {
+                    self.i += 1;
+                    return J::Arr(a);
+                }
+                loop {
+                    a.push(self.value());
+                    self.ws();
+                    match self.b[self.i] {
+                        b',' => self.i += 1,
+                        b']' => {
+                            self.i += 1;
+                            return J::Arr(a);
+                        }
+                        c => panic!("JSON: unexpected {:?} at byte {}", c as char, self.i),
+                    }
+                }
+            }
+            b'"' => {
+                self.i += 1;
+                let mut out = Vec::new();
+                loop {
+                    match self.b[self.i] {
+                        b'"' => {
+                            self.i += 1;
+                            return J::Str(String::from_utf8(out).expect("JSON: UTF-8"));
+                        }
+                        b'\\' => {
+                            let e = self.b[self.i + 1];
+                            self.i += 2;
+                            match e {
+                                b'"' | b'\\' | b'/' => out.push(e),
+                                b'n' => out.push(b'\n'),
+                                b't' => out.push(b'\t'),
+                                b'r' => out.push(b'\r'),
+                                b'b' => out.push(8),
+                                b'f' => out.push(12),
+                                b'u' => {
+                                    let h = std::str::from_utf8(&self.b[self.i..self.i + 4]).unwrap();
+                                    let c = char::from_u32(u32::from_str_radix(h, 16).unwrap())
+                                        .expect("JSON: no surrogates in these files");
+                                    self.i += 4;
+                                    out.extend_from_slice(c.to_string().as_bytes());
+                                }
+                                _ => panic!("JSON: bad escape at byte {}", self.i),
+                            }
+                        }
+                        c => {
+                            out.push(c);
+                            self.i += 1;
+                        }
+                    }
+                }
+            }
+            b't' if self.b[self.i..].starts_with(b"true") => {
+                self.i += 4;
+                J::Bool(true)
+            }
+            b'f' if self.b[self.i..].starts_with(b"false") => {
+                self.i += 5;
+                J::Bool(false)
+            }
+            b'n' if self.b[self.i..].starts_with(b"null") => {
+                self.i += 4;
+                J::Null
+            }
+            _ => {
+                let start = self.i;
+                while self.i < self.b.len() && (self.b[self.i] == b'-' || self.b[self.i].is_ascii_digit()) {
+                    self.i += 1;
+                }
+                let t = std::str::from_utf8(&self.b[start..self.i]).unwrap();
+                J::Num(t.parse().unwrap_or_else(|_| panic!("JSON: bad value at byte {start}")))
+            }
+        }
+    }
+}
+
+fn parse_json(text: &str) -> J {
+    let mut p = P { b: text.as_bytes(), i: 0 };
+    let v = p.value();
+    p.ws();
+    assert_eq!(p.i, text.len(), "JSON: trailing bytes");
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+// ---------------------------------------------------------------------------------------------
+
+fn first_difference(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+}
+
+fn read_golden(path: &str) -> Vec<u8> {
+    match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => panic!(
+            "golden vector file {path} cannot be read ({e}). Generate it with `{REGENERATE}` \
+             (from the repository root) and commit tests/vectors/."
+        ),
+    }
+}
+
+/// The committed files: (the binary log, the JSON text). With MEMCOMMIT_WRITE_VECTORS=1 they
+/// are (re)written first, once per test run.
+fn golden() -> (Vec<u8>, String) {
+    static WRITTEN: std::sync::Once = std::sync::Once::new();
+    WRITTEN.call_once(|| {
+        if std::env::var("MEMCOMMIT_WRITE_VECTORS").as_deref() == Ok("1") {
+            let v = build();
+            std::fs::create_dir_all(Path::new(BIN).parent().unwrap()).unwrap();
+            std::fs::write(BIN, &v.bin).unwrap();
+            std::fs::write(JSON, to_json(&v)).unwrap();
+            eprintln!("wrote {BIN} ({} bytes) and {JSON}", v.bin.len());
+        }
+    });
+    let bin = read_golden(BIN);
+    let text = String::from_utf8(read_golden(JSON)).expect("the JSON is UTF-8");
+    (bin, text)
+}
+
+/// The bytes this build writes are the committed ones.
+#[test]
+fn log_bytes_match_the_golden_files() {
+    let v = build();
+    let json = to_json(&v);
+    let (bin, text) = golden();
+    if bin != v.bin {
+        let at = first_difference(&bin, &v.bin);
+        panic!(
+            "{BIN} differs from the bytes this build writes (first difference at byte {at}; file {} bytes, \
+             built {} bytes). The on-disk format changed: if that is intended it is a new format version; \
+             regenerate with `{REGENERATE}`.",
+            bin.len(),
+            v.bin.len()
+        );
+    }
+    if text != json {
+        let line = text.lines().zip(json.lines()).position(|(a, b)| a != b).unwrap_or(0) + 1;
+        panic!(
+            "{JSON} differs from what this build generates (line {line}); regenerate with `{REGENERATE}`."
+        );
+    }
+}
+
+/// The committed JSON, read as JSON, agrees with the committed binary on every record.
+#[test]
+fn golden_json_describes_the_golden_log() {
+    let (bin, text) = golden();
+    let j = parse_json(&text);
+    assert_eq!(j.get("format_version").num(), format::FORMAT_VERSION as i128);
+    assert_eq!(unhex(j.get("header").str()), bin[..HEADER_LEN]);
+    let header = FileHeader::decode(&bin).unwrap();
+    assert_eq!(unhex(j.get("store_id").str()), header.store_id);
+    assert_eq!((header.generation, header.dense_from), (0, 0));
+    let mut value = chain::start(&bin[..HEADER_LEN]);
+    assert_eq!(unhex(j.get("chain_start").str()), value);
+    let mut off = HEADER_LEN;
+    let mut ops = std::collections::HashSet::new();
+    let mut flags_seen = std::collections::HashSet::new();
+    let recs = j.get("records").arr();
+    for (i, r) in recs.iter().enumerate() {
+        let bytes = unhex(r.get("hex").str());
+        assert_eq!(r.get("offset").num(), off as i128, "record {i}");
+        assert_eq!(r.get("length").num(), bytes.len() as i128, "record {i}");
+        assert_eq!(bin[off..off + bytes.len()], bytes, "record {i}");
+        let rec = format::parse_record(&bin[off..], header.salt(), format::MAX_PAYLOAD_LEN).unwrap();
+        assert_eq!(rec.bytes, &bytes[..], "record {i}");
+        assert_eq!(rec.lsn as i128, r.get("lsn").num(), "record {i}");
+        assert_eq!(rec.lsn, i as u64 + 1, "record {i}");
+        assert_eq!(rec.op.name(), r.get("op").str(), "record {i}");
+        assert_eq!(rec.flags as i128, r.get("flags").num(), "record {i}");
+        assert_eq!(rec.at as i128, r.get("at").num(), "record {i}");
+        assert_eq!(rec.key_str(), r.get("key").str(), "record {i}");
+        value = chain::step(&value, &bytes);
+        assert_eq!(unhex(r.get("chain").str()), value, "record {i}");
+        ops.insert(rec.op.name());
+        flags_seen.insert(rec.flags);
+        off += bytes.len();
+    }
+    assert_eq!(off, bin.len());
+    assert_eq!(j.get("file_length").num(), bin.len() as i128);
+    assert_eq!(unhex(j.get("final_chain").str()), value);
+    assert_eq!(ops.len(), 4, "every op is covered");
+    assert_eq!(flags_seen.len(), 2, "records with and without COMMIT_END");
+    assert!(recs.last().unwrap().get("flags").num() == FLAG_COMMIT_END as i128);
+}
+
+/// The engine, given the same commands at the same times, writes the same records (all but
+/// the salt and checksum, which come from its random store id).
+#[test]
+fn the_engine_writes_what_the_vectors_freeze() {
+    let v = build();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("engine.log");
+    let log = Log::open(&path, Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let mut lsn = 0;
+    for c in commits() {
+        let (first, last) = log.commit(&c.commands, Some(lsn), c.at).unwrap().unwrap();
+        assert_eq!((first, last), (lsn + 1, lsn + c.records.len() as u64));
+        lsn = last;
+    }
+    let engine = log.read_records(0, 0, usize::MAX).unwrap().0;
+    let salt = FileHeader::decode(&std::fs::read(&path).unwrap()).unwrap().salt();
+    assert_eq!(engine.len(), v.records.len());
+    for (i, (e, g)) in engine.iter().zip(&v.records).enumerate() {
+        let e = format::parse_record(e, salt, format::MAX_PAYLOAD_LEN).unwrap();
+        let g_view = format::parse_record(&g.bytes, u32::from_le_bytes(*b"memc"), format::MAX_PAYLOAD_LEN)
+            .expect("the vector salt is the first four bytes of its store id");
+        assert_eq!(
+            (e.op, e.flags, e.lsn, e.at, e.key, e.payload),
+            (g.op, g.flags, g.lsn, g.at, g_view.key, g_view.payload),
+            "record {i}"
+        );
+    }
+    log.close().unwrap();
+}
+
+/// The golden file opens with the engine and holds the memories it should.
+#[test]
+fn golden_log_opens_with_the_engine() {
+    let (bin, text) = golden();
+    let final_chain = unhex(parse_json(&text).get("final_chain").str());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log-v1.bin");
+    std::fs::write(&path, &bin).unwrap();
+
+    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (14, 14, 5, bin.len() as u64));
+    assert_eq!((info.generation, info.store_id.as_str()), (0, hex(&STORE_ID).as_str()));
+    assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
+    assert!(log.is_task_finished("t1").unwrap() && log.is_task_finished("t2").unwrap());
+    assert!(!log.is_task_finished("t3").unwrap());
+
+    let ids = ["m1", "m2", "m3", "m4", "m5", "m6"];
+    let reads = log.get_many(&ids).unwrap();
+    assert!(reads[5].is_none());
+    // (id, tier, status, created_lsn, lsn of the last record touching it, text, kind, task, tags, sources, data)
+    type Want<'a> = (
+        Tier,
+        Status,
+        u64,
+        u64,
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Vec<&'a str>,
+        Vec<&'a str>,
+        Option<&'a str>,
+    );
+    let want: [Want<'_>; 5] = [
+        (Tier::Working, Status::Active, 1, 7, "hello, again", "note", None, vec!["greeting"], vec![], None),
+        (
+            Tier::Archive,
+            Status::Active,
+            2,
+            5,
+            "the sky is blue",
+            "fact",
+            Some("t1"),
+            vec!["sky", "color"],
+            vec!["m1"],
+            Some(r#"{"confidence":0.9}"#),
+        ),
+        (
+            Tier::Long,
+            Status::Active,
+            3,
+            9,
+            "m1 and m2, summarised",
+            "summary",
+            Some("t1"),
+            vec!["summary"],
+            vec!["m1", "m2"],
+            None,
+        ),
+        (Tier::Working, Status::Stale, 10, 12, "corrected", "trace", None, vec![], vec![], None),
+        (Tier::Archive, Status::Active, 13, 13, "", "note", Some("t2"), vec![], vec![], None),
+    ];
+    for (i, w) in want.iter().enumerate() {
+        let r = reads[i].as_ref().unwrap_or_else(|| panic!("{} missing", ids[i]));
+        let (tier, status, created_lsn, lsn, text, kind, task, tags, sources, data) = w;
+        assert_eq!(
+            (r.entry.tier, r.entry.status, r.entry.created_lsn, r.entry.lsn),
+            (*tier, *status, *created_lsn, *lsn),
+            "{}",
+            ids[i]
+        );
+        let rec =
+            format::parse_record(&r.put, u32::from_le_bytes(*b"memc"), format::MAX_PAYLOAD_LEN).unwrap();
+        let body = memory::decode_put(rec.payload).unwrap();
+        assert_eq!(
+            (body.text, body.head.kind, body.head.task, &body.head.tags, &body.sources, body.data),
+            (*text, *kind, *task, tags, sources, *data),
+            "{}",
+            ids[i]
+        );
+    }
+    log.close().unwrap();
+
+    // A writer opens it too, cuts nothing, and agrees on the chain.
+    let log = Log::open(&path, Options::default()).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.recovered_bytes), (14, 0));
+    assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
+    log.close().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bin, "opening must not change the file");
+}

@@ -45,5 +45,7 @@ def to_microseconds(when: datetime) -> int:
         ValueError: `when` is naive (has no time zone), so the instant it means is unknown.
     """
     if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError(f"clock: {when!r} is a naive datetime; a clock must return aware datetimes")
+        raise ValueError(
+            f"clock: {when!r} is a naive datetime; a clock must return aware datetimes"
+        )
     return (when - _EPOCH) // _MICROSECOND

@@ -95,7 +95,9 @@ class Commit:
     """
 
     def __init__(self, store: MemoryStore, expect_lsn: int | None) -> None:
-        if expect_lsn is not None and (isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)):
+        if expect_lsn is not None and (
+            isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)
+        ):
             raise TypeError(f"expect_lsn must be int or None, not {type(expect_lsn).__name__}")
         self._store = store
         self._expect_lsn = expect_lsn
@@ -259,7 +261,9 @@ def flatten(ops: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     for op in ops:
         if op[0] == "many":
             _, ids, texts, kind, task, tier, data, tags, sources = op
-            out.extend((PUT, i, kind, t, data, task, tier, tags, sources) for i, t in zip(ids, texts))
+            out.extend(
+                (PUT, i, kind, t, data, task, tier, tags, sources) for i, t in zip(ids, texts, strict=True)
+            )
         else:
             out.append(op)
     return out

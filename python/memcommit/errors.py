@@ -110,7 +110,11 @@ class CorruptLog(IntegrityError):
     """
 
     def __init__(
-        self, message: str, path: str | None = None, offset: int | None = None, lsn: int | None = None
+        self,
+        message: str,
+        path: str | None = None,
+        offset: int | None = None,
+        lsn: int | None = None,
     ) -> None:
         super().__init__(message)
         self.path = path

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from . import _native
+from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import (
     FINISH,
@@ -22,7 +23,6 @@ from .commit import (
     encode_data,
     flatten,
 )
-from ._native import Memory, Record
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 
@@ -73,7 +73,9 @@ class MemoryStore:
         now = self._now_us()
         if len(ops) == 1 and ops[0][0] == "many":
             _, ids, texts, kind, task, tier, data, tags, sources = ops[0]
-            span = self._native.put_many(ids, texts, kind, task, tier, data, tags, sources, expect_lsn, now)
+            span = self._native.put_many(
+                ids, texts, kind, task, tier, data, tags, sources, expect_lsn, now
+            )
         else:
             span = self._native.commit(flatten(ops), expect_lsn, now)
         if span is not None:
@@ -271,7 +273,7 @@ class MemoryStore:
         return self._native.refresh()
 
     def flush(self) -> None:
-        """fsync every record written so far, whatever the durability mode."""
+        """Fsync every record written so far, whatever the durability mode."""
         self._native.flush()
 
     def close(self) -> None:
@@ -329,7 +331,10 @@ def open(
         from .errors import NotSupported
 
         raise NotSupported("snapshot: opening from a snapshot is not available in this version")
-    for name, value in (("flush_interval_ms", flush_interval_ms), ("max_record_bytes", max_record_bytes)):
+    for name, value in (
+        ("flush_interval_ms", flush_interval_ms),
+        ("max_record_bytes", max_record_bytes),
+    ):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be int, not {type(value).__name__}")
         if value <= 0:
@@ -339,7 +344,9 @@ def open(
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
     if fspath == _MEMORY:
         return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
-    native = _native.NativeLog.open(fspath, durability, read_only, flush_interval_ms, max_record_bytes)
+    native = _native.NativeLog.open(
+        fspath, durability, read_only, flush_interval_ms, max_record_bytes
+    )
     return MemoryStore(native, clock=clock, path=fspath)
 
 

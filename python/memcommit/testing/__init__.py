@@ -42,5 +42,7 @@ class ControllableClock:
     def set(self, when: datetime) -> None:
         """Set the clock to `when`, which must not be earlier than now."""
         if when < self._now:
-            raise ValueError(f"when: {when.isoformat()} is before the clock's time {self._now.isoformat()}")
+            raise ValueError(
+                f"when: {when.isoformat()} is before the clock's time {self._now.isoformat()}"
+            )
         self._now = when

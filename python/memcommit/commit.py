@@ -262,7 +262,8 @@ def flatten(ops: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         if op[0] == "many":
             _, ids, texts, kind, task, tier, data, tags, sources = op
             out.extend(
-                (PUT, i, kind, t, data, task, tier, tags, sources) for i, t in zip(ids, texts, strict=True)
+                (PUT, i, kind, t, data, task, tier, tags, sources)
+                for i, t in zip(ids, texts, strict=True)
             )
         else:
             out.append(op)

@@ -10,19 +10,7 @@ from typing import Any, Literal
 from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
-from .commit import (
-    FINISH,
-    MOVE,
-    PUT,
-    STATUS,
-    Commit,
-    as_str_tuple,
-    check_id,
-    check_text,
-    check_tier,
-    encode_data,
-    flatten,
-)
+from .commit import Commit, check_id
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 
@@ -53,9 +41,6 @@ class MemoryStore:
             return self._clock.now_us()  # type: ignore[attr-defined, no-any-return]
         return to_microseconds(self._clock.now())
 
-    def _new_ids(self, n: int) -> list[str]:
-        return _native.new_ids(self._now_us() // 1000, n)
-
     # -- writing -------------------------------------------------------------------------
 
     def commit(self, expect_lsn: int | None = None) -> Commit:
@@ -67,24 +52,11 @@ class MemoryStore:
         Returns:
             A :class:`Commit` to collect operations and guards on.
         """
-        return Commit(self, expect_lsn)
-
-    def _run_commit(self, c: Commit, ops: list[tuple[Any, ...]], expect_lsn: int | None) -> None:
-        now = self._now_us()
-        if len(ops) == 1 and ops[0][0] == "many":
-            _, ids, texts, kind, task, tier, data, tags, sources = ops[0]
-            span = self._native.put_many(
-                ids, texts, kind, task, tier, data, tags, sources, expect_lsn, now
-            )
-        else:
-            span = self._native.commit(flatten(ops), expect_lsn, now)
-        if span is not None:
-            c.first_lsn, c.lsn = span
-
-    def _one(self, op: tuple[Any, ...]) -> int:
-        span = self._native.commit([op], None, self._now_us())
-        assert span is not None
-        return span[1]
+        if expect_lsn is not None and (
+            isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)
+        ):
+            raise TypeError(f"expect_lsn must be int or None, not {type(expect_lsn).__name__}")
+        return Commit(self._native, self, expect_lsn, self._now_us() // 1000)
 
     def put(
         self,
@@ -119,25 +91,14 @@ class MemoryStore:
             TypeError: An argument has the wrong type (the message names it).
             ValueError: An argument has a bad value; nothing was written.
         """
-        check_text(text)
-        check_tier(tier)
-        if id is None:
-            id = self._new_ids(1)[0]
-        else:
-            check_id(id)
-        op = (
-            PUT,
-            id,
-            kind,
-            text,
-            encode_data(data),
-            task,
-            tier,
-            as_str_tuple(tags, "tags"),
-            as_str_tuple(sources, "sources"),
-        )
-        self._one(op)
-        return id
+        with self.commit() as c:
+            return c.put(
+                text, kind=kind, id=id, task=task, tier=tier, data=data, tags=tags, sources=sources
+            )
+
+    def _one(self, c: Commit) -> int:
+        assert c.lsn is not None
+        return c.lsn
 
     def stale(self, id: str, reason: str | None = None) -> int:
         """Mark a memory stale. Returns the record's LSN.
@@ -145,7 +106,9 @@ class MemoryStore:
         Raises:
             Rejected: The store has no memory `id`.
         """
-        return self._one((STATUS, check_id(id), "stale", reason))
+        with self.commit() as c:
+            c.stale(id, reason)
+        return self._one(c)
 
     def restore(self, id: str) -> int:
         """Mark a stale memory active again. Returns the record's LSN.
@@ -153,7 +116,9 @@ class MemoryStore:
         Raises:
             Rejected: The store has no memory `id`.
         """
-        return self._one((STATUS, check_id(id), "active", None))
+        with self.commit() as c:
+            c.restore(id)
+        return self._one(c)
 
     def move(self, id: str, tier: str) -> int:
         """Move a memory to `tier`. Returns the record's LSN.
@@ -162,12 +127,15 @@ class MemoryStore:
             Rejected: The store has no memory `id`.
             ValueError: `tier` is not a tier.
         """
-        check_tier(tier)
-        return self._one((MOVE, check_id(id), tier))
+        with self.commit() as c:
+            c.move(id, tier)
+        return self._one(c)
 
     def finish_task(self, task: str) -> int:
         """Mark a task finished. Returns the record's LSN."""
-        return self._one((FINISH, check_id(task, "task")))
+        with self.commit() as c:
+            c.finish_task(task)
+        return self._one(c)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -2,17 +2,17 @@
 //!
 //! Hashing every record with blake3 costs about as much as everything else a commit does, so
 //! the writer does not do it: each published commit moves `published` forward, and this thread
-//! hashes the committed records from the page cache on the other core. Only committed bytes
+//! hashes the committed records (from the page cache, or the write queue) on the other core. Only committed bytes
 //! are ever published, so a refused commit never reaches the chain. `value()` waits until the
 //! chain covers everything published (a seal reads it there).
 
-use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::appender::FileAppender;
 use crate::chain::{self, ChainValue};
 use crate::format::{self, HEADER_LEN};
 use crate::scan::{Item, ReadAt, Scanner};
@@ -64,7 +64,7 @@ pub fn extend<S: ReadAt + ?Sized>(
 
 impl Chainer {
     /// Start hashing `file` (whose header is `header`) up to `end`, then whatever is published.
-    pub fn start(file: File, header: &[u8], salt: u32, end: u64) -> Chainer {
+    pub fn start(file: Arc<FileAppender>, header: &[u8], salt: u32, end: u64) -> Chainer {
         let shared = Arc::new(Shared {
             published: AtomicU64::new(end),
             sleeping: AtomicBool::new(false),
@@ -128,7 +128,7 @@ impl Drop for Chainer {
     }
 }
 
-fn run(s: &Shared, file: &File, salt: u32) {
+fn run(s: &Shared, file: &FileAppender, salt: u32) {
     let (mut pos, mut value) = {
         let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
         (p.pos, p.value)

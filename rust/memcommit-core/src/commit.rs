@@ -8,8 +8,6 @@
 //! (they carry no COMMIT_END, so a crash before the cut leaves a torn commit that replay drops).
 
 use parking_lot::RwLockWriteGuard;
-use std::os::unix::fs::FileExt;
-use std::sync::atomic::Ordering;
 
 use crate::error::{Error, GuardKind, Rejection, Result};
 use crate::format::{self, encode_record, Op};
@@ -111,7 +109,7 @@ impl Commit<'_> {
         };
         // The previous record is not the commit's last: it can go to the log now.
         if st.buf.len() >= CHUNK {
-            self.flush_chunk()?;
+            self.flush_chunk(true)?;
         }
         let st = &mut *self.st;
         self.lsn += 1;
@@ -165,25 +163,30 @@ impl Commit<'_> {
         })
     }
 
-    /// Write the records in the buffer to the log.
-    fn flush_chunk(&mut self) -> Result<()> {
+    /// Hand the records in the buffer to the log: queue them, and with `write_now` (a chunk
+    /// of a large commit) write them to the file at once.
+    fn flush_chunk(&mut self, write_now: bool) -> Result<()> {
         let st = &mut *self.st;
         let at = self.base + self.flushed;
         let mut off = 0;
         while off < st.buf.len() {
-            let rec = format::view_trusted(&st.buf[off..off + format::record_len(&st.buf[off..])]);
+            let len = format::record_len(&st.buf[off..]);
             if self.records.is_multiple_of(SPARSE_EVERY) {
-                st.sparse.push((rec.lsn, at + off as u64));
+                let lsn = u64::from_le_bytes(st.buf[off + 8..off + 16].try_into().expect("8 bytes"));
+                st.sparse.push((lsn, at + off as u64));
             }
             self.records += 1;
-            off += rec.bytes.len();
+            off += len;
         }
         match &mut st.medium {
             Medium::Memory(v) => v.extend_from_slice(&st.buf),
-            Medium::File(f) => {
-                if let Err(e) = f.write_all_at(&st.buf, at) {
-                    self.log.poison(format!("write failed: {e}"));
-                    return Err(Error::io(&self.log.display, "write to", e));
+            Medium::File(a) => {
+                a.queue(at, &st.buf);
+                if write_now {
+                    if let Err(e) = a.write_to(at + st.buf.len() as u64) {
+                        self.log.poison(format!("write failed: {e}"));
+                        return Err(Error::io(&self.log.display, "write to", e));
+                    }
                 }
             }
         }
@@ -201,7 +204,7 @@ impl Commit<'_> {
         }
         let last = format::last_record_start(&self.st.buf);
         format::set_commit_end(&mut self.st.buf[last..], true);
-        self.flush_chunk()?;
+        self.flush_chunk(false)?;
         let st = &mut *self.st;
         let first_lsn = st.lsn + 1;
         st.records = self.records;
@@ -211,7 +214,6 @@ impl Commit<'_> {
         if st.buf.capacity() > 4 * CHUNK {
             st.buf = Vec::new();
         }
-        self.log.written.store(st.end, Ordering::Release);
         if let Some(c) = &self.log.chainer {
             c.publish(st.end);
         }
@@ -235,8 +237,8 @@ impl Drop for Commit<'_> {
             // fails (and the writer stops) replay drops it as a torn commit.
             match &mut st.medium {
                 Medium::Memory(v) => v.truncate(self.base as usize),
-                Medium::File(f) => {
-                    if let Err(e) = f.set_len(self.base) {
+                Medium::File(a) => {
+                    if let Err(e) = a.truncate(self.base) {
                         self.log.poison(format!("could not cut off a refused commit: {e}"));
                     }
                 }

@@ -15,7 +15,7 @@ use crate::memory::{self, Status, Tier};
 pub const NO_OFFSET: u64 = u64::MAX;
 
 /// One memory, as the index keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Entry {
     /// Where the id's bytes start in the arena.
     pub id_off: u64,
@@ -43,6 +43,9 @@ pub struct Entry {
     pub task: u32,
     /// Interned tag set; 0 for no tags.
     pub tags: u32,
+    /// The id's hash (what the id table is keyed by; kept so growing the table never
+    /// rehashes ids).
+    pub hash: u32,
     /// Length of the id.
     pub id_len: u16,
     /// Tier.
@@ -50,6 +53,23 @@ pub struct Entry {
     /// Status.
     pub status: Status,
 }
+
+/// Two entries are equal when they describe the same memory at the same place; `hash` is a
+/// cache (its seed differs from one open to the next) and takes no part.
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        let key = |e: &Entry| {
+            (
+                (e.id_off, e.put_off, e.status_off, e.move_off, e.lsn, e.created_lsn),
+                (e.created_at, e.updated_at, e.moved_at, e.put_len, e.kind, e.task, e.tags, e.id_len),
+                (e.tier, e.status),
+            )
+        };
+        key(self) == key(o)
+    }
+}
+
+impl Eq for Entry {}
 
 /// What to do to take back one applied record. Memories created since the `Mark` need no
 /// undo entry: taking back a commit cuts them off the end.
@@ -201,8 +221,8 @@ impl Index {
         (e.task != 0).then(|| self.tasks.name(e.task))
     }
 
-    fn hash(&self, id: &[u8]) -> u64 {
-        self.hasher.hash_one(id)
+    fn hash(&self, id: &[u8]) -> u32 {
+        self.hasher.hash_one(id) as u32
     }
 
     /// The entry number of an id.
@@ -210,9 +230,10 @@ impl Index {
         let h = self.hash(id.as_bytes());
         let (entries, arena) = (&self.entries, &self.arena);
         self.table
-            .find(h, |&i| {
+            .find(spread(h), |&i| {
                 let e = &entries[i as usize];
-                &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
+                e.hash == h
+                    && &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
             })
             .copied()
     }
@@ -309,7 +330,9 @@ impl Index {
                                 self.sorted = false;
                             }
                         }
+                        let hash = self.hash(rec.key);
                         let entry = Entry {
+                            hash,
                             id_off: self.arena.len() as u64,
                             put_off: off,
                             status_off: NO_OFFSET,
@@ -330,12 +353,8 @@ impl Index {
                         self.arena.extend_from_slice(rec.key);
                         let n = self.entries.len() as u32;
                         self.entries.push(entry);
-                        let h = self.hash(rec.key);
-                        let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
-                        self.table.insert_unique(h, n, |&i| {
-                            let e = &entries[i as usize];
-                            hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
-                        });
+                        let entries = &self.entries;
+                        self.table.insert_unique(spread(hash), n, |&i| spread(entries[i as usize].hash));
                     }
                 }
             }
@@ -381,8 +400,7 @@ impl Index {
         while self.entries.len() > mark.entries {
             let e = self.entries.pop().expect("an entry to remove");
             let n = self.entries.len() as u32;
-            let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
-            if let Ok(slot) = self.table.find_entry(h, |&i| i == n) {
+            if let Ok(slot) = self.table.find_entry(spread(e.hash), |&i| i == n) {
                 slot.remove();
             }
         }
@@ -392,11 +410,8 @@ impl Index {
     /// Make room for `n` more memories.
     pub fn reserve(&mut self, n: usize) {
         self.entries.reserve(n);
-        let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
-        self.table.reserve(n, |&i| {
-            let e = &entries[i as usize];
-            hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
-        });
+        let entries = &self.entries;
+        self.table.reserve(n, |&i| spread(entries[i as usize].hash));
     }
 
     /// Put entries back in creation order after a replay that saw them out of order.
@@ -406,12 +421,8 @@ impl Index {
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
-                let h = self.hash(&self.arena[e.id_off as usize..e.id_off as usize + e.id_len as usize]);
-                let (entries, arena, hasher) = (&self.entries, &self.arena, &self.hasher);
-                self.table.insert_unique(h, n as u32, |&i| {
-                    let e = &entries[i as usize];
-                    hasher.hash_one(&arena[e.id_off as usize..e.id_off as usize + e.id_len as usize])
-                });
+                let entries = &self.entries;
+                self.table.insert_unique(spread(e.hash), n as u32, |&i| spread(entries[i as usize].hash));
             }
             self.sorted = true;
         }
@@ -487,6 +498,12 @@ impl Index {
             + self.arena.capacity()
             + self.table.capacity() * (std::mem::size_of::<u32>() + 1)
     }
+}
+
+/// The 64-bit hash the id table wants from an id's 32-bit hash: hashbrown takes its bucket
+/// from the low bits and its tag from the top seven, so the bits are spread over both.
+fn spread(h: u32) -> u64 {
+    (h as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// A `find` query; `None` matches anything.

@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod appender;
 pub mod chain;
 pub mod chainer;
 pub mod commit;

@@ -7,13 +7,14 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::appender::FileAppender;
 use crate::chain::{self, ChainValue};
 use crate::chainer::{self, Chainer};
 use crate::error::{Error, Result};
@@ -79,14 +80,14 @@ impl Default for Options {
 }
 
 pub(crate) enum Medium {
-    File(File),
+    File(Arc<FileAppender>),
     Memory(Vec<u8>),
 }
 
 impl Medium {
-    fn source(&self) -> &dyn ReadAt {
+    pub(crate) fn source(&self) -> &dyn ReadAt {
         match self {
-            Medium::File(f) => f,
+            Medium::File(f) => &**f,
             Medium::Memory(v) => v,
         }
     }
@@ -137,6 +138,8 @@ pub struct LogInfo {
     pub memories: u64,
     /// Bytes cut from a torn tail when the log was opened.
     pub recovered_bytes: u64,
+    /// fsyncs since the log was opened.
+    pub fsyncs: u64,
 }
 
 /// Facts about a log file read without opening a store.
@@ -174,13 +177,10 @@ type Flusher = (JoinHandle<()>, Arc<(std::sync::Mutex<bool>, Condvar)>);
 /// One open store.
 pub struct Log {
     pub(crate) state: RwLock<State>,
-    /// Held by the thread doing an fsync; the others wait and usually find their bytes synced.
-    sync_lock: Mutex<()>,
-    pub(crate) written: AtomicU64,
-    synced: AtomicU64,
+    /// The file and its write queue (group commit); `None` in RAM.
+    pub(crate) appender: Option<Arc<FileAppender>>,
     poisoned: Mutex<Option<String>>,
     is_poisoned: AtomicBool,
-    sync_file: Option<File>,
     lock_file: Mutex<Option<File>>,
     flusher: Mutex<Option<Flusher>>,
     pub(crate) opts: Options,
@@ -211,6 +211,23 @@ pub fn lock_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".lock");
     PathBuf::from(p)
+}
+
+/// Remove `<name>.tmp-*` files a crash left beside the log (a header that was never renamed
+/// into place). Called only by the writer, which holds the lock.
+fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let mut prefix = name.to_owned();
+    prefix.push(".tmp-");
+    let prefix = prefix.to_string_lossy().into_owned();
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
 }
 
 /// Create a new, empty log file durably: write a temp file, fsync, rename, fsync the directory.
@@ -373,7 +390,11 @@ impl Log {
                 Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display }),
                 Err(fs::TryLockError::Error(e)) => return Err(Error::io(&display, "lock", e)),
             }
-            if !path.exists() {
+            remove_stale_temp_files(path);
+            // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
+            // new log. Anything else must parse as a log: never overwrite an unknown file.
+            let empty = fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
+            if empty {
                 create_log_file(path, &display)?;
             }
             Some(f)
@@ -394,7 +415,7 @@ impl Log {
         })?;
         let mut st = State {
             header,
-            medium: Medium::File(file),
+            medium: Medium::File(Arc::new(FileAppender::reader(file))),
             index: Index::new(),
             end: HEADER_LEN as u64,
             lsn: 0,
@@ -407,7 +428,8 @@ impl Log {
         let replayed = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
         st.index.finish_replay();
         let mut recovered_bytes = 0;
-        let Medium::File(file) = &st.medium else { unreachable!("opened a file") };
+        let Medium::File(appender) = &st.medium else { unreachable!("opened a file") };
+        let file = appender.file();
         if !opts.read_only && replayed.good_end < file_len {
             // Truncating is safe only here: nothing valid follows `good_end` (replay checked),
             // so the bytes after it are a write that never finished, never acknowledged.
@@ -417,27 +439,21 @@ impl Log {
             recovered_bytes = file_len - replayed.good_end;
         }
         let _ = replayed.torn;
-        // Readers keep the chain too: `chain_value` answers on a read-only store.
-        let chainer = Chainer::start(
-            file.try_clone().map_err(|e| Error::io(&display, "open", e))?,
-            &hb,
-            st.header.salt(),
-            st.end,
-        );
-        let sync_file = if opts.read_only {
-            None
+        // A writer appends after the last commit; a reader reads whatever the file holds.
+        let file = file.try_clone().map_err(|e| Error::io(&display, "open", e))?;
+        let appender = Arc::new(if opts.read_only {
+            FileAppender::reader(file)
         } else {
-            Some(file.try_clone().map_err(|e| Error::io(&display, "open", e))?)
-        };
-        let end = st.end;
+            FileAppender::new(file, st.end)
+        });
+        st.medium = Medium::File(appender.clone());
+        // Readers keep the chain too: `chain_value` answers on a read-only store.
+        let chainer = Chainer::start(appender.clone(), &hb, st.header.salt(), st.end);
         let log = Arc::new(Log {
             state: RwLock::new(st),
-            sync_lock: Mutex::new(()),
-            written: AtomicU64::new(end),
-            synced: AtomicU64::new(end),
+            appender: Some(appender),
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
-            sync_file,
             lock_file: Mutex::new(lock_file),
             flusher: Mutex::new(None),
             opts,
@@ -471,12 +487,9 @@ impl Log {
         };
         Ok(Arc::new(Log {
             state: RwLock::new(st),
-            sync_lock: Mutex::new(()),
-            written: AtomicU64::new(HEADER_LEN as u64),
-            synced: AtomicU64::new(HEADER_LEN as u64),
+            appender: None,
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
-            sync_file: None,
             lock_file: Mutex::new(None),
             flusher: Mutex::new(None),
             opts: Options { durability: Durability::None, read_only: false, ..opts },
@@ -502,7 +515,7 @@ impl Log {
             drop(guard);
             let Some(log) = weak.upgrade() else { return };
             // A failure poisons the writer; the next commit reports it.
-            let _ = log.sync_to(log.written.load(Ordering::Acquire));
+            let _ = log.sync_to(u64::MAX);
         });
         *self.flusher.lock() = Some((handle, stop));
     }
@@ -534,11 +547,7 @@ impl Log {
         if self.opts.read_only {
             return Err(Error::ReadOnly { path: self.display.clone() });
         }
-        if self.is_poisoned.load(Ordering::Acquire) {
-            let reason = self.poisoned.lock().clone().unwrap_or_default();
-            return Err(Error::WriterFailed { path: self.display.clone(), reason });
-        }
-        Ok(())
+        self.check_poison()
     }
 
     pub(crate) fn poison(&self, reason: String) {
@@ -639,42 +648,49 @@ impl Log {
     /// `Commit` this syncs (sharing the fsync with concurrent committers); otherwise it
     /// returns at once.
     pub fn wait_durable(&self, end: u64) -> Result<()> {
-        if self.opts.durability == Durability::Commit {
-            self.sync_to(end)?;
+        match self.opts.durability {
+            Durability::Commit => self.sync_to(end),
+            // In the OS's hands when the commit returns: a crash of the process loses nothing.
+            Durability::Batch | Durability::None => self.write_to(end),
         }
-        Ok(())
     }
 
-    /// Make every byte written so far durable (unless nobody wrote since the last sync).
+    /// Make every committed byte before `end` durable (`u64::MAX`: everything queued).
     ///
-    /// Group commit: whoever gets the sync lock syncs everything written up to that moment,
-    /// so the committers queued behind it usually find their bytes already synced. An fsync
-    /// error is fatal for the writer: after a failed fsync the kernel may have dropped the dirty
-    /// pages, so a retry that "succeeds" proves nothing (fsyncgate).
+    /// Group commit happens in the appender: one fdatasync covers every commit queued before
+    /// it started. An fsync error is fatal for the writer: after a failed fsync the kernel
+    /// may have dropped the dirty pages, so a retry that "succeeds" proves nothing (fsyncgate).
     fn sync_to(&self, end: u64) -> Result<()> {
-        if self.synced.load(Ordering::Acquire) >= end {
+        let Some(a) = &self.appender else { return Ok(()) };
+        if a.synced() >= end {
             return Ok(());
         }
-        let Some(file) = &self.sync_file else {
+        self.check_poison()?;
+        let end = end.min(a.queued_end());
+        a.sync_to(end).map_err(|e| {
+            self.poison(format!("fsync failed: {e}"));
+            Error::WriterFailed { path: self.display.clone(), reason: format!("fsync failed: {e}") }
+        })
+    }
+
+    /// Make sure every committed byte before `end` is in the file (no fsync).
+    fn write_to(&self, end: u64) -> Result<()> {
+        let Some(a) = &self.appender else { return Ok(()) };
+        if a.written() >= end {
             return Ok(());
-        };
-        let _g = self.sync_lock.lock();
+        }
+        self.check_poison()?;
+        a.write_to(end).map_err(|e| {
+            self.poison(format!("write failed: {e}"));
+            Error::WriterFailed { path: self.display.clone(), reason: format!("write failed: {e}") }
+        })
+    }
+
+    fn check_poison(&self) -> Result<()> {
         if self.is_poisoned.load(Ordering::Acquire) {
             let reason = self.poisoned.lock().clone().unwrap_or_default();
             return Err(Error::WriterFailed { path: self.display.clone(), reason });
         }
-        if self.synced.load(Ordering::Acquire) >= end {
-            return Ok(());
-        }
-        let target = self.written.load(Ordering::Acquire);
-        if let Err(e) = file.sync_data() {
-            self.poison(format!("fsync failed: {e}"));
-            return Err(Error::WriterFailed {
-                path: self.display.clone(),
-                reason: format!("fsync failed: {e}"),
-            });
-        }
-        self.synced.store(target, Ordering::Release);
         Ok(())
     }
 
@@ -687,7 +703,7 @@ impl Log {
         if self.opts.read_only {
             return Ok(());
         }
-        self.sync_to(self.written.load(Ordering::Acquire))
+        self.sync_to(u64::MAX)
     }
 
     /// Flush (unless durability is `None`), stop the timer, release the lock. Idempotent.
@@ -705,7 +721,9 @@ impl Log {
             return Ok(());
         }
         let result = if !self.opts.read_only && self.opts.durability != Durability::None {
-            self.sync_to(self.written.load(Ordering::Acquire))
+            self.sync_to(u64::MAX)
+        } else if !self.opts.read_only {
+            self.write_to(u64::MAX)
         } else {
             Ok(())
         };
@@ -731,7 +749,7 @@ impl Log {
         if !self.opts.read_only {
             return Ok(0);
         }
-        let len = f.metadata().map_err(|e| Error::io(&self.display, "stat", e))?.len();
+        let len = f.file().metadata().map_err(|e| Error::io(&self.display, "stat", e))?.len();
         if len <= st.end {
             return Ok(0);
         }
@@ -757,6 +775,7 @@ impl Log {
             store_id: hex(&st.header.store_id),
             memories: st.index.len() as u64,
             recovered_bytes: self.recovered_bytes,
+            fsyncs: self.appender.as_ref().map_or(0, |a| a.syncs()),
         })
     }
 
@@ -1054,4 +1073,14 @@ pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
     f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
+}
+
+/// A put of `text` under `id` with `kind` and nothing else (for examples and tests).
+pub fn put(id: &str, kind: &str, text: &str) -> Command {
+    Command::Put(memory::PutCommand {
+        id: id.into(),
+        kind: kind.into(),
+        text: text.into(),
+        ..Default::default()
+    })
 }

@@ -163,6 +163,38 @@ pub enum Command<S = String> {
     Expect(Expect<S>),
 }
 
+impl<S: AsRef<str>> Command<S> {
+    /// The same command owning its strings.
+    pub fn to_owned(&self) -> Command<String> {
+        let o = |s: &S| s.as_ref().to_string();
+        let oo = |s: &Option<S>| s.as_ref().map(|s| s.as_ref().to_string());
+        match self {
+            Command::Put(p) => Command::Put(PutCommand {
+                id: o(&p.id),
+                kind: o(&p.kind),
+                text: o(&p.text),
+                data: oo(&p.data),
+                task: oo(&p.task),
+                tier: p.tier,
+                tags: p.tags.iter().map(o).collect(),
+                sources: p.sources.iter().map(o).collect(),
+            }),
+            Command::SetStatus { id, status, reason } => {
+                Command::SetStatus { id: o(id), status: *status, reason: oo(reason) }
+            }
+            Command::Move { id, tier } => Command::Move { id: o(id), tier: *tier },
+            Command::FinishTask { task } => Command::FinishTask { task: o(task) },
+            Command::Expect(x) => Command::Expect(Expect {
+                id: o(&x.id),
+                exists: x.exists,
+                status: x.status,
+                tier: x.tier,
+                lsn: x.lsn,
+            }),
+        }
+    }
+}
+
 /// The state fields a put record carries besides the caller's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PutState {

@@ -413,15 +413,37 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
         log.close().unwrap();
     }
 
-    // A copy of an old record of the same store at the tail is a valid record out of LSN
-    // order: not a torn write, so open refuses.
+    // A copy of an old record of the same store at the tail: stale bytes, never acknowledged
+    // (an acknowledged record would carry the next LSN), so a tail to cut.
     let dup = original[3].clone();
     std::fs::write(&path, [&bytes[..], &dup[..]].concat()).unwrap();
+    let log = writer(&path).unwrap_or_else(|e| panic!("a duplicated old record at the tail: {e}"));
+    assert_eq!(
+        (log.info().unwrap().records, log.info().unwrap().recovered_bytes),
+        (last.records, dup.len() as u64)
+    );
+    assert_eq!(all_records(&log), original);
+    assert_eq!(file_len(&path), bytes.len() as u64);
+    log.close().unwrap();
+    // The same stale record followed by a record with the next LSN is damage in committed
+    // data: open refuses and cuts nothing.
+    let mut next = Vec::new();
+    encode_record(&mut next, Op::Task, FLAG_COMMIT_END, header.salt(), last.records + 1, T0, b"t", |o| {
+        o.push(1)
+    });
+    let damaged = [&bytes[..], &dup[..], &next[..]].concat();
+    std::fs::write(&path, &damaged).unwrap();
     match writer(&path) {
         Err(Error::Corrupt { offset, lsn, .. }) => assert_eq!((offset, lsn), (last.end, last.records + 1)),
-        other => panic!("a duplicated old record: {:?}", other.map(|_| ())),
+        other => panic!("a stale record before a newer one: {:?}", other.map(|_| ())),
     }
-    assert_eq!(file_len(&path), bytes.len() as u64 + dup.len() as u64, "refused open must not truncate");
+    assert_eq!(file_len(&path), damaged.len() as u64, "a refused open must not truncate");
+    // The newer record alone would have been fine: it is the next commit.
+    std::fs::write(&path, [&bytes[..], &next[..]].concat()).unwrap();
+    let log = writer(&path).unwrap();
+    assert_eq!(log.info().unwrap().records, last.records + 1);
+    assert!(log.is_task_finished("t").unwrap());
+    log.close().unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -603,10 +625,29 @@ fn lsn_gaps_repeats_and_foreign_records_are_corrupt() {
     let err = writer(&path).err().unwrap().to_string();
     assert!(err.contains(&format!("byte offset {}", offs[2])) && err.contains("LSN 3"), "{err}");
 
-    // 1, 2, 2: a repeat.
+    // 1, 2, 2, 3: a repeat with records of the log's future after it.
+    let (b, offs) = build_file(&[
+        (R::Put(1, "a"), salt),
+        (R::Put(2, "b"), salt),
+        (R::Put(2, "c"), salt),
+        (R::Put(3, "d"), salt),
+    ]);
+    let (path, res) = open_hand_built(dir.path(), "repeat.log", &b);
+    assert_eq!(corrupt_at(res, "1,2,2,3"), (offs[2], 3));
+    assert_eq!(file_len(&path), b.len() as u64);
+    // 1, 2, 2 with nothing after the repeat: stale bytes where LSN 3 belongs, no record of the
+    // log's future after them, so a tail that was never acknowledged (T4's duplicated old
+    // record). A writer cuts it.
     let (b, offs) = build_file(&[(R::Put(1, "a"), salt), (R::Put(2, "b"), salt), (R::Put(2, "c"), salt)]);
-    let (_, res) = open_hand_built(dir.path(), "repeat.log", &b);
-    assert_eq!(corrupt_at(res, "1,2,2"), (offs[2], 3));
+    let (path, res) = open_hand_built(dir.path(), "repeat-tail.log", &b);
+    let log = res.unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.lsn), (2, 2));
+    assert_eq!((file_len(&path), info.recovered_bytes), (offs[2], b.len() as u64 - offs[2]));
+    assert!(!log.contains("c").unwrap());
+    log.close().unwrap();
+    let ins = inspect(&path).unwrap();
+    assert_eq!((ins.damage_offset, ins.records), (None, 2));
 
     // A first record with LSN 2.
     let (b, offs) = build_file(&[(R::Put(2, "a"), salt), (R::Put(3, "b"), salt)]);

@@ -1,0 +1,64 @@
+//! Measures the core's cost per record for one large commit (no Python involved).
+//!
+//! `cargo run --release --example commit_cost -p memcommit-core -- 1000000`
+
+use memcommit_core::memory::{Command, PutCommand};
+use memcommit_core::{Durability, Log, Options};
+use std::time::Instant;
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let dir = std::env::temp_dir().join(format!("memcommit-commit-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let texts: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "agent {} observed that the deployment of service {} finished with status ok after {} s",
+                i % 100,
+                i % 977,
+                i % 60
+            )
+        })
+        .collect();
+    let ids: Vec<String> = (0..n).map(|i| format!("01M8MP0QBW0FVFWMQE{i:08}")).collect();
+    let tasks: Vec<String> = (0..1000).map(|i| format!("task-{i}")).collect();
+    let cmds: Vec<Command<&str>> = (0..n)
+        .map(|i| {
+            Command::Put(PutCommand {
+                id: ids[i].as_str(),
+                kind: "trace",
+                text: texts[i].as_str(),
+                data: None,
+                task: Some(tasks[i % 1000].as_str()),
+                tier: None,
+                tags: vec![],
+                sources: vec![],
+            })
+        })
+        .collect();
+    let log =
+        Log::open(&dir.join("log.db"), Options { durability: Durability::Commit, ..Options::default() })
+            .expect("open");
+    let t = Instant::now();
+    log.commit(&cmds, None, 1).expect("commit");
+    let dt = t.elapsed().as_secs_f64();
+    println!(
+        "{n} puts in one commit: {:.3} s, {:.0} records/s, {:.0} ns/record",
+        dt,
+        n as f64 / dt,
+        dt * 1e9 / n as f64
+    );
+    drop(log);
+    let t = Instant::now();
+    let log =
+        Log::open(&dir.join("log.db"), Options { read_only: true, ..Options::default() }).expect("reopen");
+    let dt = t.elapsed().as_secs_f64();
+    println!(
+        "replay: {:.3} s, {:.0} ns/record, index heap {} bytes/memory",
+        dt,
+        dt * 1e9 / n as f64,
+        log.index_heap_bytes() / n
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}

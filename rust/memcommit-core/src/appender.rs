@@ -1,0 +1,217 @@
+//! Appending to the log file with group commit.
+//!
+//! A finished commit's bytes are queued here, in memory, and the committer then asks for them
+//! to be written (or made durable). Whoever holds the I/O lock writes everything queued so far
+//! with one `pwrite` and, for durability, one `fdatasync`; the committers that queued while it
+//! worked find their bytes written by the next holder, so one fsync covers many commits.
+//!
+//! Why a queue instead of writing at commit time: while `fdatasync` writes a page back, a
+//! `pwrite` to that same page (the log's last page) can wait for the writeback to finish
+//! (stable pages). Writing at commit time under the writer lock therefore serialised every
+//! commit behind the previous fsync; queueing lets commits go on while the fsync runs.
+//!
+//! Readers of recent offsets see queued bytes: `read_at` serves what is still queued from the
+//! queue and the rest from the file.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Condvar;
+
+use parking_lot::Mutex;
+
+use crate::scan::ReadAt;
+
+#[derive(Default)]
+struct Leader {
+    busy: bool,
+    failed: Option<String>,
+}
+
+struct Queue {
+    /// The file offset of `bytes[0]`; everything before it is in the file.
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+/// The log file with its write queue.
+pub struct FileAppender {
+    file: File,
+    queue: Mutex<Queue>,
+    /// Held while writing the queue out and while syncing.
+    io: Mutex<()>,
+    /// Whether a thread is syncing (the leader), and whether a sync failed.
+    leader: std::sync::Mutex<Leader>,
+    /// Signalled when a sync ends.
+    synced_cv: Condvar,
+    written: AtomicU64,
+    synced: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl FileAppender {
+    /// An appender for `file`, whose bytes up to `end` are already durable.
+    pub fn new(file: File, end: u64) -> FileAppender {
+        FileAppender {
+            file,
+            queue: Mutex::new(Queue { start: end, bytes: Vec::new() }),
+            io: Mutex::new(()),
+            leader: std::sync::Mutex::new(Leader::default()),
+            synced_cv: Condvar::new(),
+            written: AtomicU64::new(end),
+            synced: AtomicU64::new(end),
+            syncs: AtomicU64::new(0),
+        }
+    }
+
+    /// A read-only view of `file`: every read goes to the file, whatever its length.
+    pub fn reader(file: File) -> FileAppender {
+        let a = FileAppender::new(file, u64::MAX);
+        a.written.store(u64::MAX, Ordering::Release);
+        a
+    }
+
+    /// The file itself (for metadata and truncation).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Queue `bytes`, which belong at offset `off`: right after everything queued before.
+    pub fn queue(&self, off: u64, bytes: &[u8]) {
+        let mut q = self.queue.lock();
+        debug_assert_eq!(q.start + q.bytes.len() as u64, off, "appends must be contiguous");
+        let _ = off;
+        q.bytes.extend_from_slice(bytes);
+    }
+
+    /// Write out the queue (the I/O lock is held by the caller).
+    fn drain(&self) -> io::Result<()> {
+        let mut q = self.queue.lock();
+        if !q.bytes.is_empty() {
+            // The queue stays locked during the write, so a reader finds each byte either in
+            // the queue or, after this, in the file.
+            self.file.write_all_at(&q.bytes, q.start)?;
+            q.start += q.bytes.len() as u64;
+            q.bytes.clear();
+            if q.bytes.capacity() > 8 << 20 {
+                q.bytes = Vec::new();
+            }
+            self.written.store(q.start, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Make sure every byte before `end` is in the file (not necessarily durable).
+    pub fn write_to(&self, end: u64) -> io::Result<()> {
+        if self.written.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let _io = self.io.lock();
+        self.drain()
+    }
+
+    /// Make every byte before `end` durable: write the queue out and fdatasync, unless a sync
+    /// that started after those bytes were queued already did. An error here leaves the file
+    /// in an unknown state; the caller must stop writing (fsyncgate), and every later call
+    /// fails too.
+    ///
+    /// One thread at a time leads: it writes the queue and syncs, the others wait on a
+    /// condition variable and are all woken together when it is done. (Waiting on the I/O
+    /// mutex instead woke them one by one, and the next sync started before most of them had
+    /// queued their next commit.)
+    pub fn sync_to(&self, end: u64) -> io::Result<()> {
+        let mut g = self.leader.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if self.synced.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            if let Some(e) = &g.failed {
+                return Err(io::Error::other(e.clone()));
+            }
+            if !g.busy {
+                break;
+            }
+            g = self.synced_cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        g.busy = true;
+        drop(g);
+        // Let committers that are ready to queue do so first: one yield costs far less than
+        // the fsync they would otherwise wait a whole extra round for.
+        std::thread::yield_now();
+        let result: io::Result<()> = (|| {
+            let _io = self.io.lock();
+            self.drain()?;
+            let target = self.written.load(Ordering::Acquire);
+            self.file.sync_data()?;
+            self.synced.store(target, Ordering::Release);
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })();
+        let mut g = self.leader.lock().unwrap_or_else(|e| e.into_inner());
+        g.busy = false;
+        if let Err(e) = &result {
+            g.failed = Some(e.to_string());
+        }
+        self.synced_cv.notify_all();
+        result
+    }
+
+    /// The offset after the last queued byte.
+    pub fn queued_end(&self) -> u64 {
+        let q = self.queue.lock();
+        q.start + q.bytes.len() as u64
+    }
+
+    /// The offset up to which the file holds every queued byte.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// The offset up to which bytes are known durable.
+    pub fn synced(&self) -> u64 {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// fsyncs done so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Cut the file (and the queue) back to `len`: a refused commit's bytes. Nothing from
+    /// other commits can be queued meanwhile: the caller holds the writer lock.
+    pub fn truncate(&self, len: u64) -> io::Result<()> {
+        let _io = self.io.lock();
+        self.drain()?;
+        self.file.set_len(len)?;
+        let mut q = self.queue.lock();
+        q.start = len;
+        self.written.store(len, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl ReadAt for FileAppender {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let end = off + buf.len() as u64;
+        if end <= self.written.load(Ordering::Acquire) {
+            return ReadAt::read_at(&self.file, buf, off);
+        }
+        let q = self.queue.lock();
+        let from_file = q.start.saturating_sub(off).min(buf.len() as u64) as usize;
+        let mut n = 0;
+        if from_file > 0 {
+            n = ReadAt::read_at(&self.file, &mut buf[..from_file], off)?;
+            if n < from_file {
+                return Ok(n);
+            }
+        }
+        let qoff = (off + n as u64 - q.start) as usize;
+        if qoff < q.bytes.len() {
+            let take = (buf.len() - n).min(q.bytes.len() - qoff);
+            buf[n..n + take].copy_from_slice(&q.bytes[qoff..qoff + take]);
+            n += take;
+        }
+        Ok(n)
+    }
+}

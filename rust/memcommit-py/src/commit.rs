@@ -1,0 +1,481 @@
+//! `memcommit.Commit`: operations and guards collected in a `with` block, written all at once.
+//!
+//! `put` is the per-record path of bulk loads, so the class is native: each call checks its
+//! arguments and keeps references to the caller's objects (no copies, no tuples); at the end
+//! of the block the strings are read in place while the writer lock is held.
+
+use std::sync::Arc;
+
+use memcommit_core::memory::{Command, Expect, PutCommand, Status, Tier};
+use memcommit_core::Log;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use crate::convert::{status_from, tier_from, type_error};
+use crate::errors::{release, to_py};
+use crate::store::IDS;
+
+/// One collected operation, holding the caller's objects.
+enum Op {
+    Put {
+        id: Py<PyString>,
+        kind: Py<PyString>,
+        text: Py<PyString>,
+        data: Option<Py<PyString>>,
+        task: Option<Py<PyString>>,
+        tier: Tier,
+        tags: Py<PyTuple>,
+        sources: Py<PyTuple>,
+    },
+    Many {
+        ids: Py<PyList>,
+        texts: Py<PyList>,
+        kind: Py<PyString>,
+        data: Option<Py<PyString>>,
+        task: Option<Py<PyString>>,
+        tier: Tier,
+        tags: Py<PyTuple>,
+        sources: Py<PyTuple>,
+    },
+    Status {
+        id: Py<PyString>,
+        status: Status,
+        reason: Option<Py<PyString>>,
+    },
+    Move {
+        id: Py<PyString>,
+        tier: Tier,
+    },
+    Finish {
+        task: Py<PyString>,
+    },
+    Expect {
+        id: Py<PyString>,
+        exists: Option<bool>,
+        status: Option<Status>,
+        tier: Option<Tier>,
+        lsn: Option<u64>,
+    },
+}
+
+/// Operations and guards collected inside ``with store.commit() as c:``.
+///
+/// Nothing is written until the block ends without an exception; then every operation is
+/// written with consecutive LSNs, or, when a guard fails, none is and `Rejected` is raised.
+/// Guards are checked by the writer against the store's state including this commit's own
+/// earlier operations. `lsn` and `first_lsn` give the LSNs of its last and first record once
+/// it is written (None before, and for a commit that wrote nothing).
+#[pyclass(module = "memcommit", name = "Commit")]
+pub struct Commit {
+    log: Arc<Log>,
+    store: Py<PyAny>,
+    expect_lsn: Option<u64>,
+    id_ms: u64,
+    ops: Vec<Op>,
+    done: bool,
+    #[pyo3(get)]
+    lsn: Option<u64>,
+    #[pyo3(get)]
+    first_lsn: Option<u64>,
+}
+
+static HELPERS: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+/// `memcommit.commit.encode_data` and `as_str_tuple`, the checks that stay in Python.
+fn helpers(py: Python<'_>) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
+    HELPERS.get_or_try_init(py, || {
+        let m = py.import("memcommit.commit")?;
+        Ok((m.getattr("encode_data")?.unbind(), m.getattr("as_str_tuple")?.unbind()))
+    })
+}
+
+fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
+    let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
+    if s.to_str()?.is_empty() {
+        return Err(PyValueError::new_err(format!("{field}: must not be empty")));
+    }
+    Ok(s.clone().unbind())
+}
+
+fn text_of(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
+    Ok(obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?.clone().unbind())
+}
+
+fn opt_key(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<Py<PyString>>> {
+    match obj {
+        Some(o) if !o.is_none() => key(o, field).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
+    tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
+}
+
+fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
+    match data {
+        Some(d) if !d.is_none() => {
+            let text = helpers(py)?.0.bind(py).call1((d,))?;
+            Ok(Some(text.cast_into::<PyString>()?.unbind()))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn str_tuple(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Py<PyTuple>> {
+    let Some(obj) = obj else { return Ok(PyTuple::empty(py).unbind()) };
+    let t = match obj.cast::<PyTuple>() {
+        Ok(t) => t.clone(),
+        Err(_) => helpers(py)?.1.bind(py).call1((obj, field))?.cast_into::<PyTuple>()?,
+    };
+    for item in t.iter() {
+        key(&item, field)?;
+    }
+    Ok(t.unbind())
+}
+
+impl Commit {
+    fn add(&mut self, op: Op) -> PyResult<()> {
+        if self.done {
+            return Err(PyRuntimeError::new_err(
+                "this commit has already ended; start a new one with store.commit()",
+            ));
+        }
+        self.ops.push(op);
+        Ok(())
+    }
+
+    fn new_id(&self, py: Python<'_>) -> Py<PyString> {
+        let id = IDS.next_ids(self.id_ms, 1).pop().expect("one id");
+        PyString::new(py, &id).unbind()
+    }
+
+    /// Write the collected operations: take the writer lock with the GIL released, read each
+    /// operation's strings in place, then finish and wait for durability without the GIL.
+    fn write(&mut self, py: Python<'_>) -> PyResult<()> {
+        let at_us: i64 = self.store.bind(py).call_method0("_now_us")?.extract()?;
+        let hint: usize =
+            self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
+        let log = self.log.clone();
+        let expect_lsn = self.expect_lsn;
+        let span = if hint <= SMALL {
+            // A small commit copies its few strings and then releases the GIL once for the
+            // whole commit: under many threads, each GIL hand-off costs more than the copies.
+            let mut cmds: Vec<Command<String>> = Vec::with_capacity(hint);
+            for op in &self.ops {
+                each_command(py, op, |cmd| {
+                    cmds.push(cmd.to_owned());
+                    Ok(())
+                })?;
+            }
+            release(py, || log.commit(&cmds, expect_lsn, at_us))?
+        } else {
+            let mut c = release(py, || log.begin(expect_lsn, at_us, hint))?;
+            for op in &self.ops {
+                each_command(py, op, |cmd| c.push(cmd).map_err(to_py))?;
+            }
+            match release(py, || c.finish())? {
+                Some(d) => {
+                    release(py, || log.wait_durable(d.end))?;
+                    Some((d.first_lsn, d.last_lsn))
+                }
+                None => None,
+            }
+        };
+        if let Some((first, last)) = span {
+            self.first_lsn = Some(first);
+            self.lsn = Some(last);
+        }
+        Ok(())
+    }
+}
+
+/// The text of a str the commit holds (borrowed: the commit keeps the object alive).
+fn s<'a>(py: Python<'_>, p: &'a Py<PyString>) -> PyResult<&'a str> {
+    p.to_str(py)
+}
+
+fn so<'a>(py: Python<'_>, p: &'a Option<Py<PyString>>) -> PyResult<Option<&'a str>> {
+    p.as_ref().map(|p| p.to_str(py)).transpose()
+}
+
+fn strs<'py>(t: &Bound<'py, PyTuple>) -> PyResult<Vec<Bound<'py, PyString>>> {
+    t.iter().map(|i| i.cast_into::<PyString>().map_err(Into::into)).collect()
+}
+
+fn views<'a>(items: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
+    items.iter().map(|i| i.to_str()).collect()
+}
+
+/// Commits of at most this many records take the one-GIL-release path.
+const SMALL: usize = 64;
+
+/// Hand each core command of one collected operation to `f`, its strings read in place.
+fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> PyResult<()>) -> PyResult<()> {
+    match op {
+        Op::Put { id, kind, text, data, task, tier, tags, sources } => {
+            let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
+            let cmd = Command::Put(PutCommand {
+                id: s(py, id)?,
+                kind: s(py, kind)?,
+                text: s(py, text)?,
+                data: so(py, data)?,
+                task: so(py, task)?,
+                tier: Some(*tier),
+                tags: views(&tag_items)?,
+                sources: views(&source_items)?,
+            });
+            f(&cmd)
+        }
+        Op::Many { ids, texts, kind, data, task, tier, tags, sources } => {
+            let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
+            let (tags, sources) = (views(&tag_items)?, views(&source_items)?);
+            let (ids, texts) = (ids.bind(py), texts.bind(py));
+            for i in 0..ids.len() {
+                let (id, text) = (ids.get_item(i)?, texts.get_item(i)?);
+                let id = id.cast::<PyString>().map_err(|_| type_error("ids", "a list of str", &id))?;
+                let text =
+                    text.cast::<PyString>().map_err(|_| type_error("texts", "a list of str", &text))?;
+                let cmd = Command::Put(PutCommand {
+                    id: id.to_str()?,
+                    kind: s(py, kind)?,
+                    text: text.to_str()?,
+                    data: so(py, data)?,
+                    task: so(py, task)?,
+                    tier: Some(*tier),
+                    tags: tags.clone(),
+                    sources: sources.clone(),
+                });
+                f(&cmd)?;
+            }
+            Ok(())
+        }
+        Op::Status { id, status, reason } => {
+            f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? })
+        }
+        Op::Move { id, tier } => f(&Command::Move { id: s(py, id)?, tier: *tier }),
+        Op::Finish { task } => f(&Command::FinishTask { task: s(py, task)? }),
+        Op::Expect { id, exists, status, tier, lsn } => f(&Command::Expect(Expect {
+            id: s(py, id)?,
+            exists: *exists,
+            status: *status,
+            tier: *tier,
+            lsn: *lsn,
+        })),
+    }
+}
+
+#[pymethods]
+impl Commit {
+    #[new]
+    #[pyo3(signature = (log, store, expect_lsn, id_ms))]
+    fn new(
+        log: &Bound<'_, crate::store::NativeLog>,
+        store: Py<PyAny>,
+        expect_lsn: Option<u64>,
+        id_ms: u64,
+    ) -> Self {
+        Commit {
+            log: log.get().log.clone(),
+            store,
+            expect_lsn,
+            id_ms,
+            ops: Vec::new(),
+            done: false,
+            lsn: None,
+            first_lsn: None,
+        }
+    }
+
+    /// Create a memory, or replace the content of an existing one (its tier and status stay).
+    ///
+    /// Returns the memory's id (generated when not given; generated ids sort by creation).
+    #[pyo3(signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of put
+    fn put(
+        &mut self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        kind: Option<&Bound<'_, PyAny>>,
+        id: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyString>> {
+        let text = text_of(text, "text")?;
+        let kind = match kind {
+            Some(k) => key(k, "kind")?,
+            None => pyo3::intern!(py, "note").clone().unbind(),
+        };
+        let tier = tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working);
+        let id = match id {
+            Some(i) if !i.is_none() => key(i, "id")?,
+            _ => self.new_id(py),
+        };
+        let op = Op::Put {
+            id: id.clone_ref(py),
+            kind,
+            text,
+            data: data_arg(py, data)?,
+            task: opt_key(task, "task")?,
+            tier,
+            tags: str_tuple(py, tags, "tags")?,
+            sources: str_tuple(py, sources, "sources")?,
+        };
+        self.add(op)?;
+        Ok(id)
+    }
+
+    /// Put many memories that share kind, task, tier, data, tags and sources: the fast path
+    /// for bulk loads. Returns the ids, in the order of `texts`.
+    #[pyo3(signature = (texts, *, kind=None, ids=None, task=None, tier=None, data=None, tags=None, sources=None))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of put_many
+    fn put_many(
+        &mut self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+        kind: Option<&Bound<'_, PyAny>>,
+        ids: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyList>> {
+        if texts.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
+        }
+        let texts = PyList::new(py, texts.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        let ids = match ids {
+            Some(i) if !i.is_none() => {
+                let l = PyList::new(py, i.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+                if l.len() != texts.len() {
+                    return Err(PyValueError::new_err(format!(
+                        "ids: {} ids for {} texts",
+                        l.len(),
+                        texts.len()
+                    )));
+                }
+                l
+            }
+            _ => PyList::new(py, IDS.next_ids(self.id_ms, texts.len()))?,
+        };
+        for (i, text) in texts.iter().enumerate() {
+            text_of(&text, "texts").map_err(|_| type_error(&format!("texts[{i}]"), "str", &text))?;
+        }
+        for (i, id) in ids.iter().enumerate() {
+            key(&id, &format!("ids[{i}]"))?;
+        }
+        let op = Op::Many {
+            ids: ids.clone().unbind(),
+            texts: texts.unbind(),
+            kind: match kind {
+                Some(k) => key(k, "kind")?,
+                None => pyo3::intern!(py, "note").clone().unbind(),
+            },
+            data: data_arg(py, data)?,
+            task: opt_key(task, "task")?,
+            tier: tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working),
+            tags: str_tuple(py, tags, "tags")?,
+            sources: str_tuple(py, sources, "sources")?,
+        };
+        self.add(op)?;
+        Ok(ids.unbind())
+    }
+
+    /// Mark a memory stale (superseded or wrong); it stays in the store.
+    #[pyo3(signature = (id, reason=None))]
+    fn stale(&mut self, id: &Bound<'_, PyAny>, reason: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let reason = match reason {
+            Some(r) if !r.is_none() => Some(text_of(r, "reason")?),
+            _ => None,
+        };
+        self.add(Op::Status { id: key(id, "id")?, status: Status::Stale, reason })
+    }
+
+    /// Mark a stale memory active again.
+    fn restore(&mut self, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.add(Op::Status { id: key(id, "id")?, status: Status::Active, reason: None })
+    }
+
+    /// Move a memory to another tier (the archive is a tier).
+    #[pyo3(name = "move")]
+    fn move_(&mut self, id: &Bound<'_, PyAny>, tier: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tier = tier_arg(tier)?;
+        self.add(Op::Move { id: key(id, "id")?, tier })
+    }
+
+    /// Mark a task finished (memory compaction folds the traces of finished tasks).
+    fn finish_task(&mut self, task: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.add(Op::Finish { task: key(task, "task")? })
+    }
+
+    /// Guard: refuse the whole commit unless the memory matches every given field.
+    ///
+    /// `exists` (must exist, or must not), `status`, `tier`, and `lsn` (the LSN of the newest
+    /// record that touched it: compare-and-set).
+    #[pyo3(signature = (id, *, exists=None, status=None, tier=None, lsn=None))]
+    fn expect(
+        &mut self,
+        id: &Bound<'_, PyAny>,
+        exists: Option<&Bound<'_, PyAny>>,
+        status: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        lsn: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let id = key(id, "id")?;
+        let exists = match exists {
+            Some(e) if !e.is_none() => Some(
+                e.cast::<pyo3::types::PyBool>()
+                    .map_err(|_| type_error("exists", "bool or None", e))?
+                    .is_true(),
+            ),
+            _ => None,
+        };
+        let status = match status {
+            Some(st) if !st.is_none() => Some(status_from(
+                st.cast::<PyString>().map_err(|_| type_error("status", "str", st))?.to_str()?,
+            )?),
+            _ => None,
+        };
+        let tier = match tier {
+            Some(t) if !t.is_none() => Some(tier_arg(t)?),
+            _ => None,
+        };
+        let lsn = match lsn {
+            Some(l) if !l.is_none() => {
+                if l.is_instance_of::<pyo3::types::PyBool>() {
+                    return Err(type_error("lsn", "int or None", l));
+                }
+                Some(l.extract::<u64>().map_err(|_| type_error("lsn", "a non-negative int", l))?)
+            }
+            _ => None,
+        };
+        self.add(Op::Expect { id, exists, status, tier, lsn })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if self.done {
+            return Err(PyRuntimeError::new_err("this commit has already ended"));
+        }
+        self.done = true;
+        let ops_result = if exc_type.is_some_and(|e| !e.is_none()) { Ok(()) } else { self.write(py) };
+        self.ops.clear();
+        ops_result.map(|()| false)
+    }
+}

@@ -1,0 +1,58 @@
+//! Reading Python arguments into core values, with errors that name the argument.
+
+use memcommit_core::memory::{Status, Tier};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+pub fn type_error(field: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
+    let name = got.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    PyTypeError::new_err(format!("{field} must be {want}, not {name}"))
+}
+
+pub fn get_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => Ok(s.to_str()?.to_owned()),
+        Err(_) => Err(type_error(field, "str", obj)),
+    }
+}
+
+pub fn get_opt_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Option<String>> {
+    if obj.is_none() {
+        Ok(None)
+    } else {
+        get_str(obj, field).map(Some)
+    }
+}
+
+pub fn get_strs(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<String>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{field} must be a sequence of str, not a single str (wrap it in a tuple)"
+        )));
+    }
+    let mut out = Vec::new();
+    for item in obj.try_iter().map_err(|_| type_error(field, "a sequence of str", obj))? {
+        out.push(get_str(&item?, field)?);
+    }
+    Ok(out)
+}
+
+pub fn get_tier(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
+    tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
+}
+
+pub fn tier_from(s: &str) -> PyResult<Tier> {
+    Tier::parse(s).ok_or_else(|| {
+        PyValueError::new_err(format!("tier: {s:?} is not a tier; use one of working, mid, long, archive"))
+    })
+}
+
+pub fn status_from(s: &str) -> PyResult<Status> {
+    Status::parse(s)
+        .ok_or_else(|| PyValueError::new_err(format!("status: {s:?} is not a status; use active or stale")))
+}
+
+pub fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
+    status_from(obj.cast::<PyString>().map_err(|_| type_error("status", "str", obj))?.to_str()?)
+}

@@ -1,0 +1,67 @@
+//! One mapping from core errors to the exception classes of `memcommit.errors`, and the one
+//! place that releases the GIL for core work.
+
+use memcommit_core::error::{Error, Rejection};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+pyo3::import_exception!(memcommit.errors, Rejected);
+pyo3::import_exception!(memcommit.errors, StoreLocked);
+pyo3::import_exception!(memcommit.errors, StoreClosed);
+pyo3::import_exception!(memcommit.errors, ReadOnlyStore);
+pyo3::import_exception!(memcommit.errors, WriterFailed);
+pyo3::import_exception!(memcommit.errors, CorruptLog);
+
+/// Map a core error to the Python exception users catch. Every variant has its own arm.
+pub fn to_py(err: Error) -> PyErr {
+    let msg = err.to_string();
+    match err {
+        Error::Io { source, path, .. } => match source.raw_os_error() {
+            Some(code) => PyOSError::new_err((code, msg, path)),
+            None => PyOSError::new_err(msg),
+        },
+        Error::WriterFailed { .. } => WriterFailed::new_err(msg),
+        Error::Locked { path } => StoreLocked::new_err((msg, path)),
+        Error::Corrupt { path, offset, lsn, .. } => CorruptLog::new_err((msg, path, offset, lsn)),
+        Error::Rejected(r) => rejected(r),
+        Error::Invalid { .. } => PyValueError::new_err(msg),
+        Error::Closed { .. } => StoreClosed::new_err(msg),
+        Error::ReadOnly { .. } => ReadOnlyStore::new_err(msg),
+    }
+}
+
+fn rejected(r: Rejection) -> PyErr {
+    use memcommit_core::GuardKind as K;
+    Python::attach(|py| {
+        // The guard's values in their natural types: LSNs as int, existence as bool.
+        let value = |v: &str| -> PyResult<Py<PyAny>> {
+            Ok(match r.kind {
+                K::ExpectLsn | K::Lsn => {
+                    v.parse::<u64>().unwrap_or_default().into_pyobject(py)?.into_any().unbind()
+                }
+                K::Exists | K::UnknownId => pyo3::types::PyBool::new(
+                    py,
+                    v.starts_with("exists") || v.starts_with("a memory that exists"),
+                )
+                .to_owned()
+                .into_any()
+                .unbind(),
+                K::Status | K::Tier => PyString::new(py, v).into_any().unbind(),
+            })
+        };
+        let guard = (|| {
+            let cls = py.import("memcommit.errors")?.getattr("Guard")?;
+            cls.call1((r.kind.name(), r.id.clone(), value(&r.expected)?, value(&r.actual)?))
+        })();
+        match guard {
+            Ok(g) => Rejected::new_err((r.reason, g.unbind())),
+            Err(e) => e,
+        }
+    })
+}
+
+/// Run core work with the GIL released, then map its error.
+pub fn release<T: Send>(py: Python<'_>, f: impl FnOnce() -> memcommit_core::Result<T> + Send) -> PyResult<T> {
+    py.detach(f).map_err(to_py)
+}

@@ -1,0 +1,240 @@
+//! `NativeLog`, the engine under `memcommit.MemoryStore`, and the file-level functions.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memcommit_core::{Durability, Log, Options, Query};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::convert::{get_opt_str, get_status, get_str, get_strs, get_tier, type_error};
+use crate::errors::{release, to_py};
+use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
+
+/// An open log: the store's engine. `memcommit.MemoryStore` wraps it.
+#[pyclass(frozen, module = "memcommit._native")]
+pub struct NativeLog {
+    pub(crate) log: Arc<Log>,
+}
+
+#[pymethods]
+impl NativeLog {
+    /// Open or create the log at `path`.
+    #[staticmethod]
+    #[pyo3(signature = (path, durability="commit", read_only=false, flush_interval_ms=50, max_record_bytes=16*1024*1024))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        durability: &str,
+        read_only: bool,
+        flush_interval_ms: u64,
+        max_record_bytes: usize,
+    ) -> PyResult<Self> {
+        let durability = Durability::parse(durability).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "durability: {durability:?} is not a mode; use commit, batch or none"
+            ))
+        })?;
+        let opts = Options { durability, flush_interval_ms, max_record_bytes, read_only };
+        let log = release(py, || Log::open(&path, opts))?;
+        Ok(NativeLog { log })
+    }
+
+    /// A log in RAM.
+    #[staticmethod]
+    #[pyo3(signature = (max_record_bytes=16*1024*1024))]
+    fn memory(max_record_bytes: usize) -> PyResult<Self> {
+        let log = Log::memory(Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
+        Ok(NativeLog { log })
+    }
+
+    /// Memories by id (None where missing).
+    fn get_many(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<Vec<Option<Memory>>> {
+        let log = &self.log;
+        let reads = release(py, || log.get_many(&ids))?;
+        reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, log, m)).transpose()).collect()
+    }
+
+    /// One memory by id, or None.
+    fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<Memory>> {
+        let id = get_str(id, "id")?;
+        let log = &self.log;
+        let mut reads = release(py, || log.get_many(&[id]))?;
+        reads.pop().flatten().map(|m| memory_from_read(py, log, &m)).transpose()
+    }
+
+    /// Memories matching every given filter, in creation order.
+    #[pyo3(signature = (tier=None, kind=None, task=None, status=None, tags=None, limit=None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature of find
+    fn find(
+        &self,
+        py: Python<'_>,
+        tier: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        status: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Memory>> {
+        let tier = tier.filter(|t| !t.is_none()).map(get_tier).transpose()?;
+        let status = status.filter(|s| !s.is_none()).map(get_status).transpose()?;
+        let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
+        let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
+        let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
+        let limit = match limit.filter(|l| !l.is_none()) {
+            None => None,
+            Some(l) => {
+                if l.is_instance_of::<pyo3::types::PyBool>() {
+                    return Err(type_error("limit", "an int", l));
+                }
+                let n: i64 = l.extract().map_err(|_| type_error("limit", "an int", l))?;
+                if n < 0 {
+                    return Err(PyValueError::new_err(format!("limit: must not be negative, got {n}")));
+                }
+                Some(n as usize)
+            }
+        };
+        let log = &self.log;
+        let reads = release(py, || {
+            log.find(&Query {
+                tier,
+                kind: kind.as_deref(),
+                task: task.as_deref(),
+                status,
+                tags: tags.as_deref(),
+                limit,
+            })
+        })?;
+        reads.iter().map(|m| memory_from_read(py, log, m)).collect()
+    }
+
+    /// The records of one memory still in the log, oldest first.
+    fn history(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Vec<Record>> {
+        let id = get_str(id, "id")?;
+        let log = &self.log;
+        let recs = release(py, || log.history(&id))?;
+        Ok(recs.into_iter().map(|b| record_from_bytes(py, b)).collect())
+    }
+
+    /// Up to `max` records with LSN above `after`, scanning from byte `start` (0: from the LSN).
+    /// Returns (records, offset to continue from).
+    fn read_records(
+        &self,
+        py: Python<'_>,
+        after: u64,
+        start: u64,
+        max: usize,
+    ) -> PyResult<(Vec<Record>, u64)> {
+        let log = &self.log;
+        let (recs, next) = release(py, || log.read_records(after, start, max))?;
+        Ok((recs.into_iter().map(|b| record_from_bytes(py, b)).collect(), next))
+    }
+
+    /// Newest committed LSN.
+    #[getter]
+    fn lsn(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.log.lsn())
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        release(py, || self.log.len())
+    }
+
+    fn contains(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
+        release(py, || self.log.contains(id))
+    }
+
+    fn is_task_finished(&self, py: Python<'_>, task: &str) -> PyResult<bool> {
+        release(py, || self.log.is_task_finished(task))
+    }
+
+    /// Facts about the log as a dict.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let i = release(py, || self.log.info())?;
+        let d = PyDict::new(py);
+        d.set_item("path", self.log.path().map(|p| p.display().to_string()))?;
+        d.set_item("records", i.records)?;
+        d.set_item("lsn", i.lsn)?;
+        d.set_item("bytes", i.bytes)?;
+        d.set_item("generation", i.generation)?;
+        d.set_item("store_id", i.store_id)?;
+        d.set_item("memories", i.memories)?;
+        d.set_item("durability", self.log.options().durability.name())?;
+        d.set_item("read_only", self.log.options().read_only)?;
+        d.set_item("recovered_bytes", i.recovered_bytes)?;
+        d.set_item("fsyncs", i.fsyncs)?;
+        Ok(d)
+    }
+
+    /// The current blake3 chain value, hex.
+    fn chain_hex(&self, py: Python<'_>) -> PyResult<String> {
+        let log = &self.log;
+        let v = release(py, || log.chain_value())?;
+        Ok(v.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// Catch a reader up. Returns how many records were applied.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        let log = &self.log;
+        release(py, || log.refresh())
+    }
+
+    /// fsync everything written.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let log = &self.log;
+        release(py, || log.flush())
+    }
+
+    /// Flush (unless durability is "none") and release the file.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let log = &self.log;
+        release(py, || log.close())
+    }
+
+    /// Whether the log is closed.
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.log.is_closed())
+    }
+
+    /// Bytes of heap the index holds.
+    fn index_heap_bytes(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.log.index_heap_bytes())
+    }
+}
+
+/// Read a log file without opening a store or changing it: how far it is good and where it is
+/// damaged.
+#[pyfunction]
+pub fn inspect_log<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let i = release(py, || memcommit_core::inspect(&path))?;
+    let d = PyDict::new(py);
+    d.set_item("header_ok", i.header_ok)?;
+    d.set_item("header_error", i.header_error)?;
+    d.set_item("records", i.records)?;
+    d.set_item("lsn", i.lsn)?;
+    d.set_item("bytes", i.bytes)?;
+    d.set_item("generation", i.generation)?;
+    d.set_item("store_id", i.store_id)?;
+    d.set_item("good_end", i.good_end)?;
+    d.set_item("damage_offset", i.damage_offset)?;
+    d.set_item("damage_lsn", i.damage_lsn)?;
+    d.set_item("damage_mid_log", i.damage_mid_log)?;
+    d.set_item("damage_reason", i.damage_reason)?;
+    Ok(d)
+}
+
+/// Cut a log file at `good_end` and fsync it (after a backup; used by `memcommit repair`).
+#[pyfunction]
+pub fn truncate_log(py: Python<'_>, path: PathBuf, good_end: u64) -> PyResult<()> {
+    release(py, || memcommit_core::truncate(&path, good_end))
+}
+
+pub static IDS: memcommit_core::ids::IdGenerator = memcommit_core::ids::IdGenerator::new();
+
+/// `n` new memory ids for a clock reading of `ms`, in increasing order.
+#[pyfunction]
+pub fn new_ids(ms: u64, n: usize) -> Vec<String> {
+    IDS.next_ids(ms, n)
+}

@@ -1,0 +1,234 @@
+//! The values the store hands out: `Memory` and `Record`.
+
+use memcommit_core::format::{self, Op};
+use memcommit_core::memory;
+use memcommit_core::{Log, MemoryRead};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use crate::errors::CorruptLog;
+
+static UTC_EPOCH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Microseconds since the epoch as an aware UTC datetime, exactly (no float rounding).
+pub fn datetime_from_us<'py>(py: Python<'py>, us: i64) -> PyResult<Bound<'py, PyAny>> {
+    let epoch = UTC_EPOCH.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        let dt = py.import("datetime")?;
+        let utc = dt.getattr("timezone")?.getattr("utc")?;
+        Ok(dt.getattr("datetime")?.call1((1970, 1, 1, 0, 0, 0, 0, utc))?.unbind())
+    })?;
+    let days = us.div_euclid(86_400_000_000);
+    let rem = us.rem_euclid(86_400_000_000);
+    let delta = pyo3::types::PyDelta::new(
+        py,
+        days as i32,
+        (rem / 1_000_000) as i32,
+        (rem % 1_000_000) as i32,
+        false,
+    )?;
+    epoch.bind(py).call_method1("__add__", (delta,))
+}
+
+fn json_loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let loads = JSON_LOADS.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("json")?.getattr("loads")?.unbind())
+    })?;
+    loads.bind(py).call1((text,))
+}
+
+/// One memory, as the store returned it. Immutable: no attribute can be set, and `data` is
+/// decoded afresh on every access, so changing what it returns never changes the store.
+#[pyclass(frozen, module = "memcommit", name = "Memory")]
+pub struct Memory {
+    #[pyo3(get)]
+    id: Py<PyString>,
+    #[pyo3(get)]
+    kind: Py<PyString>,
+    #[pyo3(get)]
+    text: Py<PyString>,
+    data_json: Option<String>,
+    #[pyo3(get)]
+    task: Option<Py<PyString>>,
+    #[pyo3(get)]
+    tier: &'static str,
+    #[pyo3(get)]
+    status: &'static str,
+    #[pyo3(get)]
+    tags: Py<PyTuple>,
+    #[pyo3(get)]
+    sources: Py<PyTuple>,
+    created_us: i64,
+    updated_us: i64,
+    #[pyo3(get)]
+    lsn: u64,
+}
+
+#[pymethods]
+impl Memory {
+    /// The memory's JSON object, decoded afresh on every access, or None.
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.data_json {
+            Some(s) => json_loads(py, s),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+
+    /// When the memory was created (aware UTC datetime from the store's clock).
+    #[getter]
+    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime_from_us(py, self.created_us)
+    }
+
+    /// When the newest record touching the memory was written.
+    #[getter]
+    fn updated_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime_from_us(py, self.updated_us)
+    }
+
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(o) = other.cast::<Memory>() else {
+            return Ok(false);
+        };
+        let o = o.get();
+        Ok(self.id.bind(py).as_any().eq(o.id.bind(py))?
+            && self.kind.bind(py).as_any().eq(o.kind.bind(py))?
+            && self.text.bind(py).as_any().eq(o.text.bind(py))?
+            && self.data_json == o.data_json
+            && self.task.as_ref().map(|t| t.bind(py).to_string())
+                == o.task.as_ref().map(|t| t.bind(py).to_string())
+            && self.tier == o.tier
+            && self.status == o.status
+            && self.tags.bind(py).as_any().eq(o.tags.bind(py))?
+            && self.sources.bind(py).as_any().eq(o.sources.bind(py))?
+            && self.created_us == o.created_us
+            && self.updated_us == o.updated_us
+            && self.lsn == o.lsn)
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        (self.id.bind(py), self.lsn).into_pyobject(py)?.hash()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Memory(id={}, kind={}, tier='{}', status='{}', lsn={}, text={})",
+            self.id.bind(py).repr()?,
+            self.kind.bind(py).repr()?,
+            self.tier,
+            self.status,
+            self.lsn,
+            self.text.bind(py).repr()?
+        ))
+    }
+}
+
+pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<Memory> {
+    let rec = format::view_trusted(&m.put);
+    let body = memory::decode_put(rec.payload).ok_or_else(|| {
+        CorruptLog::new_err(format!("{}: malformed put record at LSN {}", log.display(), rec.lsn))
+    })?;
+    let e = &m.entry;
+    Ok(Memory {
+        id: PyString::new(py, rec.key_str()).unbind(),
+        kind: PyString::intern(py, body.head.kind).unbind(),
+        text: PyString::new(py, body.text).unbind(),
+        data_json: body.data.map(str::to_owned),
+        task: body.head.task.map(|t| PyString::intern(py, t).unbind()),
+        tier: e.tier.name(),
+        status: e.status.name(),
+        tags: PyTuple::new(py, body.head.tags.iter().map(|t| PyString::intern(py, t)))?.unbind(),
+        sources: PyTuple::new(py, &body.sources)?.unbind(),
+        created_us: e.created_at,
+        updated_us: e.updated_at,
+        lsn: e.lsn,
+    })
+}
+
+/// One record of the log. `fields` is decoded afresh on every access.
+#[pyclass(frozen, module = "memcommit", name = "Record")]
+pub struct Record {
+    #[pyo3(get)]
+    lsn: u64,
+    #[pyo3(get)]
+    op: &'static str,
+    at_us: i64,
+    #[pyo3(get)]
+    key: Py<PyString>,
+    bytes: Vec<u8>,
+}
+
+#[pymethods]
+impl Record {
+    /// When the record was written (aware UTC datetime from the store's clock).
+    #[getter]
+    fn at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime_from_us(py, self.at_us)
+    }
+
+    /// The record's fields as a dict.
+    #[getter]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let rec = format::view_trusted(&self.bytes);
+        let d = PyDict::new(py);
+        let bad = || CorruptLog::new_err(format!("malformed {} record at LSN {}", self.op, self.lsn));
+        match rec.op {
+            Op::Put => {
+                let b = memory::decode_put(rec.payload).ok_or_else(bad)?;
+                d.set_item("kind", b.head.kind)?;
+                d.set_item("text", b.text)?;
+                d.set_item(
+                    "data",
+                    match b.data {
+                        Some(s) => json_loads(py, s)?,
+                        None => py.None().into_bound(py),
+                    },
+                )?;
+                d.set_item("task", b.head.task)?;
+                d.set_item("tier", b.head.state.tier.name())?;
+                d.set_item("status", b.head.state.status.name())?;
+                d.set_item("tags", PyTuple::new(py, &b.head.tags)?)?;
+                d.set_item("sources", PyTuple::new(py, &b.sources)?)?;
+                d.set_item("created_at", datetime_from_us(py, b.head.state.created_at)?)?;
+            }
+            Op::Status => {
+                let (status, reason) = memory::decode_status(rec.payload).ok_or_else(bad)?;
+                d.set_item("status", status.name())?;
+                d.set_item("reason", reason)?;
+            }
+            Op::Move => d.set_item("tier", memory::decode_move(rec.payload).ok_or_else(bad)?.name())?,
+            Op::Task => d.set_item("finished", memory::decode_task(rec.payload).ok_or_else(bad)?)?,
+        }
+        Ok(d)
+    }
+
+    /// The record's bytes exactly as they are in the log.
+    fn raw<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.bytes)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<Record>().is_ok_and(|o| o.get().bytes == self.bytes)
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.lsn
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("Record(lsn={}, op={:?}, key={})", self.lsn, self.op, self.key.bind(py).repr()?))
+    }
+}
+
+pub fn record_from_bytes(py: Python<'_>, bytes: Vec<u8>) -> Record {
+    let rec = format::view_trusted(&bytes);
+    Record {
+        lsn: rec.lsn,
+        op: rec.op.name(),
+        at_us: rec.at,
+        key: PyString::new(py, rec.key_str()).unbind(),
+        bytes: bytes.clone(),
+    }
+}

@@ -105,10 +105,12 @@ class Child:
             self.single_put(target)
         elif r < 0.5:
             self.single_change(target)
-        elif r < 0.8:
+        elif r < 0.78:
             self.mixed_commit()
-        else:
+        elif r < 0.97:
             self.many_puts()
+        else:
+            self.bulk_commit()
 
     def single_put(self, mid: str) -> None:
         c = self.content()
@@ -207,6 +209,22 @@ class Child:
                     for x in contents
                 ]
             ops = [self.put_op(mid, x, tier) for mid, x in zip(ids, contents, strict=True)]
+            _say("B " + json.dumps(ops))
+        _say(f"A {c.lsn}")
+        self.apply(ops)
+
+    def bulk_commit(self) -> None:
+        """A commit of megabytes: long writes, so that some kills tear a record."""
+        n = self.rng.randint(8, 40)
+        chunk = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(512))
+        texts = [chunk * self.rng.randint(40, 200) + str(i) for i in range(n)]
+        tier = self.rng.choice(TIERS)
+        with self.store.commit() as c:
+            ids = c.put_many(texts, kind="trace", tier=tier)
+            ops = [
+                self.put_op(mid, {"kind": "trace", "text": t, "data": None, "tags": ()}, tier)
+                for mid, t in zip(ids, texts, strict=True)
+            ]
             _say("B " + json.dumps(ops))
         _say(f"A {c.lsn}")
         self.apply(ops)

@@ -1,6 +1,7 @@
 """Type stubs for the native half of memcommit (built from rust/memcommit-py)."""
 
 from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any, final
 
 FORMAT_VERSION: int
@@ -84,6 +85,18 @@ class NativeLog:
         expect_lsn: int | None,
         at_us: int,
     ) -> tuple[int, int] | None: ...
+    def put(
+        self,
+        at_us: int,
+        text: str,
+        kind: str | None = None,
+        id: str | None = None,
+        task: str | None = None,
+        tier: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> str: ...
     def get_many(self, ids: list[str]) -> list[Memory | None]: ...
     def get(self, id: str) -> Memory | None: ...
     def find(

@@ -91,10 +91,7 @@ class MemoryStore:
             TypeError: An argument has the wrong type (the message names it).
             ValueError: An argument has a bad value; nothing was written.
         """
-        with self.commit() as c:
-            return c.put(
-                text, kind=kind, id=id, task=task, tier=tier, data=data, tags=tags, sources=sources
-            )
+        return self._native.put(self._now_us(), text, kind, id, task, tier, data, tags, sources)
 
     def _one(self, c: Commit) -> int:
         assert c.lsn is not None

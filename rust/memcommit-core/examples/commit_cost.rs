@@ -7,6 +7,13 @@ use memcommit_core::{Durability, Log, Options};
 use std::time::Instant;
 
 fn main() {
+    if let Ok(path) = std::env::var("REPLAY_ONLY") {
+        let t = Instant::now();
+        let log = Log::open(std::path::Path::new(&path), Options { read_only: true, ..Options::default() })
+            .expect("open");
+        println!("replay {} memories: {:.3} s", log.len().expect("len"), t.elapsed().as_secs_f64());
+        return;
+    }
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let dir = std::env::temp_dir().join(format!("memcommit-commit-cost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -60,5 +67,9 @@ fn main() {
         log.index_heap_bytes() / n
     );
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var("KEEP").is_ok() {
+        println!("kept {}", dir.join("log.db").display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

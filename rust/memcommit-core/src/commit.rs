@@ -9,6 +9,7 @@
 
 use parking_lot::RwLockWriteGuard;
 
+use crate::appender::Arrival;
 use crate::error::{Error, GuardKind, Rejection, Result};
 use crate::format::{self, encode_record, Op};
 use crate::index::Mark;
@@ -42,12 +43,15 @@ pub struct Commit<'a> {
     at: i64,
     records: u64,
     done: bool,
+    /// Counts this commit as on its way to the write queue until it queues (or gives up).
+    arrival: Option<Arrival<'a>>,
 }
 
 impl Log {
     /// Start a commit: take the writer lock and check `expect_lsn`. `hint` is how many
     /// commands are coming (to reserve room).
     pub fn begin(&self, expect_lsn: Option<u64>, at: i64, hint: usize) -> Result<Commit<'_>> {
+        let arrival = self.appender.as_ref().map(|a| a.arrive());
         let mut st = self.state.write();
         self.check_writer(&st)?;
         if let Some(want) = expect_lsn {
@@ -80,6 +84,7 @@ impl Log {
             log: self,
             st,
             done: false,
+            arrival,
         })
     }
 }
@@ -205,6 +210,7 @@ impl Commit<'_> {
         let last = format::last_record_start(&self.st.buf);
         format::set_commit_end(&mut self.st.buf[last..], true);
         self.flush_chunk(false)?;
+        self.arrival = None;
         let st = &mut *self.st;
         let first_lsn = st.lsn + 1;
         st.records = self.records;

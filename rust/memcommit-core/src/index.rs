@@ -3,7 +3,8 @@
 //!
 //! Memory per memory is what limits how large a store can grow in RAM, so an entry is a
 //! fixed 96-byte struct: strings that repeat (kinds, tasks, tag sets) are interned to u32,
-//! the id lives once in an arena, and the id table stores only a u32 entry number.
+//! the id lives once in an arena, and the id table stores an entry number and the id's hash
+//! (so growing the table never reads entries, and most probes never touch them).
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
@@ -145,7 +146,7 @@ impl Interner {
 pub struct Index {
     entries: Vec<Entry>,
     arena: Vec<u8>,
-    table: HashTable<u32>,
+    table: HashTable<(u32, u32)>,
     hasher: DefaultHashBuilder,
     /// Kinds.
     pub kinds: Interner,
@@ -230,12 +231,14 @@ impl Index {
         let h = self.hash(id.as_bytes());
         let (entries, arena) = (&self.entries, &self.arena);
         self.table
-            .find(spread(h), |&i| {
+            .find(spread(h), |&(i, eh)| {
+                if eh != h {
+                    return false;
+                }
                 let e = &entries[i as usize];
-                e.hash == h
-                    && &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
+                &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
             })
-            .copied()
+            .map(|&(i, _)| i)
     }
 
     /// The entry of an id.
@@ -353,8 +356,7 @@ impl Index {
                         self.arena.extend_from_slice(rec.key);
                         let n = self.entries.len() as u32;
                         self.entries.push(entry);
-                        let entries = &self.entries;
-                        self.table.insert_unique(spread(hash), n, |&i| spread(entries[i as usize].hash));
+                        self.table.insert_unique(spread(hash), (n, hash), |&(_, h)| spread(h));
                     }
                 }
             }
@@ -400,7 +402,7 @@ impl Index {
         while self.entries.len() > mark.entries {
             let e = self.entries.pop().expect("an entry to remove");
             let n = self.entries.len() as u32;
-            if let Ok(slot) = self.table.find_entry(spread(e.hash), |&i| i == n) {
+            if let Ok(slot) = self.table.find_entry(spread(e.hash), |&(i, _)| i == n) {
                 slot.remove();
             }
         }
@@ -410,8 +412,7 @@ impl Index {
     /// Make room for `n` more memories.
     pub fn reserve(&mut self, n: usize) {
         self.entries.reserve(n);
-        let entries = &self.entries;
-        self.table.reserve(n, |&i| spread(entries[i as usize].hash));
+        self.table.reserve(n, |&(_, h)| spread(h));
     }
 
     /// Put entries back in creation order after a replay that saw them out of order.
@@ -421,8 +422,7 @@ impl Index {
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
-                let entries = &self.entries;
-                self.table.insert_unique(spread(e.hash), n as u32, |&i| spread(entries[i as usize].hash));
+                self.table.insert_unique(spread(e.hash), (n as u32, e.hash), |&(_, h)| spread(h));
             }
             self.sorted = true;
         }
@@ -496,7 +496,7 @@ impl Index {
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.arena.capacity()
-            + self.table.capacity() * (std::mem::size_of::<u32>() + 1)
+            + self.table.capacity() * (std::mem::size_of::<(u32, u32)>() + 1)
     }
 }
 

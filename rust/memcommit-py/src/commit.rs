@@ -267,6 +267,48 @@ fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> Py
     }
 }
 
+/// `store.put` in one call: one record, one commit, the GIL released once for all of it.
+#[allow(clippy::too_many_arguments)] // the keyword arguments of put
+pub fn put_one(
+    py: Python<'_>,
+    log: &Arc<Log>,
+    at_us: i64,
+    text: &Bound<'_, PyAny>,
+    kind: Option<&Bound<'_, PyAny>>,
+    id: Option<&Bound<'_, PyAny>>,
+    task: Option<&Bound<'_, PyAny>>,
+    tier: Option<&Bound<'_, PyAny>>,
+    data: Option<&Bound<'_, PyAny>>,
+    tags: Option<&Bound<'_, PyAny>>,
+    sources: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyString>> {
+    let id = match id {
+        Some(i) if !i.is_none() => key(i, "id")?,
+        _ => PyString::new(py, &IDS.next_ids((at_us / 1000) as u64, 1).pop().expect("one id")).unbind(),
+    };
+    let op = Op::Put {
+        id: id.clone_ref(py),
+        kind: match kind {
+            Some(k) => key(k, "kind")?,
+            None => pyo3::intern!(py, "note").clone().unbind(),
+        },
+        text: text_of(text, "text")?,
+        data: data_arg(py, data)?,
+        task: opt_key(task, "task")?,
+        tier: tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working),
+        tags: str_tuple(py, tags, "tags")?,
+        sources: str_tuple(py, sources, "sources")?,
+    };
+    let mut cmd = None;
+    each_command(py, &op, |c| {
+        cmd = Some(c.to_owned());
+        Ok(())
+    })?;
+    let cmds = [cmd.expect("a put makes one command")];
+    release(py, || log.commit(&cmds, None, at_us))?;
+    Ok(id)
+}
+
 #[pymethods]
 impl Commit {
     #[new]

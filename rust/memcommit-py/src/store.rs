@@ -6,7 +6,7 @@ use std::sync::Arc;
 use memcommit_core::{Durability, Log, Options, Query};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 use crate::convert::{get_opt_str, get_status, get_str, get_strs, get_tier, type_error};
 use crate::errors::{release, to_py};
@@ -47,6 +47,25 @@ impl NativeLog {
     fn memory(max_record_bytes: usize) -> PyResult<Self> {
         let log = Log::memory(Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
         Ok(NativeLog { log })
+    }
+
+    /// `store.put`: one memory, one commit, one call. Returns the id.
+    #[pyo3(signature = (at_us, text, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of put
+    fn put(
+        &self,
+        py: Python<'_>,
+        at_us: i64,
+        text: &Bound<'_, PyAny>,
+        kind: Option<&Bound<'_, PyAny>>,
+        id: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyString>> {
+        crate::commit::put_one(py, &self.log, at_us, text, kind, id, task, tier, data, tags, sources)
     }
 
     /// Memories by id (None where missing).

@@ -21,12 +21,13 @@ test-rust:  ## the core's cargo tests
 test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
 	$(PYTHON) -m pytest -q
 
-lint:  ## rustfmt, clippy, ruff, mypy --strict
+lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest of the native module
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy
+	$(PYTHON) -m mypy.stubtest memcommit._native
 
 fmt:  ## format Rust and Python
 	$(CARGO) fmt --all

@@ -8,7 +8,7 @@ time, each line flushed before the next step, so the parent knows exactly what w
 acknowledged when the SIGKILL landed:
 
     O                  about to call memcommit.open (the kill may land inside recovery)
-    R <lsn> <count>    open returned: head LSN and number of memories
+    R <lsn> <n> <cut>  open returned: head LSN, number of memories, torn-tail bytes it cut
     B <json ops>       intent: the records the next commit will append, in order
     A <lsn>            that commit returned (fsynced): the LSN of its last record
 
@@ -236,7 +236,7 @@ def main() -> None:
 
     _say("O")
     store = memcommit.open(path)
-    _say(f"R {store.lsn} {len(store)}")
+    _say(f"R {store.lsn} {len(store)} {store.recovered_bytes}")
     child = Child(store, random.Random(seed), seed)
     while True:
         child.step()

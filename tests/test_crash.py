@@ -62,6 +62,7 @@ class ChildReport:
     opened: bool = False
     ready_lsn: int | None = None
     ready_count: int | None = None
+    recovered: int | None = None
     commits: list[tuple[list[list[Any]], int]] = field(default_factory=list)  # (ops, lsn)
     in_flight: list[list[Any]] | None = None
 
@@ -77,8 +78,8 @@ def parse(out: bytes) -> ChildReport:
         if tag == "O":
             rep.opened = True
         elif tag == "R":
-            a, b = rest.split()
-            rep.ready_lsn, rep.ready_count = int(a), int(b)
+            a, b, c = rest.split()
+            rep.ready_lsn, rep.ready_count, rep.recovered = int(a), int(b), int(c)
         elif tag == "B":
             assert rep.in_flight is None, f"two intents without an ack: {line!r}"
             rep.in_flight = json.loads(rest)
@@ -258,6 +259,22 @@ def check(store: Any, oracle: Oracle, rep: ChildReport, ctx: str) -> None:
         assert got == want[mid], f"{ctx}: memory {mid!r} is {got}, expected {want[mid]}"
 
 
+def tear_a_commit(path: Path, rng: random.Random) -> int:
+    """Leave the torn tail a crash mid-write leaves: a commit cut at a random byte.
+
+    Commits a few puts, then cuts the file inside that commit (possibly on a record
+    boundary, which still lacks the commit's end). Returns the bytes the next open must cut.
+    """
+    with memcommit.open(str(path), durability="none") as store:
+        before = store.info()["bytes"]
+        with store.commit() as c:
+            c.put_many([f"torn {i} " * rng.randint(1, 400) for i in range(rng.randint(1, 5))])
+        after = store.info()["bytes"]
+    cut = rng.randrange(before + 1, after)
+    os.truncate(path, cut)
+    return cut - before
+
+
 def test_kill9_loop(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     path = tmp_path / "crash.db"
@@ -265,12 +282,15 @@ def test_kill9_loop(tmp_path: Path) -> None:
     hows: dict[str, int] = {}
     truncated: list[int] = []
     files = 1
-    last_was_writer = False
+    # Bytes the next open must cut from the tail: known after a tear_a_commit, None when a
+    # kill may have torn a write (then any amount is fine).
+    torn: int | None = 0
     for it in range(KILLS):
         if len(oracle.log) > ROTATE_RECORDS:
             files += 1
             path = tmp_path / f"crash{files}.db"
             oracle = Oracle()
+            torn = 0
         seed = SEED * 100_000 + it
         rep, how, _err = run_child(path, seed, rng)
         hows[how] = hows.get(how, 0) + 1
@@ -279,36 +299,45 @@ def test_kill9_loop(tmp_path: Path) -> None:
             # Killed before the child created the file: nothing can have been acknowledged.
             assert not rep.commits and rep.ready_lsn is None, ctx
             continue
-        # A reader cannot finish a file whose creation was cut short (no full header yet).
-        read_only = rng.random() < 0.33 and path.stat().st_size >= HEADER_BYTES
-        if read_only:
+        if rep.ready_lsn is not None and torn is not None:
+            assert rep.recovered == torn, f"{ctx}: the child's open cut {rep.recovered}, not {torn}"
+        # Whatever the child's open had to cut is still there if the kill came before it.
+        may_cut = {0, torn} if rep.ready_lsn is None and torn is not None else None
+        if rng.random() < 0.33:
             # A reader never truncates: the torn tail stays for the next child's open.
             size = path.stat().st_size
             with memcommit.open(str(path), read_only=True) as store:
                 assert store.read_only
                 check(store, oracle, rep, ctx + " [read-only]")
             assert path.stat().st_size == size, f"{ctx}: a read-only open changed the file"
+            # Known only if no child open or commit can have touched the tail.
+            torn = 0 if rep.ready_lsn is None and torn == 0 else None
         else:
             with memcommit.open(str(path)) as store:
                 truncated.append(store.recovered_bytes)
+                if may_cut is not None:
+                    assert store.recovered_bytes in may_cut, (
+                        f"{ctx}: open cut {store.recovered_bytes} bytes, expected one of {may_cut}"
+                    )
                 size_at_open = store.info()["bytes"]
                 check(store, oracle, rep, ctx)
             assert path.stat().st_size == size_at_open, (
                 f"{ctx}: file is {path.stat().st_size} bytes after recovery, store said "
                 f"{size_at_open}"
             )
-        last_was_writer = not read_only
+            torn = 0
+            if rng.random() < 0.3:
+                torn = tear_a_commit(path, rng)
     # A final writer open recovers whatever the last kill left and loses nothing checked.
     with memcommit.open(str(path)) as store:
         assert store.lsn == len(oracle.log)
-        assert isinstance(store.recovered_bytes, int)
-        if last_was_writer:
-            assert store.recovered_bytes == 0, "a recovered file was cut again"
+        if torn is not None:
+            assert store.recovered_bytes == torn
     print(
         f"\nkill -9 loop: {KILLS} kills (seed {SEED}), {oracle.acked} acknowledged commits "
         f"in the last file, {len(oracle.log)} records, kills by phase {hows}, "
-        f"opens that cut a torn tail: {sum(1 for t in truncated if t)} of {len(truncated)}, "
-        f"bytes cut max {max(truncated, default=0)}"
+        f"writer opens that cut a torn tail: {sum(1 for t in truncated if t)} of "
+        f"{len(truncated)}, bytes cut max {max(truncated, default=0)}"
     )
 
 
@@ -316,20 +345,33 @@ def test_kill9_loop(tmp_path: Path) -> None:
 def test_parse_ignores_cut_lines(n: int) -> None:
     """The harness itself: a line without its newline is not acknowledged."""
     ops = [["put", f"x{i}", "d", "working"] for i in range(n)]
-    out = f"O\nR 0 0\nB {json.dumps(ops)}\nA {n}\nB {json.dumps(ops)}\nA {2 * n}".encode()
+    out = f"O\nR 0 0 0\nB {json.dumps(ops)}\nA {n}\nB {json.dumps(ops)}\nA {2 * n}".encode()
     rep = parse(out)
     assert rep.opened and rep.ready_lsn == 0
     assert [lsn for _, lsn in rep.commits] == [n]
     assert rep.in_flight == ops
 
 
-@pytest.mark.parametrize("keep", [0, 1, 8, 40, 63])
-def test_kill_during_create_leaves_an_openable_store(tmp_path: Path, keep: int) -> None:
-    """A kill while a new file's header is being written acknowledged nothing.
+def test_kill_during_create_leaves_an_openable_store(tmp_path: Path) -> None:
+    """A new log appears whole (temp file, fsync, rename) or not at all.
 
-    What such a kill leaves is an empty file or a prefix of a header; the next writer
-    open must start a fresh log there rather than refuse the file.
+    What a kill during creation can leave at the path is nothing or an empty file (for
+    example from ``touch``); both open as a new, empty store.
     """
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with memcommit.open(str(empty)) as store:
+        assert store.lsn == 0 and len(store) == 0
+        mid = store.put("after the cut")
+    with memcommit.open(str(empty)) as store:
+        assert store.lsn == 1
+        assert store.get(mid).text == "after the cut"
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("keep", [1, 8, 40, 63])
+def test_a_partial_header_is_refused_not_overwritten(tmp_path: Path, keep: int) -> None:
+    """A file that is not a whole log is never taken over: it may be someone else's."""
     full = tmp_path / "full.db"
     with memcommit.open(str(full)):
         pass
@@ -337,9 +379,8 @@ def test_kill_during_create_leaves_an_openable_store(tmp_path: Path, keep: int) 
     assert len(header) == HEADER_BYTES
     cut = tmp_path / "cut.db"
     cut.write_bytes(header[:keep])
-    with memcommit.open(str(cut)) as store:
-        assert store.lsn == 0 and len(store) == 0
-        mid = store.put("after the cut")
-    with memcommit.open(str(cut)) as store:
-        assert store.lsn == 1
-        assert store.get(mid).text == "after the cut"
+    with pytest.raises(memcommit.CorruptLog) as info:
+        memcommit.open(str(cut))
+    assert info.value.offset == 0
+    assert str(cut) in str(info.value)
+    assert cut.read_bytes() == header[:keep]

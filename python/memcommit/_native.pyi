@@ -1,8 +1,20 @@
 """Type stubs for the native half of memcommit (built from rust/memcommit-py)."""
 
-from datetime import datetime
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
 from typing import Any, final
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Commit",
+    "Memory",
+    "NativeLog",
+    "Record",
+    "inspect_log",
+    "new_ids",
+    "truncate_log",
+]
 
 FORMAT_VERSION: int
 
@@ -34,7 +46,7 @@ class Memory:
     def updated_at(self) -> datetime: ...
     @property
     def lsn(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -52,8 +64,62 @@ class Record:
     @property
     def fields(self) -> dict[str, Any]: ...
     def raw(self) -> bytes: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+@final
+class Commit:
+    """Operations and guards collected inside ``with store.commit() as c:``."""
+
+    lsn: int | None
+    first_lsn: int | None
+    def __new__(
+        cls, log: NativeLog, store: object, expect_lsn: int | None, id_ms: int
+    ) -> Commit: ...
+    def put(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        id: str | None = None,
+        task: str | None = None,
+        tier: str = "working",
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> str: ...
+    def put_many(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: str = "note",
+        ids: Sequence[str] | None = None,
+        task: str | None = None,
+        tier: str = "working",
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> list[str]: ...
+    def stale(self, id: str, reason: str | None = None) -> None: ...
+    def restore(self, id: str) -> None: ...
+    def move(self, id: str, tier: str) -> None: ...
+    def finish_task(self, task: str) -> None: ...
+    def expect(
+        self,
+        id: str,
+        *,
+        exists: bool | None = None,
+        status: str | None = None,
+        tier: str | None = None,
+        lsn: int | None = None,
+    ) -> None: ...
+    def __enter__(self) -> Commit: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> bool: ...
 
 @final
 class NativeLog:
@@ -69,22 +135,6 @@ class NativeLog:
     ) -> NativeLog: ...
     @staticmethod
     def memory(max_record_bytes: int = 16777216) -> NativeLog: ...
-    def commit(
-        self, ops: list[tuple[Any, ...]], expect_lsn: int | None, at_us: int
-    ) -> tuple[int, int] | None: ...
-    def put_many(
-        self,
-        ids: list[str],
-        texts: list[str],
-        kind: str,
-        task: str | None,
-        tier: str,
-        data: str | None,
-        tags: tuple[str, ...],
-        sources: tuple[str, ...],
-        expect_lsn: int | None,
-        at_us: int,
-    ) -> tuple[int, int] | None: ...
     def put(
         self,
         at_us: int,

@@ -7,7 +7,7 @@ module holds the checks it calls back into Python for: JSON data and sequences o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._native import Commit

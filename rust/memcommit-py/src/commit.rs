@@ -334,7 +334,10 @@ impl Commit {
     /// Create a memory, or replace the content of an existing one (its tier and status stay).
     ///
     /// Returns the memory's id (generated when not given; generated ids sort by creation).
-    #[pyo3(signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None))]
+    #[pyo3(
+        signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None),
+        text_signature = "(self, text, *, kind='note', id=None, task=None, tier='working', data=None, tags=(), sources=())"
+    )]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of put
     fn put(
         &mut self,
@@ -374,7 +377,10 @@ impl Commit {
 
     /// Put many memories that share kind, task, tier, data, tags and sources: the fast path
     /// for bulk loads. Returns the ids, in the order of `texts`.
-    #[pyo3(signature = (texts, *, kind=None, ids=None, task=None, tier=None, data=None, tags=None, sources=None))]
+    #[pyo3(
+        signature = (texts, *, kind=None, ids=None, task=None, tier=None, data=None, tags=None, sources=None),
+        text_signature = "(self, texts, *, kind='note', ids=None, task=None, tier='working', data=None, tags=(), sources=())"
+    )]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of put_many
     fn put_many(
         &mut self,

@@ -22,7 +22,7 @@ pub struct NativeLog {
 impl NativeLog {
     /// Open or create the log at `path`.
     #[staticmethod]
-    #[pyo3(signature = (path, durability="commit", read_only=false, flush_interval_ms=50, max_record_bytes=16*1024*1024))]
+    #[pyo3(signature = (path, durability="commit", read_only=false, flush_interval_ms=50, max_record_bytes=16_777_216))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -43,7 +43,7 @@ impl NativeLog {
 
     /// A log in RAM.
     #[staticmethod]
-    #[pyo3(signature = (max_record_bytes=16*1024*1024))]
+    #[pyo3(signature = (max_record_bytes=16_777_216))]
     fn memory(max_record_bytes: usize) -> PyResult<Self> {
         let log = Log::memory(Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
         Ok(NativeLog { log })

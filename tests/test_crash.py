@@ -281,6 +281,8 @@ def test_kill9_loop(tmp_path: Path) -> None:
     oracle = Oracle()
     hows: dict[str, int] = {}
     truncated: list[int] = []
+    child_cuts = 0  # child opens that cut a torn tail
+    killed_in_recovery = 0  # kills after "O" and before "R" with a torn tail to cut
     files = 1
     # Bytes the next open must cut from the tail: known after a tear_a_commit, None when a
     # kill may have torn a write (then any amount is fine).
@@ -299,6 +301,8 @@ def test_kill9_loop(tmp_path: Path) -> None:
             # Killed before the child created the file: nothing can have been acknowledged.
             assert not rep.commits and rep.ready_lsn is None, ctx
             continue
+        child_cuts += bool(rep.recovered)
+        killed_in_recovery += bool(rep.opened and rep.ready_lsn is None and torn)
         if rep.ready_lsn is not None and torn is not None:
             assert rep.recovered == torn, f"{ctx}: the child's open cut {rep.recovered}, not {torn}"
         # Whatever the child's open had to cut is still there if the kill came before it.
@@ -337,7 +341,8 @@ def test_kill9_loop(tmp_path: Path) -> None:
         f"\nkill -9 loop: {KILLS} kills (seed {SEED}), {oracle.acked} acknowledged commits "
         f"in the last file, {len(oracle.log)} records, kills by phase {hows}, "
         f"writer opens that cut a torn tail: {sum(1 for t in truncated if t)} of "
-        f"{len(truncated)}, bytes cut max {max(truncated, default=0)}"
+        f"{len(truncated)}, bytes cut max {max(truncated, default=0)}, child opens that cut "
+        f"one: {child_cuts}, kills during an open with a tail to cut: {killed_in_recovery}"
     )
 
 

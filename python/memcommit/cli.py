@@ -270,7 +270,7 @@ def _run_info(args: argparse.Namespace) -> int:
         info = dict(store.info())
     # These describe this read-only open, not the store: a reader has no durability mode of
     # its own and never cuts a torn tail (recovered_bytes is always 0 here).
-    for key in ("durability", "read_only", "recovered_bytes"):
+    for key in ("durability", "read_only", "recovered_bytes", "fsyncs"):
         info.pop(key, None)
     if args.json:
         print(json.dumps(info, indent=2, default=str))

@@ -107,7 +107,7 @@ class Child:
             self.single_change(target)
         elif r < 0.78:
             self.mixed_commit()
-        elif r < 0.97:
+        elif r < 0.98:
             self.many_puts()
         else:
             self.bulk_commit()
@@ -215,9 +215,9 @@ class Child:
 
     def bulk_commit(self) -> None:
         """A commit of megabytes: long writes, so that some kills tear a record."""
-        n = self.rng.randint(8, 40)
+        n = self.rng.randint(4, 16)
         chunk = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(512))
-        texts = [chunk * self.rng.randint(40, 200) + str(i) for i in range(n)]
+        texts = [chunk * self.rng.randint(10, 60) + str(i) for i in range(n)]
         tier = self.rng.choice(TIERS)
         with self.store.commit() as c:
             ids = c.put_many(texts, kind="trace", tier=tier)

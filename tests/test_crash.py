@@ -53,7 +53,7 @@ KILLS = int(os.environ.get("MEMCOMMIT_KILLS", "50"))
 SEED = int(os.environ.get("MEMCOMMIT_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 # A long run starts a fresh file once the log holds this many records, so that one
 # iteration's full check stays bounded.
-ROTATE_RECORDS = 200_000
+ROTATE_RECORDS = 50_000
 HEADER_BYTES = 64  # ARCHITECTURE.md: a log file starts with a 64-byte header
 
 
@@ -92,8 +92,13 @@ def parse(out: bytes) -> ChildReport:
     return rep
 
 
-def run_child(path: Path, seed: int, rng: random.Random) -> tuple[ChildReport, str, str]:
-    """Start the child, SIGKILL it at a random moment, return what it acknowledged."""
+def run_child(
+    path: Path, seed: int, rng: random.Random, aim_at_open: bool = False
+) -> tuple[ChildReport, str, str]:
+    """Start the child, SIGKILL it at a random moment, return what it acknowledged.
+
+    With ``aim_at_open`` (a torn tail is waiting to be cut) half the kills aim at the open.
+    """
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), str(path), str(seed)],
         stdout=subprocess.PIPE,
@@ -127,6 +132,8 @@ def run_child(path: Path, seed: int, rng: random.Random) -> tuple[ChildReport, s
     for t in threads:
         t.start()
     mode = rng.random()
+    if aim_at_open and rng.random() < 0.5:
+        mode = 0.1
     if mode < 0.08:
         how = "early"  # anywhere in interpreter start, import or open
         threading.Event().wait(rng.uniform(0.0, 0.25))
@@ -294,7 +301,7 @@ def test_kill9_loop(tmp_path: Path) -> None:
             oracle = Oracle()
             torn = 0
         seed = SEED * 100_000 + it
-        rep, how, _err = run_child(path, seed, rng)
+        rep, how, _err = run_child(path, seed, rng, aim_at_open=bool(torn))
         hows[how] = hows.get(how, 0) + 1
         ctx = f"iteration {it} (MEMCOMMIT_CRASH_SEED={SEED}, child seed {seed}, kill {how})"
         if not path.exists():

@@ -213,6 +213,25 @@ pub fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Take the writer's lock on `<path>.lock`, at once or not at all. `flock` locks belong to an
+/// open file description, so a second open in the same process is refused too. The lock is
+/// held as long as the returned file stays open.
+fn lock_writer(path: &Path, display: &str) -> Result<File> {
+    let lp = lock_path(path);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lp)
+        .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked { path: display.to_string() }),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io(display, "lock", e)),
+    }
+}
+
 /// Remove `<name>.tmp-*` files a crash left beside the log (a header that was never renamed
 /// into place). Called only by the writer, which holds the lock.
 fn remove_stale_temp_files(path: &Path) {
@@ -377,19 +396,7 @@ impl Log {
         let lock_file = if opts.read_only {
             None
         } else {
-            let lp = lock_path(path);
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&lp)
-                .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
-            match f.try_lock() {
-                Ok(()) => {}
-                Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display }),
-                Err(fs::TryLockError::Error(e)) => return Err(Error::io(&display, "lock", e)),
-            }
+            let f = lock_writer(path, &display)?;
             remove_stale_temp_files(path);
             // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
             // new log. Anything else must parse as a log: never overwrite an unknown file.
@@ -1056,19 +1063,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
 /// Refuses while a writer holds the log.
 pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     let display = path.display().to_string();
-    let lp = lock_path(path);
-    let lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lp)
-        .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display }),
-        Err(fs::TryLockError::Error(e)) => return Err(Error::io(&display, "lock", e)),
-    }
+    let _lock = lock_writer(path, &display)?;
     if good_end < HEADER_LEN as u64 {
         return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
     }

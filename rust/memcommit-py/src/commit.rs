@@ -147,11 +147,6 @@ impl Commit {
         Ok(())
     }
 
-    fn new_id(&self, py: Python<'_>) -> Py<PyString> {
-        let id = IDS.next_ids(self.id_ms, 1).pop().expect("one id");
-        PyString::new(py, &id).unbind()
-    }
-
     /// Write the collected operations: take the writer lock with the GIL released, read each
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
@@ -267,6 +262,43 @@ fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> Py
     }
 }
 
+/// Check `put`'s arguments and collect them as an operation; returns the id with it.
+#[allow(clippy::too_many_arguments)] // the keyword arguments of put
+fn put_op(
+    py: Python<'_>,
+    id_ms: u64,
+    text: &Bound<'_, PyAny>,
+    kind: Option<&Bound<'_, PyAny>>,
+    id: Option<&Bound<'_, PyAny>>,
+    task: Option<&Bound<'_, PyAny>>,
+    tier: Option<&Bound<'_, PyAny>>,
+    data: Option<&Bound<'_, PyAny>>,
+    tags: Option<&Bound<'_, PyAny>>,
+    sources: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Py<PyString>, Op)> {
+    let text = text_of(text, "text")?;
+    let kind = match kind {
+        Some(k) => key(k, "kind")?,
+        None => pyo3::intern!(py, "note").clone().unbind(),
+    };
+    let tier = tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working);
+    let id = match id {
+        Some(i) if !i.is_none() => key(i, "id")?,
+        _ => PyString::new(py, &IDS.next_ids(id_ms, 1).pop().expect("one id")).unbind(),
+    };
+    let op = Op::Put {
+        id: id.clone_ref(py),
+        kind,
+        text,
+        data: data_arg(py, data)?,
+        task: opt_key(task, "task")?,
+        tier,
+        tags: str_tuple(py, tags, "tags")?,
+        sources: str_tuple(py, sources, "sources")?,
+    };
+    Ok((id, op))
+}
+
 /// `store.put` in one call: one record, one commit, the GIL released once for all of it.
 #[allow(clippy::too_many_arguments)] // the keyword arguments of put
 pub fn put_one(
@@ -282,23 +314,7 @@ pub fn put_one(
     tags: Option<&Bound<'_, PyAny>>,
     sources: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyString>> {
-    let id = match id {
-        Some(i) if !i.is_none() => key(i, "id")?,
-        _ => PyString::new(py, &IDS.next_ids((at_us / 1000) as u64, 1).pop().expect("one id")).unbind(),
-    };
-    let op = Op::Put {
-        id: id.clone_ref(py),
-        kind: match kind {
-            Some(k) => key(k, "kind")?,
-            None => pyo3::intern!(py, "note").clone().unbind(),
-        },
-        text: text_of(text, "text")?,
-        data: data_arg(py, data)?,
-        task: opt_key(task, "task")?,
-        tier: tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working),
-        tags: str_tuple(py, tags, "tags")?,
-        sources: str_tuple(py, sources, "sources")?,
-    };
+    let (id, op) = put_op(py, (at_us / 1000) as u64, text, kind, id, task, tier, data, tags, sources)?;
     let mut cmd = None;
     each_command(py, &op, |c| {
         cmd = Some(c.to_owned());
@@ -351,26 +367,7 @@ impl Commit {
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyString>> {
-        let text = text_of(text, "text")?;
-        let kind = match kind {
-            Some(k) => key(k, "kind")?,
-            None => pyo3::intern!(py, "note").clone().unbind(),
-        };
-        let tier = tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working);
-        let id = match id {
-            Some(i) if !i.is_none() => key(i, "id")?,
-            _ => self.new_id(py),
-        };
-        let op = Op::Put {
-            id: id.clone_ref(py),
-            kind,
-            text,
-            data: data_arg(py, data)?,
-            task: opt_key(task, "task")?,
-            tier,
-            tags: str_tuple(py, tags, "tags")?,
-            sources: str_tuple(py, sources, "sources")?,
-        };
+        let (id, op) = put_op(py, self.id_ms, text, kind, id, task, tier, data, tags, sources)?;
         self.add(op)?;
         Ok(id)
     }

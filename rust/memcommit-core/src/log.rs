@@ -518,7 +518,11 @@ impl Log {
         let handle = std::thread::spawn(move || loop {
             let (lock, cv) = &*stop2;
             let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (guard, _) = cv.wait_timeout(guard, interval).unwrap_or_else(|e| e.into_inner());
+            // The flag is checked before waiting too: a close that came before this thread
+            // first waited must not wait out a whole interval.
+            let (guard, _) = cv
+                .wait_timeout_while(guard, interval, |stopped| !*stopped)
+                .unwrap_or_else(|e| e.into_inner());
             if *guard {
                 return;
             }

@@ -220,7 +220,7 @@ impl Commit<'_> {
         if st.buf.capacity() > 4 * CHUNK {
             st.buf = Vec::new();
         }
-        if let Some(c) = &self.log.chainer {
+        if let Some(c) = self.log.chainer.get() {
             c.publish(st.end);
         }
         self.done = true;

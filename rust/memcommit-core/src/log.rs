@@ -8,7 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Weak};
+use std::sync::{Arc, Condvar, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -188,7 +188,7 @@ pub struct Log {
     pub(crate) display: String,
     recovered_bytes: u64,
     /// Keeps the hash chain of a file log current (`None` in RAM: computed when asked).
-    pub(crate) chainer: Option<Chainer>,
+    pub(crate) chainer: OnceLock<Chainer>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -457,8 +457,12 @@ impl Log {
             FileAppender::new(file, st.end)
         });
         st.medium = Medium::File(appender.clone());
-        // Readers keep the chain too: `chain_value` answers on a read-only store.
-        let chainer = Chainer::start(appender.clone(), &hb, st.header.salt(), st.end);
+        // A writer keeps the chain current from the start (a seal costs nothing extra); a
+        // reader starts hashing only when first asked for the chain (`chain_value`).
+        let chainer = OnceLock::new();
+        if !opts.read_only {
+            let _ = chainer.set(Chainer::start(appender.clone(), &hb, st.header.salt(), st.end));
+        }
         let log = Arc::new(Log {
             state: RwLock::new(st),
             appender: Some(appender),
@@ -470,7 +474,7 @@ impl Log {
             path: Some(path.to_path_buf()),
             display,
             recovered_bytes,
-            chainer: Some(chainer),
+            chainer,
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -506,7 +510,7 @@ impl Log {
             path: None,
             display: ":memory:".to_string(),
             recovered_bytes: 0,
-            chainer: None,
+            chainer: OnceLock::new(),
         }))
     }
 
@@ -727,7 +731,7 @@ impl Log {
             stop.1.notify_all();
             let _ = handle.join();
         }
-        if let Some(c) = &self.chainer {
+        if let Some(c) = self.chainer.get() {
             c.stop();
         }
         let mut st = self.state.write();
@@ -771,7 +775,7 @@ impl Log {
         let start = st.end;
         // A writer may be mid-append: a record cut short at the end is simply not there yet.
         replay(&mut st, start, len, &self.display)?;
-        if let Some(c) = &self.chainer {
+        if let Some(c) = self.chainer.get() {
             c.publish(st.end);
         }
         Ok(st.records - before)
@@ -829,9 +833,14 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let hash_err = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
-        match &self.chainer {
-            Some(c) => c.value(st.end).map_err(hash_err),
-            None => {
+        match &st.medium {
+            Medium::File(a) => {
+                let c = self
+                    .chainer
+                    .get_or_init(|| Chainer::start(a.clone(), &st.header.encode(), st.header.salt(), st.end));
+                c.value(st.end).map_err(hash_err)
+            }
+            Medium::Memory(_) => {
                 let header = st.header.encode();
                 chainer::extend(
                     st.medium.source(),

@@ -413,7 +413,12 @@ impl Commit {
             text_of(&text, "texts").map_err(|_| type_error(&format!("texts[{i}]"), "str", &text))?;
         }
         for (i, id) in ids.iter().enumerate() {
-            key(&id, &format!("ids[{i}]"))?;
+            // The field is named only on an error: formatting it for every id costs more
+            // than the check.
+            key(&id, "ids").map_err(|_| match key(&id, &format!("ids[{i}]")) {
+                Err(e) => e,
+                Ok(_) => unreachable!("the same check failed a moment ago"),
+            })?;
         }
         let op = Op::Many {
             ids: ids.clone().unbind(),

@@ -46,6 +46,9 @@ class Child:
         self.rng = rng
         self.seed = seed
         self.counter = 0
+        # Texts are slices of one seeded random string: cheap, so commits come fast.
+        alphabet = "abcdefghijklmnopqrstuvwxyz ÄéΩ漢字🙂"
+        self.pool = "".join(rng.choices(alphabet, k=70_000))
         # id -> [tier, status], read from the store at open and kept up to date.
         self.known: dict[str, list[str]] = {
             m.id: [m.tier, m.status] for m in store.find(status=None)
@@ -53,14 +56,14 @@ class Child:
 
     def text(self) -> str:
         r = self.rng.random()
-        if r < 0.05:
+        if r < 0.02:
             size = self.rng.randint(8_000, 60_000)  # big records: kills land mid-write
         elif r < 0.3:
             size = self.rng.randint(200, 3_000)
         else:
             size = self.rng.randint(1, 120)
-        alphabet = "abcdefghijklmnopqrstuvwxyz ÄéΩ漢字🙂"
-        return "".join(self.rng.choice(alphabet) for _ in range(size))
+        start = self.rng.randrange(len(self.pool) - size)
+        return self.pool[start : start + size]
 
     def content(self) -> dict[str, Any]:
         kind = self.rng.choice(KINDS)
@@ -107,7 +110,7 @@ class Child:
             self.single_change(target)
         elif r < 0.78:
             self.mixed_commit()
-        elif r < 0.98:
+        elif r < 0.99:
             self.many_puts()
         else:
             self.bulk_commit()
@@ -216,7 +219,8 @@ class Child:
     def bulk_commit(self) -> None:
         """A commit of megabytes: long writes, so that some kills tear a record."""
         n = self.rng.randint(4, 16)
-        chunk = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(512))
+        start = self.rng.randrange(len(self.pool) - 512)
+        chunk = self.pool[start : start + 512]
         texts = [chunk * self.rng.randint(10, 60) + str(i) for i in range(n)]
         tier = self.rng.choice(TIERS)
         with self.store.commit() as c:

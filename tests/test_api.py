@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -390,6 +391,13 @@ BAD_PUTS: list[tuple[str, dict[str, Any], Any, str]] = [
     ("int source", {"sources": (1,)}, TypeError, "source"),
     ("int kind", {"kind": 5}, TypeError, "kind"),
     ("int task", {"task": 5}, TypeError, "task"),
+    ("lone surrogate in text", {"text": "bad \ud800"}, ValueError, "text"),
+    ("lone surrogate in tag", {"tags": ("\udfff",)}, ValueError, "tag"),
+    # lengths the record format stores in 16 bits must be refused, never cut
+    ("huge id", {"id": "i" * 70_000}, ValueError, "id"),
+    ("huge tag", {"tags": ("t" * 70_000,)}, ValueError, "tag"),
+    ("huge kind", {"kind": "k" * 70_000}, ValueError, "kind"),
+    ("70k tags", {"tags": tuple(f"t{i}" for i in range(70_000))}, ValueError, "tags"),
 ]
 
 
@@ -624,6 +632,35 @@ def test_empty_commit_writes_nothing(store: Any) -> None:
     assert store.lsn == 1
 
 
+def test_concurrent_commits_get_consecutive_lsns(path: str) -> None:
+    """Threads committing at once (group commit): each commit's records stay together."""
+    spans: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def work(t: int) -> None:
+        for i in range(40):
+            with store.commit() as c:
+                for j in range(3):
+                    c.put(f"{t}-{i}-{j}", id=f"{t}-{i}-{j}")
+            with lock:
+                spans.append((c.lsn, f"{t}-{i}"))
+
+    with memcommit.open(path) as store:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert store.lsn == 4 * 40 * 3
+        keys = {r.lsn: r.key for r in store.records()}
+    assert sorted(keys) == list(range(1, 481))
+    assert sorted(lsn for lsn, _ in spans) == list(range(3, 481, 3))
+    for lsn, prefix in spans:
+        assert [keys[lsn - 2], keys[lsn - 1], keys[lsn]] == [f"{prefix}-{j}" for j in range(3)]
+    with memcommit.open(path) as store:
+        assert store.lsn == 480 and len(store) == 480
+
+
 # -- locking and readers -----------------------------------------------------------------------
 
 
@@ -733,11 +770,43 @@ def test_read_only_store_coexists_and_refreshes(path: str) -> None:
             assert [m.id for m in reader.find()] == ["one", "two", "three"]
             assert reader.refresh() == 0
             before = writer.lsn
-            # The class is not specified; any clear refusal will do, as long as nothing is written.
-            with pytest.raises((MemcommitError, OSError, ValueError)):
+            with pytest.raises(memcommit.ReadOnlyStore, match=r"read-only|read_only"):
                 reader.put("from reader")
+            with pytest.raises(memcommit.ReadOnlyStore):
+                with reader.commit() as c:
+                    c.put("from reader")
+            with pytest.raises(memcommit.ReadOnlyStore):
+                reader.stale("one")
             assert writer.lsn == before
             assert reader.refresh() == 0
+
+
+def test_reader_never_sees_part_of_a_commit(path: str) -> None:
+    """A reader refreshing while a commit is half on disk applies all of it or nothing."""
+    with memcommit.open(path) as w:
+        w.put("a", id="a")
+        before = w.info()["bytes"]
+        with w.commit() as c:
+            c.put("b", id="b")
+            c.stale("a")
+            c.put("c", id="c")
+        after = w.info()["bytes"]
+    raw = Path(path).read_bytes()
+    os.truncate(path, before)  # as if the writer had not appended the commit yet
+    with memcommit.open(path, read_only=True) as reader:
+        assert reader.lsn == 1
+        with open(path, "ab") as f:
+            for i in range(before, after - 1):  # the writer's append, one byte at a time
+                f.write(raw[i : i + 1])
+                f.flush()
+                assert reader.refresh() == 0, f"applied part of a commit at byte {i}"
+                assert reader.lsn == 1 and "b" not in reader
+                assert reader.get("a").status == "active"
+            f.write(raw[after - 1 : after])
+        assert reader.refresh() == 3
+        assert reader.lsn == 4
+        assert [m.id for m in reader.find(status=None)] == ["a", "b", "c"]
+        assert reader.get("a").status == "stale"
 
 
 def test_read_only_open_of_a_missing_file_does_not_create_it(tmp_path: Path) -> None:
@@ -977,6 +1046,20 @@ def test_context_manager_releases_the_lock(path: str) -> None:
         assert store.lsn == 1
 
 
+def test_closed_store_refuses_work(path: str) -> None:
+    store = memcommit.open(path)
+    store.put("x")
+    store.close()
+    store.close()  # twice is fine
+    with pytest.raises(memcommit.StoreClosed, match="closed"):
+        store.put("y")
+    with pytest.raises(memcommit.StoreClosed):
+        with store.commit() as c:
+            c.put("y")
+    with memcommit.open(path) as again:
+        assert again.lsn == 1
+
+
 # -- errors ----------------------------------------------------------------------------------
 
 
@@ -988,6 +1071,8 @@ def test_error_hierarchy() -> None:
         IntegrityError,
         SnapshotMismatch,
         NotSupported,
+        memcommit.ReadOnlyStore,
+        memcommit.StoreClosed,
     ):
         assert issubclass(cls, MemcommitError), cls
     for cls in (CorruptLog, SealMismatch, ForgedReference):

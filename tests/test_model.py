@@ -574,8 +574,8 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=500 if LONG else 60,
-    stateful_step_count=80 if LONG else 40,
+    max_examples=2_000 if LONG else 150,
+    stateful_step_count=100 if LONG else 50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

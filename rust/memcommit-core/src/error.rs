@@ -73,7 +73,7 @@ pub enum Error {
         /// The log file.
         path: String,
     },
-    /// A damaged record inside committed data (not a torn tail).
+    /// Damage inside committed data (not a torn tail), or a file that is not a log.
     Corrupt {
         /// The log file.
         path: String,
@@ -81,7 +81,7 @@ pub enum Error {
         offset: u64,
         /// The LSN expected there.
         lsn: u64,
-        /// What is wrong.
+        /// What is wrong, and what the user can do about it.
         reason: String,
     },
     /// A commit refused by a guard.
@@ -132,11 +132,9 @@ impl fmt::Display for Error {
                 "{path} is open for writing by another store (in this process or another); \
                  close it first, or open with read_only=True"
             ),
-            Error::Corrupt { path, offset, lsn, reason } => write!(
-                f,
-                "{path}: damaged record at byte offset {offset} (LSN {lsn}): {reason}. Valid records follow it, \
-                 so this is not a torn tail; `memcommit repair {path}` can back up the file and cut it there"
-            ),
+            Error::Corrupt { path, offset, lsn, reason } => {
+                write!(f, "{path}: damaged log at byte offset {offset} (LSN {lsn}): {reason}")
+            }
             Error::Rejected(r) => write!(f, "{}", r.reason),
             Error::Invalid { field, message } => write!(f, "{field}: {message}"),
             Error::Closed { path } => write!(f, "the store {path} is closed"),

@@ -301,9 +301,18 @@ fn classify(
     let later = find_valid_after(src, off + 1, file_len, salt, prev, format::MAX_PAYLOAD_LEN)
         .map_err(|e| Error::io(display, "read", e))?;
     if later.is_some() {
+        let reason = format!("{reason}; {}", mid_log_hint(display));
         return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
     }
     Ok((off, reason))
+}
+
+/// What to do about damage that is not a torn tail.
+fn mid_log_hint(display: &str) -> String {
+    format!(
+        "valid records follow it, so this is not a torn tail; `memcommit repair {display}` can back up \
+         the file and cut it there"
+    )
 }
 
 /// How replay ended.
@@ -340,7 +349,11 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
                         path: display.to_string(),
                         offset: off,
                         lsn: prev + 1,
-                        reason: format!("LSN {} follows LSN {prev}: a record is missing", rec.lsn),
+                        reason: format!(
+                            "LSN {} follows LSN {prev}: a record is missing; {}",
+                            rec.lsn,
+                            mid_log_hint(display)
+                        ),
                     });
                 }
                 // An old record where the next one belongs (stale bytes): damage like any other.
@@ -353,7 +366,10 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
                     path: display.to_string(),
                     offset: off,
                     lsn: rec.lsn,
-                    reason: reason.to_string(),
+                    reason: format!(
+                        "{reason}: the record is intact but does not fit the records before it; {}",
+                        mid_log_hint(display)
+                    ),
                 })?;
                 if records.is_multiple_of(SPARSE_EVERY) {
                     sparse.push((rec.lsn, off));
@@ -418,7 +434,10 @@ impl Log {
             path: display.clone(),
             offset: 0,
             lsn: 0,
-            reason: reason.to_string(),
+            reason: format!(
+                "{reason}. memcommit will not take over a file it does not recognise: check the path, \
+                 or restore the log from a backup"
+            ),
         })?;
         let mut st = State {
             header,
@@ -913,8 +932,19 @@ impl Log {
         Ok(out)
     }
 
+    /// Damage found by a read after the store opened: the bytes changed on disk since replay
+    /// checked them.
     fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
-        Error::Corrupt { path: self.display.clone(), offset, lsn, reason: reason.to_string() }
+        Error::Corrupt {
+            path: self.display.clone(),
+            offset,
+            lsn,
+            reason: format!(
+                "{reason} (it was intact when the store opened: something changed the file since); \
+                 close the store and run `memcommit repair {}`",
+                self.display
+            ),
+        }
     }
 
     /// Every record of one memory still in the log, oldest first.

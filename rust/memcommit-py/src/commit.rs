@@ -91,16 +91,27 @@ fn helpers(py: Python<'_>) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
     })
 }
 
+/// The text of a str argument, refusing what UTF-8 cannot hold (lone surrogates).
+fn utf8<'a>(s: &'a Bound<'_, PyString>, field: &str) -> PyResult<&'a str> {
+    s.to_str().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{field}: holds a lone surrogate (as from a bad decode), which cannot be stored as UTF-8 text"
+        ))
+    })
+}
+
 fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
     let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
-    if s.to_str()?.is_empty() {
+    if utf8(s, field)?.is_empty() {
         return Err(PyValueError::new_err(format!("{field}: must not be empty")));
     }
     Ok(s.clone().unbind())
 }
 
 fn text_of(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
-    Ok(obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?.clone().unbind())
+    let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
+    utf8(s, field)?;
+    Ok(s.clone().unbind())
 }
 
 fn opt_key(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<Py<PyString>>> {
@@ -117,8 +128,9 @@ fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
 fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
     match data {
         Some(d) if !d.is_none() => {
-            let text = helpers(py)?.0.bind(py).call1((d,))?;
-            Ok(Some(text.cast_into::<PyString>()?.unbind()))
+            let text = helpers(py)?.0.bind(py).call1((d,))?.cast_into::<PyString>()?;
+            utf8(&text, "data")?;
+            Ok(Some(text.unbind()))
         }
         _ => Ok(None),
     }

@@ -288,7 +288,7 @@ fn describe(err: format::ParseError) -> String {
 }
 
 /// Damage at `off`: a torn tail when no record of this log's future (an LSN above `prev`)
-/// follows it, else `Corrupt`. Returns the torn tail's offset and reason.
+/// follows it (then `Ok`: replay stops there), else `Corrupt`.
 fn classify(
     src: &(impl ReadAt + ?Sized),
     off: u64,
@@ -297,14 +297,14 @@ fn classify(
     prev: u64,
     reason: String,
     display: &str,
-) -> Result<(u64, String)> {
+) -> Result<()> {
     let later = find_valid_after(src, off + 1, file_len, salt, prev, format::MAX_PAYLOAD_LEN)
         .map_err(|e| Error::io(display, "read", e))?;
     if later.is_some() {
         let reason = format!("{reason}; {}", mid_log_hint(display));
         return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
     }
-    Ok((off, reason))
+    Ok(())
 }
 
 /// What to do about damage that is not a torn tail.
@@ -315,17 +315,10 @@ fn mid_log_hint(display: &str) -> String {
     )
 }
 
-/// How replay ended.
-struct Replayed {
-    /// Offset after the last complete commit.
-    good_end: u64,
-    /// Damage at the tail with nothing valid after it: (offset, reason).
-    torn: Option<(u64, String)>,
-}
-
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
 /// finish are taken back. Damage followed by any valid record is `Corrupt`.
-fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Replayed> {
+/// Returns the offset after the last complete commit.
+fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u64> {
     let salt = st.header.salt();
     let dense_from = st.header.dense_from;
     let State { medium, index, undo, sparse, .. } = st;
@@ -334,10 +327,8 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
     let mut prev = st.lsn;
     let mut good_end = start;
     let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
-    let sparse_len = sparse.len();
     undo.clear();
     let mut mark = index.mark();
-    let mut torn = None;
     loop {
         let item = sc.next_item().map_err(|e| Error::io(display, "read", e))?;
         match item {
@@ -358,7 +349,7 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
                 }
                 // An old record where the next one belongs (stale bytes): damage like any other.
                 let reason = format!("a stale record (LSN {}) where LSN {} belongs", rec.lsn, prev + 1);
-                torn = Some(classify(src, off, file_len, salt, prev, reason, display)?);
+                classify(src, off, file_len, salt, prev, reason, display)?;
                 break;
             }
             Item::Record(off, rec) => {
@@ -385,18 +376,17 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<Re
                 }
             }
             Item::Bad(off, err) => {
-                torn = Some(classify(src, off, file_len, salt, prev, describe(err), display)?);
+                classify(src, off, file_len, salt, prev, describe(err), display)?;
                 break;
             }
         }
     }
     index.rollback(mark, undo);
     sparse.retain(|&(_, off)| off < good_end);
-    debug_assert!(sparse.len() >= sparse_len.min(sparse.len()));
     st.lsn = committed_lsn;
     st.records = committed_records;
     st.end = good_end;
-    Ok(Replayed { good_end, torn })
+    Ok(good_end)
 }
 
 impl Log {
@@ -454,20 +444,18 @@ impl Log {
         // Make room for about as many memories as the file can hold (a put is rarely under 200
         // bytes), so the id table is not regrown over and over while replay fills it.
         st.index.reserve((file_len / 200) as usize);
-        let replayed = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
+        let good_end = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
         st.index.finish_replay();
         let mut recovered_bytes = 0;
         let Medium::File(appender) = &st.medium else { unreachable!("opened a file") };
         let file = appender.file();
-        if !opts.read_only && replayed.good_end < file_len {
+        if !opts.read_only && good_end < file_len {
             // Truncating is safe only here: nothing valid follows `good_end` (replay checked),
             // so the bytes after it are a write that never finished, never acknowledged.
-            file.set_len(replayed.good_end)
-                .map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
+            file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
             file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
-            recovered_bytes = file_len - replayed.good_end;
+            recovered_bytes = file_len - good_end;
         }
-        let _ = replayed.torn;
         // A writer appends after the last commit; a reader reads whatever the file holds.
         let file = file.try_clone().map_err(|e| Error::io(&display, "open", e))?;
         let appender = Arc::new(if opts.read_only {

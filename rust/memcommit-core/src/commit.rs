@@ -90,6 +90,12 @@ impl Log {
 }
 
 impl Commit<'_> {
+    /// A hint that a command about memory `id` comes soon: start loading its slot of the id
+    /// table, so that lookup is not a cache miss when it comes.
+    pub fn prefetch(&self, id: &str) {
+        self.st.index.prefetch(id.as_bytes());
+    }
+
     /// Check a guard, or turn a command into a record and apply it. On an error the commit
     /// must be dropped (which takes it back).
     pub fn push<S: AsRef<str>>(&mut self, cmd: &Command<S>) -> Result<()> {

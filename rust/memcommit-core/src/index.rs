@@ -6,10 +6,11 @@
 //! the id lives once in an arena, and the id table stores an entry number and the id's hash
 //! (so growing the table never reads entries, and most probes never touch them).
 
-use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
+use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;
 
 use crate::format::{Op, RecordView};
+use crate::idtable::IdTable;
 use crate::memory::{self, Status, Tier};
 
 /// An offset that is not there (a memory with no status or move record).
@@ -146,7 +147,7 @@ impl Interner {
 pub struct Index {
     entries: Vec<Entry>,
     arena: Vec<u8>,
-    table: HashTable<(u32, u32)>,
+    table: IdTable,
     hasher: DefaultHashBuilder,
     /// Kinds.
     pub kinds: Interner,
@@ -178,7 +179,7 @@ impl Index {
         Index {
             entries: Vec::new(),
             arena: Vec::new(),
-            table: HashTable::new(),
+            table: IdTable::default(),
             hasher: DefaultHashBuilder::default(),
             kinds: Interner::new(),
             tasks: Interner::new(),
@@ -228,17 +229,23 @@ impl Index {
 
     /// The entry number of an id.
     pub fn position(&self, id: &str) -> Option<u32> {
-        let h = self.hash(id.as_bytes());
+        self.position_bytes(id.as_bytes())
+    }
+
+    /// `position` for an id given as bytes (a record's key: no UTF-8 check needed to look it up).
+    fn position_bytes(&self, id: &[u8]) -> Option<u32> {
+        let h = self.hash(id);
         let (entries, arena) = (&self.entries, &self.arena);
-        self.table
-            .find(spread(h), |&(i, eh)| {
-                if eh != h {
-                    return false;
-                }
-                let e = &entries[i as usize];
-                &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id.as_bytes()
-            })
-            .map(|&(i, _)| i)
+        self.table.find(h, |i| {
+            let e = &entries[i as usize];
+            &arena[e.id_off as usize..e.id_off as usize + e.id_len as usize] == id
+        })
+    }
+
+    /// Start loading the id table's slot for `id` into the cache (replay calls it one record
+    /// ahead).
+    pub fn prefetch(&self, id: &[u8]) {
+        self.table.prefetch(self.hash(id));
     }
 
     /// The entry of an id.
@@ -288,7 +295,7 @@ impl Index {
         off: u64,
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
-        let pos = if rec.op == Op::Task { None } else { self.position(rec.key_str()) };
+        let pos = if rec.op == Op::Task { None } else { self.position_bytes(rec.key) };
         self.apply_at(rec, off, pos, undo)
     }
 
@@ -356,7 +363,7 @@ impl Index {
                         self.arena.extend_from_slice(rec.key);
                         let n = self.entries.len() as u32;
                         self.entries.push(entry);
-                        self.table.insert_unique(spread(hash), (n, hash), |&(_, h)| spread(h));
+                        self.table.insert_new(hash, n);
                     }
                 }
             }
@@ -402,9 +409,7 @@ impl Index {
         while self.entries.len() > mark.entries {
             let e = self.entries.pop().expect("an entry to remove");
             let n = self.entries.len() as u32;
-            if let Ok(slot) = self.table.find_entry(spread(e.hash), |&(i, _)| i == n) {
-                slot.remove();
-            }
+            self.table.remove(e.hash, n);
         }
         self.arena.truncate(mark.arena);
     }
@@ -412,7 +417,7 @@ impl Index {
     /// Make room for `n` more memories.
     pub fn reserve(&mut self, n: usize) {
         self.entries.reserve(n);
-        self.table.reserve(n, |&(_, h)| spread(h));
+        self.table.reserve(n);
     }
 
     /// Put entries back in creation order after a replay that saw them out of order.
@@ -422,7 +427,7 @@ impl Index {
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
-                self.table.insert_unique(spread(e.hash), (n as u32, e.hash), |&(_, h)| spread(h));
+                self.table.insert_new(e.hash, n as u32);
             }
             self.sorted = true;
         }
@@ -496,14 +501,8 @@ impl Index {
     pub fn heap_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.arena.capacity()
-            + self.table.capacity() * (std::mem::size_of::<(u32, u32)>() + 1)
+            + self.table.capacity() * std::mem::size_of::<u64>()
     }
-}
-
-/// The 64-bit hash the id table wants from an id's 32-bit hash: hashbrown takes its bucket
-/// from the low bits and its tag from the top seven, so the bits are spread over both.
-fn spread(h: u32) -> u64 {
-    (h as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// A `find` query; `None` matches anything.

@@ -10,6 +10,7 @@ pub mod commit;
 pub mod error;
 pub mod format;
 pub mod ids;
+pub mod idtable;
 pub mod index;
 pub mod log;
 pub mod memory;

@@ -330,7 +330,12 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
     undo.clear();
     let mut mark = index.mark();
     loop {
-        let item = sc.next_item().map_err(|e| Error::io(display, "read", e))?;
+        let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
+        // The id table's slot for the next record is a likely cache miss: start loading it now,
+        // while this record is applied.
+        if !next_key.is_empty() {
+            index.prefetch(next_key);
+        }
         match item {
             Item::End => break,
             Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, dense_from) => {
@@ -656,7 +661,10 @@ impl Log {
         at: i64,
     ) -> Result<Option<(u64, u64)>> {
         let mut c = self.begin(expect_lsn, at, cmds.len())?;
-        for cmd in cmds {
+        for (i, cmd) in cmds.iter().enumerate() {
+            if let Some(next) = cmds.get(i + 1).and_then(Command::memory_id) {
+                c.prefetch(next);
+            }
             c.push(cmd)?;
         }
         let done = c.finish()?;

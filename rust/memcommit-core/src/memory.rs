@@ -164,6 +164,16 @@ pub enum Command<S = String> {
 }
 
 impl<S: AsRef<str>> Command<S> {
+    /// The memory the command is about (none for a finished task).
+    pub fn memory_id(&self) -> Option<&str> {
+        match self {
+            Command::Put(p) => Some(p.id.as_ref()),
+            Command::SetStatus { id, .. } | Command::Move { id, .. } => Some(id.as_ref()),
+            Command::Expect(x) => Some(x.id.as_ref()),
+            Command::FinishTask { .. } => None,
+        }
+    }
+
     /// The same command owning its strings.
     pub fn to_owned(&self) -> Command<String> {
         let o = |s: &S| s.as_ref().to_string();

@@ -89,12 +89,12 @@ impl<'s, S: ReadAt + ?Sized> Scanner<'s, S> {
         Ok(())
     }
 
-    /// The next record, a bad spot, or the end.
-    pub fn next_item(&mut self) -> io::Result<Item<'_>> {
+    /// Find the next record: its (offset, start in the buffer, length), or a bad spot or the end.
+    fn advance(&mut self) -> io::Result<Result<(u64, usize, usize), Item<'static>>> {
         loop {
             let off = self.offset();
             if off >= self.end {
-                return Ok(Item::End);
+                return Ok(Err(Item::End));
             }
             let avail = &self.buf[self.pos..self.filled];
             match parse_record(avail, self.salt, self.max_payload) {
@@ -102,19 +102,45 @@ impl<'s, S: ReadAt + ?Sized> Scanner<'s, S> {
                     let n = rec.bytes.len();
                     let start = self.pos;
                     self.pos += n;
-                    return Ok(Item::Record(off, view_trusted(&self.buf[start..start + n])));
+                    return Ok(Ok((off, start, n)));
                 }
                 Err(ParseError::Incomplete) => {
                     let remaining = (self.end - off) as usize;
                     if avail.len() >= remaining {
-                        return Ok(Item::Bad(off, ParseError::Incomplete));
+                        return Ok(Err(Item::Bad(off, ParseError::Incomplete)));
                     }
                     let need = declared_len(avail).unwrap_or(RECORD_HEADER_LEN).max(avail.len() + 1);
                     self.refill(need)?;
                 }
-                Err(e) => return Ok(Item::Bad(off, e)),
+                Err(e) => return Ok(Err(Item::Bad(off, e))),
             }
         }
+    }
+
+    /// The next record, a bad spot, or the end.
+    pub fn next_item(&mut self) -> io::Result<Item<'_>> {
+        Ok(match self.advance()? {
+            Ok((off, start, n)) => Item::Record(off, view_trusted(&self.buf[start..start + n])),
+            Err(other) => other,
+        })
+    }
+
+    /// `next_item`, with the key of the record after it when the buffer already holds it
+    /// (unchecked: only a hint, for prefetching; empty when unknown).
+    pub fn next_with_lookahead(&mut self) -> io::Result<(Item<'_>, &[u8])> {
+        let step = self.advance()?;
+        let rest = &self.buf[self.pos..self.filled];
+        let next_key = match declared_len(rest) {
+            Some(_) => {
+                let key_len = u16::from_le_bytes([rest[24], rest[25]]) as usize;
+                rest.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len).unwrap_or(&[])
+            }
+            None => &[],
+        };
+        Ok(match step {
+            Ok((off, start, n)) => (Item::Record(off, view_trusted(&self.buf[start..start + n])), next_key),
+            Err(other) => (other, next_key),
+        })
     }
 }
 

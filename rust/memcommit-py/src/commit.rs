@@ -172,7 +172,7 @@ impl Commit {
             // whole commit: under many threads, each GIL hand-off costs more than the copies.
             let mut cmds: Vec<Command<String>> = Vec::with_capacity(hint);
             for op in &self.ops {
-                each_command(py, op, |cmd| {
+                each_command(py, op, None, |cmd, _| {
                     cmds.push(cmd.to_owned());
                     Ok(())
                 })?;
@@ -180,8 +180,17 @@ impl Commit {
             release(py, || log.commit(&cmds, expect_lsn, at_us))?
         } else {
             let mut c = release(py, || log.begin(expect_lsn, at_us, hint))?;
-            for op in &self.ops {
-                each_command(py, op, |cmd| c.push(cmd).map_err(to_py))?;
+            for (i, op) in self.ops.iter().enumerate() {
+                let after = match self.ops.get(i + 1) {
+                    Some(Op::Put { id, .. }) => id.to_str(py).ok(),
+                    _ => None,
+                };
+                each_command(py, op, after, |cmd, next| {
+                    if let Some(n) = next {
+                        c.prefetch(n);
+                    }
+                    c.push(cmd).map_err(to_py)
+                })?;
             }
             match release(py, || c.finish())? {
                 Some(d) => {
@@ -220,7 +229,15 @@ fn views<'a>(items: &'a [Bound<'_, PyString>]) -> PyResult<Vec<&'a str>> {
 const SMALL: usize = 64;
 
 /// Hand each core command of one collected operation to `f`, its strings read in place.
-fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> PyResult<()>) -> PyResult<()> {
+/// With each command comes the id of the put after it, when known: the core starts loading
+/// that id's slot of the id table (`Commit::prefetch`) while it works on this one. `after` is
+/// the id that follows this whole operation.
+fn each_command(
+    py: Python<'_>,
+    op: &Op,
+    after: Option<&str>,
+    mut f: impl FnMut(&Command<&str>, Option<&str>) -> PyResult<()>,
+) -> PyResult<()> {
     match op {
         Op::Put { id, kind, text, data, task, tier, tags, sources } => {
             let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
@@ -234,14 +251,20 @@ fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> Py
                 tags: views(&tag_items)?,
                 sources: views(&source_items)?,
             });
-            f(&cmd)
+            f(&cmd, after)
         }
         Op::Many { ids, texts, kind, data, task, tier, tags, sources } => {
             let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
             let (tags, sources) = (views(&tag_items)?, views(&source_items)?);
             let (ids, texts) = (ids.bind(py), texts.bind(py));
+            let mut next = if ids.is_empty() { None } else { Some(ids.get_item(0)?) };
             for i in 0..ids.len() {
-                let (id, text) = (ids.get_item(i)?, texts.get_item(i)?);
+                let (id, text) = (next.take().expect("the id fetched ahead"), texts.get_item(i)?);
+                next = if i + 1 < ids.len() { Some(ids.get_item(i + 1)?) } else { None };
+                let next_id = match &next {
+                    Some(n) => n.cast::<PyString>().ok().and_then(|n| n.to_str().ok()),
+                    None => after,
+                };
                 let id = id.cast::<PyString>().map_err(|_| type_error("ids", "a list of str", &id))?;
                 let text =
                     text.cast::<PyString>().map_err(|_| type_error("texts", "a list of str", &text))?;
@@ -255,22 +278,25 @@ fn each_command(py: Python<'_>, op: &Op, mut f: impl FnMut(&Command<&str>) -> Py
                     tags: tags.clone(),
                     sources: sources.clone(),
                 });
-                f(&cmd)?;
+                f(&cmd, next_id)?;
             }
             Ok(())
         }
         Op::Status { id, status, reason } => {
-            f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? })
+            f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? }, after)
         }
-        Op::Move { id, tier } => f(&Command::Move { id: s(py, id)?, tier: *tier }),
-        Op::Finish { task } => f(&Command::FinishTask { task: s(py, task)? }),
-        Op::Expect { id, exists, status, tier, lsn } => f(&Command::Expect(Expect {
-            id: s(py, id)?,
-            exists: *exists,
-            status: *status,
-            tier: *tier,
-            lsn: *lsn,
-        })),
+        Op::Move { id, tier } => f(&Command::Move { id: s(py, id)?, tier: *tier }, after),
+        Op::Finish { task } => f(&Command::FinishTask { task: s(py, task)? }, after),
+        Op::Expect { id, exists, status, tier, lsn } => f(
+            &Command::Expect(Expect {
+                id: s(py, id)?,
+                exists: *exists,
+                status: *status,
+                tier: *tier,
+                lsn: *lsn,
+            }),
+            after,
+        ),
     }
 }
 
@@ -328,7 +354,7 @@ pub fn put_one(
 ) -> PyResult<Py<PyString>> {
     let (id, op) = put_op(py, (at_us / 1000) as u64, text, kind, id, task, tier, data, tags, sources)?;
     let mut cmd = None;
-    each_command(py, &op, |c| {
+    each_command(py, &op, None, |c, _| {
         cmd = Some(c.to_owned());
         Ok(())
     })?;

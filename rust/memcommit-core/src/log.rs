@@ -446,9 +446,6 @@ impl Log {
             buf: Vec::new(),
             undo: Vec::new(),
         };
-        // Make room for about as many memories as the file can hold (a put is rarely under 200
-        // bytes), so the id table is not regrown over and over while replay fills it.
-        st.index.reserve((file_len / 200) as usize);
         let good_end = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
         st.index.finish_replay();
         let mut recovered_bytes = 0;

@@ -866,3 +866,80 @@ fn group_commit_from_eight_threads() {
     }
     log.close().unwrap();
 }
+
+/// Readers in the same process read memories while other threads commit: every memory a
+/// reader can see reads back whole, whether its bytes are still in the write queue, being
+/// written, or in the file (the appender serves each range from the right place).
+#[test]
+fn reads_during_group_commits_see_whole_records() {
+    const WRITERS: u64 = 4;
+    const EACH: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.log");
+    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (log, done) = (log.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut checked = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    for m in log.find(&Query::default()).unwrap().iter().rev().take(50) {
+                        // One whole put record (read_puts checked its checksum), whose text
+                        // names its id.
+                        let body = memory::decode_put(payload_of(&m.put)).expect("a whole put record");
+                        assert!(body.text.starts_with(key_of(&m.put)), "{} / {}", key_of(&m.put), body.text);
+                        checked += 1;
+                    }
+                }
+                checked
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    let id = format!("w{t}-{i}");
+                    let text = format!("{id} {}", "payload ".repeat((i % 40) as usize));
+                    commit(&log, &[put(&id, &text)], T0);
+                }
+            })
+        })
+        .collect();
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let checked: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(checked > 0, "the readers read nothing");
+    assert_eq!(log.len().unwrap() as u64, WRITERS * EACH);
+    log.close().unwrap();
+    let log = writer(&path).unwrap();
+    assert_eq!(log.info().unwrap().records, WRITERS * EACH);
+}
+
+/// A commit large enough to stream several chunks to the file, refused by its last guard:
+/// nothing of it stays, in the index or the file, and the log takes the next commit.
+#[test]
+fn a_refused_large_commit_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    commit(&log, &[put("keep", "before")], T0);
+    let size_before = file_len(&path);
+    let mut cmds: Vec<Command> = (0..20_000).map(|i| put(&format!("big-{i}"), &"x".repeat(200))).collect();
+    cmds.push(Command::Expect(Expect { id: "missing".into(), exists: Some(true), ..Default::default() }));
+    match log.commit(&cmds, None, T0) {
+        Err(Error::Rejected(r)) => assert_eq!(r.id.as_deref(), Some("missing")),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!((log.lsn(), log.len().unwrap()), (1, 1));
+    assert!(!log.contains("big-0").unwrap() && !log.contains("big-19999").unwrap());
+    assert_eq!(file_len(&path), size_before, "the streamed chunks were cut off");
+    commit(&log, &[put("after", "after the refusal")], T0);
+    log.close().unwrap();
+    let log = writer(&path).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.lsn, info.memories, info.recovered_bytes), (2, 2, 2, 0));
+    assert!(log.contains("after").unwrap() && !log.contains("big-5").unwrap());
+}

@@ -51,6 +51,9 @@ pub struct FileAppender {
     syncs: AtomicU64,
     /// Committers inside a commit that have not queued their bytes yet.
     arriving: AtomicUsize,
+    /// Commits queued since the last sync started, and how many the last sync covered.
+    queued_commits: AtomicUsize,
+    last_batch: AtomicUsize,
 }
 
 /// The longest a syncing thread waits for committers on their way.
@@ -78,6 +81,8 @@ impl FileAppender {
             synced: AtomicU64::new(end),
             syncs: AtomicU64::new(0),
             arriving: AtomicUsize::new(0),
+            queued_commits: AtomicUsize::new(0),
+            last_batch: AtomicUsize::new(0),
         }
     }
 
@@ -97,6 +102,11 @@ impl FileAppender {
     /// The file itself (for metadata and truncation).
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Count one finished commit as queued (see `sync_to`).
+    pub fn count_commit(&self) {
+        self.queued_commits.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Queue `bytes`, which belong at offset `off`: right after everything queued before.
@@ -158,14 +168,19 @@ impl FileAppender {
         }
         g.busy = true;
         drop(g);
-        // Let committers that are on their way (inside a commit, not yet queued) queue first,
-        // for at most a fraction of an fsync: waiting a few microseconds for them costs far
-        // less than the whole extra fsync they would otherwise wait for (PostgreSQL's
-        // commit_delay with commit_siblings, bounded and only when someone is coming).
+        // Let committers that are on their way queue first, for at most a fraction of an
+        // fsync: waiting a few microseconds for them costs far less than the whole extra fsync
+        // they would otherwise wait for (PostgreSQL's commit_delay with commit_siblings,
+        // bounded and only when someone is coming). On their way: inside a commit and not yet
+        // queued; and, while fewer commits are queued than the last sync covered, the
+        // committers that sync woke, who usually come straight back with their next commit.
         let deadline = Instant::now() + MAX_GATHER;
+        let expect = self.last_batch.load(Ordering::Acquire);
         loop {
             std::thread::yield_now();
-            if self.arriving.load(Ordering::Acquire) == 0 || Instant::now() >= deadline {
+            let coming = self.arriving.load(Ordering::Acquire) > 0
+                || self.queued_commits.load(Ordering::Acquire) < expect;
+            if !coming || Instant::now() >= deadline {
                 break;
             }
         }
@@ -173,6 +188,7 @@ impl FileAppender {
             let _io = self.io.lock();
             self.drain()?;
             let target = self.written.load(Ordering::Acquire);
+            self.last_batch.store(self.queued_commits.swap(0, Ordering::AcqRel), Ordering::Release);
             self.file.sync_data()?;
             self.synced.store(target, Ordering::Release);
             self.syncs.fetch_add(1, Ordering::Relaxed);

@@ -216,6 +216,9 @@ impl Commit<'_> {
         let last = format::last_record_start(&self.st.buf);
         format::set_commit_end(&mut self.st.buf[last..], true);
         self.flush_chunk(false)?;
+        if let Some(a) = &self.log.appender {
+            a.count_commit();
+        }
         self.arrival = None;
         let st = &mut *self.st;
         let first_lsn = st.lsn + 1;

@@ -125,6 +125,19 @@ fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
     tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
 }
 
+/// `kind=`, "note" when not given.
+fn kind_arg(py: Python<'_>, kind: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyString>> {
+    match kind {
+        Some(k) => key(k, "kind"),
+        None => Ok(pyo3::intern!(py, "note").clone().unbind()),
+    }
+}
+
+/// `tier=`, "working" when not given.
+fn tier_or_working(tier: Option<&Bound<'_, PyAny>>) -> PyResult<Tier> {
+    Ok(tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working))
+}
+
 fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
     match data {
         Some(d) if !d.is_none() => {
@@ -315,11 +328,8 @@ fn put_op(
     sources: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Py<PyString>, Op)> {
     let text = text_of(text, "text")?;
-    let kind = match kind {
-        Some(k) => key(k, "kind")?,
-        None => pyo3::intern!(py, "note").clone().unbind(),
-    };
-    let tier = tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working);
+    let kind = kind_arg(py, kind)?;
+    let tier = tier_or_working(tier)?;
     let id = match id {
         Some(i) if !i.is_none() => key(i, "id")?,
         _ => PyString::new(py, &IDS.next_ids(id_ms, 1).pop().expect("one id")).unbind(),
@@ -461,13 +471,10 @@ impl Commit {
         let op = Op::Many {
             ids: ids.clone().unbind(),
             texts: texts.unbind(),
-            kind: match kind {
-                Some(k) => key(k, "kind")?,
-                None => pyo3::intern!(py, "note").clone().unbind(),
-            },
+            kind: kind_arg(py, kind)?,
             data: data_arg(py, data)?,
             task: opt_key(task, "task")?,
-            tier: tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working),
+            tier: tier_or_working(tier)?,
             tags: str_tuple(py, tags, "tags")?,
             sources: str_tuple(py, sources, "sources")?,
         };

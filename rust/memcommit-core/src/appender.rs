@@ -12,6 +12,13 @@
 //!
 //! Readers of recent offsets see queued bytes: `read_at` serves what is still queued from the
 //! queue and the rest from the file.
+//!
+//! Small commits write into space the appender zero-filled ahead of them (`PREALLOCATE` at a
+//! time). An fdatasync that must also record a new file size commits the file system's journal;
+//! one over bytes that only overwrite already-written blocks does not, and costs 25-40% less
+//! here. While a writer is open the file may therefore end in zeros: op 0 is reserved, so they
+//! never parse as a record, and a reader treats an all-zero tail as free space, not a torn
+//! write. `close` cuts them; after a crash the next writer's open does.
 
 use std::fs::File;
 use std::io;
@@ -49,12 +56,22 @@ pub struct FileAppender {
     written: AtomicU64,
     synced: AtomicU64,
     syncs: AtomicU64,
+    /// The file's size: everything past `written` up to here is zeros written ahead.
+    allocated: AtomicU64,
     /// Committers inside a commit that have not queued their bytes yet.
     arriving: AtomicUsize,
     /// Commits queued since the last sync started, and how many the last sync covered.
     queued_commits: AtomicUsize,
     last_batch: AtomicUsize,
 }
+
+/// How much zero-filled space the appender keeps ahead of small commits.
+pub const PREALLOCATE: u64 = 1 << 20;
+
+/// A write at least this large extends the file itself instead (bulk loads write each byte once).
+const LARGE_WRITE: usize = 256 << 10;
+
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// The longest a syncing thread waits for committers on their way.
 const MAX_GATHER: Duration = Duration::from_micros(200);
@@ -69,7 +86,7 @@ impl Drop for Arrival<'_> {
 }
 
 impl FileAppender {
-    /// An appender for `file`, whose bytes up to `end` are already durable.
+    /// An appender for `file`, whose bytes up to `end` are already durable (its whole length).
     pub fn new(file: File, end: u64) -> FileAppender {
         FileAppender {
             file,
@@ -80,6 +97,7 @@ impl FileAppender {
             written: AtomicU64::new(end),
             synced: AtomicU64::new(end),
             syncs: AtomicU64::new(0),
+            allocated: AtomicU64::new(end),
             arriving: AtomicUsize::new(0),
             queued_commits: AtomicUsize::new(0),
             last_batch: AtomicUsize::new(0),
@@ -121,6 +139,17 @@ impl FileAppender {
     fn drain(&self) -> io::Result<()> {
         let mut q = self.queue.lock();
         if !q.bytes.is_empty() {
+            let end = q.start + q.bytes.len() as u64;
+            let allocated = self.allocated.load(Ordering::Acquire);
+            if end > allocated {
+                if q.bytes.len() < LARGE_WRITE {
+                    let to = (end / PREALLOCATE + 2) * PREALLOCATE;
+                    self.zero_fill(allocated, to)?;
+                    self.allocated.store(to, Ordering::Release);
+                } else {
+                    self.allocated.store(end, Ordering::Release);
+                }
+            }
             // The queue stays locked during the write, so a reader finds each byte either in
             // the queue or, after this, in the file.
             self.file.write_all_at(&q.bytes, q.start)?;
@@ -130,6 +159,16 @@ impl FileAppender {
                 q.bytes = Vec::new();
             }
             self.written.store(q.start, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Write zeros from `from` to `to` (space for the commits to come).
+    fn zero_fill(&self, mut from: u64, to: u64) -> io::Result<()> {
+        while from < to {
+            let n = ZEROS.len().min((to - from) as usize);
+            self.file.write_all_at(&ZEROS[..n], from)?;
+            from += n as u64;
         }
         Ok(())
     }
@@ -224,6 +263,18 @@ impl FileAppender {
         self.syncs.load(Ordering::Relaxed)
     }
 
+    /// Cut the zeros written ahead past `end`, the last commit's end (at close: a closed log
+    /// holds nothing but its records), and make the new length durable.
+    pub fn trim(&self, end: u64) -> io::Result<()> {
+        let _io = self.io.lock();
+        if self.allocated.load(Ordering::Acquire) > end && self.written.load(Ordering::Acquire) <= end {
+            self.file.set_len(end)?;
+            self.file.sync_all()?;
+            self.allocated.store(end, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Cut the file (and the queue) back to `len`: a refused commit's bytes. Nothing from
     /// other commits can be queued meanwhile: the caller holds the writer lock.
     pub fn truncate(&self, len: u64) -> io::Result<()> {
@@ -233,6 +284,7 @@ impl FileAppender {
         let mut q = self.queue.lock();
         q.start = len;
         self.written.store(len, Ordering::Release);
+        self.allocated.store(len, Ordering::Release);
         Ok(())
     }
 }
@@ -244,6 +296,10 @@ impl ReadAt for FileAppender {
             return ReadAt::read_at(&self.file, buf, off);
         }
         let q = self.queue.lock();
+        if end <= q.start {
+            // Written out since the check above.
+            return ReadAt::read_at(&self.file, buf, off);
+        }
         let from_file = q.start.saturating_sub(off).min(buf.len() as u64) as usize;
         let mut n = 0;
         if from_file > 0 {

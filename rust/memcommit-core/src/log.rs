@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, parse_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN, MAX_KEY_LEN};
 use crate::index::{Entry, Index, Query, Undo};
 use crate::memory::{self, Command};
-use crate::scan::{find_valid_after, Item, ReadAt, Scanner};
+use crate::scan::{all_zeros, find_valid_after, Item, ReadAt, Scanner};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -381,7 +381,10 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
                 }
             }
             Item::Bad(off, err) => {
-                classify(src, off, file_len, salt, prev, describe(err), display)?;
+                // Zeros to the end are space written ahead for the next commits.
+                if !all_zeros(src, off, file_len).map_err(|e| Error::io(display, "read", e))? {
+                    classify(src, off, file_len, salt, prev, describe(err), display)?;
+                }
                 break;
             }
         }
@@ -453,7 +456,8 @@ impl Log {
         let file = appender.file();
         if !opts.read_only && good_end < file_len {
             // Truncating is safe only here: nothing valid follows `good_end` (replay checked),
-            // so the bytes after it are a write that never finished, never acknowledged.
+            // so the bytes after it are a write that never finished, never acknowledged, or
+            // zeros a writer wrote ahead and did not get to trim.
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
             file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
@@ -750,13 +754,21 @@ impl Log {
         if st.closed {
             return Ok(());
         }
-        let result = if !self.opts.read_only && self.opts.durability != Durability::None {
+        let mut result = if !self.opts.read_only && self.opts.durability != Durability::None {
             self.sync_to(u64::MAX)
         } else if !self.opts.read_only {
             self.write_to(u64::MAX)
         } else {
             Ok(())
         };
+        // A closed log holds nothing but its records: cut the zeros written ahead.
+        if let (Ok(()), Some(a)) = (&result, &self.appender) {
+            if !self.opts.read_only {
+                result = a
+                    .trim(st.end)
+                    .map_err(|e| Error::io(&self.display, "trim the space written ahead in", e));
+            }
+        }
         st.closed = true;
         drop(st);
         // Dropping the lock file's handle releases the OS lock.
@@ -1051,6 +1063,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     let salt = header.salt();
     let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
     let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
+    let mut data_end = len;
     loop {
         match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
             Item::End => break,
@@ -1073,6 +1086,13 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
                     out.lsn = rec.lsn;
                 }
             }
+            Item::Bad(off, _)
+                if all_zeros(&file, off, len).map_err(|e| Error::io(&display, "read", e))? =>
+            {
+                // Space written ahead for the next commits: the data ends here.
+                data_end = off;
+                break;
+            }
             Item::Bad(off, err) => {
                 out.damage_offset = Some(off);
                 out.damage_lsn = Some(prev + 1);
@@ -1085,7 +1105,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
             }
         }
     }
-    if out.damage_offset.is_none() && good_end < len {
+    if out.damage_offset.is_none() && good_end < data_end {
         out.damage_offset = Some(good_end);
         out.damage_lsn = Some(out.lsn + 1);
         out.damage_reason = Some("a commit that never finished".to_string());

@@ -154,6 +154,24 @@ fn declared_len(b: &[u8]) -> Option<usize> {
     Some(crate::format::RECORD_OVERHEAD + key_len + len)
 }
 
+/// Whether every byte from `from` to `end` is zero: space written ahead for commits to come
+/// (op 0 is reserved, so zeros never parse as a record), not a torn write.
+pub fn all_zeros<S: ReadAt + ?Sized>(src: &S, mut from: u64, end: u64) -> io::Result<bool> {
+    let mut buf = vec![0u8; CHUNK.min((end.saturating_sub(from)) as usize).max(1)];
+    while from < end {
+        let want = buf.len().min((end - from) as usize);
+        let n = src.read_at(&mut buf[..want], from)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        from += n as u64;
+    }
+    Ok(true)
+}
+
 /// The offset of the first valid record with an LSN above `prev` that starts after `from`,
 /// if any, up to `end`.
 ///

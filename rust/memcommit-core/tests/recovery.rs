@@ -187,8 +187,9 @@ fn round_trip_every_op_survives_reopen() {
     assert_eq!(info1.records, records1.len() as u64);
     assert_eq!(info1.lsn, records1.len() as u64);
     assert_eq!(info1.memories, 10);
-    assert_eq!(info1.bytes, file_len(&path));
     log.close().unwrap();
+    // Closed, the file holds the log and nothing else (the space written ahead is cut).
+    assert_eq!(info1.bytes, file_len(&path));
     drop(log);
 
     let log = Log::open(&path, opts(Durability::Commit)).unwrap();
@@ -747,7 +748,13 @@ fn damage_mid_log_refuses_open_until_repaired() {
     assert_eq!((ins.damage_offset, ins.damage_mid_log, ins.records), (None, false, 3));
     let clean = file_len(&path);
     let mut f = std::fs::read(&path).unwrap();
+    // Zeros after the last commit are space a writer wrote ahead, not damage.
     f.extend_from_slice(&[0u8; 100]);
+    std::fs::write(&path, &f).unwrap();
+    let ins = inspect(&path).unwrap();
+    assert_eq!((ins.damage_offset, ins.damage_mid_log, ins.good_end), (None, false, clean));
+    // Anything else there is a torn tail.
+    f.extend_from_slice(&[0xABu8; 100]);
     std::fs::write(&path, &f).unwrap();
     let ins = inspect(&path).unwrap();
     assert_eq!((ins.damage_offset, ins.damage_mid_log, ins.good_end), (Some(clean), false, clean));
@@ -926,7 +933,7 @@ fn a_refused_large_commit_leaves_nothing_behind() {
     let path = dir.path().join("big.log");
     let log = Log::open(&path, opts(Durability::Commit)).unwrap();
     commit(&log, &[put("keep", "before")], T0);
-    let size_before = file_len(&path);
+    let bytes_before = log.info().unwrap().bytes;
     let mut cmds: Vec<Command> = (0..20_000).map(|i| put(&format!("big-{i}"), &"x".repeat(200))).collect();
     cmds.push(Command::Expect(Expect { id: "missing".into(), exists: Some(true), ..Default::default() }));
     match log.commit(&cmds, None, T0) {
@@ -935,7 +942,12 @@ fn a_refused_large_commit_leaves_nothing_behind() {
     }
     assert_eq!((log.lsn(), log.len().unwrap()), (1, 1));
     assert!(!log.contains("big-0").unwrap() && !log.contains("big-19999").unwrap());
-    assert_eq!(file_len(&path), size_before, "the streamed chunks were cut off");
+    assert_eq!(log.info().unwrap().bytes, bytes_before);
+    let file = std::fs::read(&path).unwrap();
+    assert!(
+        file[bytes_before as usize..].iter().all(|&b| b == 0),
+        "the streamed chunks were cut off: only zeros may follow the log"
+    );
     commit(&log, &[put("after", "after the refusal")], T0);
     log.close().unwrap();
     let log = writer(&path).unwrap();

@@ -1092,3 +1092,11 @@ def test_system_clock_is_aware_utc() -> None:
     m = store.get(mid)
     assert m.created_at.utcoffset() == timedelta(0)
     assert before - timedelta(seconds=1) <= m.created_at <= after + timedelta(seconds=1)
+
+
+def test_opening_a_directory_is_refused_and_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "a-directory"
+    target.mkdir()
+    with pytest.raises(IsADirectoryError):
+        memcommit.open(str(target))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]

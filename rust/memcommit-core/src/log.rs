@@ -407,6 +407,10 @@ impl Log {
                 format!("must be between 1 and {}", format::MAX_PAYLOAD_LEN),
             ));
         }
+        if path.is_dir() {
+            // Before anything is created beside it (the lock file).
+            return Err(Error::io(&display, "open", io::Error::from_raw_os_error(21 /* EISDIR */)));
+        }
         let lock_file = if opts.read_only {
             None
         } else {

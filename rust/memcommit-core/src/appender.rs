@@ -264,12 +264,12 @@ impl FileAppender {
     }
 
     /// Cut the zeros written ahead past `end`, the last commit's end (at close: a closed log
-    /// holds nothing but its records), and make the new length durable.
+    /// holds nothing but its records). Not synced: if a crash undoes the cut, the zeros are
+    /// back, harmless, and the next writer's open cuts them.
     pub fn trim(&self, end: u64) -> io::Result<()> {
         let _io = self.io.lock();
         if self.allocated.load(Ordering::Acquire) > end && self.written.load(Ordering::Acquire) <= end {
             self.file.set_len(end)?;
-            self.file.sync_all()?;
             self.allocated.store(end, Ordering::Release);
         }
         Ok(())

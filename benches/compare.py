@@ -244,8 +244,8 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
         rows[-1].bytes_on_disk = _peers.dir_bytes(d)
         if t.calls:
             rows[-1].note = (
-                f"{t.calls:,} put_many calls, one per (kind, task); grouping timed; "
-                "log order = grouped, not input order"
+                f"{t.calls:,} put_many call(s), a kind and a task per record; "
+                "splitting the records into columns timed"
             )
         log(f"batch: {name}: {t.seconds:.2f} s")
 

@@ -1100,3 +1100,24 @@ def test_opening_a_directory_is_refused_and_creates_nothing(tmp_path: Path) -> N
     with pytest.raises(IsADirectoryError):
         memcommit.open(str(target))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]
+
+
+def test_put_many_takes_one_kind_and_task_per_text(store: Any) -> None:
+    with store.commit() as c:
+        ids = c.put_many(
+            ["a", "b", "c"],
+            kind=["fact", "trace", "note"],
+            task=["t1", None, "t2"],
+            ids=["x1", "x2", "x3"],
+        )
+    assert ids == ["x1", "x2", "x3"]
+    got = [(m.id, m.kind, m.task) for m in store.get_many(ids)]
+    assert got == [("x1", "fact", "t1"), ("x2", "trace", None), ("x3", "note", "t2")]
+    lsn = store.lsn
+    with pytest.raises(ValueError, match="kind: 2 values for 3 texts"):
+        with store.commit() as c:
+            c.put_many(["d", "e", "f"], kind=["fact", "fact"])
+    with pytest.raises(TypeError, match=r"task\[1\]"):
+        with store.commit() as c:
+            c.put_many(["d", "e"], task=["t", 5])
+    assert store.lsn == lsn

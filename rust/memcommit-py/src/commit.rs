@@ -17,6 +17,72 @@ use crate::convert::{status_from, tier_from, type_error};
 use crate::errors::{release, to_py};
 use crate::store::IDS;
 
+/// A `put_many` field: one value for every memory, or one per memory (a list as long as the
+/// texts, each entry a str or, for tasks, None).
+enum Column {
+    One(Option<Py<PyString>>),
+    Each(Py<PyList>),
+}
+
+impl Column {
+    /// Read `kind=` or `task=` of `put_many` for `n` memories.
+    fn from_arg(
+        py: Python<'_>,
+        obj: Option<&Bound<'_, PyAny>>,
+        field: &str,
+        n: usize,
+        optional: bool,
+    ) -> PyResult<Column> {
+        let Some(obj) = obj.filter(|o| !o.is_none()) else {
+            return Ok(Column::One(if optional {
+                None
+            } else {
+                Some(pyo3::intern!(py, "note").clone().unbind())
+            }));
+        };
+        if obj.is_instance_of::<PyString>() {
+            return Ok(Column::One(Some(key(obj, field)?)));
+        }
+        let list = PyList::new(
+            py,
+            obj.try_iter()
+                .map_err(|_| type_error(field, "a str or a list of str", obj))?
+                .collect::<PyResult<Vec<_>>>()?,
+        )?;
+        if list.len() != n {
+            return Err(PyValueError::new_err(format!("{field}: {} values for {n} texts", list.len())));
+        }
+        for (i, item) in list.iter().enumerate() {
+            if !(optional && item.is_none()) {
+                key(&item, field).map_err(|e| match key(&item, &format!("{field}[{i}]")) {
+                    Err(named) => named,
+                    Ok(_) => e,
+                })?;
+            }
+        }
+        Ok(Column::Each(list.unbind()))
+    }
+
+    /// The value for memory `i`: the object to read it from (kept alive by the caller).
+    fn at<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self {
+            Column::One(v) => Ok(v.as_ref().map(|v| v.bind(py).clone().into_any())),
+            Column::Each(list) => {
+                let item = list.bind(py).get_item(i)?;
+                Ok(if item.is_none() { None } else { Some(item) })
+            }
+        }
+    }
+}
+
+/// The text of a `Column` value (checked to be a str when the column was read).
+fn column_str<'a>(v: &'a Option<Bound<'_, PyAny>>) -> PyResult<Option<&'a str>> {
+    match v {
+        Some(o) => Ok(Some(o.cast::<PyString>().map_err(|_| type_error("kind/task", "str", o))?.to_str()?)),
+        None => Ok(None),
+    }
+}
+
 /// One collected operation, holding the caller's objects.
 enum Op {
     Put {
@@ -32,9 +98,9 @@ enum Op {
     Many {
         ids: Py<PyList>,
         texts: Py<PyList>,
-        kind: Py<PyString>,
+        kind: Column,
         data: Option<Py<PyString>>,
-        task: Option<Py<PyString>>,
+        task: Column,
         tier: Tier,
         tags: Py<PyTuple>,
         sources: Py<PyTuple>,
@@ -279,14 +345,15 @@ fn each_command(
                     None => after,
                 };
                 let id = id.cast::<PyString>().map_err(|_| type_error("ids", "a list of str", &id))?;
+                let (kind_i, task_i) = (kind.at(py, i)?, task.at(py, i)?);
                 let text =
                     text.cast::<PyString>().map_err(|_| type_error("texts", "a list of str", &text))?;
                 let cmd = Command::Put(PutCommand {
                     id: id.to_str()?,
-                    kind: s(py, kind)?,
+                    kind: column_str(&kind_i)?.unwrap_or("note"),
                     text: text.to_str()?,
                     data: so(py, data)?,
-                    task: so(py, task)?,
+                    task: column_str(&task_i)?,
                     tier: Some(*tier),
                     tags: tags.clone(),
                     sources: sources.clone(),
@@ -420,8 +487,9 @@ impl Commit {
         Ok(id)
     }
 
-    /// Put many memories that share kind, task, tier, data, tags and sources: the fast path
-    /// for bulk loads. Returns the ids, in the order of `texts`.
+    /// Put many memories in one call: the fast path for bulk loads. `kind` and `task` are one
+    /// value for all, or a list with one per text (a task may be None); tier, data, tags and
+    /// sources are shared. Returns the ids, in the order of `texts`.
     #[pyo3(
         signature = (texts, *, kind=None, ids=None, task=None, tier=None, data=None, tags=None, sources=None),
         text_signature = "(self, texts, *, kind='note', ids=None, task=None, tier='working', data=None, tags=(), sources=())"
@@ -468,12 +536,13 @@ impl Commit {
                 Ok(_) => unreachable!("the same check failed a moment ago"),
             })?;
         }
+        let n = texts.len();
         let op = Op::Many {
             ids: ids.clone().unbind(),
             texts: texts.unbind(),
-            kind: kind_arg(py, kind)?,
+            kind: Column::from_arg(py, kind, "kind", n, false)?,
             data: data_arg(py, data)?,
-            task: opt_key(task, "task")?,
+            task: Column::from_arg(py, task, "task", n, true)?,
             tier: tier_or_working(tier)?,
             tags: str_tuple(py, tags, "tags")?,
             sources: str_tuple(py, sources, "sources")?,

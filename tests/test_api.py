@@ -1121,3 +1121,10 @@ def test_put_many_takes_one_kind_and_task_per_text(store: Any) -> None:
         with store.commit() as c:
             c.put_many(["d", "e"], task=["t", 5])
     assert store.lsn == lsn
+
+
+def test_opening_in_a_missing_directory_names_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    with pytest.raises(FileNotFoundError, match="no-such-dir does not exist"):
+        memcommit.open(str(missing / "memory.db"))
+    assert not missing.exists()

@@ -411,6 +411,16 @@ impl Log {
             // Before anything is created beside it (the lock file).
             return Err(Error::io(&display, "open", io::Error::from_raw_os_error(21 /* EISDIR */)));
         }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            return Err(Error::io(
+                &display,
+                "open",
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("the directory {} does not exist", dir.display()),
+                ),
+            ));
+        }
         let lock_file = if opts.read_only {
             None
         } else {

@@ -2,7 +2,7 @@
 //! place that releases the GIL for core work.
 
 use memcommit_core::error::{Error, Rejection};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -19,7 +19,12 @@ pub fn to_py(err: Error) -> PyErr {
     match err {
         Error::Io { source, path, .. } => match source.raw_os_error() {
             Some(code) => PyOSError::new_err((code, msg, path)),
-            None => PyOSError::new_err(msg),
+            // No errno: pick the OSError subclass from the kind of error.
+            None => match source.kind() {
+                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+                _ => PyOSError::new_err(msg),
+            },
         },
         Error::WriterFailed { .. } => WriterFailed::new_err(msg),
         Error::Locked { path } => StoreLocked::new_err((msg, path)),

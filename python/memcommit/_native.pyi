@@ -137,7 +137,7 @@ class NativeLog:
     def memory(max_record_bytes: int = 16777216) -> NativeLog: ...
     def put(
         self,
-        at_us: int,
+        at_us: int | None,
         text: str,
         kind: str | None = None,
         id: str | None = None,

@@ -92,7 +92,8 @@ class MemoryStore:
             TypeError: An argument has the wrong type (the message names it).
             ValueError: An argument has a bad value; nothing was written.
         """
-        return self._native.put(self._now_us(), text, kind, id, task, tier, data, tags, sources)
+        at = None if self._system_clock is not None else to_microseconds(self._clock.now())
+        return self._native.put(at, text, kind, id, task, tier, data, tags, sources)
 
     def _one(self, c: Commit) -> int:
         assert c.lsn is not None

@@ -49,13 +49,14 @@ impl NativeLog {
         Ok(NativeLog { log })
     }
 
-    /// `store.put`: one memory, one commit, one call. Returns the id.
+    /// `store.put`: one memory, one commit, one call. Returns the id. `at_us` None reads the
+    /// system clock.
     #[pyo3(signature = (at_us, text, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None))]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of put
     fn put(
         &self,
         py: Python<'_>,
-        at_us: i64,
+        at_us: Option<i64>,
         text: &Bound<'_, PyAny>,
         kind: Option<&Bound<'_, PyAny>>,
         id: Option<&Bound<'_, PyAny>>,
@@ -65,6 +66,8 @@ impl NativeLog {
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyString>> {
+        // None: the system clock, read here (one Python call less per put).
+        let at_us = at_us.unwrap_or_else(now_us);
         crate::commit::put_one(py, &self.log, at_us, text, kind, id, task, tier, data, tags, sources)
     }
 
@@ -221,6 +224,11 @@ impl NativeLog {
     fn index_heap_bytes(&self, py: Python<'_>) -> usize {
         py.detach(|| self.log.index_heap_bytes())
     }
+}
+
+/// Microseconds since the Unix epoch from the system clock.
+fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
 
 /// Read a log file without opening a store or changing it: how far it is good and where it is

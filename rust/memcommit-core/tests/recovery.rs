@@ -955,3 +955,34 @@ fn a_refused_large_commit_leaves_nothing_behind() {
     assert_eq!((info.records, info.lsn, info.memories, info.recovered_bytes), (2, 2, 2, 0));
     assert!(log.contains("after").unwrap() && !log.contains("big-5").unwrap());
 }
+
+/// While a writer is open its file ends in zeros written ahead of the next commits. A copy
+/// taken then (what a crash leaves) opens with every commit; a reader treats the zeros as free
+/// space and the next writer cuts them.
+#[test]
+fn zeros_written_ahead_are_free_space_until_the_writer_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.log");
+    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    for i in 0..20 {
+        commit(&log, &[put(&format!("m{i}"), "a small commit")], T0 + i);
+    }
+    let end = log.info().unwrap().bytes;
+    let live = std::fs::read(&path).unwrap();
+    assert!(live.len() as u64 > end, "the writer keeps space ahead");
+    assert!(live[end as usize..].iter().all(|&b| b == 0));
+    // A reader beside the writer sees all 20 and no damage.
+    let r = reader(&path).unwrap();
+    assert_eq!((r.info().unwrap().records, r.info().unwrap().bytes), (20, end));
+    assert_eq!(inspect(&path).unwrap().damage_offset, None);
+    // A crash now: the copy opens with every commit and the zeros cut.
+    let crashed = dir.path().join("crashed.log");
+    std::fs::write(&crashed, &live).unwrap();
+    let w = writer(&crashed).unwrap();
+    let info = w.info().unwrap();
+    assert_eq!((info.records, info.bytes, info.recovered_bytes), (20, end, live.len() as u64 - end));
+    assert_eq!(file_len(&crashed), end);
+    // Close cuts the zeros of the live writer too.
+    log.close().unwrap();
+    assert_eq!(file_len(&path), end);
+}

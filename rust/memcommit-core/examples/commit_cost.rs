@@ -1,6 +1,10 @@
-//! Measures the core's cost per record for one large commit (no Python involved).
+//! Measures the core's cost per record for one large commit, then for replaying it (no
+//! Python involved).
 //!
 //! `cargo run --release --example commit_cost -p memcommit-core -- 1000000`
+//!
+//! Environment: `KEEP=1` keeps the log and prints its path; `REPLAY_ONLY=PATH` only times a
+//! read-only open of PATH; `IN_MEMORY=1` also times the same commit on a log in RAM.
 
 use memcommit_core::memory::{Command, PutCommand};
 use memcommit_core::{Durability, Log, Options};

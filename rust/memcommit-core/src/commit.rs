@@ -12,7 +12,7 @@ use parking_lot::RwLockWriteGuard;
 use crate::appender::Arrival;
 use crate::error::{Error, GuardKind, Rejection, Result};
 use crate::format::{self, encode_record, Op};
-use crate::index::Mark;
+use crate::index::{Mark, Slot};
 use crate::log::{Log, Medium, State, SPARSE_EVERY};
 use crate::memory::{self, Command, PutState, Status, Tier};
 
@@ -101,12 +101,12 @@ impl Commit<'_> {
     pub fn push<S: AsRef<str>>(&mut self, cmd: &Command<S>) -> Result<()> {
         self.log.validate(cmd)?;
         let st = &mut *self.st;
-        let (key, pos) = match cmd {
+        let (key, slot) = match cmd {
             Command::Expect(x) => return check_guard(st, x),
-            Command::Put(p) => (p.id.as_ref(), st.index.position(p.id.as_ref())),
+            Command::Put(p) => (p.id.as_ref(), st.index.lookup(p.id.as_ref().as_bytes())),
             Command::SetStatus { id, .. } | Command::Move { id, .. } => {
-                let pos = st.index.position(id.as_ref());
-                if pos.is_none() {
+                let slot = st.index.lookup(id.as_ref().as_bytes());
+                if slot.pos.is_none() {
                     let what = match cmd {
                         Command::SetStatus { status: Status::Stale, .. } => "stale",
                         Command::SetStatus { .. } => "restore",
@@ -114,9 +114,9 @@ impl Commit<'_> {
                     };
                     return Err(unknown(id.as_ref(), what));
                 }
-                (id.as_ref(), pos)
+                (id.as_ref(), slot)
             }
-            Command::FinishTask { task } => (task.as_ref(), None),
+            Command::FinishTask { task } => (task.as_ref(), Slot::default()),
         };
         // The previous record is not the commit's last: it can go to the log now.
         if st.buf.len() >= CHUNK {
@@ -127,7 +127,7 @@ impl Commit<'_> {
         let (salt, lsn, at) = (st.header.salt(), self.lsn, self.at);
         let range = match cmd {
             Command::Put(p) => {
-                let state = match pos {
+                let state = match slot.pos {
                     Some(i) => {
                         let e = st.index.entry(i);
                         PutState {
@@ -166,7 +166,7 @@ impl Commit<'_> {
         let off = self.base + self.flushed + range.start as u64;
         let State { index, buf, undo, .. } = st;
         let rec = format::view_trusted(&buf[range]);
-        index.apply_at(&rec, off, pos, Some(undo)).map_err(|reason| {
+        index.apply_at(&rec, off, slot, Some(undo)).map_err(|reason| {
             Error::invalid(
                 "record",
                 format!("internal error: a record the writer built does not apply: {reason}"),

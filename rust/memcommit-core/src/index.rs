@@ -234,7 +234,16 @@ impl Index {
 
     /// `position` for an id given as bytes (a record's key: no UTF-8 check needed to look it up).
     fn position_bytes(&self, id: &[u8]) -> Option<u32> {
-        let h = self.hash(id);
+        self.lookup(id).pos
+    }
+
+    /// An id's hash and entry number: what `apply_at` needs, so the id is hashed once.
+    pub fn lookup(&self, id: &[u8]) -> Slot {
+        let hash = self.hash(id);
+        Slot { hash, pos: self.find_hashed(id, hash) }
+    }
+
+    fn find_hashed(&self, id: &[u8], h: u32) -> Option<u32> {
         let (entries, arena) = (&self.entries, &self.arena);
         self.table.find(h, |i| {
             let e = &entries[i as usize];
@@ -295,18 +304,19 @@ impl Index {
         off: u64,
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
-        let pos = if rec.op == Op::Task { None } else { self.position_bytes(rec.key) };
-        self.apply_at(rec, off, pos, undo)
+        let slot = if rec.op == Op::Task { Slot::default() } else { self.lookup(rec.key) };
+        self.apply_at(rec, off, slot, undo)
     }
 
-    /// `apply`, for a caller that already looked the record's key up (`pos`).
+    /// `apply`, for a caller that already looked the record's key up (`lookup`).
     pub fn apply_at(
         &mut self,
         rec: &RecordView<'_>,
         off: u64,
-        pos: Option<u32>,
+        slot: Slot,
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
+        let pos = slot.pos;
         match rec.op {
             Op::Put => {
                 let head = memory::decode_put_head_only(rec.payload).ok_or("malformed put payload")?;
@@ -340,7 +350,7 @@ impl Index {
                                 self.sorted = false;
                             }
                         }
-                        let hash = self.hash(rec.key);
+                        let hash = slot.hash;
                         let entry = Entry {
                             hash,
                             id_off: self.arena.len() as u64,
@@ -503,6 +513,15 @@ impl Index {
             + self.arena.capacity()
             + self.table.capacity() * std::mem::size_of::<u64>()
     }
+}
+
+/// An id's hash and, if the index has it, its entry number.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slot {
+    /// The id's hash.
+    pub hash: u32,
+    /// The entry number, if the id is known.
+    pub pos: Option<u32>,
 }
 
 /// A `find` query; `None` matches anything.

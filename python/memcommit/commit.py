@@ -16,7 +16,6 @@ __all__ = ["TIERS", "Commit", "as_str_tuple", "encode_data"]
 
 #: The tiers a memory can be in, from freshest to the archive.
 TIERS = ("working", "mid", "long", "archive")
-_STATUSES = ("active", "stale")
 
 
 def encode_data(data: Mapping[str, Any] | None) -> str | None:
@@ -42,20 +41,6 @@ def encode_data(data: Mapping[str, Any] | None) -> str | None:
             "(keys must be str; use lists, not tuples or sets)"
         )
     return text
-
-
-def check_text(text: object) -> None:
-    """Raise TypeError unless `text` is a str."""
-    if type(text) is not str and not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
-
-
-def check_tier(tier: object) -> None:
-    """Raise unless `tier` names a tier."""
-    if tier not in TIERS:
-        if not isinstance(tier, str):
-            raise TypeError(f"tier must be str, not {type(tier).__name__}")
-        raise ValueError(f"tier: {tier!r} is not a tier; use one of {', '.join(TIERS)}")
 
 
 def as_str_tuple(value: Sequence[str], field: str) -> tuple[str, ...]:

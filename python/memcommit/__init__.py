@@ -29,10 +29,12 @@ from .errors import (
     StoreLocked,
     WriterFailed,
 )
+from .seals import AutoSeal, Seal, VerifyReport, check_seal, seal, verify
 from .store import MemoryStore, create_memory_store, open
 
 __all__ = [
     "TIERS",
+    "AutoSeal",
     "Clock",
     "Commit",
     "CorruptLog",
@@ -47,12 +49,17 @@ __all__ = [
     "ReadOnlyStore",
     "Record",
     "Rejected",
+    "Seal",
     "SealMismatch",
     "SnapshotMismatch",
     "StoreClosed",
     "StoreLocked",
     "SystemClock",
+    "VerifyReport",
     "WriterFailed",
+    "check_seal",
     "create_memory_store",
     "open",
+    "seal",
+    "verify",
 ]

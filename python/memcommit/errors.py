@@ -123,11 +123,57 @@ class CorruptLog(IntegrityError):
 
 
 class SealMismatch(IntegrityError):
-    """The hash chain and a seal disagree."""
+    """The hash chain recomputed from the log and a seal (or an anchor) disagree.
+
+    Attributes:
+        path: The log file.
+        lsn: LSN of the seal that disagrees.
+        offset: Byte offset of that seal's record (None for an anchor the log lacks).
+        after_lsn: LSN of the last record the previous matching seal covered: the change lies
+            after it and before ``lsn``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        path: str | None = None,
+        lsn: int | None = None,
+        offset: int | None = None,
+        after_lsn: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.lsn = lsn
+        self.offset = offset
+        self.after_lsn = after_lsn
 
 
 class ForgedReference(IntegrityError):
-    """A reference to a memory that never existed and was never purged."""
+    """A reference to a memory that never existed and was never purged.
+
+    Attributes:
+        path: The log file.
+        id: The id referred to.
+        by: The memory whose ``sources`` name it.
+        lsn: LSN of the put that refers to it.
+        offset: Byte offset of that put.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        path: str | None = None,
+        id: str | None = None,
+        by: str | None = None,
+        lsn: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.id = id
+        self.by = by
+        self.lsn = lsn
+        self.offset = offset
 
 
 class SnapshotMismatch(MemcommitError):

@@ -11,6 +11,7 @@ from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id
+from .seals import AutoSeal, Seal, seals
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 
@@ -34,6 +35,7 @@ class MemoryStore:
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
         self._path = path
+        self._auto_seal: AutoSeal | None = None
 
     # -- time and ids ---------------------------------------------------------------------
 
@@ -230,6 +232,10 @@ class MemoryStore:
     def info(self) -> dict[str, Any]:
         """Facts about the store: path, records, lsn, bytes, generation, store_id, memories..."""
         return self._native.info()
+
+    def seals(self) -> list[Seal]:
+        """The seals of the current log generation, oldest first (see :mod:`memcommit.seals`)."""
+        return seals(self)
 
     def refresh(self) -> int:
         """Apply what the writer appended since the last look (read-only stores).

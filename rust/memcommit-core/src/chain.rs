@@ -2,10 +2,12 @@
 //!
 //! ```text
 //! chain_0 = blake3(the 64-byte file header)          (store id and generation seed it)
-//! chain_i = blake3(chain_{i-1} || blake3(record_i) || lsn_i as u64 little-endian)
+//! chain_i = blake3(chain_{i-1} || blake3(record_i))   (one 64-byte block)
 //! ```
 //!
-//! `record_i` is the record's exact bytes, framing and checksum included, in log order. Each
+//! `record_i` is the record's exact bytes, framing and checksum included (so its LSN, time and
+//! salt too), in log order. A link is a single 64-byte blake3 block: the links are the one part
+//! of verification that cannot run in parallel, so they are kept to one compression each. Each
 //! record is hashed on its own and only the 32-byte digests are chained, so a verifier can hash
 //! records in parallel and then walk the chain over the digests, checking every link in order
 //! (the recipe of the storage-reliability notes, section 3.5). The writer extends the chain on
@@ -24,17 +26,15 @@ pub fn digest(record: &[u8]) -> ChainValue {
     *blake3::hash(record).as_bytes()
 }
 
-/// Extend the chain by one record, given its digest and LSN.
-pub fn link(prev: &ChainValue, digest: &ChainValue, lsn: u64) -> ChainValue {
-    let mut h = blake3::Hasher::new();
-    h.update(prev);
-    h.update(digest);
-    h.update(&lsn.to_le_bytes());
-    *h.finalize().as_bytes()
+/// Extend the chain by one record, given its digest.
+pub fn link(prev: &ChainValue, digest: &ChainValue) -> ChainValue {
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(prev);
+    block[32..].copy_from_slice(digest);
+    *blake3::hash(&block).as_bytes()
 }
 
-/// Extend the chain by one record (its bytes; the LSN is read from them).
+/// Extend the chain by one record (its bytes).
 pub fn step(prev: &ChainValue, record: &[u8]) -> ChainValue {
-    let lsn = u64::from_le_bytes(record[8..16].try_into().expect("a record holds its LSN at bytes 8..16"));
-    link(prev, &digest(record), lsn)
+    link(prev, &digest(record))
 }

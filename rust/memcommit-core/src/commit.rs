@@ -10,11 +10,13 @@
 use parking_lot::RwLockWriteGuard;
 
 use crate::appender::Arrival;
+use crate::chain::ChainValue;
 use crate::error::{Error, GuardKind, Rejection, Result};
 use crate::format::{self, encode_record, Op};
 use crate::index::{Mark, Slot};
 use crate::log::{Log, Medium, State, SPARSE_EVERY};
 use crate::memory::{self, Command, PutState, Status, Tier};
+use crate::seal::{self, SealEntry, SealKey};
 
 /// Records are written to the log in chunks of about this size while a large commit runs.
 const CHUNK: usize = 1 << 20;
@@ -229,11 +231,17 @@ impl Commit<'_> {
         if st.buf.capacity() > 4 * CHUNK {
             st.buf = Vec::new();
         }
+        st.recent_ends = [st.recent_ends[1], (st.end, st.lsn)];
         if let Some(c) = self.log.chainer.get() {
             c.publish(st.end);
         }
         self.done = true;
-        Ok(Some(Committed { first_lsn, last_lsn: self.lsn, end: st.end }))
+        let committed = Committed { first_lsn, last_lsn: self.lsn, end: st.end };
+        if let Err(e) = self.log.auto_seal_after_commit(st, self.at) {
+            // The commit stands; the writer stops, as after any failure it cannot explain.
+            self.log.poison(format!("automatic seal failed: {e}"));
+        }
+        Ok(Some(committed))
     }
 }
 
@@ -307,4 +315,51 @@ fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>) -> Result<()> {
         return Err(refuse(GuardKind::Lsn, id, l.to_string(), e.lsn.to_string()));
     }
     Ok(())
+}
+
+/// Append a seal (its own one-record commit) saying the chain through LSN `lsn` is `chain`.
+pub(crate) fn append_seal(
+    log: &Log,
+    st: &mut State,
+    lsn: u64,
+    chain: &ChainValue,
+    key: Option<&SealKey>,
+    at: i64,
+) -> Result<SealEntry> {
+    let base = st.end;
+    let record_lsn = st.lsn + 1;
+    st.buf.clear();
+    let range = encode_record(
+        &mut st.buf,
+        Op::Seal,
+        format::FLAG_COMMIT_END,
+        st.header.salt(),
+        record_lsn,
+        at,
+        b"",
+        |o| seal::encode_payload(o, lsn, chain, key),
+    );
+    let State { index, buf, .. } = &mut *st;
+    index.apply(&format::view_trusted(&buf[range]), base, None).map_err(|reason| {
+        Error::invalid("seal", format!("internal error: a seal the writer built does not apply: {reason}"))
+    })?;
+    if st.records.is_multiple_of(SPARSE_EVERY) {
+        st.sparse.push((record_lsn, base));
+    }
+    match &mut st.medium {
+        Medium::Memory(v) => v.extend_from_slice(&st.buf),
+        Medium::File(a) => {
+            a.queue(base, &st.buf);
+            a.count_commit();
+        }
+    }
+    st.records += 1;
+    st.end = base + st.buf.len() as u64;
+    st.lsn = record_lsn;
+    st.buf.clear();
+    st.recent_ends = [st.recent_ends[1], (st.end, st.lsn)];
+    if let Some(c) = log.chainer.get() {
+        c.publish(st.end);
+    }
+    Ok(*st.index.seals().last().expect("the seal just applied"))
 }

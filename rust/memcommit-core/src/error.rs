@@ -84,6 +84,32 @@ pub enum Error {
         /// What is wrong, and what the user can do about it.
         reason: String,
     },
+    /// The hash chain recomputed from the log disagrees with a seal.
+    SealMismatch {
+        /// The log file.
+        path: String,
+        /// LSN of the seal record that disagrees.
+        lsn: u64,
+        /// Byte offset of that seal record.
+        offset: u64,
+        /// LSN of the last seal before it that matched (0 for none): the change lies after it.
+        after_lsn: u64,
+        /// What disagrees.
+        reason: String,
+    },
+    /// A memory refers (in `sources`) to an id the log never held and no compaction purged.
+    ForgedReference {
+        /// The log file.
+        path: String,
+        /// The id referred to.
+        id: String,
+        /// The memory that refers to it.
+        by: String,
+        /// LSN of the put that refers to it.
+        lsn: u64,
+        /// Byte offset of that put.
+        offset: u64,
+    },
     /// A commit refused by a guard.
     Rejected(Rejection),
     /// Bad input from the caller; nothing was written.
@@ -135,6 +161,17 @@ impl fmt::Display for Error {
             Error::Corrupt { path, offset, lsn, reason } => {
                 write!(f, "{path}: damaged log at byte offset {offset} (LSN {lsn}): {reason}")
             }
+            Error::SealMismatch { path, lsn, offset, after_lsn, reason } => write!(
+                f,
+                "{path}: the seal at LSN {lsn} (byte offset {offset}) does not match the log: {reason}. \
+                 A record after LSN {after_lsn} and before the seal was changed, added, removed or \
+                 reordered; restore the log from a backup or from a copy that verifies"
+            ),
+            Error::ForgedReference { path, id, by, lsn, offset } => write!(
+                f,
+                "{path}: memory {by:?} (LSN {lsn}, byte offset {offset}) lists {id:?} among its sources, \
+                 but the log never held that id and no compaction purged it"
+            ),
             Error::Rejected(r) => write!(f, "{}", r.reason),
             Error::Invalid { field, message } => write!(f, "{field}: {message}"),
             Error::Closed { path } => write!(f, "the store {path} is closed"),

@@ -62,6 +62,8 @@ pub enum Op {
     Move = 3,
     /// Mark a task finished.
     Task = 4,
+    /// A seal: the hash chain's value at a commit boundary (see `seal`).
+    Seal = 5,
 }
 
 impl Op {
@@ -72,6 +74,7 @@ impl Op {
             2 => Some(Op::Status),
             3 => Some(Op::Move),
             4 => Some(Op::Task),
+            5 => Some(Op::Seal),
             _ => None,
         }
     }
@@ -83,6 +86,7 @@ impl Op {
             Op::Status => "status",
             Op::Move => "move",
             Op::Task => "task",
+            Op::Seal => "seal",
         }
     }
 }

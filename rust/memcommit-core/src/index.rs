@@ -12,6 +12,7 @@ use std::hash::BuildHasher;
 use crate::format::{Op, RecordView};
 use crate::idtable::IdTable;
 use crate::memory::{self, Status, Tier};
+use crate::seal::{self, SealEntry};
 
 /// An offset that is not there (a memory with no status or move record).
 pub const NO_OFFSET: u64 = u64::MAX;
@@ -88,6 +89,7 @@ pub enum Undo {
 pub struct Mark {
     entries: usize,
     arena: usize,
+    seals: usize,
 }
 
 /// Strings interned to small numbers. Number 0 is the empty string / "none".
@@ -160,6 +162,8 @@ pub struct Index {
     finished: Vec<bool>,
     /// Whether entries are in creation order; a compacted log can replay out of order.
     sorted: bool,
+    /// The seals of this log, in log order.
+    seals: Vec<SealEntry>,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -188,6 +192,7 @@ impl Index {
             tagset_ids,
             finished: vec![false],
             sorted: true,
+            seals: Vec::new(),
         }
     }
 
@@ -294,7 +299,7 @@ impl Index {
 
     /// Where the index stands now, to take back everything applied after it.
     pub fn mark(&self) -> Mark {
-        Mark { entries: self.entries.len(), arena: self.arena.len() }
+        Mark { entries: self.entries.len(), arena: self.arena.len(), seals: self.seals.len() }
     }
 
     /// Apply one record at byte offset `off`. With `undo`, remember how to take it back.
@@ -304,7 +309,10 @@ impl Index {
         off: u64,
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
-        let slot = if rec.op == Op::Task { Slot::default() } else { self.lookup(rec.key) };
+        let slot = match rec.op {
+            Op::Task | Op::Seal => Slot::default(),
+            _ => self.lookup(rec.key),
+        };
         self.apply_at(rec, off, slot, undo)
     }
 
@@ -404,6 +412,10 @@ impl Index {
                 }
                 self.finished[t as usize] = true;
             }
+            Op::Seal => {
+                let seal = seal::decode(rec, off).ok_or("malformed seal payload")?;
+                self.seals.push(seal);
+            }
         }
         Ok(())
     }
@@ -422,6 +434,12 @@ impl Index {
             self.table.remove(e.hash, n);
         }
         self.arena.truncate(mark.arena);
+        self.seals.truncate(mark.seals);
+    }
+
+    /// The seals of the log, oldest first.
+    pub fn seals(&self) -> &[SealEntry] {
+        &self.seals
     }
 
     /// Make room for `n` more memories.

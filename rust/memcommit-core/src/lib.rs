@@ -15,6 +15,7 @@ pub mod index;
 pub mod log;
 pub mod memory;
 pub mod scan;
+pub mod seal;
 
 pub use commit::{Commit, Committed};
 pub use error::{Error, GuardKind, Rejection, Result};

@@ -108,6 +108,8 @@ pub(crate) struct State {
     pub(crate) closed: bool,
     pub(crate) buf: Vec<u8>,
     pub(crate) undo: Vec<Undo>,
+    /// (offset after, last LSN) of the last two commits, oldest first: a seal covers one.
+    pub(crate) recent_ends: [(u64, u64); 2],
 }
 
 pub(crate) const SPARSE_EVERY: u64 = 1024;
@@ -189,6 +191,20 @@ pub struct Log {
     recovered_bytes: u64,
     /// Keeps the hash chain of a file log current (`None` in RAM: computed when asked).
     pub(crate) chainer: OnceLock<Chainer>,
+    /// The chain of a log in RAM as far as it was computed: (offset, value, commit ends).
+    pub(crate) ram_chain: Mutex<(u64, ChainValue, chainer::CommitEnds)>,
+    /// Seal automatically every so many records (`AutoSeal`).
+    pub(crate) auto_seal: Mutex<Option<AutoSeal>>,
+}
+
+/// Automatic sealing: after a commit that brings the records since the newest seal to
+/// `every`, the writer appends a seal (keyed with `key`, if given).
+#[derive(Clone, Copy, Debug)]
+pub struct AutoSeal {
+    /// Records between seals.
+    pub every: u64,
+    /// The seal key.
+    pub key: Option<crate::seal::SealKey>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -462,9 +478,11 @@ impl Log {
             closed: false,
             buf: Vec::new(),
             undo: Vec::new(),
+            recent_ends: [(HEADER_LEN as u64, 0); 2],
         };
         let good_end = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
         st.index.finish_replay();
+        st.recent_ends = [(st.end, st.lsn); 2];
         let mut recovered_bytes = 0;
         let Medium::File(appender) = &st.medium else { unreachable!("opened a file") };
         let file = appender.file();
@@ -502,6 +520,8 @@ impl Log {
             display,
             recovered_bytes,
             chainer,
+            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb), [None, None])),
+            auto_seal: Mutex::new(None),
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -525,6 +545,7 @@ impl Log {
             closed: false,
             buf: Vec::new(),
             undo: Vec::new(),
+            recent_ends: [(HEADER_LEN as u64, 0); 2],
         };
         Ok(Arc::new(Log {
             state: RwLock::new(st),
@@ -538,6 +559,8 @@ impl Log {
             display: ":memory:".to_string(),
             recovered_bytes: 0,
             chainer: OnceLock::new(),
+            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb), [None, None])),
+            auto_seal: Mutex::new(None),
         }))
     }
 
@@ -580,7 +603,7 @@ impl Log {
         &self.opts
     }
 
-    fn check_open(&self, st: &State) -> Result<()> {
+    pub(crate) fn check_open(&self, st: &State) -> Result<()> {
         if st.closed {
             return Err(Error::Closed { path: self.display.clone() });
         }

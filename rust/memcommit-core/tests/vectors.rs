@@ -17,6 +17,7 @@ use std::path::Path;
 use memcommit_core::chain::{self, ChainValue};
 use memcommit_core::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
 use memcommit_core::memory::{self, PutState};
+use memcommit_core::seal;
 use memcommit_core::{Command, Durability, Expect, Log, Options, PutCommand, Status, Tier};
 
 const BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.bin");
@@ -38,6 +39,8 @@ enum Rec {
     Status(&'static str, Status, Option<&'static str>),
     Move(&'static str, Tier),
     Task(&'static str),
+    /// A seal over every record before it, keyed with this secret if given.
+    Seal(Option<&'static str>),
 }
 
 struct VCommit {
@@ -189,6 +192,10 @@ fn commits() -> Vec<VCommit> {
             records: vec![Rec::Put(m5.clone(), new_state(Tier::Archive, at(11))), Rec::Task("t2")],
             commands: vec![Command::Put(m5), Command::FinishTask { task: s("t2") }],
         },
+        // LSN 15: a seal over LSNs 1-14.
+        VCommit { at: at(12), records: vec![Rec::Seal(None)], commands: vec![] },
+        // LSN 16: a keyed seal over LSNs 1-15 (secret "vector secret").
+        VCommit { at: at(13), records: vec![Rec::Seal(Some("vector secret"))], commands: vec![] },
     ]
 }
 
@@ -230,12 +237,18 @@ fn build() -> Vectors {
                 Rec::Status(id, ..) => (Op::Status, *id),
                 Rec::Move(id, _) => (Op::Move, *id),
                 Rec::Task(t) => (Op::Task, *t),
+                Rec::Seal(_) => (Op::Seal, ""),
             };
+            let sealed = value;
             let range = encode_record(&mut bin, op, flags, salt, lsn, c.at, key.as_bytes(), |o| match r {
                 Rec::Put(p, st) => memory::encode_put(o, *st, p),
                 Rec::Status(_, status, reason) => memory::encode_status(o, *status, *reason),
                 Rec::Move(_, tier) => o.push(*tier as u8),
                 Rec::Task(_) => o.push(1),
+                Rec::Seal(secret) => {
+                    let key = secret.map(|x| seal::derive_key(x.as_bytes()));
+                    seal::encode_payload(o, lsn - 1, &sealed, key.as_ref())
+                }
             });
             let bytes = bin[range.clone()].to_vec();
             value = chain::step(&value, &bytes);
@@ -585,7 +598,7 @@ fn golden_json_describes_the_golden_log() {
     assert_eq!(off, bin.len());
     assert_eq!(j.get("file_length").num(), bin.len() as i128);
     assert_eq!(unhex(j.get("final_chain").str()), value);
-    assert_eq!(ops.len(), 4, "every op is covered");
+    assert_eq!(ops.len(), 5, "every op is covered");
     assert_eq!(flags_seen.len(), 2, "records with and without COMMIT_END");
     assert!(recs.last().unwrap().get("flags").num() == FLAG_COMMIT_END as i128);
 }
@@ -600,6 +613,13 @@ fn the_engine_writes_what_the_vectors_freeze() {
     let log = Log::open(&path, Options { durability: Durability::None, ..Options::default() }).unwrap();
     let mut lsn = 0;
     for c in commits() {
+        if let [Rec::Seal(secret)] = c.records[..] {
+            let key = secret.map(|x| seal::derive_key(x.as_bytes()));
+            let sealed = log.seal(key.as_ref(), c.at).unwrap();
+            assert_eq!((sealed.lsn, sealed.record_lsn), (lsn, lsn + 1));
+            lsn += 1;
+            continue;
+        }
         let (first, last) = log.commit(&c.commands, Some(lsn), c.at).unwrap().unwrap();
         assert_eq!((first, last), (lsn + 1, lsn + c.records.len() as u64));
         lsn = last;
@@ -611,12 +631,18 @@ fn the_engine_writes_what_the_vectors_freeze() {
         let e = format::parse_record(e, salt, format::MAX_PAYLOAD_LEN).unwrap();
         let g_view = format::parse_record(&g.bytes, u32::from_le_bytes(*b"memc"), format::MAX_PAYLOAD_LEN)
             .expect("the vector salt is the first four bytes of its store id");
+        // A seal's chain value and keyed hash depend on the store id, which differs: compare
+        // its version, flags and LSN here; `verify` checks the values below.
+        let n = if e.op == Op::Seal { 10 } else { e.payload.len() };
         assert_eq!(
-            (e.op, e.flags, e.lsn, e.at, e.key, e.payload),
-            (g.op, g.flags, g.lsn, g.at, g_view.key, g_view.payload),
+            (e.op, e.flags, e.lsn, e.at, e.key, &e.payload[..n]),
+            (g.op, g.flags, g.lsn, g.at, g_view.key, &g_view.payload[..n.min(g_view.payload.len())]),
             "record {i}"
         );
     }
+    let key = seal::derive_key(b"vector secret");
+    let checked = log.verify(Some(&key), None).unwrap();
+    assert_eq!((checked.seals_checked, checked.records), (2, 16));
     log.close().unwrap();
 }
 
@@ -631,7 +657,21 @@ fn golden_log_opens_with_the_engine() {
 
     let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
     let info = log.info().unwrap();
-    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (14, 14, 5, bin.len() as u64));
+    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (16, 16, 5, bin.len() as u64));
+    let seals = log.seals().unwrap();
+    assert_eq!(
+        seals.iter().map(|s| (s.lsn, s.record_lsn, s.keyed)).collect::<Vec<_>>(),
+        [(14, 15, false), (15, 16, true)]
+    );
+    let key = seal::derive_key(b"vector secret");
+    let checked = log.verify(Some(&key), None).unwrap();
+    assert_eq!((checked.seals_checked, checked.records, checked.keyed_unchecked), (2, 16, 0));
+    assert_eq!(checked.value[..], final_chain[..]);
+    let wrong = seal::derive_key(b"another secret");
+    assert!(matches!(
+        log.verify(Some(&wrong), None),
+        Err(memcommit_core::Error::SealMismatch { lsn: 16, .. })
+    ));
     assert_eq!((info.generation, info.store_id.as_str()), (0, hex(&STORE_ID).as_str()));
     assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
     assert!(log.is_task_finished("t1").unwrap() && log.is_task_finished("t2").unwrap());
@@ -706,7 +746,7 @@ fn golden_log_opens_with_the_engine() {
     // A writer opens it too, cuts nothing, and agrees on the chain.
     let log = Log::open(&path, Options::default()).unwrap();
     let info = log.info().unwrap();
-    assert_eq!((info.records, info.recovered_bytes), (14, 0));
+    assert_eq!((info.records, info.recovered_bytes), (16, 0));
     assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
     log.close().unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), bin, "opening must not change the file");

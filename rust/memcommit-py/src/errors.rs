@@ -12,6 +12,8 @@ pyo3::import_exception!(memcommit.errors, StoreClosed);
 pyo3::import_exception!(memcommit.errors, ReadOnlyStore);
 pyo3::import_exception!(memcommit.errors, WriterFailed);
 pyo3::import_exception!(memcommit.errors, CorruptLog);
+pyo3::import_exception!(memcommit.errors, SealMismatch);
+pyo3::import_exception!(memcommit.errors, ForgedReference);
 
 /// Map a core error to the Python exception users catch. Every variant has its own arm.
 pub fn to_py(err: Error) -> PyErr {
@@ -29,6 +31,12 @@ pub fn to_py(err: Error) -> PyErr {
         Error::WriterFailed { .. } => WriterFailed::new_err(msg),
         Error::Locked { path } => StoreLocked::new_err((msg, path)),
         Error::Corrupt { path, offset, lsn, .. } => CorruptLog::new_err((msg, path, offset, lsn)),
+        Error::SealMismatch { path, lsn, offset, after_lsn, .. } => {
+            SealMismatch::new_err((msg, path, lsn, offset, after_lsn))
+        }
+        Error::ForgedReference { path, id, by, lsn, offset } => {
+            ForgedReference::new_err((msg, path, id, by, lsn, offset))
+        }
         Error::Rejected(r) => rejected(r),
         Error::Invalid { .. } => PyValueError::new_err(msg),
         Error::Closed { .. } => StoreClosed::new_err(msg),

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use memcommit_core::log::AutoSeal;
+use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options, Query};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -196,6 +198,71 @@ impl NativeLog {
         Ok(v.iter().map(|b| format!("{b:02x}")).collect())
     }
 
+    /// Write a seal over every committed record; `key` is the secret of a keyed seal.
+    #[pyo3(signature = (at_us, key=None))]
+    fn seal(&self, py: Python<'_>, at_us: i64, key: Option<&[u8]>) -> PyResult<SealTuple> {
+        let key = seal_key(key)?;
+        let log = &self.log;
+        let s = release(py, || log.seal(key.as_ref(), at_us))?;
+        Ok(seal_tuple(&s))
+    }
+
+    /// The seals of the log, oldest first.
+    fn seals(&self, py: Python<'_>) -> PyResult<Vec<SealTuple>> {
+        let log = &self.log;
+        Ok(release(py, || log.seals())?.iter().map(seal_tuple).collect())
+    }
+
+    /// Seal automatically every `every` records (None: stop).
+    #[pyo3(signature = (every, key=None))]
+    fn set_auto_seal(&self, py: Python<'_>, every: Option<u64>, key: Option<&[u8]>) -> PyResult<()> {
+        let key = seal_key(key)?;
+        let auto = every.map(|every| AutoSeal { every, key });
+        let log = &self.log;
+        release(py, || log.set_auto_seal(auto))
+    }
+
+    /// Recheck the newest seal from the one before it. Returns (the seal, the report).
+    #[pyo3(signature = (key=None))]
+    fn check_seal<'py>(
+        &self,
+        py: Python<'py>,
+        key: Option<&[u8]>,
+    ) -> PyResult<(SealTuple, Bound<'py, PyDict>)> {
+        let key = seal_key(key)?;
+        let log = &self.log;
+        let (newest, done) = release(py, || log.check_newest_seal(key.as_ref()))?;
+        Ok((seal_tuple(&newest), report(py, &done)?))
+    }
+
+    /// Recompute the chain over the whole log, checking every seal and every reference.
+    /// `progress(bytes_done)` is called after each few MiB.
+    #[pyo3(signature = (key=None, progress=None))]
+    fn verify<'py>(
+        &self,
+        py: Python<'py>,
+        key: Option<&[u8]>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let key = seal_key(key)?;
+        let log = &self.log;
+        let mut failed: Option<PyErr> = None;
+        let done = {
+            let mut call = |n: u64| {
+                if let (Some(cb), None) = (&progress, &failed) {
+                    failed = Python::attach(|py| cb.call1(py, (n,)).err());
+                }
+            };
+            let cb: Option<&mut (dyn FnMut(u64) + Send)> =
+                if progress.is_some() { Some(&mut call) } else { None };
+            release(py, || log.verify(key.as_ref(), cb.map(|c| c as &mut dyn FnMut(u64))))?
+        };
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        report(py, &done)
+    }
+
     /// Catch a reader up. Returns how many records were applied.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
         let log = &self.log;
@@ -264,4 +331,34 @@ pub static IDS: memcommit_core::ids::IdGenerator = memcommit_core::ids::IdGenera
 #[pyfunction]
 pub fn new_ids(ms: u64, n: usize) -> Vec<String> {
     IDS.next_ids(ms, n)
+}
+
+/// A seal as Python receives it: (lsn, record_lsn, offset, at_us, keyed, hash hex, chain hex).
+type SealTuple = (u64, u64, u64, i64, bool, String, String);
+
+fn seal_tuple(s: &SealEntry) -> SealTuple {
+    (s.lsn, s.record_lsn, s.offset, s.at, s.keyed, seal::hex(s.hash()), seal::hex(&s.chain))
+}
+
+/// The seal key for a secret (None: unkeyed).
+fn seal_key(secret: Option<&[u8]>) -> PyResult<Option<seal::SealKey>> {
+    match secret {
+        Some([]) => Err(PyValueError::new_err(
+            "key: the secret is empty; pass at least one byte (32 random bytes is best)",
+        )),
+        Some(s) => Ok(Some(seal::derive_key(s))),
+        None => Ok(None),
+    }
+}
+
+fn report<'py>(py: Python<'py>, done: &Checked) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("seals_checked", done.seals_checked)?;
+    d.set_item("keyed_unchecked", done.keyed_unchecked)?;
+    d.set_item("records_checked", done.records)?;
+    d.set_item("bytes_checked", done.bytes)?;
+    d.set_item("lsn", done.lsn)?;
+    d.set_item("chain", seal::hex(&done.value))?;
+    d.set_item("seals", done.seals.iter().map(seal_tuple).collect::<Vec<_>>())?;
+    Ok(d)
 }

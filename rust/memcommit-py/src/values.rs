@@ -200,6 +200,12 @@ impl Record {
             }
             Op::Move => d.set_item("tier", memory::decode_move(rec.payload).ok_or_else(bad)?.name())?,
             Op::Task => d.set_item("finished", memory::decode_task(rec.payload).ok_or_else(bad)?)?,
+            Op::Seal => {
+                let s = memcommit_core::seal::decode(&rec, 0).ok_or_else(bad)?;
+                d.set_item("lsn", s.lsn)?;
+                d.set_item("hash", memcommit_core::seal::hex(s.hash()))?;
+                d.set_item("keyed", s.keyed)?;
+            }
         }
         Ok(d)
     }

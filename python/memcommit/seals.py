@@ -1,0 +1,347 @@
+"""Seals: tamper evidence for a log, from the blake3 hash chain over its records.
+
+The chain starts from the log's header (its store id and generation) and takes in every
+record's exact bytes in order, so its value at an LSN stands for everything before it. A seal
+writes that value into the log itself; :func:`verify` recomputes the chain from the first
+record and checks every seal (every link, not only the ends), and :func:`check_seal` rechecks
+only the newest seal, from the one before it. A keyed seal (``key=``) carries a blake3 keyed
+hash of the chain: only the key's holder can make one that checks, or check it.
+
+An anchor is a seal kept somewhere else (``seal.to_json()``): ``verify(store, anchors=[...])``
+checks that the log still holds it, which catches a rewrite of the whole file (seals
+included) or a rollback to an earlier copy.
+
+Example:
+    >>> import memcommit
+    >>> from memcommit.seals import seal, verify
+    >>> store = memcommit.open(":memory:")
+    >>> _ = store.put("User prefers dark mode", kind="fact")
+    >>> s = seal(store)
+    >>> verify(store).ok
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .errors import SealMismatch
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+__all__ = ["AutoSeal", "Seal", "VerifyReport", "check_seal", "seal", "verify"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+# What the native layer returns for a seal: (lsn, record_lsn, offset, at_us, keyed, hash, chain).
+_SealTuple = tuple[int, int, int, int, bool, str, str]
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A seal: the hash chain over a log up to ``lsn``.
+
+    Attributes:
+        lsn: The last LSN the seal covers.
+        hash: The chain value there (hex), or for a keyed seal its keyed hash.
+        at: When the seal was written (the store's clock).
+        keyed: Whether the seal carries a keyed hash.
+        record_lsn: LSN of the seal's own record.
+        store_id: The store it belongs to.
+        generation: The log generation it belongs to (log compaction starts a new one).
+    """
+
+    lsn: int
+    hash: str
+    at: datetime
+    keyed: bool
+    record_lsn: int
+    store_id: str
+    generation: int
+
+    def to_json(self) -> str:
+        """This seal as a JSON object, to keep outside the log as an anchor."""
+        return json.dumps(
+            {
+                "memcommit_seal": 1,
+                "store_id": self.store_id,
+                "generation": self.generation,
+                "lsn": self.lsn,
+                "record_lsn": self.record_lsn,
+                "hash": self.hash,
+                "keyed": self.keyed,
+                "at": self.at.isoformat(),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes | dict[str, Any]) -> Seal:
+        """Read a seal written by :meth:`to_json` (a JSON string, bytes or a parsed dict).
+
+        Raises:
+            ValueError: The text is not a seal.
+        """
+        try:
+            d = json.loads(text) if isinstance(text, (str, bytes)) else dict(text)
+            if d.get("memcommit_seal") != 1:
+                raise ValueError("it has no memcommit_seal: 1 field")
+            return cls(
+                lsn=_int(d["lsn"], "lsn"),
+                hash=_hex64(d["hash"]),
+                at=datetime.fromisoformat(str(d["at"])),
+                keyed=bool(d["keyed"]),
+                record_lsn=_int(d["record_lsn"], "record_lsn"),
+                store_id=str(d["store_id"]),
+                generation=_int(d["generation"], "generation"),
+            )
+        except (KeyError, TypeError, json.JSONDecodeError, ValueError) as e:
+            raise ValueError(f"anchor: not a memcommit seal ({e})") from None
+
+
+def _int(v: object, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{field} must be a non-negative int, not {v!r}")
+    return v
+
+
+def _hex64(v: object) -> str:
+    if not isinstance(v, str) or len(v) != 64 or any(c not in "0123456789abcdef" for c in v):
+        raise ValueError(f"hash must be 64 lower-case hex digits, not {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What :func:`verify` or :func:`check_seal` went over. Failures raise instead.
+
+    Attributes:
+        ok: True (a check that fails raises :class:`~memcommit.IntegrityError`).
+        seals_checked: Seals whose chain value (and keyed hash) matched.
+        records_checked: Records whose bytes were hashed.
+        bytes_checked: Bytes hashed.
+        keyed_unchecked: Keyed seals whose chain matched but whose keyed hash could not be
+            checked because no key was given.
+        anchors_checked: Anchors found in the log.
+        lsn: The last LSN checked.
+        chain: The chain value there (hex).
+        seal: For :func:`check_seal`, the seal it rechecked.
+    """
+
+    ok: bool
+    seals_checked: int
+    records_checked: int
+    bytes_checked: int
+    keyed_unchecked: int = 0
+    anchors_checked: int = 0
+    lsn: int = 0
+    chain: str = ""
+    seal: Seal | None = None
+
+
+def _key(key: bytes | str | None) -> bytes | None:
+    if key is None or isinstance(key, bytes):
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    raise TypeError(f"key must be bytes, str or None, not {type(key).__name__}")
+
+
+def _seal(store: MemoryStore, t: _SealTuple) -> Seal:
+    lsn, record_lsn, _offset, at_us, keyed, hash_hex, _chain = t
+    return Seal(
+        lsn=lsn,
+        hash=hash_hex,
+        at=_EPOCH + timedelta(microseconds=at_us),
+        keyed=keyed,
+        record_lsn=record_lsn,
+        store_id=store.store_id,
+        generation=store.generation,
+    )
+
+
+def _store(store: object) -> MemoryStore:
+    from .store import MemoryStore
+
+    if not isinstance(store, MemoryStore):
+        raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
+    return store
+
+
+def seal(store: MemoryStore, key: bytes | str | None = None) -> Seal:
+    """Write a seal over every record committed so far.
+
+    The seal is a record of its own (it takes the next LSN) and is durable as the store's
+    durability mode promises when this returns.
+
+    Args:
+        store: The store to seal.
+        key: A secret (bytes or str, any length; 32 random bytes is best) for a keyed seal.
+
+    Returns:
+        The seal written.
+    """
+    s = _store(store)
+    return _seal(s, s._native.seal(s._now_us(), _key(key)))
+
+
+def seals(store: MemoryStore) -> list[Seal]:
+    """The seals of the store's current log generation, oldest first."""
+    s = _store(store)
+    return [_seal(s, t) for t in s._native.seals()]
+
+
+def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyReport:
+    """Recheck the newest seal, hashing only the records since the seal before it.
+
+    Args:
+        store: The store.
+        key: The secret, when the newest seal is keyed.
+
+    Returns:
+        The report, with ``seal`` set to the seal rechecked.
+
+    Raises:
+        SealMismatch: The chain and the seal disagree (names the LSN and byte offset).
+        CorruptLog: A record is damaged.
+        ValueError: The log holds no seal, or the newest is keyed and no key was given.
+    """
+    s = _store(store)
+    newest, r = s._native.check_seal(_key(key))
+    return _report(r, seal=_seal(s, newest))
+
+
+def verify(
+    store: MemoryStore,
+    key: bytes | str | None = None,
+    anchors: Iterable[Seal | str | bytes | dict[str, Any]] = (),
+    progress: Callable[[int], object] | None = None,
+) -> VerifyReport:
+    """Recompute the chain over the whole log and check every seal, anchor and reference.
+
+    Runs in Rust with the GIL released, hashing on both cores.
+
+    Args:
+        store: The store.
+        key: The secret, to check keyed seals' keyed hashes (without it their chain values are
+            still checked and ``keyed_unchecked`` counts them).
+        anchors: Seals kept outside the log (:class:`Seal` or its JSON): each must still be
+            in the log, at its LSN with its hash.
+        progress: Called with the bytes checked so far, every few MiB.
+
+    Returns:
+        The report.
+
+    Raises:
+        SealMismatch: The chain disagrees with a seal, or an anchor is not in the log.
+        ForgedReference: A memory's ``sources`` name an id the log never held.
+        CorruptLog: A record is damaged or out of order.
+    """
+    s = _store(store)
+    wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
+    r = s._native.verify(_key(key), progress)
+    found = {(t[0], t[5], t[4]) for t in r["seals"]}
+    for a in wanted:
+        _check_anchor(s, a, found)
+    return _report(r, anchors_checked=len(wanted))
+
+
+def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]) -> None:
+    where = store.path or ":memory:"
+    if a.store_id != store.store_id:
+        raise SealMismatch(
+            f"{where}: the anchor at LSN {a.lsn} belongs to store {a.store_id}, "
+            f"but this log is store {store.store_id}",
+            where,
+            a.lsn,
+        )
+    if a.generation != store.generation:
+        raise SealMismatch(
+            f"{where}: the anchor at LSN {a.lsn} is from log generation {a.generation}, but the "
+            f"log is generation {store.generation}: it was replaced by an older or a foreign copy",
+            where,
+            a.lsn,
+        )
+    if (a.lsn, a.hash, a.keyed) not in found:
+        raise SealMismatch(
+            f"{where}: the log holds no seal at LSN {a.lsn} with hash {a.hash}: it was rewritten "
+            "or rolled back since the anchor was taken; restore it from a copy that verifies",
+            where,
+            a.lsn,
+        )
+
+
+def _report(
+    r: dict[str, Any], *, seal: Seal | None = None, anchors_checked: int = 0
+) -> VerifyReport:
+    return VerifyReport(
+        ok=True,
+        seals_checked=int(r["seals_checked"]),
+        records_checked=int(r["records_checked"]),
+        bytes_checked=int(r["bytes_checked"]),
+        keyed_unchecked=int(r["keyed_unchecked"]),
+        anchors_checked=anchors_checked,
+        lsn=int(r["lsn"]),
+        chain=str(r["chain"]),
+        seal=seal,
+    )
+
+
+class AutoSeal:
+    """Seal a store automatically after every ``every`` records.
+
+    The writer appends the seal right after the commit that makes it due, covering that commit
+    or the one before it (whichever the chain thread has already hashed), so commits never wait
+    on hashing. A crash between a record and its seal leaves a valid log; the next seal covers
+    what the lost one would have. Use it as a context manager, or call :meth:`close`.
+
+    Example:
+        >>> import memcommit
+        >>> store = memcommit.open(":memory:")
+        >>> with AutoSeal(store, every=2):
+        ...     for i in range(4):
+        ...         _ = store.put(f"note {i}")
+        >>> len(store.seals()) >= 1
+        True
+    """
+
+    def __init__(
+        self, store: MemoryStore, every: int = 1000, key: bytes | str | None = None
+    ) -> None:
+        """Attach to ``store``.
+
+        Raises:
+            ValueError: ``every`` is not a positive int, or the store already has an AutoSeal.
+        """
+        self._store = _store(store)
+        if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
+            raise ValueError(f"every must be a positive int, not {every!r}")
+        if getattr(self._store, "_auto_seal", None) is not None:
+            raise ValueError("store already has an AutoSeal attached; close() it first")
+        self.every = every
+        self._store._native.set_auto_seal(every, _key(key))
+        self._store._auto_seal = self
+
+    def close(self) -> None:
+        """Detach: no more automatic seals. Idempotent."""
+        if getattr(self._store, "_auto_seal", None) is self:
+            self._store._auto_seal = None
+            if not self._store.closed:
+                self._store._native.set_auto_seal(None)
+
+    def __enter__(self) -> AutoSeal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

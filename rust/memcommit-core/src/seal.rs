@@ -1,0 +1,697 @@
+//! Seals: the hash chain's value written into the log itself, and the checks that recompute it.
+//!
+//! A seal is a record (op `Seal`, empty key) whose payload says "the chain over every record up
+//! to and including LSN `lsn` is `chain`":
+//!
+//! ```text
+//! version u8 (1) · flags u8 (bit 0: keyed) · lsn u64 · chain [32] · mac [32]
+//! ```
+//!
+//! `lsn` is the last LSN of one of the two commits before the seal record (a seal written by
+//! hand covers the commit just before it; an automatic seal may cover the one before that, so
+//! the writer never waits for the chain thread). A keyed seal also carries
+//! `mac = blake3_keyed(key, chain || lsn as u64 LE)`, where `key = blake3::derive_key(KEY_CONTEXT,
+//! secret)`: without the secret nobody can make one that checks, or check one. An unkeyed
+//! seal's mac is zeros.
+//!
+//! [`check`] streams records from a starting chain value, recomputing every link, and compares
+//! each seal it meets with the chain at the LSN the seal names. Both cores work: each chunk of
+//! the log is read and parsed once, its records' digests are computed by two threads, and the
+//! links (the only part that must run in order) are walked by one while the other digests.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Instant;
+
+use crate::chain::{self, ChainValue};
+use crate::format::{self, parse_record, Op, ParseError, RecordView, RECORD_HEADER_LEN};
+use crate::log::lsn_follows;
+use crate::memory;
+use crate::scan::ReadAt;
+
+/// The payload version this build writes and reads.
+pub const SEAL_VERSION: u8 = 1;
+/// Bytes in a seal's payload.
+pub const SEAL_PAYLOAD_LEN: usize = 2 + 8 + 32 + 32;
+/// blake3 `derive_key` context that turns a secret into a seal key.
+pub const KEY_CONTEXT: &str = "memcommit 2026-11-30 seal key v1";
+const FLAG_KEYED: u8 = 1;
+
+/// A 32-byte seal key (derived from the user's secret with [`derive_key`]).
+pub type SealKey = [u8; 32];
+
+/// Turn a secret of any length into a seal key.
+pub fn derive_key(secret: &[u8]) -> SealKey {
+    blake3::derive_key(KEY_CONTEXT, secret)
+}
+
+/// The keyed hash of a chain value at an LSN.
+pub fn mac(key: &SealKey, chain: &ChainValue, lsn: u64) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(chain);
+    h.update(&lsn.to_le_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// A seal as the log holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SealEntry {
+    /// The last LSN the seal covers.
+    pub lsn: u64,
+    /// LSN of the seal record itself.
+    pub record_lsn: u64,
+    /// Byte offset of the seal record.
+    pub offset: u64,
+    /// When it was written (µs since the epoch).
+    pub at: i64,
+    /// Whether it carries a keyed hash.
+    pub keyed: bool,
+    /// The chain value over every record up to `lsn`.
+    pub chain: ChainValue,
+    /// The keyed hash of `chain` (zeros when not keyed).
+    pub mac: [u8; 32],
+}
+
+impl SealEntry {
+    /// The seal's hash as users see it: the keyed hash for a keyed seal, else the chain value.
+    pub fn hash(&self) -> &[u8; 32] {
+        if self.keyed {
+            &self.mac
+        } else {
+            &self.chain
+        }
+    }
+}
+
+/// Write a seal's payload.
+pub fn encode_payload(out: &mut Vec<u8>, lsn: u64, chain: &ChainValue, key: Option<&SealKey>) {
+    out.push(SEAL_VERSION);
+    out.push(if key.is_some() { FLAG_KEYED } else { 0 });
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(chain);
+    match key {
+        Some(k) => out.extend_from_slice(&mac(k, chain, lsn)),
+        None => out.extend_from_slice(&[0; 32]),
+    }
+}
+
+/// Read a seal record (`None` when its payload is malformed).
+pub fn decode(rec: &RecordView<'_>, offset: u64) -> Option<SealEntry> {
+    let p = rec.payload;
+    if p.len() != SEAL_PAYLOAD_LEN || p[0] != SEAL_VERSION || p[1] & !FLAG_KEYED != 0 || !rec.key.is_empty() {
+        return None;
+    }
+    let lsn = u64::from_le_bytes(p[2..10].try_into().ok()?);
+    if lsn >= rec.lsn {
+        return None;
+    }
+    Some(SealEntry {
+        lsn,
+        record_lsn: rec.lsn,
+        offset,
+        at: rec.at,
+        keyed: p[1] & FLAG_KEYED != 0,
+        chain: p[10..42].try_into().ok()?,
+        mac: p[42..74].try_into().ok()?,
+    })
+}
+
+/// Where a check starts: the chain value over every record before `offset`, whose last LSN is
+/// `lsn` (0 at the start of a log).
+#[derive(Clone, Copy, Debug)]
+pub struct Start {
+    /// Byte offset of the first record to check.
+    pub offset: u64,
+    /// The chain value before it.
+    pub value: ChainValue,
+    /// LSN of the record before it (0 for none).
+    pub lsn: u64,
+}
+
+/// What a check went over.
+#[derive(Clone, Debug, Default)]
+pub struct Checked {
+    /// Seals whose chain value (and keyed hash, given the key) matched.
+    pub seals_checked: u64,
+    /// Keyed seals whose chain value matched but whose keyed hash was not checked (no key).
+    pub keyed_unchecked: u64,
+    /// Records hashed.
+    pub records: u64,
+    /// Bytes hashed.
+    pub bytes: u64,
+    /// The chain value after the last record.
+    pub value: ChainValue,
+    /// LSN of the last record.
+    pub lsn: u64,
+    /// The last seal that matched, if any.
+    pub last_good: Option<SealEntry>,
+    /// Every seal met, in order.
+    pub seals: Vec<SealEntry>,
+    /// Every `sources` entry of every put: (the id referred to, the referring memory, LSN,
+    /// byte offset), when asked for.
+    pub references: Vec<Reference>,
+}
+
+/// A `sources` entry: (the id referred to, the referring memory, LSN, byte offset).
+pub type Reference = (String, String, u64, u64);
+
+/// Why a check failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// Reading failed.
+    Io(io::Error),
+    /// A record is damaged (bad framing or checksum, or an LSN out of order).
+    Corrupt {
+        /// Byte offset of the damage.
+        offset: u64,
+        /// The LSN expected there.
+        lsn: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The chain and a seal disagree.
+    Mismatch {
+        /// The seal (as decoded from the log).
+        seal: Box<SealEntry>,
+        /// What disagrees, and where to look.
+        reason: String,
+        /// The last LSN the last seal before it that matched covers.
+        after_lsn: u64,
+    },
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+/// How the check reads: the source, its salt and `dense_from`, and where to stop.
+pub struct Source<'a> {
+    /// The log's bytes.
+    pub src: &'a (dyn ReadAt + 'a),
+    /// The log's salt.
+    pub salt: u32,
+    /// LSNs at or below this may have gaps (compacted); after it they are dense.
+    pub dense_from: u64,
+    /// Stop at this byte offset (the end of the last committed record).
+    pub end: u64,
+}
+
+/// Options of a check.
+#[derive(Default)]
+pub struct CheckOptions<'a> {
+    /// The seal key, to check keyed seals' hashes.
+    pub key: Option<&'a SealKey>,
+    /// Collect every `sources` entry of every put (for the reference check).
+    pub references: bool,
+    /// Called after each chunk with the bytes checked so far.
+    pub progress: Option<&'a mut dyn FnMut(u64)>,
+}
+
+const CHUNK: usize = 4 << 20;
+
+/// One chunk of whole records read from the log.
+struct Chunk {
+    buf: Vec<u8>,
+    /// Offset of `buf[0]` in the log.
+    base: u64,
+    /// (start, length) of each record in `buf`.
+    spans: Vec<(u32, u32)>,
+    digests: Vec<ChainValue>,
+    refs: Vec<Reference>,
+}
+
+/// Read the whole records from `pos` (up to about `CHUNK` bytes, more for one large record).
+fn read_chunk(s: &Source<'_>, pos: u64, mut buf: Vec<u8>) -> Result<Chunk, Failure> {
+    let mut want = (CHUNK as u64).min(s.end - pos) as usize;
+    loop {
+        buf.resize(want, 0);
+        let n = s.src.read_at(&mut buf, pos)?;
+        buf.truncate(n);
+        let mut spans = Vec::with_capacity(n / 128);
+        let mut off = 0usize;
+        while off < buf.len() {
+            match parse_record(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN) {
+                Ok(rec) => {
+                    spans.push((off as u32, rec.bytes.len() as u32));
+                    off += rec.bytes.len();
+                }
+                Err(ParseError::Incomplete) if pos + (buf.len() as u64) < s.end => break,
+                Err(e) => {
+                    let reason = match e {
+                        ParseError::Incomplete => "the log ends inside a record".to_string(),
+                        ParseError::Invalid(r) => r.to_string(),
+                    };
+                    return Err(Failure::Corrupt { offset: pos + off as u64, lsn: 0, reason });
+                }
+            }
+        }
+        if !spans.is_empty() || buf.is_empty() {
+            buf.truncate(off);
+            return Ok(Chunk { buf, base: pos, spans, digests: Vec::new(), refs: Vec::new() });
+        }
+        // One record larger than the chunk: read it whole.
+        let rest = &buf[..];
+        let len = if rest.len() >= RECORD_HEADER_LEN {
+            let key_len = u16::from_le_bytes([rest[24], rest[25]]) as usize;
+            let len = u32::from_le_bytes(rest[28..32].try_into().expect("4 bytes")) as usize;
+            format::RECORD_OVERHEAD + key_len + len
+        } else {
+            RECORD_HEADER_LEN
+        };
+        want = len.max(want + 1).min((s.end - pos) as usize);
+    }
+}
+
+/// Digest records `spans[from..to]` of a chunk (and collect their references).
+fn digest_range(
+    buf: &[u8],
+    base: u64,
+    spans: &[(u32, u32)],
+    refs: bool,
+) -> (Vec<ChainValue>, Vec<Reference>) {
+    let mut out = Vec::with_capacity(spans.len());
+    let mut found = Vec::new();
+    for &(start, len) in spans {
+        let bytes = &buf[start as usize..(start + len) as usize];
+        out.push(chain::digest(bytes));
+        if refs && bytes[2] == Op::Put as u8 {
+            let rec = format::view_trusted(bytes);
+            if let Some(body) = memory::decode_put(rec.payload) {
+                for s in body.sources {
+                    found.push((s.to_string(), rec.key_str().to_string(), rec.lsn, base + start as u64));
+                }
+            }
+        }
+    }
+    (out, found)
+}
+
+/// Recompute the chain from `start` to `s.end`, checking LSN order and every seal on the way.
+pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
+    let CheckOptions { key, references, mut progress } = opts;
+    let mut done = Checked { value: start.value, lsn: start.lsn, ..Default::default() };
+    // The chain at the ends of the last two commits (a seal covers one of them).
+    let mut ends: VecDeque<(u64, ChainValue)> = VecDeque::with_capacity(3);
+    ends.push_back((start.lsn, start.value));
+    let mut pos = start.offset;
+    let mut pending: Option<Chunk> = None;
+    // Share of each chunk's digests the walking thread takes, tuned as it goes.
+    let mut share = 0.3f64;
+    let mut spare = Vec::new();
+    loop {
+        let next = if pos < s.end {
+            let c = read_chunk(s, pos, std::mem::take(&mut spare))?;
+            pos += c.buf.len() as u64;
+            Some(c)
+        } else {
+            None
+        };
+        if next.is_none() && pending.is_none() {
+            break;
+        }
+        let (walked, digested) = std::thread::scope(|scope| {
+            let helper = next.as_ref().map(|c| {
+                let split = ((c.spans.len() as f64) * share) as usize;
+                let (buf, base, tail) = (&c.buf, c.base, &c.spans[split..]);
+                let handle = scope.spawn(move || {
+                    let t = Instant::now();
+                    let r = digest_range(buf, base, tail, references);
+                    (r, t.elapsed())
+                });
+                (c, split, handle)
+            });
+            let t = Instant::now();
+            let walked = match pending.take() {
+                Some(c) => walk(&c, &mut done, &mut ends, s.dense_from, key).map(|()| Some(c)),
+                None => Ok(None),
+            };
+            let digested = helper.map(|(c, split, handle)| {
+                let (mut d, mut r) = digest_range(&c.buf, c.base, &c.spans[..split], references);
+                let mine = t.elapsed();
+                let ((d2, r2), theirs) = handle.join().expect("the digest thread does not panic");
+                d.extend(d2);
+                r.extend(r2);
+                // Move work toward the thread that finished first.
+                let (m, o) = (mine.as_secs_f64(), theirs.as_secs_f64());
+                if m + o > 0.0 {
+                    share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.02, 0.98);
+                }
+                (d, r)
+            });
+            (walked, digested)
+        });
+        let mut next = next;
+        if let (Some(c), Some((d, r))) = (next.as_mut(), digested) {
+            c.digests = d;
+            c.refs = r;
+        }
+        if let Some(c) = walked? {
+            done.references.extend(c.refs);
+            spare = c.buf;
+            if let Some(p) = progress.as_mut() {
+                p(done.bytes);
+            }
+        }
+        pending = next;
+    }
+    Ok(done)
+}
+
+/// Walk the links of one chunk whose digests are known, checking LSNs and seals.
+fn walk(
+    c: &Chunk,
+    done: &mut Checked,
+    ends: &mut VecDeque<(u64, ChainValue)>,
+    dense_from: u64,
+    key: Option<&SealKey>,
+) -> Result<(), Failure> {
+    for (&(start, len), digest) in c.spans.iter().zip(&c.digests) {
+        let bytes = &c.buf[start as usize..(start + len) as usize];
+        let offset = c.base + start as u64;
+        let lsn = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+        if !lsn_follows(done.lsn, lsn, dense_from) {
+            return Err(Failure::Corrupt {
+                offset,
+                lsn: done.lsn + 1,
+                reason: format!("LSN {lsn} follows LSN {}: a record is missing or out of place", done.lsn),
+            });
+        }
+        if bytes[2] == Op::Seal as u8 {
+            let rec = format::view_trusted(bytes);
+            let Some(seal) = decode(&rec, offset) else {
+                return Err(Failure::Corrupt { offset, lsn, reason: "malformed seal payload".into() });
+            };
+            check_seal_record(&seal, ends, key, done)?;
+        }
+        done.value = chain::link(&done.value, digest);
+        done.lsn = lsn;
+        done.records += 1;
+        done.bytes += len as u64;
+        if bytes[3] & format::FLAG_COMMIT_END != 0 {
+            if ends.len() == 2 {
+                ends.pop_front();
+            }
+            ends.push_back((lsn, done.value));
+        }
+    }
+    Ok(())
+}
+
+fn check_seal_record(
+    seal: &SealEntry,
+    ends: &VecDeque<(u64, ChainValue)>,
+    key: Option<&SealKey>,
+    done: &mut Checked,
+) -> Result<(), Failure> {
+    let after_lsn = done.last_good.map_or(0, |s| s.lsn);
+    let mismatch = |reason: String| Failure::Mismatch { seal: Box::new(*seal), reason, after_lsn };
+    let Some(&(_, value)) = ends.iter().find(|(l, _)| *l == seal.lsn) else {
+        return Err(mismatch(format!(
+            "it claims to cover LSN {}, which does not end either of the two commits before it",
+            seal.lsn
+        )));
+    };
+    if value != seal.chain {
+        return Err(mismatch(format!(
+            "the chain recomputed through LSN {} is {} but the seal says {}",
+            seal.lsn,
+            hex(&value),
+            hex(&seal.chain)
+        )));
+    }
+    if seal.keyed {
+        match key {
+            Some(k) if mac(k, &value, seal.lsn) != seal.mac => {
+                return Err(mismatch(
+                    "its keyed hash does not match the chain under this key (another key made it, \
+                     or the log was rewritten)"
+                        .into(),
+                ))
+            }
+            Some(_) => {}
+            None => {
+                done.keyed_unchecked += 1;
+                done.last_good = Some(*seal);
+                done.seals.push(*seal);
+                return Ok(());
+            }
+        }
+    } else if seal.mac != [0; 32] {
+        return Err(mismatch("an unkeyed seal carries a keyed hash".into()));
+    }
+    done.seals_checked += 1;
+    done.last_good = Some(*seal);
+    done.seals.push(*seal);
+    Ok(())
+}
+
+/// Lower-case hex.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// On an open log.
+
+use std::sync::Arc;
+
+use crate::chainer;
+use crate::error::{Error, Result};
+use crate::format::HEADER_LEN;
+use crate::log::{AutoSeal, Log, Medium, State};
+use crate::scan::{Item, Scanner};
+
+/// Where a check reads from once the state lock is released.
+enum Owned {
+    File(Arc<crate::appender::FileAppender>),
+}
+
+impl Log {
+    /// The chain at the end of the commit ending at byte `end` (one of the last two), waiting
+    /// for the chain thread when `wait`; without waiting, `None` if it is not there yet.
+    pub(crate) fn chain_at(&self, st: &State, end: u64, wait: bool) -> Result<Option<(u64, ChainValue)>> {
+        let fail = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
+        match &st.medium {
+            Medium::File(a) => {
+                let c = self.chainer.get_or_init(|| {
+                    chainer::Chainer::start(a.clone(), &st.header.encode(), st.header.salt(), st.end)
+                });
+                if wait {
+                    c.wait_commit_end(end).map(Some).map_err(fail)
+                } else {
+                    Ok(c.at_commit_end(end))
+                }
+            }
+            Medium::Memory(v) => {
+                let mut rc = self.ram_chain.lock();
+                let (pos, value, ends) = &mut *rc;
+                if *pos < st.end {
+                    *value = chainer::extend_tracking(v, *value, *pos, st.end, st.header.salt(), ends)
+                        .map_err(|e| fail(e.to_string()))?;
+                    *pos = st.end;
+                }
+                Ok(chainer::find_end(ends, end))
+            }
+        }
+    }
+
+    /// Write a seal over every record committed so far (a one-record commit of its own), and
+    /// return it once it is durable as the durability mode promises.
+    pub fn seal(&self, key: Option<&SealKey>, at: i64) -> Result<SealEntry> {
+        let mut st = self.state.write();
+        self.check_writer(&st)?;
+        let end = st.end;
+        let (lsn, value) = self.chain_at(&st, end, true)?.ok_or_else(|| {
+            Error::invalid("seal", "internal error: the chain does not reach the log's end")
+        })?;
+        let seal = crate::commit::append_seal(self, &mut st, lsn, &value, key, at)?;
+        let end = st.end;
+        drop(st);
+        self.wait_durable(end)?;
+        Ok(seal)
+    }
+
+    /// After a commit: append an automatic seal if one is due. Never waits for the chain
+    /// thread unless it is more than a commit behind.
+    pub(crate) fn auto_seal_after_commit(&self, st: &mut State, at: i64) -> Result<()> {
+        let Some(AutoSeal { every, key }) = *self.auto_seal.lock() else { return Ok(()) };
+        let (last, last_record) = st.index.seals().last().map_or((0, 0), |s| (s.lsn, s.record_lsn));
+        if st.lsn.saturating_sub(last_record) < every {
+            return Ok(());
+        }
+        let [older, newer] = st.recent_ends;
+        let mut found = self.chain_at(st, newer.0, false)?;
+        if found.is_none() && older.1 > last {
+            found = self.chain_at(st, older.0, false)?;
+        }
+        let found = match found {
+            Some(f) => f,
+            None => {
+                let target = if older.1 > last { older.0 } else { newer.0 };
+                self.chain_at(st, target, true)?.ok_or_else(|| {
+                    Error::invalid("seal", "internal error: the chain does not reach a commit's end")
+                })?
+            }
+        };
+        crate::commit::append_seal(self, st, found.0, &found.1, key.as_ref(), at)?;
+        Ok(())
+    }
+
+    /// Turn automatic sealing on (`Some`) or off.
+    pub fn set_auto_seal(&self, auto: Option<AutoSeal>) -> Result<()> {
+        let st = self.state.read();
+        self.check_writer(&st)?;
+        if let Some(a) = &auto {
+            if a.every == 0 {
+                return Err(Error::invalid("every", "must be a positive number of records"));
+            }
+        }
+        *self.auto_seal.lock() = auto;
+        Ok(())
+    }
+
+    /// The seals of the log, oldest first.
+    pub fn seals(&self) -> Result<Vec<SealEntry>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(st.index.seals().to_vec())
+    }
+
+    fn failure(&self, f: Failure) -> Error {
+        match f {
+            Failure::Io(e) => Error::io(&self.display, "read", e),
+            Failure::Corrupt { offset, lsn, reason } => Error::Corrupt {
+                path: self.display.clone(),
+                offset,
+                lsn,
+                reason: format!("{reason}; the log changed on disk since it was written"),
+            },
+            Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
+                path: self.display.clone(),
+                lsn: seal.record_lsn,
+                offset: seal.offset,
+                after_lsn,
+                reason,
+            },
+        }
+    }
+
+    /// Run a check from `start` to `end` with the state lock released (a file) or held (RAM).
+    fn run_check(
+        &self,
+        st: parking_lot::RwLockReadGuard<'_, State>,
+        start: impl FnOnce(&dyn crate::scan::ReadAt) -> Result<Start>,
+        end: u64,
+        opts: CheckOptions<'_>,
+    ) -> Result<Checked> {
+        let (salt, dense_from) = (st.header.salt(), st.header.dense_from);
+        let owned = match &st.medium {
+            Medium::File(a) => Some(Owned::File(a.clone())),
+            Medium::Memory(_) => None,
+        };
+        let result = match owned {
+            Some(Owned::File(a)) => {
+                drop(st);
+                let start = start(&*a)?;
+                check(&Source { src: &*a, salt, dense_from, end }, start, opts)
+            }
+            None => {
+                let src = st.medium.source();
+                let start = start(src)?;
+                check(&Source { src, salt, dense_from, end }, start, opts)
+            }
+        };
+        result.map_err(|f| self.failure(f))
+    }
+
+    /// Recheck the newest seal, hashing only the records since the seal before it.
+    pub fn check_newest_seal(&self, key: Option<&SealKey>) -> Result<(SealEntry, Checked)> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let seals = st.index.seals();
+        let Some(&newest) = seals.last() else {
+            return Err(Error::invalid(
+                "store",
+                "the log holds no seal to check yet; write one with seal(store)",
+            ));
+        };
+        if newest.keyed && key.is_none() {
+            return Err(Error::invalid(
+                "key",
+                format!("the newest seal (LSN {}) is keyed: pass its key to check it", newest.record_lsn),
+            ));
+        }
+        let prev = seals.len().checked_sub(2).map(|i| seals[i]);
+        let first = match prev {
+            Some(p) => Some(offset_after(&st, p.lsn).map_err(|e| Error::io(&self.display, "read", e))?),
+            None => None,
+        };
+        let end = newest.offset + (format::RECORD_OVERHEAD + SEAL_PAYLOAD_LEN) as u64;
+        let start = move |src: &dyn crate::scan::ReadAt| -> Result<Start> {
+            match (prev, first) {
+                (Some(p), Some(offset)) => Ok(Start { offset, value: p.chain, lsn: p.lsn }),
+                _ => header_start(src).map_err(|e| Error::io(&self.display, "read", e)),
+            }
+        };
+        let done = self.run_check(st, start, end, CheckOptions { key, ..Default::default() })?;
+        Ok((newest, done))
+    }
+
+    /// Recompute the chain over the whole log, check every seal and collect references.
+    pub fn verify<'a>(
+        &self,
+        key: Option<&'a SealKey>,
+        progress: Option<&'a mut dyn FnMut(u64)>,
+    ) -> Result<Checked> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let end = st.end;
+        let start = |src: &dyn crate::scan::ReadAt| {
+            header_start(src).map_err(|e| Error::io(&self.display, "read", e))
+        };
+        let mut done = self.run_check(st, start, end, CheckOptions { key, references: true, progress })?;
+        let st = self.state.read();
+        for (id, by, lsn, offset) in &done.references {
+            if st.index.position(id).is_none() {
+                return Err(Error::ForgedReference {
+                    path: self.display.clone(),
+                    id: id.clone(),
+                    by: by.clone(),
+                    lsn: *lsn,
+                    offset: *offset,
+                });
+            }
+        }
+        done.references = Vec::new();
+        Ok(done)
+    }
+}
+
+/// The chain's start as the file's own header gives it.
+fn header_start(src: &dyn crate::scan::ReadAt) -> io::Result<Start> {
+    let mut hb = [0u8; HEADER_LEN];
+    src.read_at(&mut hb, 0)?;
+    Ok(Start { offset: HEADER_LEN as u64, value: chain::start(&hb), lsn: 0 })
+}
+
+/// The offset of the first record after LSN `lsn`.
+fn offset_after(st: &State, lsn: u64) -> io::Result<u64> {
+    let i = st.sparse.partition_point(|&(l, _)| l <= lsn + 1);
+    let start = if i == 0 { HEADER_LEN as u64 } else { st.sparse[i - 1].1 };
+    let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+    loop {
+        match sc.next_item()? {
+            Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
+            Item::Record(..) => {}
+            Item::End => return Ok(st.end),
+            Item::Bad(off, _) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("damaged record at byte offset {off}"),
+                ))
+            }
+        }
+    }
+}

@@ -1,4 +1,4 @@
-"""The memcommit command line: info, export, import, repair and demo."""
+"""The memcommit command line: info, export, import, repair, seal, verify and demo."""
 
 from __future__ import annotations
 
@@ -363,6 +363,78 @@ def test_info_on_a_damaged_log_points_to_repair(
     err = capsys.readouterr().err
     assert "memcommit repair" in err
     assert "Traceback" not in err
+
+
+# --- seal and verify ---------------------------------------------------------------------
+
+
+def test_seal_prints_an_anchor_that_verify_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["seal", str(path)]) == 0
+    anchor_json = capsys.readouterr().out.strip()
+    anchor = memcommit.Seal.from_json(anchor_json)
+    (tmp_path / "anchor.json").write_text(anchor_json, encoding="utf-8")
+    assert main(["verify", str(path), "--anchor", str(tmp_path / "anchor.json")]) == 0
+    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert out["seals_checked"] == "1" and out["anchors_checked"] == "1"
+    assert int(out["records_checked"]) == anchor.lsn + 1
+    assert main(["info", str(path)]) == 0
+    info = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert info["seals"] == "1" and info["last_seal"] == f"LSN {anchor.lsn} {anchor.hash}"
+
+
+def test_verify_with_key_file_and_a_wrong_key_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    key, other = tmp_path / "key", tmp_path / "other"
+    key.write_bytes(b"k" * 32)
+    other.write_bytes(b"o" * 32)
+    assert main(["seal", str(path), "--key-file", str(key)]) == 0
+    assert json.loads(capsys.readouterr().out)["keyed"] is True
+    assert main(["verify", str(path)]) == 0
+    assert "keyed_unchecked: 1" in capsys.readouterr().out
+    assert main(["verify", str(path), "--key-file", str(key)]) == 0
+    assert "seals_checked: 1" in capsys.readouterr().out
+    assert main(["verify", str(path), "--key-file", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert "SealMismatch" in err and "keyed hash" in err
+
+
+def test_verify_of_a_changed_record_exits_1_naming_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["seal", str(path)]) == 0
+    capsys.readouterr()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"agent-1 called run_sql")
+    data[at] ^= 0x20  # one letter's case: the record no longer matches its checksum
+    path.write_bytes(bytes(data))
+    assert main(["verify", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "byte offset" in err and "LSN" in err
+
+
+def test_seal_and_verify_name_missing_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    assert main(["seal", str(missing)]) == 1
+    assert str(missing) in capsys.readouterr().err
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["verify", str(path), "--key-file", str(tmp_path / "nokey")]) == 1
+    assert "nokey" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    assert main(["verify", str(path), "--anchor", str(bad)]) == 1
+    assert "not a memcommit seal" in capsys.readouterr().err
 
 
 # --- demo -------------------------------------------------------------------------------

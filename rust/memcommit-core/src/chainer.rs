@@ -21,25 +21,13 @@ struct Progress {
     /// The chain covers every record before this offset.
     pos: u64,
     value: ChainValue,
-    /// The chain at the ends of the last two commits hashed: (offset after, LSN, value).
-    ends: CommitEnds,
+    /// The chain at the end of the newest commit hashed: (offset after it, its last LSN, value).
+    last_end: CommitEnd,
     error: Option<String>,
 }
 
-/// The chain at the ends of the last two commits: (offset after the commit, its last LSN,
-/// the chain value there), oldest first.
-pub type CommitEnds = [Option<(u64, u64, ChainValue)>; 2];
-
-/// Remember the chain at the end of a commit.
-pub fn push_end(ends: &mut CommitEnds, end: (u64, u64, ChainValue)) {
-    ends[0] = ends[1];
-    ends[1] = Some(end);
-}
-
-/// The chain at the end of the commit that ends at byte `end`, if it is one of the two.
-pub fn find_end(ends: &CommitEnds, end: u64) -> Option<(u64, ChainValue)> {
-    ends.iter().flatten().find(|(e, _, _)| *e == end).map(|&(_, lsn, v)| (lsn, v))
-}
+/// The chain at the end of a commit: (offset after the commit, its last LSN, the value there).
+pub type CommitEnd = (u64, u64, ChainValue);
 
 struct Shared {
     published: AtomicU64,
@@ -64,17 +52,18 @@ pub fn extend<S: ReadAt + ?Sized>(
     end: u64,
     salt: u32,
 ) -> io::Result<ChainValue> {
-    extend_tracking(src, value, from, end, salt, &mut [None, None])
+    let mut last_end = (0, 0, value);
+    extend_tracking(src, value, from, end, salt, &mut last_end)
 }
 
-/// `extend`, also remembering the chain at the ends of the last two commits in `ends`.
+/// `extend`, also remembering the chain at the end of the newest commit in `last_end`.
 pub fn extend_tracking<S: ReadAt + ?Sized>(
     src: &S,
     mut value: ChainValue,
     from: u64,
     end: u64,
     salt: u32,
-    ends: &mut CommitEnds,
+    last_end: &mut CommitEnd,
 ) -> io::Result<ChainValue> {
     let mut sc = Scanner::new(src, from, end, salt, format::MAX_PAYLOAD_LEN);
     loop {
@@ -82,7 +71,7 @@ pub fn extend_tracking<S: ReadAt + ?Sized>(
             Item::Record(off, rec) => {
                 value = chain::step(&value, rec.bytes);
                 if rec.ends_commit() {
-                    push_end(ends, (off + rec.bytes.len() as u64, rec.lsn, value));
+                    *last_end = (off + rec.bytes.len() as u64, rec.lsn, value);
                 }
             }
             Item::End => return Ok(value),
@@ -106,7 +95,7 @@ impl Chainer {
             progress: Mutex::new(Progress {
                 pos: HEADER_LEN as u64,
                 value: chain::start(header),
-                ends: [None, Some((HEADER_LEN as u64, 0, chain::start(header)))],
+                last_end: (HEADER_LEN as u64, 0, chain::start(header)),
                 error: None,
             }),
             work: Condvar::new(),
@@ -144,19 +133,13 @@ impl Chainer {
         }
     }
 
-    /// The chain at the end of the commit ending at byte `end`, if the thread has just hashed
-    /// it (one of the last two commits it hashed); never waits.
-    pub fn at_commit_end(&self, end: u64) -> Option<(u64, ChainValue)> {
+    /// The chain at the end of the newest commit the thread has hashed; never waits.
+    pub fn newest_commit_end(&self) -> Result<CommitEnd, String> {
         let p = self.shared.progress.lock().unwrap_or_else(|e| e.into_inner());
-        find_end(&p.ends, end)
-    }
-
-    /// The chain at the end of the commit ending at byte `end`, waiting for the thread to hash
-    /// it. `end` must be the end of one of the last two commits published.
-    pub fn wait_commit_end(&self, end: u64) -> Result<(u64, ChainValue), String> {
-        self.value(end)?;
-        let p = self.shared.progress.lock().unwrap_or_else(|e| e.into_inner());
-        find_end(&p.ends, end).ok_or_else(|| format!("no commit ends at byte {end} near the chain's end"))
+        match &p.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(p.last_end),
+        }
     }
 
     /// Stop the thread (what is published and not yet hashed is left unhashed).
@@ -179,20 +162,20 @@ impl Drop for Chainer {
 }
 
 fn run(s: &Shared, file: &FileAppender, salt: u32) {
-    let (mut pos, mut value, mut ends) = {
+    let (mut pos, mut value, mut last_end) = {
         let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
-        (p.pos, p.value, p.ends)
+        (p.pos, p.value, p.last_end)
     };
     loop {
         let target = s.published.load(Ordering::SeqCst);
         if pos < target {
             let step_end = target;
-            let result = extend_tracking(file, value, pos, step_end, salt, &mut ends);
+            let result = extend_tracking(file, value, pos, step_end, salt, &mut last_end);
             let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
             match result {
                 Ok(v) => {
                     (pos, value) = (step_end, v);
-                    (p.pos, p.value, p.ends) = (pos, value, ends);
+                    (p.pos, p.value, p.last_end) = (pos, value, last_end);
                 }
                 Err(e) => {
                     p.error = Some(e.to_string());

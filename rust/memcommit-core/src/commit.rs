@@ -231,7 +231,7 @@ impl Commit<'_> {
         if st.buf.capacity() > 4 * CHUNK {
             st.buf = Vec::new();
         }
-        st.recent_ends = [st.recent_ends[1], (st.end, st.lsn)];
+        st.note_commit();
         if let Some(c) = self.log.chainer.get() {
             c.publish(st.end);
         }
@@ -357,7 +357,7 @@ pub(crate) fn append_seal(
     st.end = base + st.buf.len() as u64;
     st.lsn = record_lsn;
     st.buf.clear();
-    st.recent_ends = [st.recent_ends[1], (st.end, st.lsn)];
+    st.note_commit();
     if let Some(c) = log.chainer.get() {
         c.publish(st.end);
     }

@@ -161,11 +161,9 @@ impl fmt::Display for Error {
             Error::Corrupt { path, offset, lsn, reason } => {
                 write!(f, "{path}: damaged log at byte offset {offset} (LSN {lsn}): {reason}")
             }
-            Error::SealMismatch { path, lsn, offset, after_lsn, reason } => write!(
+            Error::SealMismatch { path, lsn, offset, reason, .. } => write!(
                 f,
-                "{path}: the seal at LSN {lsn} (byte offset {offset}) does not match the log: {reason}. \
-                 A record after LSN {after_lsn} and before the seal was changed, added, removed or \
-                 reordered; restore the log from a backup or from a copy that verifies"
+                "{path}: the seal at LSN {lsn} (byte offset {offset}) does not match the log: {reason}"
             ),
             Error::ForgedReference { path, id, by, lsn, offset } => write!(
                 f,

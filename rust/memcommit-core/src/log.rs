@@ -4,10 +4,11 @@
 //! `<path>.lock` for as long as it is open; a read-only `Log` takes no lock and catches up with
 //! `refresh`. A `Log` over RAM (`Log::memory`) runs the same code on a growing buffer.
 
+use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -108,8 +109,8 @@ pub(crate) struct State {
     pub(crate) closed: bool,
     pub(crate) buf: Vec<u8>,
     pub(crate) undo: Vec<Undo>,
-    /// (offset after, last LSN) of the last two commits, oldest first: a seal covers one.
-    pub(crate) recent_ends: [(u64, u64); 2],
+    /// Last LSNs of the newest `SEAL_WINDOW` commits, oldest first: a seal covers one.
+    pub(crate) recent_commits: VecDeque<u64>,
 }
 
 pub(crate) const SPARSE_EVERY: u64 = 1024;
@@ -191,10 +192,12 @@ pub struct Log {
     recovered_bytes: u64,
     /// Keeps the hash chain of a file log current (`None` in RAM: computed when asked).
     pub(crate) chainer: OnceLock<Chainer>,
-    /// The chain of a log in RAM as far as it was computed: (offset, value, commit ends).
-    pub(crate) ram_chain: Mutex<(u64, ChainValue, chainer::CommitEnds)>,
+    /// The chain of a log in RAM as far as it was computed: (offset, value).
+    pub(crate) ram_chain: Mutex<(u64, ChainValue)>,
     /// Seal automatically every so many records (`AutoSeal`).
     pub(crate) auto_seal: Mutex<Option<AutoSeal>>,
+    /// Automatic seals that had to wait for the chain thread.
+    pub(crate) auto_seal_waits: AtomicU64,
 }
 
 /// Automatic sealing: after a commit that brings the records since the newest seal to
@@ -413,6 +416,16 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
     Ok(good_end)
 }
 
+impl State {
+    /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
+    pub(crate) fn note_commit(&mut self) {
+        if self.recent_commits.len() == crate::seal::SEAL_WINDOW {
+            self.recent_commits.pop_front();
+        }
+        self.recent_commits.push_back(self.lsn);
+    }
+}
+
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
@@ -478,11 +491,11 @@ impl Log {
             closed: false,
             buf: Vec::new(),
             undo: Vec::new(),
-            recent_ends: [(HEADER_LEN as u64, 0); 2],
+            recent_commits: VecDeque::from([0]),
         };
         let good_end = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
         st.index.finish_replay();
-        st.recent_ends = [(st.end, st.lsn); 2];
+        st.recent_commits = VecDeque::from([st.lsn]);
         let mut recovered_bytes = 0;
         let Medium::File(appender) = &st.medium else { unreachable!("opened a file") };
         let file = appender.file();
@@ -520,8 +533,9 @@ impl Log {
             display,
             recovered_bytes,
             chainer,
-            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb), [None, None])),
+            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb))),
             auto_seal: Mutex::new(None),
+            auto_seal_waits: AtomicU64::new(0),
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -545,7 +559,7 @@ impl Log {
             closed: false,
             buf: Vec::new(),
             undo: Vec::new(),
-            recent_ends: [(HEADER_LEN as u64, 0); 2],
+            recent_commits: VecDeque::from([0]),
         };
         Ok(Arc::new(Log {
             state: RwLock::new(st),
@@ -559,8 +573,9 @@ impl Log {
             display: ":memory:".to_string(),
             recovered_bytes: 0,
             chainer: OnceLock::new(),
-            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb), [None, None])),
+            ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb))),
             auto_seal: Mutex::new(None),
+            auto_seal_waits: AtomicU64::new(0),
         }))
     }
 

@@ -7,9 +7,9 @@
 //! version u8 (1) · flags u8 (bit 0: keyed) · lsn u64 · chain [32] · mac [32]
 //! ```
 //!
-//! `lsn` is the last LSN of one of the two commits before the seal record (a seal written by
-//! hand covers the commit just before it; an automatic seal may cover the one before that, so
-//! the writer never waits for the chain thread). A keyed seal also carries
+//! `lsn` is the last LSN of one of the `SEAL_WINDOW` commits before the seal record (a seal
+//! written by hand covers the commit just before it; an automatic seal covers the newest commit
+//! the chain thread has already hashed, so the writer does not wait for hashing). A keyed seal also carries
 //! `mac = blake3_keyed(key, chain || lsn as u64 LE)`, where `key = blake3::derive_key(KEY_CONTEXT,
 //! secret)`: without the secret nobody can make one that checks, or check one. An unkeyed
 //! seal's mac is zeros.
@@ -36,6 +36,8 @@ pub const SEAL_PAYLOAD_LEN: usize = 2 + 8 + 32 + 32;
 /// blake3 `derive_key` context that turns a secret into a seal key.
 pub const KEY_CONTEXT: &str = "memcommit 2026-11-30 seal key v1";
 const FLAG_KEYED: u8 = 1;
+/// A seal covers the end of one of this many commits before it.
+pub const SEAL_WINDOW: usize = 64;
 
 /// A 32-byte seal key (derived from the user's secret with [`derive_key`]).
 pub type SealKey = [u8; 32];
@@ -292,8 +294,8 @@ fn digest_range(
 pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
     let CheckOptions { key, references, mut progress } = opts;
     let mut done = Checked { value: start.value, lsn: start.lsn, ..Default::default() };
-    // The chain at the ends of the last two commits (a seal covers one of them).
-    let mut ends: VecDeque<(u64, ChainValue)> = VecDeque::with_capacity(3);
+    // The chain at the ends of the last SEAL_WINDOW commits (a seal covers one of them).
+    let mut ends: VecDeque<(u64, ChainValue)> = VecDeque::with_capacity(SEAL_WINDOW + 1);
     ends.push_back((start.lsn, start.value));
     let mut pos = start.offset;
     let mut pending: Option<Chunk> = None;
@@ -390,7 +392,7 @@ fn walk(
         done.records += 1;
         done.bytes += len as u64;
         if bytes[3] & format::FLAG_COMMIT_END != 0 {
-            if ends.len() == 2 {
+            if ends.len() == SEAL_WINDOW {
                 ends.pop_front();
             }
             ends.push_back((lsn, done.value));
@@ -407,15 +409,19 @@ fn check_seal_record(
 ) -> Result<(), Failure> {
     let after_lsn = done.last_good.map_or(0, |s| s.lsn);
     let mismatch = |reason: String| Failure::Mismatch { seal: Box::new(*seal), reason, after_lsn };
+    let changed = format!(
+        "a record after LSN {after_lsn} and up to this seal was changed, added, removed or reordered; \
+         restore the log from a backup or from a copy that verifies"
+    );
     let Some(&(_, value)) = ends.iter().find(|(l, _)| *l == seal.lsn) else {
         return Err(mismatch(format!(
-            "it claims to cover LSN {}, which does not end either of the two commits before it",
+            "it claims to cover LSN {}, which does not end any of the {SEAL_WINDOW} commits before it: {changed}",
             seal.lsn
         )));
     };
     if value != seal.chain {
         return Err(mismatch(format!(
-            "the chain recomputed through LSN {} is {} but the seal says {}",
+            "the chain recomputed through LSN {} is {} but the seal says {}: {changed}",
             seal.lsn,
             hex(&value),
             hex(&seal.chain)
@@ -424,11 +430,11 @@ fn check_seal_record(
     if seal.keyed {
         match key {
             Some(k) if mac(k, &value, seal.lsn) != seal.mac => {
-                return Err(mismatch(
-                    "its keyed hash does not match the chain under this key (another key made it, \
-                     or the log was rewritten)"
-                        .into(),
-                ))
+                return Err(mismatch(format!(
+                    "its keyed hash does not match the chain under this key: the key is not the one \
+                     that sealed it, or someone without the key rewrote the records after LSN {after_lsn} \
+                     and the chain values with them"
+                )))
             }
             Some(_) => {}
             None => {
@@ -439,7 +445,7 @@ fn check_seal_record(
             }
         }
     } else if seal.mac != [0; 32] {
-        return Err(mismatch("an unkeyed seal carries a keyed hash".into()));
+        return Err(mismatch(format!("an unkeyed seal carries a keyed hash: {changed}")));
     }
     done.seals_checked += 1;
     done.last_good = Some(*seal);
@@ -469,31 +475,40 @@ enum Owned {
 }
 
 impl Log {
-    /// The chain at the end of the commit ending at byte `end` (one of the last two), waiting
-    /// for the chain thread when `wait`; without waiting, `None` if it is not there yet.
-    pub(crate) fn chain_at(&self, st: &State, end: u64, wait: bool) -> Result<Option<(u64, ChainValue)>> {
+    /// The chain through the newest commit (waits for the chain thread to get there).
+    pub(crate) fn chain_to_end(&self, st: &State) -> Result<(u64, ChainValue)> {
         let fail = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
         match &st.medium {
             Medium::File(a) => {
                 let c = self.chainer.get_or_init(|| {
                     chainer::Chainer::start(a.clone(), &st.header.encode(), st.header.salt(), st.end)
                 });
-                if wait {
-                    c.wait_commit_end(end).map(Some).map_err(fail)
-                } else {
-                    Ok(c.at_commit_end(end))
-                }
+                Ok((st.lsn, c.value(st.end).map_err(fail)?))
             }
             Medium::Memory(v) => {
                 let mut rc = self.ram_chain.lock();
-                let (pos, value, ends) = &mut *rc;
+                let (pos, value) = &mut *rc;
                 if *pos < st.end {
-                    *value = chainer::extend_tracking(v, *value, *pos, st.end, st.header.salt(), ends)
+                    *value = chainer::extend(v, *value, *pos, st.end, st.header.salt())
                         .map_err(|e| fail(e.to_string()))?;
                     *pos = st.end;
                 }
-                Ok(chainer::find_end(ends, end))
+                Ok((st.lsn, *value))
             }
+        }
+    }
+
+    /// The chain through the newest commit already hashed: (its last LSN, value). Never waits
+    /// for a file log's chain thread.
+    fn chain_hashed(&self, st: &State) -> Result<(u64, ChainValue)> {
+        match (self.chainer.get(), &st.medium) {
+            (Some(c), Medium::File(_)) => {
+                let (_, lsn, value) = c
+                    .newest_commit_end()
+                    .map_err(|e| Error::io(&self.display, "hash the chain of", io::Error::other(e)))?;
+                Ok((lsn, value))
+            }
+            _ => self.chain_to_end(st),
         }
     }
 
@@ -502,10 +517,7 @@ impl Log {
     pub fn seal(&self, key: Option<&SealKey>, at: i64) -> Result<SealEntry> {
         let mut st = self.state.write();
         self.check_writer(&st)?;
-        let end = st.end;
-        let (lsn, value) = self.chain_at(&st, end, true)?.ok_or_else(|| {
-            Error::invalid("seal", "internal error: the chain does not reach the log's end")
-        })?;
+        let (lsn, value) = self.chain_to_end(&st)?;
         let seal = crate::commit::append_seal(self, &mut st, lsn, &value, key, at)?;
         let end = st.end;
         drop(st);
@@ -521,19 +533,18 @@ impl Log {
         if st.lsn.saturating_sub(last_record) < every {
             return Ok(());
         }
-        let [older, newer] = st.recent_ends;
-        let mut found = self.chain_at(st, newer.0, false)?;
-        if found.is_none() && older.1 > last {
-            found = self.chain_at(st, older.0, false)?;
-        }
-        let found = match found {
-            Some(f) => f,
-            None => {
-                let target = if older.1 > last { older.0 } else { newer.0 };
-                self.chain_at(st, target, true)?.ok_or_else(|| {
-                    Error::invalid("seal", "internal error: the chain does not reach a commit's end")
-                })?
-            }
+        // Cover the newest commit the chain thread has hashed, if it is still one of the
+        // last SEAL_WINDOW commits; if it has hashed nothing new, try again after the next
+        // commit; wait for it only when it falls out of the window.
+        let (lsn, value) = self.chain_hashed(st)?;
+        let oldest = st.recent_commits.front().copied().unwrap_or(0);
+        let found = if lsn >= oldest && lsn > last {
+            (lsn, value)
+        } else if lsn >= oldest {
+            return Ok(());
+        } else {
+            self.auto_seal_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.chain_to_end(st)?
         };
         crate::commit::append_seal(self, st, found.0, &found.1, key.as_ref(), at)?;
         Ok(())
@@ -550,6 +561,12 @@ impl Log {
         }
         *self.auto_seal.lock() = auto;
         Ok(())
+    }
+
+    /// How many automatic seals had to wait for the chain thread (it was more than a commit
+    /// behind the writer).
+    pub fn auto_seal_waits(&self) -> u64 {
+        self.auto_seal_waits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The seals of the log, oldest first.

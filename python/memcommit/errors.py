@@ -127,7 +127,8 @@ class SealMismatch(IntegrityError):
 
     Attributes:
         path: The log file.
-        lsn: LSN of the seal that disagrees.
+        lsn: LSN of the seal's own record (``Seal.record_lsn``), for a seal in the log or an
+            anchor the log lacks.
         offset: Byte offset of that seal's record (None for an anchor the log lacks).
         after_lsn: LSN of the last record the previous matching seal covered: the change lies
             after it and before ``lsn``.

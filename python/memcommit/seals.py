@@ -90,6 +90,8 @@ class Seal:
         """
         try:
             d = json.loads(text) if isinstance(text, (str, bytes)) else dict(text)
+            if not isinstance(d, dict):
+                raise ValueError(f"expected a JSON object, got {type(d).__name__}")
             if d.get("memcommit_seal") != 1:
                 raise ValueError("it has no memcommit_seal: 1 field")
             return cls(
@@ -259,21 +261,21 @@ def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]
             f"{where}: the anchor at LSN {a.lsn} belongs to store {a.store_id}, "
             f"but this log is store {store.store_id}",
             where,
-            a.lsn,
+            a.record_lsn,
         )
     if a.generation != store.generation:
         raise SealMismatch(
             f"{where}: the anchor at LSN {a.lsn} is from log generation {a.generation}, but the "
             f"log is generation {store.generation}: it was replaced by an older or a foreign copy",
             where,
-            a.lsn,
+            a.record_lsn,
         )
     if (a.lsn, a.hash, a.keyed) not in found:
         raise SealMismatch(
             f"{where}: the log holds no seal at LSN {a.lsn} with hash {a.hash}: it was rewritten "
             "or rolled back since the anchor was taken; restore it from a copy that verifies",
             where,
-            a.lsn,
+            a.record_lsn,
         )
 
 

@@ -110,7 +110,12 @@ impl<'s, S: ReadAt + ?Sized> Scanner<'s, S> {
                         return Ok(Err(Item::Bad(off, ParseError::Incomplete)));
                     }
                     let need = declared_len(avail).unwrap_or(RECORD_HEADER_LEN).max(avail.len() + 1);
+                    let had = avail.len();
                     self.refill(need)?;
+                    if self.filled - self.pos <= had {
+                        // The file ends before `end` (it shrank under us): nothing more to read.
+                        return Ok(Err(Item::Bad(off, ParseError::Incomplete)));
+                    }
                 }
                 Err(e) => return Ok(Err(Item::Bad(off, e))),
             }

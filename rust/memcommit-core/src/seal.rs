@@ -38,6 +38,9 @@ pub const KEY_CONTEXT: &str = "memcommit 2026-11-30 seal key v1";
 const FLAG_KEYED: u8 = 1;
 /// A seal covers the end of one of this many commits before it.
 pub const SEAL_WINDOW: usize = 64;
+/// An automatic seal waits for the chain thread when it has at most this much left to hash
+/// (a few microseconds), so small commits are sealed exactly every N records.
+const AUTO_SEAL_WAIT_BYTES: u64 = 64 << 10;
 
 /// A 32-byte seal key (derived from the user's secret with [`derive_key`]).
 pub type SealKey = [u8; 32];
@@ -147,6 +150,8 @@ pub struct Checked {
     pub lsn: u64,
     /// The last seal that matched, if any.
     pub last_good: Option<SealEntry>,
+    /// The chain is known good through this LSN (the start, or the last seal that matched).
+    pub good_through: u64,
     /// Every seal met, in order.
     pub seals: Vec<SealEntry>,
     /// Every `sources` entry of every put: (the id referred to, the referring memory, LSN,
@@ -209,6 +214,8 @@ pub struct CheckOptions<'a> {
     pub references: bool,
     /// Called after each chunk with the bytes checked so far.
     pub progress: Option<&'a mut dyn FnMut(u64)>,
+    /// Check only the seal whose record has this LSN (the others are hashed, not checked).
+    pub only: Option<u64>,
 }
 
 const CHUNK: usize = 4 << 20;
@@ -222,6 +229,8 @@ struct Chunk {
     spans: Vec<(u32, u32)>,
     digests: Vec<ChainValue>,
     refs: Vec<Reference>,
+    /// Where the bytes after the last whole record stop being a record, and why.
+    damage: Option<(u64, String)>,
 }
 
 /// Read the whole records from `pos` (up to about `CHUNK` bytes, more for one large record).
@@ -231,27 +240,37 @@ fn read_chunk(s: &Source<'_>, pos: u64, mut buf: Vec<u8>) -> Result<Chunk, Failu
         buf.resize(want, 0);
         let n = s.src.read_at(&mut buf, pos)?;
         buf.truncate(n);
+        // Fewer bytes than asked for: the file ends before the range being checked does.
+        let short = n < want;
         let mut spans = Vec::with_capacity(n / 128);
         let mut off = 0usize;
+        let mut damage = None;
         while off < buf.len() {
             match parse_record(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN) {
                 Ok(rec) => {
                     spans.push((off as u32, rec.bytes.len() as u32));
                     off += rec.bytes.len();
                 }
-                Err(ParseError::Incomplete) if pos + (buf.len() as u64) < s.end => break,
-                Err(e) => {
-                    let reason = match e {
-                        ParseError::Incomplete => "the log ends inside a record".to_string(),
-                        ParseError::Invalid(r) => r.to_string(),
-                    };
-                    return Err(Failure::Corrupt { offset: pos + off as u64, lsn: 0, reason });
+                Err(ParseError::Incomplete) if !short && pos + (n as u64) < s.end => break,
+                Err(ParseError::Incomplete) => {
+                    damage = Some((pos + off as u64, "the file ends inside a record".to_string()));
+                    break;
+                }
+                Err(ParseError::Invalid(r)) => {
+                    damage = Some((pos + off as u64, r.to_string()));
+                    break;
                 }
             }
         }
-        if !spans.is_empty() || buf.is_empty() {
+        if damage.is_none() && short && off == buf.len() {
+            damage = Some((
+                pos + off as u64,
+                format!("the file ends at byte {} but its records reach byte {}", pos + off as u64, s.end),
+            ));
+        }
+        if !spans.is_empty() || damage.is_some() {
             buf.truncate(off);
-            return Ok(Chunk { buf, base: pos, spans, digests: Vec::new(), refs: Vec::new() });
+            return Ok(Chunk { buf, base: pos, spans, digests: Vec::new(), refs: Vec::new(), damage });
         }
         // One record larger than the chunk: read it whole.
         let rest = &buf[..];
@@ -292,8 +311,9 @@ fn digest_range(
 
 /// Recompute the chain from `start` to `s.end`, checking LSN order and every seal on the way.
 pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
-    let CheckOptions { key, references, mut progress } = opts;
-    let mut done = Checked { value: start.value, lsn: start.lsn, ..Default::default() };
+    let CheckOptions { key, references, mut progress, only } = opts;
+    let mut done =
+        Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() };
     // The chain at the ends of the last SEAL_WINDOW commits (a seal covers one of them).
     let mut ends: VecDeque<(u64, ChainValue)> = VecDeque::with_capacity(SEAL_WINDOW + 1);
     ends.push_back((start.lsn, start.value));
@@ -302,10 +322,12 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
     // Share of each chunk's digests the walking thread takes, tuned as it goes.
     let mut share = 0.3f64;
     let mut spare = Vec::new();
+    let mut damaged = false;
     loop {
-        let next = if pos < s.end {
+        let next = if pos < s.end && !damaged {
             let c = read_chunk(s, pos, std::mem::take(&mut spare))?;
             pos += c.buf.len() as u64;
+            damaged = c.damage.is_some();
             Some(c)
         } else {
             None
@@ -326,7 +348,7 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
             });
             let t = Instant::now();
             let walked = match pending.take() {
-                Some(c) => walk(&c, &mut done, &mut ends, s.dense_from, key).map(|()| Some(c)),
+                Some(c) => walk(&c, &mut done, &mut ends, s.dense_from, key, only).map(|()| Some(c)),
                 None => Ok(None),
             };
             let digested = helper.map(|(c, split, handle)| {
@@ -368,6 +390,7 @@ fn walk(
     ends: &mut VecDeque<(u64, ChainValue)>,
     dense_from: u64,
     key: Option<&SealKey>,
+    only: Option<u64>,
 ) -> Result<(), Failure> {
     for (&(start, len), digest) in c.spans.iter().zip(&c.digests) {
         let bytes = &c.buf[start as usize..(start + len) as usize];
@@ -385,7 +408,9 @@ fn walk(
             let Some(seal) = decode(&rec, offset) else {
                 return Err(Failure::Corrupt { offset, lsn, reason: "malformed seal payload".into() });
             };
-            check_seal_record(&seal, ends, key, done)?;
+            if only.is_none_or(|l| l == seal.record_lsn) {
+                check_seal_record(&seal, ends, key, done)?;
+            }
         }
         done.value = chain::link(&done.value, digest);
         done.lsn = lsn;
@@ -398,7 +423,12 @@ fn walk(
             ends.push_back((lsn, done.value));
         }
     }
-    Ok(())
+    match &c.damage {
+        Some((offset, reason)) => {
+            Err(Failure::Corrupt { offset: *offset, lsn: done.lsn + 1, reason: reason.clone() })
+        }
+        None => Ok(()),
+    }
 }
 
 fn check_seal_record(
@@ -407,7 +437,7 @@ fn check_seal_record(
     key: Option<&SealKey>,
     done: &mut Checked,
 ) -> Result<(), Failure> {
-    let after_lsn = done.last_good.map_or(0, |s| s.lsn);
+    let after_lsn = done.good_through;
     let mismatch = |reason: String| Failure::Mismatch { seal: Box::new(*seal), reason, after_lsn };
     let changed = format!(
         "a record after LSN {after_lsn} and up to this seal was changed, added, removed or reordered; \
@@ -440,6 +470,7 @@ fn check_seal_record(
             None => {
                 done.keyed_unchecked += 1;
                 done.last_good = Some(*seal);
+                done.good_through = seal.lsn;
                 done.seals.push(*seal);
                 return Ok(());
             }
@@ -449,6 +480,7 @@ fn check_seal_record(
     }
     done.seals_checked += 1;
     done.last_good = Some(*seal);
+    done.good_through = seal.lsn;
     done.seals.push(*seal);
     Ok(())
 }
@@ -498,17 +530,17 @@ impl Log {
         }
     }
 
-    /// The chain through the newest commit already hashed: (its last LSN, value). Never waits
-    /// for a file log's chain thread.
-    fn chain_hashed(&self, st: &State) -> Result<(u64, ChainValue)> {
+    /// The chain through the newest commit already hashed: (the offset after it, its last LSN,
+    /// value). Never waits for a file log's chain thread.
+    fn chain_hashed(&self, st: &State) -> Result<chainer::CommitEnd> {
         match (self.chainer.get(), &st.medium) {
-            (Some(c), Medium::File(_)) => {
-                let (_, lsn, value) = c
-                    .newest_commit_end()
-                    .map_err(|e| Error::io(&self.display, "hash the chain of", io::Error::other(e)))?;
-                Ok((lsn, value))
+            (Some(c), Medium::File(_)) => c
+                .newest_commit_end()
+                .map_err(|e| Error::io(&self.display, "hash the chain of", io::Error::other(e))),
+            _ => {
+                let (lsn, value) = self.chain_to_end(st)?;
+                Ok((st.end, lsn, value))
             }
-            _ => self.chain_to_end(st),
         }
     }
 
@@ -533,12 +565,15 @@ impl Log {
         if st.lsn.saturating_sub(last_record) < every {
             return Ok(());
         }
-        // Cover the newest commit the chain thread has hashed, if it is still one of the
+        // When little is left to hash (small commits), wait for it and cover the newest commit.
+        // Otherwise cover the newest commit the chain thread has hashed, if it is one of the
         // last SEAL_WINDOW commits; if it has hashed nothing new, try again after the next
-        // commit; wait for it only when it falls out of the window.
-        let (lsn, value) = self.chain_hashed(st)?;
+        // commit; wait only when it falls out of the window.
+        let (end, lsn, value) = self.chain_hashed(st)?;
         let oldest = st.recent_commits.front().copied().unwrap_or(0);
-        let found = if lsn >= oldest && lsn > last {
+        let found = if st.end - end <= AUTO_SEAL_WAIT_BYTES {
+            self.chain_to_end(st)?
+        } else if lsn >= oldest && lsn > last {
             (lsn, value)
         } else if lsn >= oldest {
             return Ok(());
@@ -642,7 +677,7 @@ impl Log {
         }
         let prev = seals.len().checked_sub(2).map(|i| seals[i]);
         let first = match prev {
-            Some(p) => Some(offset_after(&st, p.lsn).map_err(|e| Error::io(&self.display, "read", e))?),
+            Some(p) => Some(offset_after(&st, p.lsn, &self.display)?),
             None => None,
         };
         let end = newest.offset + (format::RECORD_OVERHEAD + SEAL_PAYLOAD_LEN) as u64;
@@ -652,7 +687,8 @@ impl Log {
                 _ => header_start(src).map_err(|e| Error::io(&self.display, "read", e)),
             }
         };
-        let done = self.run_check(st, start, end, CheckOptions { key, ..Default::default() })?;
+        let opts = CheckOptions { key, only: Some(newest.record_lsn), ..Default::default() };
+        let done = self.run_check(st, start, end, opts)?;
         Ok((newest, done))
     }
 
@@ -668,7 +704,8 @@ impl Log {
         let start = |src: &dyn crate::scan::ReadAt| {
             header_start(src).map_err(|e| Error::io(&self.display, "read", e))
         };
-        let mut done = self.run_check(st, start, end, CheckOptions { key, references: true, progress })?;
+        let mut done =
+            self.run_check(st, start, end, CheckOptions { key, references: true, progress, only: None })?;
         let st = self.state.read();
         for (id, by, lsn, offset) in &done.references {
             if st.index.position(id).is_none() {
@@ -694,20 +731,27 @@ fn header_start(src: &dyn crate::scan::ReadAt) -> io::Result<Start> {
 }
 
 /// The offset of the first record after LSN `lsn`.
-fn offset_after(st: &State, lsn: u64) -> io::Result<u64> {
+fn offset_after(st: &State, lsn: u64, display: &str) -> Result<u64> {
     let i = st.sparse.partition_point(|&(l, _)| l <= lsn + 1);
-    let start = if i == 0 { HEADER_LEN as u64 } else { st.sparse[i - 1].1 };
+    let (mut prev, start) =
+        if i == 0 { (0, HEADER_LEN as u64) } else { (st.sparse[i - 1].0 - 1, st.sparse[i - 1].1) };
     let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
     loop {
-        match sc.next_item()? {
+        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
             Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
-            Item::Record(..) => {}
+            Item::Record(_, rec) => prev = rec.lsn,
             Item::End => return Ok(st.end),
-            Item::Bad(off, _) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("damaged record at byte offset {off}"),
-                ))
+            Item::Bad(offset, e) => {
+                let reason = match e {
+                    ParseError::Incomplete => "the file ends inside a record".to_string(),
+                    ParseError::Invalid(r) => r.to_string(),
+                };
+                return Err(Error::Corrupt {
+                    path: display.to_string(),
+                    offset,
+                    lsn: prev + 1,
+                    reason: format!("{reason}; the log changed on disk since it was written"),
+                });
             }
         }
     }

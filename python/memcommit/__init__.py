@@ -31,6 +31,7 @@ from .errors import (
 )
 from .seals import AutoSeal, Seal, VerifyReport, check_seal, seal, verify
 from .store import MemoryStore, create_memory_store, open
+from .tiers import MemoryCompactionReport, TierPolicy, compact_memory
 
 __all__ = [
     "TIERS",
@@ -43,6 +44,7 @@ __all__ = [
     "IntegrityError",
     "MemcommitError",
     "Memory",
+    "MemoryCompactionReport",
     "MemoryStore",
     "NotSupported",
     "Purged",
@@ -55,9 +57,11 @@ __all__ = [
     "StoreClosed",
     "StoreLocked",
     "SystemClock",
+    "TierPolicy",
     "VerifyReport",
     "WriterFailed",
     "check_seal",
+    "compact_memory",
     "create_memory_store",
     "open",
     "seal",

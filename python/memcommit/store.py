@@ -233,6 +233,34 @@ class MemoryStore:
         """Facts about the store: path, records, lsn, bytes, generation, store_id, memories..."""
         return self._native.info()
 
+    def context(self, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
+        """The active memories an agent should read, within a budget of characters.
+
+        Working memories first, then mid-term summaries, then long-term memories; never
+        archived or stale ones. See :func:`memcommit.tiers.context`.
+        """
+        from .tiers import context
+
+        return context(self, task=task, budget_chars=budget_chars)
+
+    def lineage(self, id: str) -> list[Memory]:
+        """What memory `id` was derived from, through ``sources``, recursively.
+
+        Archived memories are included. See :func:`memcommit.lineage.lineage`.
+        """
+        from .lineage import lineage
+
+        return lineage(self, id)
+
+    def descendants(self, id: str) -> list[Memory]:
+        """The memories derived from `id`, directly or through others.
+
+        See :func:`memcommit.lineage.descendants`.
+        """
+        from .lineage import descendants
+
+        return descendants(self, id)
+
     def seals(self) -> list[Seal]:
         """The seals of the current log generation, oldest first (see :mod:`memcommit.seals`)."""
         return seals(self)

@@ -176,6 +176,25 @@ impl Commit<'_> {
         })
     }
 
+    /// Append a record of `op` with `key` and the payload `payload` writes, and apply it (for
+    /// records that are not memory commands: the roles' entities).
+    pub(crate) fn push_raw(&mut self, op: Op, key: &[u8], payload: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+        if self.st.buf.len() >= CHUNK {
+            self.flush_chunk(true)?;
+        }
+        let st = &mut *self.st;
+        self.lsn += 1;
+        let range = encode_record(&mut st.buf, op, 0, st.header.salt(), self.lsn, self.at, key, payload);
+        let off = self.base + self.flushed + range.start as u64;
+        let State { index, buf, undo, .. } = st;
+        index.apply(&format::view_trusted(&buf[range]), off, Some(undo)).map_err(|reason| {
+            Error::invalid(
+                "record",
+                format!("internal error: a record the writer built does not apply: {reason}"),
+            )
+        })
+    }
+
     /// Hand the records in the buffer to the log: queue them, and with `write_now` (a chunk
     /// of a large commit) write them to the file at once.
     fn flush_chunk(&mut self, write_now: bool) -> Result<()> {

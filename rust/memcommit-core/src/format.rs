@@ -64,6 +64,8 @@ pub enum Op {
     Task = 4,
     /// A seal: the hash chain's value at a commit boundary (see `seal`).
     Seal = 5,
+    /// The whole new state of one entity of the agent-runtime roles (or its removal).
+    Entity = 6,
 }
 
 impl Op {
@@ -75,6 +77,7 @@ impl Op {
             3 => Some(Op::Move),
             4 => Some(Op::Task),
             5 => Some(Op::Seal),
+            6 => Some(Op::Entity),
             _ => None,
         }
     }
@@ -87,6 +90,7 @@ impl Op {
             Op::Move => "move",
             Op::Task => "task",
             Op::Seal => "seal",
+            Op::Entity => "entity",
         }
     }
 }

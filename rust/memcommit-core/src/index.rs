@@ -82,6 +82,8 @@ pub enum Undo {
     Changed(u32, Entry),
     /// A task's finished mark changed.
     Task(u32, bool),
+    /// An entity's newest record changed: its key and where its record was before.
+    Entity(Box<[u8]>, Option<(u64, u32)>),
 }
 
 /// The index's size before a commit, to take the commit back.
@@ -164,6 +166,8 @@ pub struct Index {
     sorted: bool,
     /// The seals of this log, in log order.
     seals: Vec<SealEntry>,
+    /// Every live entity of the roles: its key and (offset, length) of its newest record.
+    entities: HashMap<Box<[u8]>, (u64, u32)>,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -193,6 +197,7 @@ impl Index {
             finished: vec![false],
             sorted: true,
             seals: Vec::new(),
+            entities: HashMap::default(),
         }
     }
 
@@ -310,7 +315,7 @@ impl Index {
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
         let slot = match rec.op {
-            Op::Task | Op::Seal => Slot::default(),
+            Op::Task | Op::Seal | Op::Entity => Slot::default(),
             _ => self.lookup(rec.key),
         };
         self.apply_at(rec, off, slot, undo)
@@ -416,6 +421,17 @@ impl Index {
                 let seal = seal::decode(rec, off).ok_or("malformed seal payload")?;
                 self.seals.push(seal);
             }
+            Op::Entity => {
+                let live = memory::decode_entity(rec.payload).ok_or("malformed entity payload")?.is_some();
+                let before = if live {
+                    self.entities.insert(rec.key.into(), (off, rec.bytes.len() as u32))
+                } else {
+                    self.entities.remove(rec.key)
+                };
+                if let Some(u) = undo {
+                    u.push(Undo::Entity(rec.key.into(), before));
+                }
+            }
         }
         Ok(())
     }
@@ -426,6 +442,14 @@ impl Index {
             match u {
                 Undo::Changed(i, e) => self.entries[i as usize] = e,
                 Undo::Task(t, was) => self.finished[t as usize] = was,
+                Undo::Entity(key, was) => match was {
+                    Some(place) => {
+                        self.entities.insert(key, place);
+                    }
+                    None => {
+                        self.entities.remove(&key);
+                    }
+                },
             }
         }
         while self.entries.len() > mark.entries {
@@ -435,6 +459,11 @@ impl Index {
         }
         self.arena.truncate(mark.arena);
         self.seals.truncate(mark.seals);
+    }
+
+    /// Every live entity: (key, offset and length of its newest record).
+    pub fn entities(&self) -> impl Iterator<Item = (&[u8], (u64, u32))> + '_ {
+        self.entities.iter().map(|(k, v)| (&**k, *v))
     }
 
     /// The seals of the log, oldest first.

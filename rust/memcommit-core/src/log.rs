@@ -1019,7 +1019,7 @@ impl Log {
         loop {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {
-                    if rec.op != Op::Task && rec.key == id.as_bytes() {
+                    if matches!(rec.op, Op::Put | Op::Status | Op::Move) && rec.key == id.as_bytes() {
                         out.push(rec.bytes.to_vec());
                     }
                 }

@@ -373,6 +373,26 @@ pub fn decode_task(payload: &[u8]) -> Option<bool> {
     }
 }
 
+/// An entity record's payload: 1 and the state's JSON, or 0 for a removed entity.
+pub fn encode_entity(out: &mut Vec<u8>, state: Option<&[u8]>) {
+    match state {
+        Some(json) => {
+            out.push(1);
+            out.extend_from_slice(json);
+        }
+        None => out.push(0),
+    }
+}
+
+/// Read an entity payload: `Some(Some(json))`, `Some(None)` for a removal, `None` if malformed.
+pub fn decode_entity(payload: &[u8]) -> Option<Option<&[u8]>> {
+    match payload.split_first() {
+        Some((1, json)) if !json.is_empty() => Some(Some(json)),
+        Some((0, [])) => Some(None),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

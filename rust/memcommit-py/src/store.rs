@@ -263,6 +263,36 @@ impl NativeLog {
         report(py, &done)
     }
 
+    /// Append the roles' entity changes ((key, state JSON bytes or None)) as one commit,
+    /// without waiting for durability. Returns the log offset to pass to `wait_durable`.
+    fn write_entities(
+        &self,
+        py: Python<'_>,
+        at_us: i64,
+        changes: Vec<(String, Option<Vec<u8>>)>,
+    ) -> PyResult<u64> {
+        let log = &self.log;
+        let done = release(py, || {
+            let refs: Vec<(&str, Option<&[u8]>)> =
+                changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+            log.write_entities(&refs, at_us)
+        })?;
+        Ok(done.map_or(0, |d| d.end))
+    }
+
+    /// Wait until everything up to log offset `end` is as durable as the mode promises.
+    fn wait_durable(&self, py: Python<'_>, end: u64) -> PyResult<()> {
+        let log = &self.log;
+        release(py, || log.wait_durable(end))
+    }
+
+    /// Every live entity of the roles: (key, state JSON bytes).
+    fn entities<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, pyo3::types::PyBytes>)>> {
+        let log = &self.log;
+        let all = release(py, || log.entities())?;
+        Ok(all.into_iter().map(|(k, v)| (k, pyo3::types::PyBytes::new(py, &v))).collect())
+    }
+
     /// Catch a reader up. Returns how many records were applied.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
         let log = &self.log;

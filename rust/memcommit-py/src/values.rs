@@ -200,6 +200,12 @@ impl Record {
             }
             Op::Move => d.set_item("tier", memory::decode_move(rec.payload).ok_or_else(bad)?.name())?,
             Op::Task => d.set_item("finished", memory::decode_task(rec.payload).ok_or_else(bad)?)?,
+            Op::Entity => match memory::decode_entity(rec.payload).ok_or_else(bad)? {
+                Some(json) => {
+                    d.set_item("state", json_loads(py, std::str::from_utf8(json).map_err(|_| bad())?)?)?
+                }
+                None => d.set_item("state", py.None())?,
+            },
             Op::Seal => {
                 let s = memcommit_core::seal::decode(&rec, 0).ok_or_else(bad)?;
                 d.set_item("lsn", s.lsn)?;

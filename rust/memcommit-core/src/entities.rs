@@ -1,0 +1,72 @@
+//! The agent-runtime roles' entities in the log.
+//!
+//! The roles (runs, locks, checkpoints...) keep their state as entities: a JSON object per
+//! `(kind, key)`, always written whole. Each change is an `Entity` record whose key is the
+//! entity's key and whose payload is its new state (or its removal), so the log's last record
+//! for a key is the entity, and the index keeps where that record is. A batch of changes is
+//! one commit: all of it or none.
+
+use crate::commit::Committed;
+use crate::error::{Error, Result};
+use crate::format::{self, Op, MAX_KEY_LEN};
+use crate::log::Log;
+use crate::memory;
+
+impl Log {
+    /// Append `changes` (key, new state as JSON, or `None` to remove) as one commit, without
+    /// waiting for durability (see `wait_durable`). Returns what the commit wrote.
+    pub fn write_entities(&self, changes: &[(&str, Option<&[u8]>)], at: i64) -> Result<Option<Committed>> {
+        for (key, state) in changes {
+            if key.is_empty() || key.len() > MAX_KEY_LEN {
+                return Err(Error::invalid(
+                    "key",
+                    format!("an entity key must be 1 to {MAX_KEY_LEN} bytes, not {}", key.len()),
+                ));
+            }
+            if let Some(json) = state {
+                if json.is_empty() || json.len() + 1 > self.opts.max_record_bytes {
+                    return Err(Error::invalid(
+                        "state",
+                        format!(
+                            "the state of {key:?} is {} bytes; an entity's state must be 1 to {} bytes",
+                            json.len(),
+                            self.opts.max_record_bytes - 1
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut c = self.begin(None, at, 0)?;
+        for (key, state) in changes {
+            c.push_raw(Op::Entity, key.as_bytes(), |o| memory::encode_entity(o, *state))?;
+        }
+        c.finish()
+    }
+
+    /// Every live entity: (key, state as JSON), in no particular order.
+    pub fn entities(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let src = st.medium.source();
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        for (key, (off, len)) in st.index.entities() {
+            buf.resize(len as usize, 0);
+            let n = src.read_at(&mut buf, off).map_err(|e| Error::io(self.display(), "read", e))?;
+            let damaged = || Error::Corrupt {
+                path: self.display().to_string(),
+                offset: off,
+                lsn: 0,
+                reason: "an entity record no longer reads back as it was written".into(),
+            };
+            if n < buf.len() {
+                return Err(damaged());
+            }
+            let rec = format::parse_record(&buf, st.header.salt(), format::MAX_PAYLOAD_LEN)
+                .map_err(|_| damaged())?;
+            let json = memory::decode_entity(rec.payload).flatten().ok_or_else(damaged)?;
+            out.push((String::from_utf8_lossy(key).into_owned(), json.to_vec()));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,44 @@
+//! The roles' entities in the log: written as one commit, read back live, across reopen.
+
+use memcommit_core::{Durability, Error, Log, Options};
+
+fn opts() -> Options {
+    Options { durability: Durability::None, ..Options::default() }
+}
+
+fn sorted(mut v: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
+    v.sort();
+    v.into_iter().map(|(k, j)| (k, String::from_utf8(j).unwrap())).collect()
+}
+
+#[test]
+fn the_newest_state_of_each_entity_survives_reopen_and_removals_stay_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.log");
+    let log = Log::open(&path, opts()).unwrap();
+    log.write_entities(&[("lock\0job", Some(br#"{"token":1}"#)), ("lock\0other", Some(b"{}"))], 1).unwrap();
+    log.write_entities(&[("lock\0job", Some(br#"{"token":2}"#))], 2).unwrap();
+    log.write_entities(&[("lock\0other", None)], 3).unwrap();
+    let want = vec![("lock\0job".to_string(), r#"{"token":2}"#.to_string())];
+    assert_eq!(sorted(log.entities().unwrap()), want);
+    log.close().unwrap();
+    let log = Log::open(&path, opts()).unwrap();
+    assert_eq!(sorted(log.entities().unwrap()), want);
+    assert_eq!(log.info().unwrap().memories, 0, "entities are not memories");
+    assert!(log.history("lock\0job").unwrap().is_empty());
+    // A seal covers them like any record.
+    log.seal(None, 4).unwrap();
+    assert_eq!(log.verify(None, None).unwrap().seals_checked, 1);
+}
+
+#[test]
+fn a_bad_change_writes_nothing_of_its_batch() {
+    let log = Log::memory(opts()).unwrap();
+    let long = "k".repeat(2000);
+    let r = log.write_entities(&[("a", Some(b"{}")), (long.as_str(), Some(b"{}"))], 1);
+    assert!(matches!(r, Err(Error::Invalid { field: "key", .. })));
+    let r = log.write_entities(&[("a", Some(b""))], 1);
+    assert!(matches!(r, Err(Error::Invalid { field: "state", .. })));
+    assert!(log.entities().unwrap().is_empty());
+    assert_eq!(log.lsn(), 0);
+}

@@ -1,17 +1,20 @@
 """Where a store's time comes from.
 
 Every record carries the time its commit ran, read from the store's clock: `created_at` and
-`updated_at` of a memory come from there, and so do retention ages. Tests pass a
-:class:`memcommit.testing.ControllableClock` to make time a thing they set.
+`updated_at` of a memory come from there, and so do retention ages. The agent-runtime roles
+(:mod:`memcommit.roles`) read the same clock, as integer epoch milliseconds, for every expiry
+decision. Tests pass a :class:`memcommit.testing.ControllableClock` to make time a thing they
+set.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "SystemClock", "to_microseconds"]
+__all__ = ["Clock", "SystemClock", "millisecond_reader", "to_microseconds", "to_milliseconds"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -19,10 +22,19 @@ _MICROSECOND = timedelta(microseconds=1)
 
 @runtime_checkable
 class Clock(Protocol):
-    """A source of the current time."""
+    """A source of the current time.
+
+    A clock answers in two forms: :meth:`now_ms` (integer milliseconds since the Unix epoch,
+    what every lease and expiry compares) and :meth:`now` (an aware datetime). Both must
+    describe the same instant.
+    """
 
     def now(self) -> datetime:
         """Return the current time as an aware datetime."""
+        ...
+
+    def now_ms(self) -> int:
+        """Return the current time in whole milliseconds since the Unix epoch."""
         ...
 
 
@@ -32,6 +44,10 @@ class SystemClock:
     def now(self) -> datetime:
         """Return the current UTC time."""
         return datetime.now(timezone.utc)
+
+    def now_ms(self) -> int:
+        """Return the current time in milliseconds since the Unix epoch."""
+        return time.time_ns() // 1_000_000
 
     def now_us(self) -> int:
         """Return the current time in microseconds since the Unix epoch."""
@@ -49,3 +65,30 @@ def to_microseconds(when: datetime) -> int:
             f"clock: {when!r} is a naive datetime; a clock must return aware datetimes"
         )
     return (when - _EPOCH) // _MICROSECOND
+
+
+def to_milliseconds(when: datetime) -> int:
+    """Convert an aware datetime to whole milliseconds since the Unix epoch (rounded down).
+
+    Raises:
+        ValueError: `when` is naive (has no time zone).
+    """
+    return to_microseconds(when) // 1000
+
+
+def millisecond_reader(clock: object) -> Callable[[], int]:
+    """Return a function reading `clock` in epoch milliseconds.
+
+    A clock written before :meth:`Clock.now_ms` existed (one with only ``now()``) still works:
+    its datetime is converted. The choice is made once, so each read costs one call.
+
+    Raises:
+        TypeError: `clock` has neither ``now_ms()`` nor ``now()``.
+    """
+    now_ms = getattr(clock, "now_ms", None)
+    if callable(now_ms):
+        return now_ms  # type: ignore[no-any-return]
+    now = getattr(clock, "now", None)
+    if callable(now):
+        return lambda: to_milliseconds(now())
+    raise TypeError(f"clock: {type(clock).__name__} has neither now_ms() nor now()")

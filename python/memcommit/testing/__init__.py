@@ -1,48 +1,58 @@
-"""Tools for testing code that uses memcommit."""
+"""Tools for testing code that uses memcommit, and the roles' contract suite.
+
+* :class:`ControllableClock`: a clock that moves only when told to; pass it to the store and
+  to the code under test.
+* :func:`race`: run a function on many threads released together.
+* The contract suite every store's agent-runtime roles must pass
+  (:mod:`memcommit.testing.contract`): run it with ``pytest --pyargs memcommit.testing``, or
+  on your own store with :func:`run_contract`.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Sequence
 
-__all__ = ["ControllableClock"]
+from .clock import ControllableClock
+from .contract.harness import Backend, Harness, HarnessFactory, memory_backend
+from .race import race
+
+__all__ = [
+    "Backend",
+    "ControllableClock",
+    "Harness",
+    "memory_backend",
+    "race",
+    "run_contract",
+]
 
 
-class ControllableClock:
-    """A clock that moves only when told to.
+def run_contract(
+    factory: Backend | HarnessFactory | Sequence[Backend | HarnessFactory], *pytest_args: str
+) -> int:
+    """Run the contract suite on a store, in this process, and return pytest's exit code.
+
+    Args:
+        factory: A :class:`Backend`, a harness factory (``factory(tmp_path)`` yielding or
+            returning a :class:`Harness`), or a list of them.
+        *pytest_args: More pytest arguments (``"-x"``, ``"-k", "locks"``, ``"-q"``).
+
+    Returns:
+        0 when every test passed (known divergences failing as declared), else pytest's
+        nonzero exit code.
 
     Example:
-        >>> clock = ControllableClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
-        >>> clock.advance(1_000)
-        >>> clock.now().isoformat()
-        '2026-01-01T00:00:01+00:00'
+        >>> from memcommit.testing import memory_backend, run_contract
+        >>> run_contract(memory_backend(), "-q")  # doctest: +SKIP
+        0
     """
+    import pytest
 
-    def __init__(self, start: datetime | None = None) -> None:
-        """Start the clock at `start` (an aware datetime; default 2026-01-01 UTC)."""
-        if start is None:
-            start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-        if start.tzinfo is None or start.utcoffset() is None:
-            raise ValueError(f"start: {start!r} is naive; pass an aware datetime")
-        self._now = start
+    from .contract.harness import as_backend
+    from .contract.plugin import BackendPlugin
 
-    def now(self) -> datetime:
-        """Return the clock's current time."""
-        return self._now
-
-    def advance(self, ms: int) -> None:
-        """Move the clock forward by `ms` milliseconds.
-
-        Raises:
-            ValueError: `ms` is negative: this clock never goes back.
-        """
-        if ms < 0:
-            raise ValueError(f"ms: cannot advance by a negative amount ({ms})")
-        self._now += timedelta(milliseconds=ms)
-
-    def set(self, when: datetime) -> None:
-        """Set the clock to `when`, which must not be earlier than now."""
-        if when < self._now:
-            raise ValueError(
-                f"when: {when.isoformat()} is before the clock's time {self._now.isoformat()}"
-            )
-        self._now = when
+    items: list[Backend | HarnessFactory] = (
+        list(factory) if isinstance(factory, (list, tuple)) else [factory]  # type: ignore[list-item]
+    )
+    backends = [as_backend(item) for item in items]
+    args = ["--pyargs", "memcommit.testing.contract", "-p", "no:cacheprovider", *pytest_args]
+    return int(pytest.main(args, plugins=[BackendPlugin(backends)]))

@@ -1,0 +1,267 @@
+"""Checkpoints: snapshots of a run's state, newest first, optionally in namespaces.
+
+Checkpoint ids are assigned by the store and sort in creation order (``ckpt-`` and a
+store-wide sequence number), so "newest" never depends on timestamps: three checkpoints put
+within one millisecond are still ordered.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..clock import Clock
+from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from .errors import CheckpointNotFoundError
+from .medium import CHECKPOINT, Change, Medium, State, bump_counter, child_prefix, entity_key
+from .values import (
+    Json,
+    check_count,
+    check_json,
+    check_metadata,
+    check_optional_int,
+    check_optional_text,
+    check_text,
+    copy_json,
+    copy_metadata,
+    same_json,
+)
+
+__all__ = ["Checkpoint", "CheckpointRepository", "MemoryCheckpointRepository"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A snapshot of a run's state.
+
+    Attributes:
+        run_id: The run.
+        checkpoint_id: Store-assigned; ids sort in creation order.
+        seq: The store-wide sequence number behind the id.
+        namespace: ``""`` for the root, else e.g. ``"child:abc"`` for a sub-agent.
+        parent_id: The checkpoint this one follows, or None.
+        state: The snapshot (JSON).
+        metadata: Free JSON metadata, filterable by :meth:`CheckpointRepository.list`.
+        created_at_ms: When it was put.
+    """
+
+    run_id: str
+    checkpoint_id: str
+    seq: int
+    namespace: str
+    parent_id: str | None
+    state: Json
+    metadata: dict[str, Json]
+    created_at_ms: int
+
+
+class CheckpointRepository(Protocol):
+    """The ``checkpoints`` role: snapshots of runs."""
+
+    def put(
+        self,
+        run_id: str,
+        *,
+        state: Json,
+        metadata: dict[str, Json] | None = None,
+        parent_id: str | None = None,
+        namespace: str = "",
+        token: int | None = None,
+    ) -> Checkpoint:
+        """Store a new checkpoint.
+
+        Raises:
+            RunNotFoundError: The run does not exist.
+            CheckpointNotFoundError: `parent_id` is not a checkpoint of this run and
+                namespace.
+            ClaimLostError: `token` no longer holds the run; nothing was written.
+        """
+        ...
+
+    def get(
+        self, run_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> Checkpoint | None:
+        """Return a checkpoint of the run in `namespace`, or None.
+
+        Without an id, the newest in `namespace`; with one, that checkpoint if it is in
+        `namespace` (an id of another namespace or run gives None).
+        """
+        ...
+
+    def list(
+        self,
+        run_id: str,
+        *,
+        namespace: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        metadata_filter: dict[str, Json] | None = None,
+    ) -> builtins.list[Checkpoint]:
+        """Return checkpoints newest first.
+
+        Args:
+            run_id: The run.
+            namespace: Only this namespace; every namespace when None.
+            before: Only checkpoints older than this id (an exclusive cursor).
+            limit: At most this many.
+            metadata_filter: Only checkpoints whose metadata has every key with an equal value.
+        """
+        ...
+
+    def prune(self, run_id: str, *, keep_last: int, namespace: str | None = None) -> int:
+        """Keep the newest `keep_last` checkpoints per namespace; return how many went."""
+        ...
+
+
+def _checkpoint(state: State) -> Checkpoint:
+    return Checkpoint(
+        run_id=state["run_id"],
+        checkpoint_id=state["checkpoint_id"],
+        seq=state["seq"],
+        namespace=state["namespace"],
+        parent_id=state["parent_id"],
+        state=copy_json(state["state"]),
+        metadata=copy_metadata(state["metadata"]),
+        created_at_ms=state["created_at_ms"],
+    )
+
+
+class MemoryCheckpointRepository(RunLinked):
+    """The in-memory ``checkpoints`` role.
+
+    Args:
+        clock: Stamps creation times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+        has_run: ``has_run(run_id)``: a put to a run it denies raises ``RunNotFoundError``.
+            Without it, any run id is accepted.
+        check_claim: ``runs.check_claim``, needed for ``token=``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        medium: Medium | None = None,
+        has_run: HasRun | None = None,
+        check_claim: ClaimCheck | None = None,
+    ) -> None:
+        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
+
+    def put(
+        self,
+        run_id: str,
+        *,
+        state: Json,
+        metadata: dict[str, Json] | None = None,
+        parent_id: str | None = None,
+        namespace: str = "",
+        token: int | None = None,
+    ) -> Checkpoint:
+        """Store a new checkpoint. See :meth:`CheckpointRepository.put`."""
+        run_id = check_text(run_id, "run_id")
+        snapshot = check_json(state, "state")
+        meta = check_metadata(metadata)
+        parent_id = check_optional_text(parent_id, "parent_id")
+        namespace = check_text(namespace, "namespace", empty=True)
+        token = None if token is None else check_token(token)
+        with self._medium.lock:
+            now = self._now()
+            self._check_run(run_id, token, now)
+            if parent_id is not None:
+                parent = self._medium.get(CHECKPOINT, entity_key(run_id, parent_id))
+                if parent is None or parent["namespace"] != namespace:
+                    raise CheckpointNotFoundError(run_id=run_id, checkpoint_id=parent_id)
+            seq, seq_change = bump_counter(self._medium, "checkpoints.seq")
+            checkpoint_id = f"ckpt-{seq:020d}"
+            new: State = {
+                "run_id": run_id,
+                "checkpoint_id": checkpoint_id,
+                "seq": seq,
+                "namespace": namespace,
+                "parent_id": parent_id,
+                "state": snapshot,
+                "metadata": meta,
+                "created_at_ms": now,
+            }
+            self._medium.write([seq_change, (CHECKPOINT, entity_key(run_id, checkpoint_id), new)])
+            return _checkpoint(new)
+
+    def _newest_first(self, run_id: str) -> builtins.list[tuple[str, State]]:
+        found = self._medium.scan(CHECKPOINT, child_prefix(run_id))
+        found.sort(key=lambda item: -int(item[1]["seq"]))
+        return found
+
+    def get(
+        self, run_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> Checkpoint | None:
+        """Return a checkpoint or None. See :meth:`CheckpointRepository.get`."""
+        run_id = check_text(run_id, "run_id")
+        checkpoint_id = check_optional_text(checkpoint_id, "checkpoint_id")
+        namespace = check_text(namespace, "namespace", empty=True)
+        with self._medium.lock:
+            if checkpoint_id is not None:
+                state = self._medium.get(CHECKPOINT, entity_key(run_id, checkpoint_id))
+                if state is None or state["namespace"] != namespace:
+                    return None
+                return _checkpoint(state)
+            for _, state in self._newest_first(run_id):
+                if state["namespace"] == namespace:
+                    return _checkpoint(state)
+            return None
+
+    def list(
+        self,
+        run_id: str,
+        *,
+        namespace: str | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+        metadata_filter: dict[str, Json] | None = None,
+    ) -> builtins.list[Checkpoint]:
+        """Return checkpoints newest first. See :meth:`CheckpointRepository.list`."""
+        run_id = check_text(run_id, "run_id")
+        namespace = None if namespace is None else check_text(namespace, "namespace", empty=True)
+        before = check_optional_text(before, "before")
+        limit = check_optional_int(limit, "limit")
+        wanted = None if metadata_filter is None else check_metadata(metadata_filter)
+        with self._medium.lock:
+            found = self._newest_first(run_id)
+        out: builtins.list[Checkpoint] = []
+        for _, state in found:
+            if limit is not None and len(out) >= limit:
+                break
+            if namespace is not None and state["namespace"] != namespace:
+                continue
+            if before is not None and not state["checkpoint_id"] < before:
+                continue
+            if wanted is not None:
+                meta = state["metadata"]
+                if not all(k in meta and same_json(meta[k], v) for k, v in wanted.items()):
+                    continue
+            out.append(_checkpoint(state))
+        return out
+
+    def prune(self, run_id: str, *, keep_last: int, namespace: str | None = None) -> int:
+        """Drop all but the newest checkpoints. See :meth:`CheckpointRepository.prune`."""
+        run_id = check_text(run_id, "run_id")
+        keep_last = check_count(keep_last, "keep_last")
+        namespace = None if namespace is None else check_text(namespace, "namespace", empty=True)
+        with self._medium.lock:
+            self._check_run(run_id, None, 0)
+            kept: dict[str, int] = {}
+            changes: builtins.list[Change] = []
+            for key, state in self._newest_first(run_id):
+                ns = state["namespace"]
+                if namespace is not None and ns != namespace:
+                    continue
+                kept[ns] = kept.get(ns, 0) + 1
+                if kept[ns] > keep_last:
+                    changes.append((CHECKPOINT, key, None))
+            if changes:
+                self._medium.write(changes)
+            return len(changes)
+
+
+if TYPE_CHECKING:
+    _: type[CheckpointRepository] = MemoryCheckpointRepository

@@ -1,0 +1,416 @@
+"""Conversations: ordered turns, each written by a run.
+
+A conversation is created explicitly; appending to an unknown one raises
+:class:`~memcommit.roles.ConversationNotFoundError`. Turns get sequence numbers 1, 2, ... across
+batches; a batch is atomic. ``Conversation.last_seq`` is the number of the newest turn present,
+and ``expected_last_seq`` compares against it (optimistic concurrency by sequence number, not
+time). Sequence numbers are never reused: after ``truncate(after_seq=k)`` the next turn gets the
+number after the highest ever handed out, and ``last_seq`` is ``k``, so a writer still holding
+the pre-truncate ``last_seq`` fails.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..clock import Clock
+from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from .errors import (
+    ConversationAlreadyExistsError,
+    ConversationNotFoundError,
+    SequenceConflictError,
+)
+from .medium import (
+    CONVERSATION,
+    COUNTER,
+    TURN,
+    Change,
+    Medium,
+    State,
+    child_prefix,
+    entity_key,
+    read_counter,
+)
+from .values import (
+    Json,
+    check_count,
+    check_json,
+    check_metadata,
+    check_optional_int,
+    check_optional_text,
+    check_text,
+    copy_json,
+    copy_metadata,
+)
+
+__all__ = [
+    "Conversation",
+    "ConversationRepository",
+    "MemoryConversationRepository",
+    "NewTurn",
+    "Turn",
+]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation.
+
+    Attributes:
+        conversation_id: Its id.
+        agent_id: The agent it is with, or None.
+        metadata: Free JSON metadata.
+        last_seq: The sequence number of its newest turn (0 when it has none).
+        created_at_ms: When it was created.
+        updated_at_ms: When it last changed.
+    """
+
+    conversation_id: str
+    agent_id: str | None
+    metadata: dict[str, Json]
+    last_seq: int
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """A turn to append.
+
+    Attributes:
+        role: ``"user"``, ``"assistant"``, ``"tool"``, ``"system"`` or any other label.
+        content: The turn's content (JSON).
+        metadata: Free JSON metadata, or None.
+    """
+
+    role: str
+    content: Json
+    metadata: dict[str, Json] | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A stored turn.
+
+    Attributes:
+        conversation_id: The conversation.
+        seq: Its sequence number: 1, 2, ...; never reused.
+        run_id: The run that wrote it.
+        role: Its role label.
+        content: Its content.
+        metadata: Its metadata.
+        created_at_ms: When it was appended.
+    """
+
+    conversation_id: str
+    seq: int
+    run_id: str
+    role: str
+    content: Json
+    metadata: dict[str, Json]
+    created_at_ms: int
+
+
+class ConversationRepository(Protocol):
+    """The ``conversations`` role: turns of conversations."""
+
+    def create(
+        self,
+        *,
+        conversation_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: dict[str, Json] | None = None,
+    ) -> Conversation:
+        """Create a conversation (a random id when None).
+
+        Raises:
+            ConversationAlreadyExistsError: The id exists.
+        """
+        ...
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        """Return the conversation, or None."""
+        ...
+
+    def append(
+        self,
+        conversation_id: str,
+        turns: Sequence[NewTurn],
+        *,
+        run_id: str,
+        expected_last_seq: int | None = None,
+        token: int | None = None,
+    ) -> builtins.list[Turn]:
+        """Append turns as one atomic batch.
+
+        Raises:
+            RunNotFoundError: The run does not exist; nothing was appended.
+            ConversationNotFoundError: The conversation does not exist.
+            SequenceConflictError: `expected_last_seq` is not the conversation's ``last_seq``.
+            ClaimLostError: `token` no longer holds the run; nothing was appended.
+        """
+        ...
+
+    def list_turns(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> builtins.list[Turn]:
+        """Return turns in order (``[]`` for an unknown conversation).
+
+        Args:
+            conversation_id: The conversation.
+            after_seq: Only turns after this sequence number.
+            limit: At most this many, from the oldest.
+            last: Only the newest `last` turns (still in order); 0 gives ``[]``.
+        """
+        ...
+
+    def truncate(
+        self, conversation_id: str, *, after_seq: int, expected_last_seq: int | None = None
+    ) -> int:
+        """Remove the turns after `after_seq` (a rewind); return how many.
+
+        Raises:
+            ConversationNotFoundError: The conversation does not exist.
+            SequenceConflictError: `expected_last_seq` does not match.
+        """
+        ...
+
+    def delete(self, conversation_id: str) -> bool:
+        """Delete the conversation and its turns; False if absent."""
+        ...
+
+
+def _conversation(state: State) -> Conversation:
+    return Conversation(
+        conversation_id=state["conversation_id"],
+        agent_id=state["agent_id"],
+        metadata=copy_metadata(state["metadata"]),
+        last_seq=state["last_seq"],
+        created_at_ms=state["created_at_ms"],
+        updated_at_ms=state["updated_at_ms"],
+    )
+
+
+def _turn(state: State) -> Turn:
+    return Turn(
+        conversation_id=state["conversation_id"],
+        seq=state["seq"],
+        run_id=state["run_id"],
+        role=state["role"],
+        content=copy_json(state["content"]),
+        metadata=copy_metadata(state["metadata"]),
+        created_at_ms=state["created_at_ms"],
+    )
+
+
+def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
+    if isinstance(turn, NewTurn):
+        role, content, metadata = turn.role, turn.content, turn.metadata
+    elif isinstance(turn, Mapping):
+        unknown = set(turn) - {"role", "content", "metadata"}
+        if unknown or "role" not in turn:
+            raise TypeError(f"{field}: a turn mapping has role, content and metadata keys")
+        role, content, metadata = turn["role"], turn.get("content"), turn.get("metadata")
+    else:
+        raise TypeError(f"{field} must be a NewTurn, not {type(turn).__name__}")
+    return (
+        check_text(role, f"{field}.role"),
+        check_json(content, f"{field}.content"),
+        check_metadata(metadata, f"{field}.metadata"),
+    )
+
+
+class MemoryConversationRepository(RunLinked):
+    """The in-memory ``conversations`` role.
+
+    Args:
+        clock: Stamps times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+        has_run: ``has_run(run_id)``: an append naming a run it denies raises
+            ``RunNotFoundError``. Without it, any run id is accepted.
+        check_claim: ``runs.check_claim``, needed for ``token=``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        medium: Medium | None = None,
+        has_run: HasRun | None = None,
+        check_claim: ClaimCheck | None = None,
+    ) -> None:
+        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
+
+    def create(
+        self,
+        *,
+        conversation_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: dict[str, Json] | None = None,
+    ) -> Conversation:
+        """Create a conversation. See :meth:`ConversationRepository.create`."""
+        conversation_id = (
+            uuid.uuid4().hex
+            if conversation_id is None
+            else check_text(conversation_id, "conversation_id")
+        )
+        agent_id = check_optional_text(agent_id, "agent_id")
+        meta = check_metadata(metadata)
+        key = entity_key(conversation_id)
+        with self._medium.lock:
+            now = self._now()
+            if self._medium.get(CONVERSATION, key) is not None:
+                raise ConversationAlreadyExistsError(conversation_id=conversation_id)
+            new: State = {
+                "conversation_id": conversation_id,
+                "agent_id": agent_id,
+                "metadata": meta,
+                "last_seq": 0,
+                "created_at_ms": now,
+                "updated_at_ms": now,
+            }
+            self._medium.write([(CONVERSATION, key, new)])
+            return _conversation(new)
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        """Return the conversation, or None."""
+        conversation_id = check_text(conversation_id, "conversation_id")
+        with self._medium.lock:
+            state = self._medium.get(CONVERSATION, entity_key(conversation_id))
+            return None if state is None else _conversation(state)
+
+    def _existing(self, conversation_id: str, expected_last_seq: int | None) -> tuple[str, State]:
+        key = entity_key(conversation_id)
+        state = self._medium.get(CONVERSATION, key)
+        if state is None:
+            raise ConversationNotFoundError(conversation_id=conversation_id)
+        if expected_last_seq is not None and expected_last_seq != state["last_seq"]:
+            raise SequenceConflictError(
+                what=f"conversation {conversation_id!r}",
+                expected=expected_last_seq,
+                actual=state["last_seq"],
+            )
+        return key, state
+
+    def append(
+        self,
+        conversation_id: str,
+        turns: Sequence[NewTurn],
+        *,
+        run_id: str,
+        expected_last_seq: int | None = None,
+        token: int | None = None,
+    ) -> builtins.list[Turn]:
+        """Append turns atomically. See :meth:`ConversationRepository.append`."""
+        conversation_id = check_text(conversation_id, "conversation_id")
+        if isinstance(turns, (str, bytes, Mapping, NewTurn)) or not isinstance(turns, Sequence):
+            raise TypeError(f"turns must be a list of NewTurn, not {type(turns).__name__}")
+        checked = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
+        run_id = check_text(run_id, "run_id")
+        expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
+        token = None if token is None else check_token(token)
+        with self._medium.lock:
+            now = self._now()
+            self._check_run(run_id, token, now)
+            key, state = self._existing(conversation_id, expected_last_seq)
+            if not checked:
+                return []
+            top = read_counter(self._medium, "conversations.seq", conversation_id)
+            changes: builtins.list[Change] = []
+            added = []
+            for role, content, metadata in checked:
+                top += 1
+                turn: State = {
+                    "conversation_id": conversation_id,
+                    "seq": top,
+                    "run_id": run_id,
+                    "role": role,
+                    "content": content,
+                    "metadata": metadata,
+                    "created_at_ms": now,
+                }
+                added.append(turn)
+                changes.append((TURN, entity_key(conversation_id, top), turn))
+            changes.append(
+                (COUNTER, entity_key("conversations.seq", conversation_id), {"value": top})
+            )
+            changes.append((CONVERSATION, key, {**state, "last_seq": top, "updated_at_ms": now}))
+            self._medium.write(changes)
+            return [_turn(t) for t in added]
+
+    def list_turns(
+        self,
+        conversation_id: str,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> builtins.list[Turn]:
+        """Return turns in order. See :meth:`ConversationRepository.list_turns`."""
+        conversation_id = check_text(conversation_id, "conversation_id")
+        after_seq = check_optional_int(after_seq, "after_seq")
+        limit = check_optional_int(limit, "limit")
+        if last is not None:
+            if isinstance(last, bool) or not isinstance(last, int):
+                raise TypeError(f"last must be int, not {type(last).__name__}")
+        with self._medium.lock:
+            # Keys hold the sequence number zero-padded, so scan order is turn order.
+            states = [s for _, s in self._medium.scan(TURN, child_prefix(conversation_id))]
+        if after_seq is not None:
+            states = [s for s in states if s["seq"] > after_seq]
+        if last is not None:
+            states = states[-last:] if last > 0 else []
+        if limit is not None:
+            states = states[:limit]
+        return [_turn(s) for s in states]
+
+    def truncate(
+        self, conversation_id: str, *, after_seq: int, expected_last_seq: int | None = None
+    ) -> int:
+        """Remove the turns after `after_seq`. See :meth:`ConversationRepository.truncate`."""
+        conversation_id = check_text(conversation_id, "conversation_id")
+        after_seq = check_count(after_seq, "after_seq")
+        expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._existing(conversation_id, expected_last_seq)
+            changes: builtins.list[Change] = []
+            last = 0
+            for tkey, turn in self._medium.scan(TURN, child_prefix(conversation_id)):
+                if turn["seq"] > after_seq:
+                    changes.append((TURN, tkey, None))
+                else:
+                    last = max(last, int(turn["seq"]))
+            if not changes:
+                return 0
+            changes.append((CONVERSATION, key, {**state, "last_seq": last, "updated_at_ms": now}))
+            self._medium.write(changes)
+            return len(changes) - 1
+
+    def delete(self, conversation_id: str) -> bool:
+        """Delete the conversation and its turns (its sequence counter stays)."""
+        conversation_id = check_text(conversation_id, "conversation_id")
+        key = entity_key(conversation_id)
+        with self._medium.lock:
+            if self._medium.get(CONVERSATION, key) is None:
+                return False
+            changes: builtins.list[Change] = [(CONVERSATION, key, None)]
+            changes.extend(
+                (TURN, tkey, None)
+                for tkey, _ in self._medium.scan(TURN, child_prefix(conversation_id))
+            )
+            self._medium.write(changes)
+            return True
+
+
+if TYPE_CHECKING:
+    _: type[ConversationRepository] = MemoryConversationRepository

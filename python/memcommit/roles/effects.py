@@ -1,0 +1,185 @@
+"""Recorded effects: the outcome of a side effect, recorded once per run and key.
+
+At-least-once execution, exactly-once recording: a runner checks ``get`` before calling an
+external API and records the outcome after. An effect that ran but whose record did not
+commit will run again, so the effect key is also what the runner hands the external API as
+its own idempotency key. The first record wins; an identical re-record returns it, and a
+different one raises :class:`~memcommit.roles.EffectConflictError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from ..clock import Clock
+from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from .errors import EffectConflictError
+from .medium import EFFECT, Medium, State, bump_counter, child_prefix, entity_key
+from .values import (
+    Json,
+    check_json,
+    check_optional_text,
+    check_text,
+    copy_json,
+    same_json,
+)
+
+__all__ = ["EffectRecord", "EffectRepository", "MemoryEffectRepository"]
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    """The recorded outcome of one side effect.
+
+    Attributes:
+        run_id: The run.
+        effect_key: The effect's key within the run.
+        seq: The order of recording within the run (1, 2, ...).
+        outcome: ``succeeded`` (a result) or ``failed`` (an error).
+        result: The result, or None.
+        error: The error, or None.
+        fingerprint: The caller's hash of the request, if given.
+        recorded_at_ms: When it was recorded.
+    """
+
+    run_id: str
+    effect_key: str
+    seq: int
+    outcome: Literal["succeeded", "failed"]
+    result: Json
+    error: Json
+    fingerprint: str | None
+    recorded_at_ms: int
+
+
+class EffectRepository(Protocol):
+    """The ``effects`` role: side effects recorded once."""
+
+    def record(
+        self,
+        run_id: str,
+        effect_key: str,
+        *,
+        result: Json = None,
+        error: Json = None,
+        fingerprint: str | None = None,
+        token: int | None = None,
+    ) -> EffectRecord:
+        """Record the effect's outcome (``failed`` when `error` is not None).
+
+        Raises:
+            RunNotFoundError: The run does not exist.
+            EffectConflictError: The effect is recorded with another outcome, result, error
+                or fingerprint; the stored record is unchanged.
+            ClaimLostError: `token` no longer holds the run; nothing was recorded.
+        """
+        ...
+
+    def get(self, run_id: str, effect_key: str) -> EffectRecord | None:
+        """Return the record, or None."""
+        ...
+
+    def list(self, run_id: str) -> builtins.list[EffectRecord]:
+        """Return the run's records in recording order (``[]`` for an unknown run)."""
+        ...
+
+
+def _effect(state: State) -> EffectRecord:
+    return EffectRecord(
+        run_id=state["run_id"],
+        effect_key=state["effect_key"],
+        seq=state["seq"],
+        outcome=state["outcome"],
+        result=copy_json(state["result"]),
+        error=copy_json(state["error"]),
+        fingerprint=state["fingerprint"],
+        recorded_at_ms=state["recorded_at_ms"],
+    )
+
+
+class MemoryEffectRepository(RunLinked):
+    """The in-memory ``effects`` role.
+
+    Args:
+        clock: Stamps record times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+        has_run: ``has_run(run_id)``: a record for a run it denies raises
+            ``RunNotFoundError``. Without it, any run id is accepted.
+        check_claim: ``runs.check_claim``, needed for ``token=``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        medium: Medium | None = None,
+        has_run: HasRun | None = None,
+        check_claim: ClaimCheck | None = None,
+    ) -> None:
+        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
+
+    def record(
+        self,
+        run_id: str,
+        effect_key: str,
+        *,
+        result: Json = None,
+        error: Json = None,
+        fingerprint: str | None = None,
+        token: int | None = None,
+    ) -> EffectRecord:
+        """Record an outcome once. See :meth:`EffectRepository.record`."""
+        run_id = check_text(run_id, "run_id")
+        effect_key = check_text(effect_key, "effect_key")
+        result = check_json(result, "result")
+        error = check_json(error, "error")
+        fingerprint = check_optional_text(fingerprint, "fingerprint")
+        token = None if token is None else check_token(token)
+        key = entity_key(run_id, effect_key)
+        with self._medium.lock:
+            now = self._now()
+            self._check_run(run_id, token, now)
+            state = self._medium.get(EFFECT, key)
+            if state is not None:
+                if (
+                    same_json(state["result"], result)
+                    and same_json(state["error"], error)
+                    and state["fingerprint"] == fingerprint
+                ):
+                    return _effect(state)
+                raise EffectConflictError(run_id=run_id, effect_key=effect_key)
+            seq, seq_change = bump_counter(self._medium, "effects.seq", run_id)
+            new: State = {
+                "run_id": run_id,
+                "effect_key": effect_key,
+                "seq": seq,
+                "outcome": "succeeded" if error is None else "failed",
+                "result": result,
+                "error": error,
+                "fingerprint": fingerprint,
+                "recorded_at_ms": now,
+            }
+            self._medium.write([seq_change, (EFFECT, key, new)])
+            return _effect(new)
+
+    def get(self, run_id: str, effect_key: str) -> EffectRecord | None:
+        """Return the record, or None."""
+        run_id = check_text(run_id, "run_id")
+        effect_key = check_text(effect_key, "effect_key")
+        with self._medium.lock:
+            state = self._medium.get(EFFECT, entity_key(run_id, effect_key))
+            return None if state is None else _effect(state)
+
+    def list(self, run_id: str) -> builtins.list[EffectRecord]:
+        """Return the run's records in recording order."""
+        run_id = check_text(run_id, "run_id")
+        with self._medium.lock:
+            states = [state for _, state in self._medium.scan(EFFECT, child_prefix(run_id))]
+        states.sort(key=lambda s: int(s["seq"]))
+        return [_effect(s) for s in states]
+
+
+if TYPE_CHECKING:
+    _: type[EffectRepository] = MemoryEffectRepository

@@ -1,0 +1,202 @@
+"""Locks: named leases with fencing tokens.
+
+``acquire(name, owner, ttl_ms)`` returns a :class:`Lease` (truthy) or ``None`` when another
+owner holds the name. A lease taken at T is live while ``now < T + ttl_ms``. Every grant gets
+a token one above the last token of that name, for the life of the store (release and expiry
+never reset it), so a resource that remembers the highest token it has seen can refuse a late
+write from a holder whose lease ran out. The live holder acquiring again gets the same token
+with its expiry reset (so a caller can recover from a lost response); owners must therefore be
+unique per holder instance.
+
+Example:
+    >>> from memcommit.testing import ControllableClock
+    >>> clock = ControllableClock()
+    >>> locks = MemoryLockRepository(clock=clock)
+    >>> bool(locks.acquire("job", "replica-a", 1_000))
+    True
+    >>> locks.acquire("job", "replica-b", 1_000) is None
+    True
+    >>> clock.advance(1_000)
+    >>> locks.acquire("job", "replica-b", 1_000).token
+    2
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..clock import Clock
+from ._base import RoleBase, check_token
+from .errors import LeaseLostError, LostReason
+from .medium import LOCK, Medium, State, bump_counter, entity_key, read_counter
+from .values import check_text, check_ttl
+
+__all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held lock.
+
+    Attributes:
+        name: The lock.
+        owner: Who holds it.
+        token: The fencing token: rises per name, never reused.
+        acquired_at_ms: When this lease was granted.
+        expires_at_ms: When it expires unless renewed (live while ``now < expires_at_ms``).
+    """
+
+    name: str
+    owner: str
+    token: int
+    acquired_at_ms: int
+    expires_at_ms: int
+
+
+class LockRepository(Protocol):
+    """The ``locks`` role: named leases."""
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
+        """Take the lock for ``ttl_ms``, or return None if another owner holds it.
+
+        A free or expired lock gets a new lease with the next token. The live holder
+        acquiring again gets the same token, expiring at ``now + ttl_ms``.
+        """
+        ...
+
+    def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
+        """Extend a live lease to ``now + ttl_ms``.
+
+        Raises:
+            LeaseLostError: `token` does not hold a live lease (an expired lease is lost even
+                when nobody took it over).
+        """
+        ...
+
+    def release(self, name: str, *, token: int) -> bool:
+        """Free the lock if `token` holds it live; False otherwise (nothing changes)."""
+        ...
+
+    def get(self, name: str) -> Lease | None:
+        """Return the live lease, or None when the lock is free or expired."""
+        ...
+
+    def validate(self, name: str, *, token: int) -> None:
+        """Raise :class:`LeaseLostError` unless `token` holds a live lease (a sequencer check)."""
+        ...
+
+
+def _lease(state: State) -> Lease:
+    return Lease(
+        name=state["name"],
+        owner=state["owner"],
+        token=state["token"],
+        acquired_at_ms=state["acquired_at_ms"],
+        expires_at_ms=state["expires_at_ms"],
+    )
+
+
+class MemoryLockRepository(RoleBase):
+    """The in-memory ``locks`` role.
+
+    Args:
+        clock: The clock for expiry (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
+        super().__init__(clock=clock, medium=medium)
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
+        """Take the lock or return None. See :meth:`LockRepository.acquire`."""
+        name = check_text(name, "name")
+        owner = check_text(owner, "owner")
+        ttl_ms = check_ttl(ttl_ms)
+        key = entity_key(name)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(LOCK, key)
+            if state is not None and now < state["expires_at_ms"]:
+                if state["owner"] != owner:
+                    return None
+                new = {**state, "expires_at_ms": now + ttl_ms}
+                self._medium.write([(LOCK, key, new)])
+                return _lease(new)
+            token, token_change = bump_counter(self._medium, "locks.token", name)
+            new = {
+                "name": name,
+                "owner": owner,
+                "token": token,
+                "acquired_at_ms": now,
+                "expires_at_ms": now + ttl_ms,
+            }
+            self._medium.write([token_change, (LOCK, key, new)])
+            return _lease(new)
+
+    def _held(self, name: str, token: int) -> tuple[str, State, int]:
+        """Return (key, state, now) if `token` holds a live lease; raise otherwise."""
+        key = entity_key(name)
+        now = self._now()
+        state = self._medium.get(LOCK, key)
+        live = state is not None and now < state["expires_at_ms"]
+        if state is not None and live and state["token"] == token:
+            return key, state, now
+        reason: LostReason
+        if state is not None and state["token"] == token:
+            reason = "expired"
+        elif state is None and token == read_counter(self._medium, "locks.token", name):
+            reason = "released"
+        else:
+            reason = "stale"
+        current = state["token"] if state is not None and live else None
+        raise LeaseLostError(resource=name, token=token, current_token=current, reason=reason)
+
+    def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
+        """Extend a live lease. See :meth:`LockRepository.renew`."""
+        name = check_text(name, "name")
+        token = check_token(token)
+        ttl_ms = check_ttl(ttl_ms)
+        with self._medium.lock:
+            key, state, now = self._held(name, token)
+            new = {**state, "expires_at_ms": now + ttl_ms}
+            self._medium.write([(LOCK, key, new)])
+            return _lease(new)
+
+    def release(self, name: str, *, token: int) -> bool:
+        """Free the lock. See :meth:`LockRepository.release`."""
+        name = check_text(name, "name")
+        token = check_token(token)
+        key = entity_key(name)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(LOCK, key)
+            if state is None or state["token"] != token or now >= state["expires_at_ms"]:
+                return False
+            self._medium.write([(LOCK, key, None)])
+            return True
+
+    def get(self, name: str) -> Lease | None:
+        """Return the live lease, or None. See :meth:`LockRepository.get`."""
+        name = check_text(name, "name")
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(LOCK, entity_key(name))
+            if state is None or now >= state["expires_at_ms"]:
+                return None
+            return _lease(state)
+
+    def validate(self, name: str, *, token: int) -> None:
+        """Check a token. See :meth:`LockRepository.validate`.
+
+        Raises:
+            LeaseLostError: `token` does not hold a live lease.
+        """
+        name = check_text(name, "name")
+        token = check_token(token)
+        with self._medium.lock:
+            self._held(name, token)
+
+
+if TYPE_CHECKING:
+    _: type[LockRepository] = MemoryLockRepository

@@ -1,0 +1,391 @@
+"""Agent revisions: versioned agent definitions, drafted then published.
+
+A draft can change until it is published. Publishing gives it the agent's next version
+(1, 2, ... contiguous per agent) and makes it current; publishing always makes a new version,
+even for a definition equal to the current one, and publishing an already published revision
+returns it unchanged. ``set_current`` moves the current pointer back or forth. Runs pin a
+``revision_id`` at creation, so publishing never changes what a running run uses.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
+
+from ..clock import Clock
+from ._base import RoleBase
+from .errors import (
+    InvalidStateError,
+    RevisionAlreadyExistsError,
+    RevisionImmutableError,
+    RevisionNotFoundError,
+    VersionConflictError,
+)
+from .medium import (
+    REVISION,
+    REVISION_AGENT,
+    Medium,
+    State,
+    bump_counter,
+    child_prefix,
+    entity_key,
+)
+from .values import (
+    Json,
+    check_count,
+    check_json,
+    check_optional_text,
+    check_text,
+    checksum,
+    copy_json,
+)
+
+__all__ = [
+    "MemoryAgentRevisionRepository",
+    "Revision",
+    "RevisionRepository",
+    "RevisionStatus",
+]
+
+RevisionStatus = Literal["draft", "published", "archived"]
+_STATUSES: frozenset[str] = frozenset(get_args(RevisionStatus))
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of an agent's definition.
+
+    Attributes:
+        agent_id: The agent.
+        revision_id: The revision's id.
+        status: ``draft``, ``published`` or ``archived``.
+        version: The version assigned at publish (1, 2, ... per agent), or None for a draft.
+        definition: The definition (JSON).
+        checksum: The sha256 of the definition's canonical JSON (key order does not matter).
+        parent_revision_id: The revision it was derived from, or None.
+        created_at_ms: When it was drafted.
+        updated_at_ms: When it last changed.
+        published_at_ms: When it was published, or None.
+    """
+
+    agent_id: str
+    revision_id: str
+    status: RevisionStatus
+    version: int | None
+    definition: Json
+    checksum: str
+    parent_revision_id: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    published_at_ms: int | None
+
+
+class RevisionRepository(Protocol):
+    """The ``agent_revisions`` role: versioned agent definitions."""
+
+    def create_draft(
+        self,
+        agent_id: str,
+        definition: Json,
+        *,
+        parent_revision_id: str | None = None,
+        revision_id: str | None = None,
+    ) -> Revision:
+        """Create a draft.
+
+        Raises:
+            RevisionAlreadyExistsError: `revision_id` exists for the agent.
+            RevisionNotFoundError: `parent_revision_id` does not exist for the agent.
+        """
+        ...
+
+    def update_draft(
+        self,
+        agent_id: str,
+        revision_id: str,
+        definition: Json,
+        *,
+        expected_checksum: str | None = None,
+    ) -> Revision:
+        """Change a draft's definition.
+
+        Raises:
+            RevisionNotFoundError: No such revision.
+            RevisionImmutableError: It is published or archived.
+            VersionConflictError: `expected_checksum` is not the draft's checksum.
+        """
+        ...
+
+    def publish(self, agent_id: str, revision_id: str) -> Revision:
+        """Publish a draft as the agent's next version and make it current.
+
+        Raises:
+            RevisionNotFoundError: No such revision.
+            InvalidStateError: It is archived.
+        """
+        ...
+
+    def get(self, agent_id: str, revision_id: str) -> Revision | None:
+        """Return the revision, or None."""
+        ...
+
+    def get_version(self, agent_id: str, version: int) -> Revision | None:
+        """Return the revision published as `version`, or None."""
+        ...
+
+    def get_current(self, agent_id: str) -> Revision | None:
+        """Return the current published revision, or None."""
+        ...
+
+    def set_current(self, agent_id: str, version: int) -> Revision:
+        """Make the revision published as `version` current (a rollback or roll-forward).
+
+        Raises:
+            RevisionNotFoundError: No revision was published as `version`.
+            InvalidStateError: That revision is archived.
+        """
+        ...
+
+    def list(
+        self, agent_id: str, *, status: RevisionStatus | None = None
+    ) -> builtins.list[Revision]:
+        """Return revisions: versioned ones by version descending, then drafts oldest first."""
+        ...
+
+    def archive(self, agent_id: str, revision_id: str) -> Revision:
+        """Archive a revision (no longer publishable or current).
+
+        Raises:
+            RevisionNotFoundError: No such revision.
+            InvalidStateError: It is the current revision.
+        """
+        ...
+
+
+def _revision(state: State) -> Revision:
+    return Revision(
+        agent_id=state["agent_id"],
+        revision_id=state["revision_id"],
+        status=state["status"],
+        version=state["version"],
+        definition=copy_json(state["definition"]),
+        checksum=state["checksum"],
+        parent_revision_id=state["parent_revision_id"],
+        created_at_ms=state["created_at_ms"],
+        updated_at_ms=state["updated_at_ms"],
+        published_at_ms=state["published_at_ms"],
+    )
+
+
+class MemoryAgentRevisionRepository(RoleBase):
+    """The in-memory ``agent_revisions`` role.
+
+    Args:
+        clock: Stamps times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
+        super().__init__(clock=clock, medium=medium)
+
+    def _get(self, agent_id: str, revision_id: str) -> tuple[str, State]:
+        key = entity_key(agent_id, revision_id)
+        state = self._medium.get(REVISION, key)
+        if state is None:
+            raise RevisionNotFoundError(agent_id=agent_id, revision_id=revision_id)
+        return key, state
+
+    def _current_version(self, agent_id: str) -> int | None:
+        agent = self._medium.get(REVISION_AGENT, entity_key(agent_id))
+        return None if agent is None else agent["current_version"]
+
+    def _by_version(self, agent_id: str, version: int) -> State | None:
+        for _, state in self._medium.scan(REVISION, child_prefix(agent_id)):
+            if state["version"] == version:
+                return state
+        return None
+
+    def create_draft(
+        self,
+        agent_id: str,
+        definition: Json,
+        *,
+        parent_revision_id: str | None = None,
+        revision_id: str | None = None,
+    ) -> Revision:
+        """Create a draft. See :meth:`RevisionRepository.create_draft`."""
+        agent_id = check_text(agent_id, "agent_id")
+        definition = check_json(definition, "definition")
+        parent_revision_id = check_optional_text(parent_revision_id, "parent_revision_id")
+        revision_id = (
+            uuid.uuid4().hex if revision_id is None else check_text(revision_id, "revision_id")
+        )
+        key = entity_key(agent_id, revision_id)
+        with self._medium.lock:
+            now = self._now()
+            if self._medium.get(REVISION, key) is not None:
+                raise RevisionAlreadyExistsError(agent_id=agent_id, revision_id=revision_id)
+            if parent_revision_id is not None:
+                self._get(agent_id, parent_revision_id)
+            seq, seq_change = bump_counter(self._medium, "revisions.seq", agent_id)
+            new: State = {
+                "agent_id": agent_id,
+                "revision_id": revision_id,
+                "status": "draft",
+                "version": None,
+                "definition": definition,
+                "checksum": checksum(definition),
+                "parent_revision_id": parent_revision_id,
+                "created_seq": seq,
+                "created_at_ms": now,
+                "updated_at_ms": now,
+                "published_at_ms": None,
+            }
+            self._medium.write([seq_change, (REVISION, key, new)])
+            return _revision(new)
+
+    def update_draft(
+        self,
+        agent_id: str,
+        revision_id: str,
+        definition: Json,
+        *,
+        expected_checksum: str | None = None,
+    ) -> Revision:
+        """Change a draft. See :meth:`RevisionRepository.update_draft`."""
+        agent_id = check_text(agent_id, "agent_id")
+        revision_id = check_text(revision_id, "revision_id")
+        definition = check_json(definition, "definition")
+        expected_checksum = check_optional_text(expected_checksum, "expected_checksum")
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._get(agent_id, revision_id)
+            if state["status"] != "draft":
+                raise RevisionImmutableError(agent_id=agent_id, revision_id=revision_id)
+            if expected_checksum is not None and expected_checksum != state["checksum"]:
+                raise VersionConflictError(
+                    what=f"draft {revision_id!r} of agent {agent_id!r}",
+                    expected=expected_checksum,
+                    actual=state["checksum"],
+                )
+            new = {
+                **state,
+                "definition": definition,
+                "checksum": checksum(definition),
+                "updated_at_ms": now,
+            }
+            self._medium.write([(REVISION, key, new)])
+            return _revision(new)
+
+    def publish(self, agent_id: str, revision_id: str) -> Revision:
+        """Publish a draft. See :meth:`RevisionRepository.publish`."""
+        agent_id = check_text(agent_id, "agent_id")
+        revision_id = check_text(revision_id, "revision_id")
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._get(agent_id, revision_id)
+            if state["status"] == "published":
+                return _revision(state)
+            if state["status"] == "archived":
+                raise InvalidStateError(current="archived", attempted="publish")
+            version, version_change = bump_counter(self._medium, "revisions.version", agent_id)
+            new = {
+                **state,
+                "status": "published",
+                "version": version,
+                "updated_at_ms": now,
+                "published_at_ms": now,
+            }
+            agent = {"agent_id": agent_id, "current_version": version}
+            self._medium.write(
+                [
+                    version_change,
+                    (REVISION, key, new),
+                    (REVISION_AGENT, entity_key(agent_id), agent),
+                ]
+            )
+            return _revision(new)
+
+    def get(self, agent_id: str, revision_id: str) -> Revision | None:
+        """Return the revision, or None."""
+        agent_id = check_text(agent_id, "agent_id")
+        revision_id = check_text(revision_id, "revision_id")
+        with self._medium.lock:
+            state = self._medium.get(REVISION, entity_key(agent_id, revision_id))
+            return None if state is None else _revision(state)
+
+    def get_version(self, agent_id: str, version: int) -> Revision | None:
+        """Return the revision published as `version`, or None."""
+        agent_id = check_text(agent_id, "agent_id")
+        version = check_count(version, "version", minimum=1)
+        with self._medium.lock:
+            state = self._by_version(agent_id, version)
+            return None if state is None else _revision(state)
+
+    def get_current(self, agent_id: str) -> Revision | None:
+        """Return the current published revision, or None."""
+        agent_id = check_text(agent_id, "agent_id")
+        with self._medium.lock:
+            current = self._current_version(agent_id)
+            if current is None:
+                return None
+            state = self._by_version(agent_id, current)
+            return None if state is None else _revision(state)
+
+    def set_current(self, agent_id: str, version: int) -> Revision:
+        """Move the current pointer. See :meth:`RevisionRepository.set_current`."""
+        agent_id = check_text(agent_id, "agent_id")
+        version = check_count(version, "version", minimum=1)
+        with self._medium.lock:
+            state = self._by_version(agent_id, version)
+            if state is None:
+                raise RevisionNotFoundError(agent_id=agent_id, version=version)
+            if state["status"] == "archived":
+                raise InvalidStateError(current="archived", attempted="set_current")
+            agent = {"agent_id": agent_id, "current_version": version}
+            self._medium.write([(REVISION_AGENT, entity_key(agent_id), agent)])
+            return _revision(state)
+
+    def list(
+        self, agent_id: str, *, status: RevisionStatus | None = None
+    ) -> builtins.list[Revision]:
+        """Return the agent's revisions. See :meth:`RevisionRepository.list`."""
+        agent_id = check_text(agent_id, "agent_id")
+        if status is not None and status not in _STATUSES:
+            raise ValueError(f"status: {status!r} is not one of {sorted(_STATUSES)}")
+        with self._medium.lock:
+            states = [state for _, state in self._medium.scan(REVISION, child_prefix(agent_id))]
+        if status is not None:
+            states = [s for s in states if s["status"] == status]
+        versioned = sorted(
+            (s for s in states if s["version"] is not None), key=lambda s: -s["version"]
+        )
+        drafts = sorted((s for s in states if s["version"] is None), key=lambda s: s["created_seq"])
+        return [_revision(s) for s in versioned + drafts]
+
+    def archive(self, agent_id: str, revision_id: str) -> Revision:
+        """Archive a revision. See :meth:`RevisionRepository.archive`."""
+        agent_id = check_text(agent_id, "agent_id")
+        revision_id = check_text(revision_id, "revision_id")
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._get(agent_id, revision_id)
+            if state["status"] == "archived":
+                return _revision(state)
+            current = self._current_version(agent_id)
+            if state["version"] is not None and state["version"] == current:
+                raise InvalidStateError(
+                    f"revision {revision_id!r} is agent {agent_id!r}'s current version "
+                    f"{current}; make another version current first",
+                    current=state["status"],
+                    attempted="archive",
+                )
+            new = {**state, "status": "archived", "updated_at_ms": now}
+            self._medium.write([(REVISION, key, new)])
+            return _revision(new)
+
+
+if TYPE_CHECKING:
+    _: type[RevisionRepository] = MemoryAgentRevisionRepository

@@ -1,0 +1,672 @@
+"""Runs and their claims: the queue of agent runs and who works on each.
+
+A run is created ``pending``. A worker claims it for ``ttl_ms`` (a lease) and gets a fencing
+token; the token is the run's ``attempt``, rising by one per claim for the life of the store.
+The worker heartbeats to extend the claim, and ends it by ``release`` (back to pending),
+``complete``, ``fail`` or ``suspend``. A claim not renewed expires at exactly
+``claimed_at + ttl_ms``, after which another worker may take the run over; the old token is
+then refused everywhere (:class:`~memcommit.roles.ClaimLostError`), including on the steps,
+checkpoints, effects and turns it writes with ``token=``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
+
+from ..clock import Clock
+from ._base import RoleBase, check_token
+from .errors import (
+    AlreadyClaimedError,
+    ClaimLostError,
+    InvalidStateError,
+    LostReason,
+    RunAlreadyExistsError,
+    RunNotFoundError,
+)
+from .medium import (
+    CHECKPOINT,
+    CONVERSATION,
+    EFFECT,
+    RUN,
+    STEP,
+    TURN,
+    Change,
+    Medium,
+    State,
+    bump_counter,
+    child_prefix,
+    entity_key,
+)
+from .values import (
+    Json,
+    check_count,
+    check_json,
+    check_metadata,
+    check_optional_int,
+    check_optional_text,
+    check_text,
+    check_ttl,
+    copy_json,
+    copy_metadata,
+)
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "Claim",
+    "MemoryRunRepository",
+    "Run",
+    "RunRepository",
+    "RunStatus",
+]
+
+RunStatus = Literal["pending", "running", "suspended", "succeeded", "failed", "cancelled"]
+_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+"""Statuses a run never leaves."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run of an agent.
+
+    Attributes:
+        run_id: The run's id.
+        agent_id: The agent it runs.
+        revision_id: The agent revision pinned at creation, or None.
+        status: ``pending``, ``running``, ``suspended``, ``succeeded``, ``failed`` or
+            ``cancelled``.
+        input: What the run was created with.
+        output: What ``complete`` recorded, or None.
+        error: What ``fail`` recorded, or None.
+        reason: Why it was suspended or cancelled, or None.
+        metadata: Free JSON metadata.
+        seq: Store-assigned, strictly increasing: the FIFO order of claims.
+        attempt: The token of the latest claim (0 = never claimed).
+        claimed_by: The worker holding (or last holding, while running) the claim.
+        claim_expires_at_ms: When the current claim expires, or None.
+        available_at_ms: Not claimable before this instant, or None.
+        created_at_ms: When it was created (from the store's clock).
+        updated_at_ms: When it last changed.
+    """
+
+    run_id: str
+    agent_id: str
+    revision_id: str | None
+    status: RunStatus
+    input: Json
+    output: Json
+    error: Json
+    reason: Json
+    metadata: dict[str, Json]
+    seq: int
+    attempt: int
+    claimed_by: str | None
+    claim_expires_at_ms: int | None
+    available_at_ms: int | None
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim on a run.
+
+    Attributes:
+        run: The run as the claim left it.
+        token: The fencing token (equal to ``run.attempt``); pass it to every write.
+        worker_id: The worker holding the claim.
+        expires_at_ms: When the claim expires unless renewed.
+    """
+
+    run: Run
+    token: int
+    worker_id: str
+    expires_at_ms: int
+
+
+class RunRepository(Protocol):
+    """The ``runs`` role: runs and their claims."""
+
+    def create(
+        self,
+        *,
+        agent_id: str,
+        input: Json = None,
+        run_id: str | None = None,
+        revision_id: str | None = None,
+        metadata: dict[str, Json] | None = None,
+        available_at_ms: int | None = None,
+    ) -> Run:
+        """Create a pending run.
+
+        Args:
+            agent_id: The agent.
+            input: A JSON value.
+            run_id: The id; a random one when None.
+            revision_id: The agent revision to pin.
+            metadata: A JSON object.
+            available_at_ms: Not claimable before this epoch millisecond.
+
+        Returns:
+            The new run.
+
+        Raises:
+            RunAlreadyExistsError: `run_id` exists; it is left untouched.
+        """
+        ...
+
+    def get(self, run_id: str) -> Run | None:
+        """Return the run, or None."""
+        ...
+
+    def exists(self, run_id: str) -> bool:
+        """Return whether the run exists (the ``has_run`` lookup of the other roles)."""
+        ...
+
+    def list(
+        self,
+        *,
+        status: RunStatus | Iterable[RunStatus] | None = None,
+        agent_id: str | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[Run]:
+        """Return runs matching every filter given, by ``seq`` ascending."""
+        ...
+
+    def claim_next(
+        self, *, worker_id: str, ttl_ms: int, agent_id: str | None = None
+    ) -> Claim | None:
+        """Claim the lowest-``seq`` claimable run, or return None.
+
+        Claimable: pending and available (``available_at_ms`` is None or reached), or running
+        under an expired claim (a takeover). The claim gets token ``attempt + 1`` and expires
+        at ``now + ttl_ms``.
+        """
+        ...
+
+    def claim(self, run_id: str, *, worker_id: str, ttl_ms: int) -> Claim:
+        """Claim this run.
+
+        Raises:
+            RunNotFoundError: No such run.
+            AlreadyClaimedError: A live claim holds it (the caller's own included).
+            InvalidStateError: It is suspended, terminal, or not yet available.
+        """
+        ...
+
+    def heartbeat(self, run_id: str, *, token: int, ttl_ms: int) -> Claim:
+        """Extend the claim to ``now + ttl_ms``.
+
+        Raises:
+            ClaimLostError: `token` does not hold a live claim (an expired claim is lost
+                even when nobody took it over).
+        """
+        ...
+
+    def check_claim(self, run_id: str, *, token: int, now_ms: int | None = None) -> None:
+        """Raise :class:`ClaimLostError` unless `token` holds a live claim on the run.
+
+        Args:
+            run_id: The run.
+            token: The claim's token.
+            now_ms: Judge at this instant instead of reading the clock: a role checking a
+                claim inside its own operation passes the time it read, so that the
+                operation reads the clock once.
+        """
+        ...
+
+    def release(self, run_id: str, *, token: int, available_at_ms: int | None = None) -> Run:
+        """Give the run back: pending again, claim cleared, ``attempt`` kept."""
+        ...
+
+    def complete(self, run_id: str, *, token: int, output: Json = None) -> Run:
+        """Finish the run as ``succeeded`` with `output`."""
+        ...
+
+    def fail(self, run_id: str, *, token: int, error: Json) -> Run:
+        """Finish the run as ``failed`` with `error`."""
+        ...
+
+    def suspend(self, run_id: str, *, token: int, reason: Json = None) -> Run:
+        """Park the run (``suspended``, not claimable) until :meth:`resume`."""
+        ...
+
+    def resume(self, run_id: str) -> Run:
+        """Make a suspended run pending again."""
+        ...
+
+    def cancel(self, run_id: str, *, reason: Json = None) -> Run:
+        """Cancel a run that has not finished; its claim token dies with it.
+
+        Cancelling a cancelled run returns it unchanged.
+
+        Raises:
+            InvalidStateError: The run succeeded or failed.
+        """
+        ...
+
+    def delete(self, run_id: str) -> bool:
+        """Delete the run with its steps, checkpoints, effects and turns; False if absent."""
+        ...
+
+
+def _run(state: State) -> Run:
+    return Run(
+        run_id=state["run_id"],
+        agent_id=state["agent_id"],
+        revision_id=state["revision_id"],
+        status=state["status"],
+        input=copy_json(state["input"]),
+        output=copy_json(state["output"]),
+        error=copy_json(state["error"]),
+        reason=copy_json(state["reason"]),
+        metadata=copy_metadata(state["metadata"]),
+        seq=state["seq"],
+        attempt=state["attempt"],
+        claimed_by=state["claimed_by"],
+        claim_expires_at_ms=state["claim_expires_at_ms"],
+        available_at_ms=state["available_at_ms"],
+        created_at_ms=state["created_at_ms"],
+        updated_at_ms=state["updated_at_ms"],
+    )
+
+
+def _claim(state: State) -> Claim:
+    run = _run(state)
+    return Claim(
+        run=run,
+        token=state["attempt"],
+        worker_id=state["claimed_by"],
+        expires_at_ms=state["claim_expires_at_ms"],
+    )
+
+
+def _live(state: State, now: int) -> bool:
+    return bool(state["status"] == "running" and now < state["claim_expires_at_ms"])
+
+
+def _claimable(state: State, now: int) -> bool:
+    status = state["status"]
+    if status == "pending":
+        available = state["available_at_ms"]
+        return available is None or bool(now >= available)
+    return bool(status == "running" and now >= state["claim_expires_at_ms"])
+
+
+def _statuses(status: object) -> frozenset[str] | None:
+    if status is None:
+        return None
+    values = [status] if isinstance(status, str) else status
+    if not isinstance(values, Iterable):
+        raise TypeError(f"status must be a str or an iterable of str, not {status!r}")
+    out = set()
+    for value in values:
+        if value not in _STATUSES:
+            raise ValueError(f"status: {value!r} is not one of {sorted(_STATUSES)}")
+        out.add(str(value))
+    return frozenset(out)
+
+
+class MemoryRunRepository(RoleBase):
+    """The in-memory ``runs`` role.
+
+    Args:
+        clock: The clock for claim expiry and stamps (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+
+    Example:
+        >>> from memcommit.testing import ControllableClock
+        >>> clock = ControllableClock()
+        >>> runs = MemoryRunRepository(clock=clock)
+        >>> run = runs.create(agent_id="a", run_id="r1")
+        >>> claim = runs.claim_next(worker_id="w", ttl_ms=1_000)
+        >>> claim.token, claim.run.status
+        (1, 'running')
+    """
+
+    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
+        super().__init__(clock=clock, medium=medium)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> Run | None:
+        """Return the run, or None. See :meth:`RunRepository.get`."""
+        run_id = check_text(run_id, "run_id")
+        with self._medium.lock:
+            state = self._medium.get(RUN, entity_key(run_id))
+            return None if state is None else _run(state)
+
+    def exists(self, run_id: str) -> bool:
+        """Return whether the run exists."""
+        run_id = check_text(run_id, "run_id")
+        with self._medium.lock:
+            return self._medium.get(RUN, entity_key(run_id)) is not None
+
+    def list(
+        self,
+        *,
+        status: RunStatus | Iterable[RunStatus] | None = None,
+        agent_id: str | None = None,
+        limit: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[Run]:
+        """Return matching runs by ``seq`` ascending. See :meth:`RunRepository.list`."""
+        statuses = _statuses(status)
+        agent_id = check_optional_text(agent_id, "agent_id")
+        limit = check_optional_int(limit, "limit")
+        after_seq = check_optional_int(after_seq, "after_seq")
+        with self._medium.lock:
+            states = sorted(
+                (state for _, state in self._medium.scan(RUN)), key=lambda s: int(s["seq"])
+            )
+        out: list[Run] = []
+        for state in states:
+            if limit is not None and len(out) >= limit:
+                break
+            if statuses is not None and state["status"] not in statuses:
+                continue
+            if agent_id is not None and state["agent_id"] != agent_id:
+                continue
+            if after_seq is not None and state["seq"] <= after_seq:
+                continue
+            out.append(_run(state))
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        agent_id: str,
+        input: Json = None,
+        run_id: str | None = None,
+        revision_id: str | None = None,
+        metadata: dict[str, Json] | None = None,
+        available_at_ms: int | None = None,
+    ) -> Run:
+        """Create a pending run. See :meth:`RunRepository.create`."""
+        agent_id = check_text(agent_id, "agent_id")
+        input = check_json(input, "input")
+        run_id = uuid.uuid4().hex if run_id is None else check_text(run_id, "run_id")
+        revision_id = check_optional_text(revision_id, "revision_id")
+        meta = check_metadata(metadata)
+        available_at_ms = check_optional_int(available_at_ms, "available_at_ms")
+        key = entity_key(run_id)
+        with self._medium.lock:
+            now = self._now()
+            if self._medium.get(RUN, key) is not None:
+                raise RunAlreadyExistsError(run_id=run_id)
+            seq, seq_change = bump_counter(self._medium, "runs.seq")
+            state: State = {
+                "run_id": run_id,
+                "agent_id": agent_id,
+                "revision_id": revision_id,
+                "status": "pending",
+                "input": input,
+                "output": None,
+                "error": None,
+                "reason": None,
+                "metadata": meta,
+                "seq": seq,
+                "attempt": 0,
+                "claimed_by": None,
+                "claim_expires_at_ms": None,
+                "available_at_ms": available_at_ms,
+                "created_at_ms": now,
+                "updated_at_ms": now,
+            }
+            self._medium.write([seq_change, (RUN, key, state)])
+            return _run(state)
+
+    def _grant(self, key: str, state: State, worker_id: str, ttl_ms: int, now: int) -> Claim:
+        """Write a new claim on `state` and return it (under the lock)."""
+        token, token_change = bump_counter(self._medium, "runs.token", state["run_id"])
+        new = {
+            **state,
+            "status": "running",
+            "attempt": token,
+            "claimed_by": worker_id,
+            "claim_expires_at_ms": now + ttl_ms,
+            "available_at_ms": None,
+            "updated_at_ms": now,
+        }
+        self._medium.write([token_change, (RUN, key, new)])
+        return _claim(new)
+
+    def claim_next(
+        self, *, worker_id: str, ttl_ms: int, agent_id: str | None = None
+    ) -> Claim | None:
+        """Claim the first claimable run, or None. See :meth:`RunRepository.claim_next`."""
+        worker_id = check_text(worker_id, "worker_id")
+        ttl_ms = check_ttl(ttl_ms)
+        agent_id = check_optional_text(agent_id, "agent_id")
+        with self._medium.lock:
+            now = self._now()
+            best: tuple[str, State] | None = None
+            for key, state in self._medium.scan(RUN):
+                if agent_id is not None and state["agent_id"] != agent_id:
+                    continue
+                if not _claimable(state, now):
+                    continue
+                if best is None or state["seq"] < best[1]["seq"]:
+                    best = (key, state)
+            if best is None:
+                return None
+            return self._grant(best[0], best[1], worker_id, ttl_ms, now)
+
+    def claim(self, run_id: str, *, worker_id: str, ttl_ms: int) -> Claim:
+        """Claim this run. See :meth:`RunRepository.claim`."""
+        run_id = check_text(run_id, "run_id")
+        worker_id = check_text(worker_id, "worker_id")
+        ttl_ms = check_ttl(ttl_ms)
+        key = entity_key(run_id)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(RUN, key)
+            if state is None:
+                raise RunNotFoundError(run_id=run_id)
+            if _live(state, now):
+                raise AlreadyClaimedError(
+                    resource=run_id,
+                    holder=state["claimed_by"],
+                    expires_at_ms=state["claim_expires_at_ms"],
+                )
+            if not _claimable(state, now):
+                status = state["status"]
+                message = None
+                if status == "pending":
+                    message = (
+                        f"run {run_id!r} is not available before {state['available_at_ms']} ms"
+                    )
+                raise InvalidStateError(message, current=status, attempted="claim")
+            return self._grant(key, state, worker_id, ttl_ms, now)
+
+    def _held(self, run_id: str, token: object, now: int | None = None) -> tuple[str, State, int]:
+        """Return (key, state, now) if `token` holds a live claim; raise otherwise.
+
+        Call under the lock.
+        """
+        key = entity_key(run_id)
+        if now is None:
+            now = self._now()
+        state = self._medium.get(RUN, key)
+        if state is None:
+            raise RunNotFoundError(run_id=run_id)
+        assert isinstance(token, int)
+        if _live(state, now) and state["attempt"] == token:
+            return key, state, now
+        reason: LostReason
+        if state["attempt"] != token:
+            reason = "stale"
+        elif state["status"] == "running":
+            reason = "expired"
+        elif state["status"] == "pending":
+            reason = "released"
+        else:
+            reason = "not_active"
+        current = state["attempt"] if _live(state, now) else None
+        raise ClaimLostError(resource=run_id, token=token, current_token=current, reason=reason)
+
+    def check_claim(self, run_id: str, *, token: int, now_ms: int | None = None) -> None:
+        """Raise :class:`ClaimLostError` unless `token` holds a live claim on the run.
+
+        See :meth:`RunRepository.check_claim`.
+
+        Raises:
+            RunNotFoundError: No such run.
+            ClaimLostError: The token is stale, expired, released or its run not running.
+        """
+        run_id = check_text(run_id, "run_id")
+        token = check_token(token)
+        now_ms = None if now_ms is None else check_count(now_ms, "now_ms")
+        with self._medium.lock:
+            self._held(run_id, token, now_ms)
+
+    def heartbeat(self, run_id: str, *, token: int, ttl_ms: int) -> Claim:
+        """Extend the claim to now + ttl_ms. See :meth:`RunRepository.heartbeat`."""
+        run_id = check_text(run_id, "run_id")
+        token = check_token(token)
+        ttl_ms = check_ttl(ttl_ms)
+        with self._medium.lock:
+            key, state, now = self._held(run_id, token)
+            new = {**state, "claim_expires_at_ms": now + ttl_ms, "updated_at_ms": now}
+            self._medium.write([(RUN, key, new)])
+            return _claim(new)
+
+    def _finish(self, run_id: str, token: object, **changes: Json) -> Run:
+        run_id = check_text(run_id, "run_id")
+        token = check_token(token)
+        with self._medium.lock:
+            key, state, now = self._held(run_id, token)
+            new = {**state, **changes, "updated_at_ms": now}
+            if new["status"] != "running":
+                new["claim_expires_at_ms"] = None
+            if new["status"] == "pending":
+                new["claimed_by"] = None
+            self._medium.write([(RUN, key, new)])
+            return _run(new)
+
+    def release(self, run_id: str, *, token: int, available_at_ms: int | None = None) -> Run:
+        """Give the run back. See :meth:`RunRepository.release`."""
+        available_at_ms = check_optional_int(available_at_ms, "available_at_ms")
+        return self._finish(run_id, token, status="pending", available_at_ms=available_at_ms)
+
+    def complete(self, run_id: str, *, token: int, output: Json = None) -> Run:
+        """Finish the run as succeeded. See :meth:`RunRepository.complete`."""
+        output = check_json(output, "output")
+        return self._finish(run_id, token, status="succeeded", output=output)
+
+    def fail(self, run_id: str, *, token: int, error: Json) -> Run:
+        """Finish the run as failed. See :meth:`RunRepository.fail`."""
+        error = check_json(error, "error")
+        return self._finish(run_id, token, status="failed", error=error)
+
+    def suspend(self, run_id: str, *, token: int, reason: Json = None) -> Run:
+        """Park the run. See :meth:`RunRepository.suspend`."""
+        reason = check_json(reason, "reason")
+        return self._finish(run_id, token, status="suspended", reason=reason)
+
+    def resume(self, run_id: str) -> Run:
+        """Make a suspended run pending. See :meth:`RunRepository.resume`.
+
+        Raises:
+            RunNotFoundError: No such run.
+            InvalidStateError: The run is not suspended.
+        """
+        run_id = check_text(run_id, "run_id")
+        key = entity_key(run_id)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(RUN, key)
+            if state is None:
+                raise RunNotFoundError(run_id=run_id)
+            if state["status"] != "suspended":
+                raise InvalidStateError(current=state["status"], attempted="resume")
+            new = {
+                **state,
+                "status": "pending",
+                "claimed_by": None,
+                "available_at_ms": None,
+                "updated_at_ms": now,
+            }
+            self._medium.write([(RUN, key, new)])
+            return _run(new)
+
+    def cancel(self, run_id: str, *, reason: Json = None) -> Run:
+        """Cancel the run. See :meth:`RunRepository.cancel`."""
+        run_id = check_text(run_id, "run_id")
+        reason = check_json(reason, "reason")
+        key = entity_key(run_id)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(RUN, key)
+            if state is None:
+                raise RunNotFoundError(run_id=run_id)
+            if state["status"] == "cancelled":
+                return _run(state)
+            if state["status"] in TERMINAL_STATUSES:
+                raise InvalidStateError(current=state["status"], attempted="cancel")
+            new = {
+                **state,
+                "status": "cancelled",
+                "reason": reason,
+                "claim_expires_at_ms": None,
+                "updated_at_ms": now,
+            }
+            self._medium.write([(RUN, key, new)])
+            return _run(new)
+
+    def delete(self, run_id: str) -> bool:
+        """Delete the run and everything of it. See :meth:`RunRepository.delete`.
+
+        The cascade reaches the steps, checkpoints, effects and turns kept in this
+        repository's medium (all of them in a store, whose roles share one medium). Counters
+        are kept, so a run re-created under the same id continues its token and sequence
+        numbers. Removing a run's turns leaves a gap in its conversations' sequence numbers.
+        """
+        run_id = check_text(run_id, "run_id")
+        key = entity_key(run_id)
+        with self._medium.lock:
+            now = self._now()
+            if self._medium.get(RUN, key) is None:
+                return False
+            changes: list[Change] = [(RUN, key, None)]
+            prefix = child_prefix(run_id)
+            for kind in (STEP, CHECKPOINT, EFFECT):
+                changes.extend((kind, k, None) for k, _ in self._medium.scan(kind, prefix))
+            changes.extend(_cascade_turns(self._medium, run_id, now))
+            self._medium.write(changes)
+            return True
+
+
+def _cascade_turns(medium: Medium, run_id: str, now: int) -> list[Change]:
+    """Return the changes removing the turns of `run_id` and fixing their conversations."""
+    changes: list[Change] = []
+    touched: dict[str, int] = {}
+    for key, turn in medium.scan(TURN):
+        if turn["run_id"] == run_id:
+            changes.append((TURN, key, None))
+            touched.setdefault(turn["conversation_id"], 0)
+    if not touched:
+        return changes
+    removed = {key for _, key, _ in changes}
+    for conversation_id in touched:
+        last = 0
+        for key, turn in medium.scan(TURN, child_prefix(conversation_id)):
+            if key not in removed:
+                last = max(last, int(turn["seq"]))
+        ckey = entity_key(conversation_id)
+        conversation = medium.get(CONVERSATION, ckey)
+        if conversation is not None:
+            changes.append(
+                (CONVERSATION, ckey, {**conversation, "last_seq": last, "updated_at_ms": now})
+            )
+    return changes
+
+
+if TYPE_CHECKING:
+    _: type[RunRepository] = MemoryRunRepository

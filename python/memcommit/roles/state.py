@@ -1,0 +1,219 @@
+"""Agent state: versioned key/value entries in namespaces.
+
+A namespace is a tuple of labels, e.g. ``("agent", "a1", "user", "u7")``. Each entry has an
+integer version (1 on creation, +1 per write) for optimistic concurrency: ``put`` and
+``delete`` take ``expected_version`` (0 = must not exist). Versions are never reused: an entry
+deleted and written again continues from its last version, so a writer still holding the old
+version fails instead of overwriting a value it never saw.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..clock import Clock
+from ._base import RoleBase
+from .errors import VersionConflictError
+from .medium import STATE, Change, Medium, State, bump_counter, child_prefix, entity_key
+from .values import (
+    Json,
+    Namespace,
+    check_json,
+    check_namespace,
+    check_optional_int,
+    check_text,
+    copy_json,
+)
+
+__all__ = ["AgentStateRepository", "MemoryStateRepository", "StateEntry"]
+
+
+@dataclass(frozen=True)
+class StateEntry:
+    """One key's value in a namespace.
+
+    Attributes:
+        namespace: The namespace.
+        key: The key.
+        value: The value (JSON).
+        version: 1 on creation, +1 per write; never reused for this namespace and key.
+        updated_at_ms: When it was last written.
+    """
+
+    namespace: Namespace
+    key: str
+    value: Json
+    version: int
+    updated_at_ms: int
+
+
+class AgentStateRepository(Protocol):
+    """The ``state`` role: versioned key/value per namespace."""
+
+    def get(self, namespace: Namespace, key: str) -> StateEntry | None:
+        """Return the entry, or None."""
+        ...
+
+    def put(
+        self, namespace: Namespace, key: str, value: Json, *, expected_version: int | None = None
+    ) -> StateEntry:
+        """Write the value.
+
+        Args:
+            namespace: The namespace.
+            key: The key.
+            value: A JSON value.
+            expected_version: None: write unconditionally. 0: only if absent. n: only if the
+                entry is at version n.
+
+        Raises:
+            VersionConflictError: `expected_version` does not match; nothing changed.
+        """
+        ...
+
+    def delete(
+        self, namespace: Namespace, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete the entry; False if absent.
+
+        Raises:
+            VersionConflictError: `expected_version` does not match; nothing changed.
+        """
+        ...
+
+    def list(
+        self, namespace: Namespace, *, key_prefix: str | None = None, limit: int | None = None
+    ) -> builtins.list[StateEntry]:
+        """Return the entries of exactly `namespace`, sorted by key."""
+        ...
+
+    def list_namespaces(self, *, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        """Return the namespaces holding entries that start with `prefix`, sorted."""
+        ...
+
+    def delete_namespace(self, namespace: Namespace) -> int:
+        """Delete every entry of exactly `namespace`; return how many."""
+        ...
+
+
+def _entry(state: State) -> StateEntry:
+    return StateEntry(
+        namespace=tuple(state["namespace"]),
+        key=state["key"],
+        value=copy_json(state["value"]),
+        version=state["version"],
+        updated_at_ms=state["updated_at_ms"],
+    )
+
+
+class MemoryStateRepository(RoleBase):
+    """The in-memory ``state`` role.
+
+    Args:
+        clock: Stamps write times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
+        super().__init__(clock=clock, medium=medium)
+
+    def get(self, namespace: Namespace, key: str) -> StateEntry | None:
+        """Return the entry, or None."""
+        ns = check_namespace(namespace)
+        key = check_text(key, "key")
+        with self._medium.lock:
+            state = self._medium.get(STATE, entity_key(ns, key))
+            return None if state is None else _entry(state)
+
+    def _check_expected(
+        self, ns: Namespace, key: str, state: State | None, expected: int | None
+    ) -> None:
+        if expected is None:
+            return
+        actual = 0 if state is None else int(state["version"])
+        if actual != expected:
+            raise VersionConflictError(
+                what=f"state {key!r} in {ns!r}", expected=expected, actual=actual
+            )
+
+    def put(
+        self, namespace: Namespace, key: str, value: Json, *, expected_version: int | None = None
+    ) -> StateEntry:
+        """Write the value. See :meth:`AgentStateRepository.put`."""
+        ns = check_namespace(namespace)
+        key = check_text(key, "key")
+        value = check_json(value, "value")
+        expected_version = check_optional_int(expected_version, "expected_version")
+        ekey = entity_key(ns, key)
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(STATE, ekey)
+            self._check_expected(ns, key, state, expected_version)
+            version, version_change = bump_counter(self._medium, "state.version", ns, key)
+            new: State = {
+                "namespace": list(ns),
+                "key": key,
+                "value": value,
+                "version": version,
+                "updated_at_ms": now,
+            }
+            self._medium.write([version_change, (STATE, ekey, new)])
+            return _entry(new)
+
+    def delete(
+        self, namespace: Namespace, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete the entry. See :meth:`AgentStateRepository.delete`."""
+        ns = check_namespace(namespace)
+        key = check_text(key, "key")
+        expected_version = check_optional_int(expected_version, "expected_version")
+        ekey = entity_key(ns, key)
+        with self._medium.lock:
+            state = self._medium.get(STATE, ekey)
+            self._check_expected(ns, key, state, expected_version)
+            if state is None:
+                return False
+            self._medium.write([(STATE, ekey, None)])
+            return True
+
+    def list(
+        self, namespace: Namespace, *, key_prefix: str | None = None, limit: int | None = None
+    ) -> builtins.list[StateEntry]:
+        """Return the entries of `namespace` by key. See :meth:`AgentStateRepository.list`."""
+        ns = check_namespace(namespace)
+        key_prefix = (
+            None if key_prefix is None else check_text(key_prefix, "key_prefix", empty=True)
+        )
+        limit = check_optional_int(limit, "limit")
+        with self._medium.lock:
+            states = [state for _, state in self._medium.scan(STATE, child_prefix(ns))]
+        states.sort(key=lambda s: str(s["key"]))
+        if key_prefix:
+            states = [s for s in states if s["key"].startswith(key_prefix)]
+        if limit is not None:
+            states = states[:limit]
+        return [_entry(s) for s in states]
+
+    def list_namespaces(self, *, prefix: Namespace = ()) -> builtins.list[Namespace]:
+        """Return the namespaces in use under `prefix`, sorted."""
+        pre = check_namespace(prefix, "prefix", empty=True)
+        with self._medium.lock:
+            found = {tuple(state["namespace"]) for _, state in self._medium.scan(STATE)}
+        return sorted(ns for ns in found if ns[: len(pre)] == pre)
+
+    def delete_namespace(self, namespace: Namespace) -> int:
+        """Delete the namespace's entries. See :meth:`AgentStateRepository.delete_namespace`."""
+        ns = check_namespace(namespace)
+        with self._medium.lock:
+            changes: builtins.list[Change] = [
+                (STATE, ekey, None) for ekey, _ in self._medium.scan(STATE, child_prefix(ns))
+            ]
+            if changes:
+                self._medium.write(changes)
+            return len(changes)
+
+
+if TYPE_CHECKING:
+    _: type[AgentStateRepository] = MemoryStateRepository

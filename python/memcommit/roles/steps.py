@@ -1,0 +1,294 @@
+"""Steps: the orchestration journal of a run.
+
+A runner names each step with a deterministic ``step_id`` and records its start, its output
+or its error. On replay, ``start`` of a step that already succeeded returns it unchanged (the
+runner reuses the output instead of running it again); a step started under a different name
+than the journal holds is a non-determinism error (:class:`~memcommit.roles.StepConflictError`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from ..clock import Clock
+from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from .errors import InvalidStateError, StepConflictError, StepNotFoundError
+from .medium import STEP, Medium, State, bump_counter, child_prefix, entity_key
+from .values import (
+    Json,
+    check_json,
+    check_optional_int,
+    check_text,
+    copy_json,
+    same_json,
+)
+
+__all__ = ["MemoryStepRepository", "Step", "StepRepository", "StepStatus"]
+
+StepStatus = Literal["running", "succeeded", "failed"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a run.
+
+    Attributes:
+        run_id: The run.
+        step_id: The runner's deterministic key for the step.
+        seq: The order of its first start within the run (1, 2, ...).
+        name: What the step is; compared on replay.
+        status: ``running``, ``succeeded`` or ``failed``.
+        attempt: How many times it was started.
+        input: What its first start recorded.
+        output: What ``complete`` recorded, or None.
+        error: What ``fail`` recorded, or None.
+        started_at_ms: When its latest attempt started.
+        finished_at_ms: When it succeeded or failed, or None.
+    """
+
+    run_id: str
+    step_id: str
+    seq: int
+    name: str
+    status: StepStatus
+    attempt: int
+    input: Json
+    output: Json
+    error: Json
+    started_at_ms: int
+    finished_at_ms: int | None
+
+
+class StepRepository(Protocol):
+    """The ``steps`` role: each run's journal of steps."""
+
+    def start(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        name: str,
+        input: Json = None,
+        token: int | None = None,
+    ) -> Step:
+        """Start a step, retry it, or replay it.
+
+        A new step gets the next ``seq``, attempt 1, ``running``. A running or failed step
+        is retried: attempt + 1, ``running``. A succeeded step is returned unchanged.
+
+        Raises:
+            RunNotFoundError: The run does not exist.
+            StepConflictError: The step exists under another name (``name_mismatch``).
+            ClaimLostError: `token` no longer holds the run; nothing was written.
+        """
+        ...
+
+    def complete(
+        self, run_id: str, step_id: str, *, output: Json = None, token: int | None = None
+    ) -> Step:
+        """Record the step's output (``succeeded``).
+
+        Completing again with an equal output returns the step unchanged.
+
+        Raises:
+            StepNotFoundError: The step was never started.
+            StepConflictError: It succeeded with a different output (``output_mismatch``).
+            InvalidStateError: It failed and was not started again.
+        """
+        ...
+
+    def fail(self, run_id: str, step_id: str, *, error: Json, token: int | None = None) -> Step:
+        """Record the step's error (``failed``); failing again with an equal error is a no-op.
+
+        Raises:
+            StepNotFoundError: The step was never started.
+            InvalidStateError: It succeeded, or failed with another error.
+        """
+        ...
+
+    def get(self, run_id: str, step_id: str) -> Step | None:
+        """Return the step, or None."""
+        ...
+
+    def list(
+        self, run_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> builtins.list[Step]:
+        """Return the run's steps by ``seq`` ascending (``[]`` for an unknown run)."""
+        ...
+
+
+def _step(state: State) -> Step:
+    return Step(
+        run_id=state["run_id"],
+        step_id=state["step_id"],
+        seq=state["seq"],
+        name=state["name"],
+        status=state["status"],
+        attempt=state["attempt"],
+        input=copy_json(state["input"]),
+        output=copy_json(state["output"]),
+        error=copy_json(state["error"]),
+        started_at_ms=state["started_at_ms"],
+        finished_at_ms=state["finished_at_ms"],
+    )
+
+
+class MemoryStepRepository(RunLinked):
+    """The in-memory ``steps`` role.
+
+    Args:
+        clock: Stamps start and finish times (default :class:`SystemClock`).
+        medium: Where the entities live; a store passes the medium its roles share.
+        has_run: ``has_run(run_id)``: writes to a run it denies raise ``RunNotFoundError``.
+            Without it, any run id is accepted.
+        check_claim: ``runs.check_claim``, needed for ``token=``.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        medium: Medium | None = None,
+        has_run: HasRun | None = None,
+        check_claim: ClaimCheck | None = None,
+    ) -> None:
+        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
+
+    def start(
+        self,
+        run_id: str,
+        step_id: str,
+        *,
+        name: str,
+        input: Json = None,
+        token: int | None = None,
+    ) -> Step:
+        """Start, retry or replay a step. See :meth:`StepRepository.start`."""
+        run_id = check_text(run_id, "run_id")
+        step_id = check_text(step_id, "step_id")
+        name = check_text(name, "name")
+        input = check_json(input, "input")
+        token = None if token is None else check_token(token)
+        key = entity_key(run_id, step_id)
+        with self._medium.lock:
+            now = self._now()
+            self._check_run(run_id, token, now)
+            state = self._medium.get(STEP, key)
+            if state is None:
+                seq, seq_change = bump_counter(self._medium, "steps.seq", run_id)
+                new: State = {
+                    "run_id": run_id,
+                    "step_id": step_id,
+                    "seq": seq,
+                    "name": name,
+                    "status": "running",
+                    "attempt": 1,
+                    "input": input,
+                    "output": None,
+                    "error": None,
+                    "started_at_ms": now,
+                    "finished_at_ms": None,
+                }
+                self._medium.write([seq_change, (STEP, key, new)])
+                return _step(new)
+            if state["name"] != name:
+                raise StepConflictError(
+                    f"step {step_id!r} of run {run_id!r} was recorded as {state['name']!r}, "
+                    f"not {name!r}: the replay is not deterministic",
+                    run_id=run_id,
+                    step_id=step_id,
+                    reason="name_mismatch",
+                )
+            if state["status"] == "succeeded":
+                return _step(state)
+            new = {
+                **state,
+                "status": "running",
+                "attempt": state["attempt"] + 1,
+                "error": None,
+                "started_at_ms": now,
+                "finished_at_ms": None,
+            }
+            self._medium.write([(STEP, key, new)])
+            return _step(new)
+
+    def _existing(self, run_id: str, step_id: str, token: int | None) -> tuple[str, State, int]:
+        key = entity_key(run_id, step_id)
+        now = self._now()
+        self._check_run(run_id, token, now)
+        state = self._medium.get(STEP, key)
+        if state is None:
+            raise StepNotFoundError(run_id=run_id, step_id=step_id)
+        return key, state, now
+
+    def complete(
+        self, run_id: str, step_id: str, *, output: Json = None, token: int | None = None
+    ) -> Step:
+        """Record the step's output. See :meth:`StepRepository.complete`."""
+        run_id = check_text(run_id, "run_id")
+        step_id = check_text(step_id, "step_id")
+        output = check_json(output, "output")
+        token = None if token is None else check_token(token)
+        with self._medium.lock:
+            key, state, now = self._existing(run_id, step_id, token)
+            if state["status"] == "succeeded":
+                if same_json(state["output"], output):
+                    return _step(state)
+                raise StepConflictError(
+                    f"step {step_id!r} of run {run_id!r} already succeeded with another "
+                    "output; the first output stands",
+                    run_id=run_id,
+                    step_id=step_id,
+                    reason="output_mismatch",
+                )
+            if state["status"] == "failed":
+                raise InvalidStateError(current="failed", attempted="complete")
+            new = {**state, "status": "succeeded", "output": output, "finished_at_ms": now}
+            self._medium.write([(STEP, key, new)])
+            return _step(new)
+
+    def fail(self, run_id: str, step_id: str, *, error: Json, token: int | None = None) -> Step:
+        """Record the step's error. See :meth:`StepRepository.fail`."""
+        run_id = check_text(run_id, "run_id")
+        step_id = check_text(step_id, "step_id")
+        error = check_json(error, "error")
+        token = None if token is None else check_token(token)
+        with self._medium.lock:
+            key, state, now = self._existing(run_id, step_id, token)
+            if state["status"] == "failed" and same_json(state["error"], error):
+                return _step(state)
+            if state["status"] != "running":
+                raise InvalidStateError(current=state["status"], attempted="fail")
+            new = {**state, "status": "failed", "error": error, "finished_at_ms": now}
+            self._medium.write([(STEP, key, new)])
+            return _step(new)
+
+    def get(self, run_id: str, step_id: str) -> Step | None:
+        """Return the step, or None."""
+        run_id = check_text(run_id, "run_id")
+        step_id = check_text(step_id, "step_id")
+        with self._medium.lock:
+            state = self._medium.get(STEP, entity_key(run_id, step_id))
+            return None if state is None else _step(state)
+
+    def list(
+        self, run_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> builtins.list[Step]:
+        """Return the run's steps by ``seq``. See :meth:`StepRepository.list`."""
+        run_id = check_text(run_id, "run_id")
+        after_seq = check_optional_int(after_seq, "after_seq")
+        limit = check_optional_int(limit, "limit")
+        with self._medium.lock:
+            states = [state for _, state in self._medium.scan(STEP, child_prefix(run_id))]
+        states.sort(key=lambda s: int(s["seq"]))
+        if after_seq is not None:
+            states = [s for s in states if s["seq"] > after_seq]
+        if limit is not None:
+            states = states[:limit]
+        return [_step(s) for s in states]
+
+
+if TYPE_CHECKING:
+    _: type[StepRepository] = MemoryStepRepository

@@ -1,0 +1,232 @@
+"""Checking and copying the values the roles store.
+
+One rule for every role and every store kind: a value is a JSON document (``None``, ``bool``,
+``int``, ``float``, ``str``, ``list``, ``dict`` with ``str`` keys), and the in-memory store is
+no more permissive than a SQL database would be. So these are refused, at the write, with the
+field named:
+
+* ``TypeError``: tuples, sets, bytes and other objects; dict keys that are not ``str``;
+* ``ValueError``: ``NaN`` and infinities (JSON has none); a NUL character (U+0000) in a string or
+  key (SQL text refuses it); lone surrogates (they are not UTF-8).
+
+Values are copied on the way in (:func:`check_json` returns a fresh copy) and on the way out
+(:func:`copy_json`), so nobody shares a mutable value with the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Json",
+    "Namespace",
+    "canonical_json",
+    "check_bytes",
+    "check_count",
+    "check_json",
+    "check_metadata",
+    "check_namespace",
+    "check_optional_int",
+    "check_optional_text",
+    "check_text",
+    "check_ttl",
+    "checksum",
+    "copy_json",
+    "copy_metadata",
+    "same_json",
+]
+
+Json: TypeAlias = Any
+"""A JSON value: None, bool, int, float, str, list of Json, dict of str to Json.
+
+(Spelled ``Any`` because a recursive alias makes every caller cast; :func:`check_json` is what
+enforces the shape.)"""
+
+Namespace: TypeAlias = tuple[str, ...]
+"""A non-empty tuple of non-empty labels, e.g. ``("agent", "a1", "user", "u7")``."""
+
+
+def _check_str_value(value: str, where: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f'{where}: strings must not contain "\\x00" (SQL text refuses it)')
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where}: a lone surrogate is not UTF-8") from None
+    # A str subclass (a str Enum) is stored as the plain string it holds.
+    return value if type(value) is str else value[:]
+
+
+def check_text(value: object, field: str, *, empty: bool = False) -> str:
+    """Return `value` if it is a str fit for an id, name or label.
+
+    Args:
+        value: The value to check.
+        field: The argument's name, for the message.
+        empty: Whether the empty string is allowed.
+
+    Raises:
+        TypeError: `value` is not a str.
+        ValueError: `value` is empty (unless allowed), or holds a NUL (U+0000) or a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be str, not {type(value).__name__}")
+    if not value and not empty:
+        raise ValueError(f"{field}: must not be empty")
+    return _check_str_value(value, field)
+
+
+def check_optional_text(value: object, field: str) -> str | None:
+    """Return `value` if it is None or a str :func:`check_text` accepts."""
+    return None if value is None else check_text(value, field)
+
+
+def _copy_in(value: object, where: str) -> Json:
+    # Exact types first: they are what nearly every call passes.
+    kind = type(value)
+    if value is None or kind is bool or kind is int:
+        return value
+    if kind is str:
+        return _check_str_value(value, where)  # type: ignore[arg-type]
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise ValueError(f"{where}: {value!r} is not a JSON number")
+        return value
+    if isinstance(value, dict):
+        out: dict[str, Json] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"{where}: dict keys must be str, not {type(key).__name__} ({key!r})"
+                )
+            key = _check_str_value(key, f"{where} key {key!r}")
+            out[key] = _copy_in(item, f"{where}[{key!r}]")
+        return out
+    if isinstance(value, list):
+        return [_copy_in(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _copy_in(float(value), where)
+    if isinstance(value, str):
+        return _check_str_value(value, where)
+    if isinstance(value, tuple):
+        raise TypeError(f"{where}: tuples are not JSON; pass a list")
+    raise TypeError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def check_json(value: object, field: str) -> Json:
+    """Return a fresh copy of `value` after checking it is a JSON document.
+
+    Raises:
+        TypeError: A tuple, set, bytes or other object, or a non-str dict key, anywhere in it.
+        ValueError: NaN or an infinity, a NUL (U+0000) or a lone surrogate in a string, anywhere.
+    """
+    return _copy_in(value, field)
+
+
+def check_metadata(value: object, field: str = "metadata") -> dict[str, Json]:
+    """Return a fresh copy of `value`, a JSON object (dict) or None (read as ``{}``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{field} must be a dict or None, not {type(value).__name__}")
+    copied: dict[str, Json] = _copy_in(value, field)
+    return copied
+
+
+def copy_json(value: Json) -> Json:
+    """Return a deep copy of a JSON value already checked (lists and dicts are rebuilt)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    return value
+
+
+def copy_metadata(value: Mapping[str, Json]) -> dict[str, Json]:
+    """Return a deep copy of a stored metadata object."""
+    return {key: copy_json(item) for key, item in value.items()}
+
+
+def check_ttl(ttl_ms: object, field: str = "ttl_ms") -> int:
+    """Return `ttl_ms` if it is a positive int of milliseconds.
+
+    Raises:
+        TypeError: `ttl_ms` is a bool, a float or anything but an int.
+        ValueError: `ttl_ms` is 0 or negative.
+    """
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
+        raise TypeError(f"{field} must be an int of milliseconds, not {ttl_ms!r}")
+    if ttl_ms <= 0:
+        raise ValueError(f"{field}: must be positive, not {ttl_ms}")
+    return int(ttl_ms)
+
+
+def check_count(value: object, field: str, *, minimum: int = 0) -> int:
+    """Return `value` if it is an int (not a bool) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be int, not {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{field}: must be at least {minimum}, not {value}")
+    return int(value)
+
+
+def check_optional_int(value: object, field: str, *, minimum: int = 0) -> int | None:
+    """Return `value` if it is None or an int :func:`check_count` accepts."""
+    return None if value is None else check_count(value, field, minimum=minimum)
+
+
+def check_namespace(value: object, field: str = "namespace", *, empty: bool = False) -> Namespace:
+    """Return `value` as a tuple of labels.
+
+    Args:
+        value: A tuple (or list) of non-empty str labels.
+        field: The argument's name, for the message.
+        empty: Whether the empty tuple is allowed (a prefix may be empty; a namespace not).
+
+    Raises:
+        TypeError: `value` is not a tuple or list of str.
+        ValueError: `value` is empty (unless allowed), or a label is empty or holds
+            a NUL (U+0000).
+    """
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{field} must be a tuple of str, not {type(value).__name__}")
+    if not value and not empty:
+        raise ValueError(f"{field}: must have at least one label")
+    return tuple(check_text(label, f"{field}[{i}]") for i, label in enumerate(value))
+
+
+def check_bytes(value: object, field: str) -> bytes:
+    """Return `value` as bytes if it is bytes, bytearray or memoryview (a str is refused)."""
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{field} must be bytes, not {type(value).__name__}")
+
+
+def canonical_json(value: Json) -> str:
+    """Return the canonical text of a checked JSON value: sorted keys, no whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def same_json(a: Json, b: Json) -> bool:
+    """Return whether two checked JSON values are the same document.
+
+    Compared by canonical text, so key order does not matter but ``True`` is not ``1`` and
+    ``1`` is not ``1.0``: the rule every store kind can keep.
+    """
+    return canonical_json(a) == canonical_json(b)
+
+
+def checksum(value: Json) -> str:
+    """Return the sha256 hex digest of :func:`canonical_json` of `value`."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()

@@ -1,0 +1,147 @@
+"""Backends and harnesses: how the contract suite gets a store to test.
+
+A **backend** is a name, a factory and a list of known divergences. The factory takes a fresh
+temporary directory and yields a :class:`Harness`: the store under test (any object with the
+ten role attributes), the :class:`~memcommit.testing.ControllableClock` that store consults
+(the server's clock for a remote store), the store's capabilities, and for a durable store a
+``reopen`` that closes it and opens it again on the same data. The factory may be a context
+manager factory, a generator function (``yield`` the harness, clean up after), or a plain
+function returning a harness.
+
+Divergences map a test name (``"TestLocks.test_renew_after_expiry_fails"`` or just the
+method name) to a written reason. Each becomes a strict xfail: the test must fail, and the
+day it passes the run fails until the entry is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import pathlib
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ...errors import NotSupported
+from ..clock import ControllableClock
+
+__all__ = ["Backend", "Harness", "as_backend", "fresh_id", "memory_backend", "requires"]
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+"""Where a memory backend's clock starts."""
+
+
+@dataclass
+class Harness:
+    """A store under test, with the clock it consults.
+
+    Attributes:
+        store: The store: an object with the ten role attributes (``runs`` ...
+            ``conversations``).
+        clock: The clock the store reads; tests move it.
+        capabilities: Optional features the store has: ``"reopen"`` for durable stores.
+        reopener: Closes the store and returns it opened again on the same data, or None.
+    """
+
+    store: Any
+    clock: ControllableClock
+    capabilities: frozenset[str] = frozenset()
+    reopener: Callable[[], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.reopener is not None:
+            self.capabilities = self.capabilities | {"reopen"}
+
+    def reopen(self) -> Any:
+        """Close the store, open it again on the same data with the same clock, and return it.
+
+        Raises:
+            NotSupported: The store keeps nothing to reopen (it has no ``reopen`` capability).
+        """
+        if self.reopener is None:
+            raise NotSupported("this store cannot be reopened: it keeps nothing")
+        self.store = self.reopener()
+        return self.store
+
+
+HarnessFactory = Callable[[pathlib.Path], Any]
+"""``factory(tmp_path)``: a context manager or generator yielding a Harness, or a Harness."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A kind of store the suite runs against.
+
+    Attributes:
+        name: A short name for test ids (``"memory"``, ``"log"``, ``"remote"``).
+        make: The harness factory (see the module docstring).
+        divergences: Test name to the reason it is known to fail on this backend.
+    """
+
+    name: str
+    make: HarnessFactory
+    divergences: Mapping[str, str] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def open(self, tmp_path: pathlib.Path) -> Iterator[Harness]:
+        """Yield a harness from :attr:`make`, cleaning up after."""
+        made = self.make(tmp_path)
+        if isinstance(made, Harness):
+            yield made
+        elif inspect.isgenerator(made):
+            harness = next(made)
+            try:
+                yield _checked(self.name, harness)
+            finally:
+                with contextlib.suppress(StopIteration):
+                    next(made)
+        elif isinstance(made, contextlib.AbstractContextManager):
+            with made as entered:
+                yield _checked(self.name, entered)
+        else:
+            raise TypeError(
+                f"backend {self.name!r}: make() returned {type(made).__name__}, not a Harness, "
+                "a generator or a context manager"
+            )
+
+
+def _checked(name: str, harness: object) -> Harness:
+    if not isinstance(harness, Harness):
+        raise TypeError(f"backend {name!r}: yielded {type(harness).__name__}, not a Harness")
+    return harness
+
+
+def as_backend(factory: Backend | HarnessFactory, name: str | None = None) -> Backend:
+    """Return `factory` as a :class:`Backend` (a bare factory gets its function's name)."""
+    if isinstance(factory, Backend):
+        return factory
+    if not callable(factory):
+        raise TypeError(f"factory must be a Backend or callable, not {type(factory).__name__}")
+    return Backend(name or str(getattr(factory, "__name__", "backend")), factory)
+
+
+def _memory_harness(tmp_path: pathlib.Path) -> Harness:
+    from ...roles import RoleSet
+
+    clock = ControllableClock(START)
+    return Harness(store=RoleSet(clock=clock), clock=clock)
+
+
+def memory_backend() -> Backend:
+    """Return the in-memory backend: a :class:`~memcommit.roles.RoleSet` per test."""
+    return Backend("memory", _memory_harness)
+
+
+def fresh_id(prefix: str) -> str:
+    """Return a new unique id, so tests never collide in a shared database."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def requires(harness: Harness, capability: str) -> None:
+    """Skip the calling test unless the harness has `capability`."""
+    if capability not in harness.capabilities:
+        import pytest
+
+        pytest.skip(f"the store has no {capability!r} capability")

@@ -1,0 +1,213 @@
+"""Contract: conversations (research/roles.md 4.10; ROLES.md decisions 5 and 7)."""
+
+# Test methods say what they check in their names; only some need a docstring.
+# ruff: noqa: D102
+
+from __future__ import annotations
+
+import pytest
+
+from ...roles import (
+    ConversationAlreadyExistsError,
+    ConversationNotFoundError,
+    NewTurn,
+    RunNotFoundError,
+    SequenceConflictError,
+)
+from ..race import race
+from .harness import Harness, fresh_id
+
+
+def _setup(harness: Harness) -> tuple[str, str]:
+    run_id = fresh_id("run")
+    harness.store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
+    conversation = harness.store.conversations.create(conversation_id=fresh_id("conv"))
+    return conversation.conversation_id, run_id
+
+
+def _turns(*texts: str) -> list[NewTurn]:
+    return [NewTurn("user", text) for text in texts]
+
+
+class TestConversations:
+    """Ordered turns written by runs."""
+
+    def test_create_and_get(self, harness: Harness) -> None:
+        store, clock = harness.store, harness.clock
+        conversation_id, agent = fresh_id("conv"), fresh_id("agent")
+        created = store.conversations.create(
+            conversation_id=conversation_id, agent_id=agent, metadata={"channel": "web"}
+        )
+        assert (created.conversation_id, created.agent_id, created.last_seq) == (
+            conversation_id,
+            agent,
+            0,
+        )
+        assert created.metadata == {"channel": "web"}
+        assert created.created_at_ms == created.updated_at_ms == clock.now_ms()
+        assert store.conversations.get(conversation_id) == created
+        with pytest.raises(ConversationAlreadyExistsError):
+            store.conversations.create(conversation_id=conversation_id)
+        assert store.conversations.get(conversation_id) == created
+        generated = store.conversations.create()
+        assert generated.conversation_id != conversation_id
+
+    def test_reads_of_an_unknown_conversation(self, harness: Harness) -> None:
+        conversation_id = fresh_id("conv")
+        assert harness.store.conversations.get(conversation_id) is None
+        assert harness.store.conversations.list_turns(conversation_id) == []
+        assert harness.store.conversations.delete(conversation_id) is False
+
+    def test_append_with_an_unknown_run(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, _ = _setup(harness)
+        before = store.conversations.get(conversation_id)
+        with pytest.raises(RunNotFoundError):
+            store.conversations.append(conversation_id, _turns("hi"), run_id=fresh_id("run"))
+        assert store.conversations.list_turns(conversation_id) == []
+        assert store.conversations.get(conversation_id) == before
+
+    def test_append_to_an_unknown_conversation(self, harness: Harness) -> None:
+        """Decision 7: appending never creates a conversation."""
+        store = harness.store
+        _, run_id = _setup(harness)
+        conversation_id = fresh_id("conv")
+        with pytest.raises(ConversationNotFoundError) as caught:
+            store.conversations.append(conversation_id, _turns("hi"), run_id=run_id)
+        assert caught.value.conversation_id == conversation_id
+        assert store.conversations.get(conversation_id) is None
+        with pytest.raises(ConversationNotFoundError):
+            store.conversations.truncate(conversation_id, after_seq=0)
+
+    def test_append_numbers_turns_across_batches(self, harness: Harness) -> None:
+        store, clock = harness.store, harness.clock
+        conversation_id, run_id = _setup(harness)
+        first = store.conversations.append(
+            conversation_id,
+            [NewTurn("user", "hi", {"lang": "en"}), NewTurn("assistant", {"text": "hello"})],
+            run_id=run_id,
+        )
+        assert [t.seq for t in first] == [1, 2]
+        assert [t.role for t in first] == ["user", "assistant"]
+        assert first[0].metadata == {"lang": "en"} and first[1].metadata == {}
+        assert all(t.run_id == run_id and t.created_at_ms == clock.now_ms() for t in first)
+        clock.advance(9)
+        second = store.conversations.append(conversation_id, _turns("again"), run_id=run_id)
+        assert [t.seq for t in second] == [3]
+        conversation = store.conversations.get(conversation_id)
+        assert conversation is not None
+        assert (conversation.last_seq, conversation.updated_at_ms) == (3, clock.now_ms())
+        assert store.conversations.list_turns(conversation_id) == first + second
+
+    def test_a_batch_is_atomic(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        bad = [NewTurn("user", "ok"), NewTurn("user", float("nan"))]
+        with pytest.raises(ValueError):
+            store.conversations.append(conversation_id, bad, run_id=run_id)
+        with pytest.raises(TypeError):
+            store.conversations.append(
+                conversation_id, [NewTurn("user", "ok"), NewTurn("user", (1, 2))], run_id=run_id
+            )
+        assert store.conversations.list_turns(conversation_id) == []
+        conversation = store.conversations.get(conversation_id)
+        assert conversation is not None and conversation.last_seq == 0
+
+    def test_expected_last_seq(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        store.conversations.append(conversation_id, _turns("a", "b"), run_id=run_id)
+        with pytest.raises(SequenceConflictError) as caught:
+            store.conversations.append(
+                conversation_id, _turns("c"), run_id=run_id, expected_last_seq=1
+            )
+        assert (caught.value.expected, caught.value.actual) == (1, 2)
+        assert len(store.conversations.list_turns(conversation_id)) == 2
+        added = store.conversations.append(
+            conversation_id, _turns("c"), run_id=run_id, expected_last_seq=2
+        )
+        assert [t.seq for t in added] == [3]
+
+    def test_list_turns_windows(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        turns = store.conversations.append(
+            conversation_id, _turns("1", "2", "3", "4", "5"), run_id=run_id
+        )
+        list_turns = store.conversations.list_turns
+        assert list_turns(conversation_id) == turns
+        assert list_turns(conversation_id, after_seq=3) == turns[3:]
+        assert list_turns(conversation_id, limit=2) == turns[:2]
+        assert list_turns(conversation_id, last=2) == turns[3:]
+        assert list_turns(conversation_id, last=0) == []
+        assert list_turns(conversation_id, last=-1) == []
+        assert list_turns(conversation_id, last=99) == turns
+        assert list_turns(conversation_id, after_seq=1, limit=2) == turns[1:3]
+
+    def test_truncate_never_reuses_seq(self, harness: Harness) -> None:
+        """Decision 5: after truncate, the next turn gets a number never handed out."""
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        turns = store.conversations.append(
+            conversation_id, _turns("1", "2", "3", "4"), run_id=run_id
+        )
+        with pytest.raises(SequenceConflictError):
+            store.conversations.truncate(conversation_id, after_seq=2, expected_last_seq=3)
+        assert store.conversations.truncate(conversation_id, after_seq=2, expected_last_seq=4) == 2
+        assert store.conversations.list_turns(conversation_id) == turns[:2]
+        conversation = store.conversations.get(conversation_id)
+        assert conversation is not None and conversation.last_seq == 2
+        with pytest.raises(SequenceConflictError):
+            store.conversations.append(
+                conversation_id, _turns("stale"), run_id=run_id, expected_last_seq=4
+            )
+        added = store.conversations.append(
+            conversation_id, _turns("5"), run_id=run_id, expected_last_seq=2
+        )
+        assert added[0].seq > 4
+        assert [t.seq for t in store.conversations.list_turns(conversation_id)] == [
+            1,
+            2,
+            added[0].seq,
+        ]
+        assert store.conversations.truncate(conversation_id, after_seq=99) == 0
+
+    def test_delete_and_recreate_never_reuses_seq(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        store.conversations.append(conversation_id, _turns("a", "b"), run_id=run_id)
+        assert store.conversations.delete(conversation_id) is True
+        assert store.conversations.delete(conversation_id) is False
+        assert store.conversations.list_turns(conversation_id) == []
+        store.conversations.create(conversation_id=conversation_id)
+        added = store.conversations.append(conversation_id, _turns("c"), run_id=run_id)
+        assert added[0].seq > 2
+
+    def test_concurrent_appends_with_expected_last_seq(self, harness: Harness) -> None:
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        outcomes = race(
+            2,
+            lambda i: store.conversations.append(
+                conversation_id, _turns(f"from {i}"), run_id=run_id, expected_last_seq=0
+            ),
+        )
+        winners = [o for o in outcomes if isinstance(o, list)]
+        losers = [o for o in outcomes if isinstance(o, Exception)]
+        assert len(winners) == 1 and len(losers) == 1
+        assert isinstance(losers[0], SequenceConflictError)
+        assert store.conversations.list_turns(conversation_id) == winners[0]
+
+    def test_isolation_and_copies(self, harness: Harness) -> None:
+        store = harness.store
+        a, run_id = _setup(harness)
+        b = store.conversations.create(conversation_id=fresh_id("conv")).conversation_id
+        content = {"parts": ["x"]}
+        turn = store.conversations.append(a, [NewTurn("user", content)], run_id=run_id)[0]
+        content["parts"].append("mutated")
+        assert store.conversations.list_turns(b) == []
+        listed = store.conversations.list_turns(a)
+        assert listed == [turn] and listed[0].content == {"parts": ["x"]}
+        listed[0].content["parts"].append("mutated")
+        assert store.conversations.list_turns(a)[0].content == {"parts": ["x"]}
+        assert store.conversations.append(a, [], run_id=run_id) == []

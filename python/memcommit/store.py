@@ -11,6 +11,18 @@ from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id
+from .roles.artifacts import MemoryArtifactRepository
+from .roles.checkpoints import MemoryCheckpointRepository
+from .roles.conversations import MemoryConversationRepository
+from .roles.effects import MemoryEffectRepository
+from .roles.idempotency import MemoryIdempotencyRepository
+from .roles.locks import MemoryLockRepository
+from .roles.logmedium import LogMedium
+from .roles.revisions import MemoryAgentRevisionRepository
+from .roles.roleset import RoleSet
+from .roles.runs import MemoryRunRepository
+from .roles.state import MemoryStateRepository
+from .roles.steps import MemoryStepRepository
 from .seals import AutoSeal, Seal, seals
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
@@ -27,7 +39,25 @@ class MemoryStore:
     A store is safe to share between threads: commits from many threads are serialised by the
     writer and, under ``durability="commit"``, share fsyncs. It is a context manager;
     :meth:`close` flushes and releases the file.
+
+    It also carries the ten agent-runtime roles (``runs``, ``steps``, ``checkpoints``,
+    ``idempotency``, ``locks``, ``effects``, ``state``, ``artifacts``, ``agent_revisions``,
+    ``conversations``; see :mod:`memcommit.roles`), whose changes are commits in the same log:
+    sealed with the memories and durable as the store's durability mode says. They share one
+    lock and check runs against this store's own ``runs``; replacing ``runs`` on a
+    ``copy.copy`` of the store leaves the others checking the original.
     """
+
+    runs: MemoryRunRepository
+    steps: MemoryStepRepository
+    checkpoints: MemoryCheckpointRepository
+    idempotency: MemoryIdempotencyRepository
+    locks: MemoryLockRepository
+    effects: MemoryEffectRepository
+    state: MemoryStateRepository
+    artifacts: MemoryArtifactRepository
+    agent_revisions: MemoryAgentRevisionRepository
+    conversations: MemoryConversationRepository
 
     def __init__(self, native: _native.NativeLog, *, clock: Clock | None, path: str | None) -> None:
         self._native = native
@@ -36,6 +66,18 @@ class MemoryStore:
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
         self._path = path
         self._auto_seal: AutoSeal | None = None
+        self._medium = LogMedium(native, self._now_us)
+        roles = RoleSet(clock=self._clock, medium=self._medium)
+        self.runs = roles.runs
+        self.steps = roles.steps
+        self.checkpoints = roles.checkpoints
+        self.idempotency = roles.idempotency
+        self.locks = roles.locks
+        self.effects = roles.effects
+        self.state = roles.state
+        self.artifacts = roles.artifacts
+        self.agent_revisions = roles.agent_revisions
+        self.conversations = roles.conversations
 
     # -- time and ids ---------------------------------------------------------------------
 
@@ -271,7 +313,10 @@ class MemoryStore:
         Returns:
             How many records were applied.
         """
-        return self._native.refresh()
+        applied = self._native.refresh()
+        if applied:
+            self._medium.reload()
+        return applied
 
     def flush(self) -> None:
         """Fsync every record written so far, whatever the durability mode."""

@@ -13,16 +13,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .clock import ControllableClock
-from .contract.harness import Backend, Harness, HarnessFactory, memory_backend
+from .contract.harness import (
+    Backend,
+    Harness,
+    HarnessFactory,
+    log_backend,
+    memory_backend,
+    store_memory_backend,
+)
 from .race import race
 
 __all__ = [
     "Backend",
     "ControllableClock",
     "Harness",
+    "log_backend",
     "memory_backend",
     "race",
     "run_contract",
+    "store_memory_backend",
 ]
 
 

@@ -20,6 +20,24 @@ test classes and fixtures.
 
 from __future__ import annotations
 
-from .harness import Backend, Harness, as_backend, fresh_id, memory_backend, requires
+from .harness import (
+    Backend,
+    Harness,
+    as_backend,
+    fresh_id,
+    log_backend,
+    memory_backend,
+    requires,
+    store_memory_backend,
+)
 
-__all__ = ["Backend", "Harness", "as_backend", "fresh_id", "memory_backend", "requires"]
+__all__ = [
+    "Backend",
+    "Harness",
+    "as_backend",
+    "fresh_id",
+    "log_backend",
+    "memory_backend",
+    "requires",
+    "store_memory_backend",
+]

@@ -27,7 +27,16 @@ from typing import Any
 from ...errors import NotSupported
 from ..clock import ControllableClock
 
-__all__ = ["Backend", "Harness", "as_backend", "fresh_id", "memory_backend", "requires"]
+__all__ = [
+    "Backend",
+    "Harness",
+    "as_backend",
+    "fresh_id",
+    "log_backend",
+    "memory_backend",
+    "requires",
+    "store_memory_backend",
+]
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 """Where a memory backend's clock starts."""
@@ -132,6 +141,42 @@ def _memory_harness(tmp_path: pathlib.Path) -> Harness:
 def memory_backend() -> Backend:
     """Return the in-memory backend: a :class:`~memcommit.roles.RoleSet` per test."""
     return Backend("memory", _memory_harness)
+
+
+def _log_harness(tmp_path: pathlib.Path) -> Iterator[Harness]:
+    import memcommit
+
+    clock = ControllableClock(START)
+    path = str(tmp_path / f"roles-{uuid.uuid4().hex[:8]}.db")
+    stores = [memcommit.open(path, clock=clock)]
+
+    def reopen() -> Any:
+        stores[-1].close()
+        stores.append(memcommit.open(path, clock=clock))
+        return stores[-1]
+
+    yield Harness(store=stores[0], clock=clock, reopener=reopen)
+    stores[-1].close()
+
+
+def log_backend() -> Backend:
+    """Return the durable backend: a :class:`~memcommit.MemoryStore` on a log file per test.
+
+    It has ``reopen``: the roles' records are in its log.
+    """
+    return Backend("log", _log_harness)
+
+
+def _store_memory_harness(tmp_path: pathlib.Path) -> Harness:
+    import memcommit
+
+    clock = ControllableClock(START)
+    return Harness(store=memcommit.create_memory_store(clock=clock), clock=clock)
+
+
+def store_memory_backend() -> Backend:
+    """Return ``memcommit.create_memory_store(clock=)``: the same store over a log in RAM."""
+    return Backend("memory-store", _store_memory_harness)
 
 
 def fresh_id(prefix: str) -> str:

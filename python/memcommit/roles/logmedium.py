@@ -1,0 +1,149 @@
+"""The roles' medium over a store's log: the same roles, durable.
+
+Every :meth:`LogMedium.write` appends its batch of entity changes to the store's log as one
+commit (``Entity`` records, key ``kind``, a NUL and ``key``, payload the state's JSON), so the
+roles' state is sealed, compacted and snapshotted with the memories and survives reopen. The
+entities live in a :class:`~memcommit.roles.medium.MemoryMedium` cache, loaded from the log at
+open (the index keeps each entity's newest record) and updated after each append.
+
+Durability without a convoy: a role operation holds the medium's lock from its first read to
+its write. Waiting for the fsync inside that lock would serialise every operation behind the
+previous one's fsync. Instead, the write only queues its commit and applies it to the cache;
+the lock waits for the commit to be durable *after* it is released, when the outermost
+``with medium.lock:`` exits, so operations of many threads share one fsync (group commit).
+An operation that saw an earlier one's state returns only after its own commit is durable, and
+its commit comes after the earlier one in the log, so nothing unacknowledged is ever relied on
+by anything acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from .medium import Change, MemoryMedium, State
+
+if TYPE_CHECKING:
+    from .. import _native
+
+__all__ = ["LogMedium"]
+
+_SEP = "\x00"  # never in a kind or a key: the roles refuse "\x00" in every string
+
+
+class _DurableLock:
+    """A re-entrant lock whose outermost release waits for the holder's commits.
+
+    The wait comes after letting go, so others can go on while this thread waits.
+    """
+
+    def __init__(self, wait: Callable[[int], None]) -> None:
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._wait = wait
+
+    def __enter__(self) -> _DurableLock:
+        self._lock.acquire()
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._local.depth -= 1
+        end = 0
+        if self._local.depth == 0:
+            end = getattr(self._local, "end", 0)
+            self._local.end = 0
+        self._lock.release()
+        if end:
+            self._wait(end)
+
+    def acquire(self) -> bool:
+        """Take the lock (like ``RLock.acquire``)."""
+        self.__enter__()
+        return True
+
+    def release(self) -> None:
+        """Let go of the lock; the outermost release waits for durability."""
+        self.__exit__(None, None, None)
+
+    def written(self, end: int) -> None:
+        """A commit ending at log offset `end` was queued by this thread."""
+        if getattr(self._local, "depth", 0) > 0:
+            self._local.end = max(getattr(self._local, "end", 0), end)
+        else:
+            self._wait(end)
+
+
+class LogMedium:
+    """A :class:`~memcommit.roles.medium.Medium` whose writes are commits in a store's log.
+
+    Args:
+        native: The store's engine.
+        now_us: The store's clock, in microseconds (the time each commit records).
+    """
+
+    def __init__(self, native: _native.NativeLog, now_us: Callable[[], int]) -> None:
+        self._native = native
+        self._now_us = now_us
+        self._lock = _DurableLock(native.wait_durable)
+        self._cache = MemoryMedium()
+        self.reload()
+
+    @property
+    def lock(self) -> _DurableLock:
+        """The store's one re-entrant lock (waits for durability when released)."""
+        return self._lock
+
+    def reload(self) -> None:
+        """Load every live entity from the log (at open, and after a reader's refresh)."""
+        cache = MemoryMedium()
+        changes: list[Change] = []
+        for full_key, payload in self._native.entities():
+            kind, _, key = full_key.partition(_SEP)
+            changes.append((kind, key, json.loads(payload)))
+        cache.write(changes)
+        with self._lock._lock:
+            self._cache = cache
+
+    def get(self, kind: str, key: str) -> State | None:
+        """Return the state of ``(kind, key)``, or None."""
+        return self._cache.get(kind, key)
+
+    def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
+        """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`."""
+        return self._cache.scan(kind, prefix)
+
+    def write(self, changes: Sequence[Change]) -> None:
+        """Append `changes` as one commit, then apply them to the cache.
+
+        Nothing is applied if the append fails. The caller's outermost release of
+        :attr:`lock` waits for the commit to be durable.
+        """
+        if not changes:
+            return
+        items: list[tuple[str, bytes | None]] = [
+            (
+                kind + _SEP + key,
+                None
+                if state is None
+                else json.dumps(
+                    state, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                ).encode(),
+            )
+            for kind, key, state in changes
+        ]
+        end = self._native.write_entities(self._now_us(), items)
+        self._cache.write(changes)
+        self._lock.written(end)
+
+    def count(self, kind: str | None = None) -> int:
+        """Return how many entities there are (of `kind`, or of every kind)."""
+        return self._cache.count(kind)

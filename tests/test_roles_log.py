@@ -1,0 +1,86 @@
+"""The contract suite on the store itself: a log file (with reopen) and a store in RAM.
+
+The roles' changes are entity records in the store's log, so this runs every contract test
+through the log engine, and the durable backend's reopen test replays them.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+import memcommit
+from memcommit.testing import Backend, ControllableClock, log_backend, store_memory_backend
+from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
+
+
+@pytest.fixture(params=[log_backend(), store_memory_backend()], ids=lambda b: b.name)
+def memcommit_backend(request: pytest.FixtureRequest) -> Backend:
+    """Both store kinds."""
+    backend: Backend = request.param
+    return backend
+
+
+def test_roles_survive_reopen_with_their_leases_tokens_and_versions(tmp_path: Path) -> None:
+    clock = ControllableClock()
+    path = str(tmp_path / "roles.db")
+    with memcommit.open(path, clock=clock) as store:
+        lease = store.locks.acquire("job", "replica-a", 5_000)
+        assert lease and lease.token == 1
+        store.runs.create(run_id="run-1", agent_id="agent-1", input={"q": 1})
+        store.state.put(("agent-1",), "mood", "curious")
+        store.idempotency.reserve("key-1", ttl_ms=60_000)
+    with memcommit.open(path, clock=clock) as store:
+        assert store.locks.acquire("job", "replica-b", 5_000) is None  # still held
+        assert store.runs.get("run-1") is not None
+        assert store.state.get(("agent-1",), "mood").value == "curious"
+        clock.advance(5_000)
+        lease = store.locks.acquire("job", "replica-b", 5_000)
+        assert lease and lease.token == 2  # fencing tokens never go back
+        sealed = memcommit.seal(store)
+        assert memcommit.verify(store).seals_checked == 1
+        assert sealed.lsn == store.lsn - 1
+
+
+def test_a_reader_sees_the_writers_roles_after_refresh(tmp_path: Path) -> None:
+    path = str(tmp_path / "roles.db")
+    with memcommit.open(path) as writer:
+        reader = memcommit.open(path, read_only=True)
+        writer.locks.acquire("job", "a", 60_000)
+        assert reader.locks.get("job") is None
+        assert reader.refresh() > 0
+        held = reader.locks.get("job")
+        assert held is not None and held.owner == "a"
+        with pytest.raises(memcommit.ReadOnlyStore):
+            reader.locks.acquire("other", "b", 1_000)
+        reader.close()
+
+
+def test_concurrent_role_operations_share_fsyncs_and_stay_correct(tmp_path: Path) -> None:
+    path = str(tmp_path / "roles.db")
+    with memcommit.open(path) as store:
+        tokens: list[int] = []
+        guard = threading.Lock()
+
+        def work(n: int) -> None:
+            for i in range(25):
+                lease = store.locks.acquire(f"res-{n}-{i}", f"w{n}", 60_000)
+                assert lease
+                with guard:
+                    tokens.append(lease.token)
+                assert store.locks.release(f"res-{n}-{i}", token=lease.token)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(tokens) == 200
+        fsyncs = store.info()["fsyncs"]
+    with memcommit.open(path) as store:
+        assert store.locks.get("res-0-0") is None
+        assert store.lsn >= 400
+    # Eight threads, 400 commits: group commit shares fsyncs (this is a count, not a time).
+    assert fsyncs <= 400

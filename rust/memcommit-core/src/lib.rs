@@ -15,6 +15,7 @@ pub mod idtable;
 pub mod index;
 pub mod log;
 pub mod memory;
+pub mod replica;
 pub mod scan;
 pub mod seal;
 

@@ -546,7 +546,11 @@ impl Log {
     /// A log in RAM: the same engine, nothing durable.
     pub fn memory(opts: Options) -> Result<Arc<Log>> {
         let store_id = new_store_id(":memory:")?;
-        let header = FileHeader { store_id, generation: 0, dense_from: 0 };
+        Log::memory_with(FileHeader { store_id, generation: 0, dense_from: 0 }, opts)
+    }
+
+    /// A log in RAM with this header (a replica's: the same store id, so the same salt).
+    pub(crate) fn memory_with(header: FileHeader, opts: Options) -> Result<Arc<Log>> {
         let hb = header.encode();
         let st = State {
             header,
@@ -568,7 +572,7 @@ impl Log {
             is_poisoned: AtomicBool::new(false),
             lock_file: Mutex::new(None),
             flusher: Mutex::new(None),
-            opts: Options { durability: Durability::None, read_only: false, ..opts },
+            opts: Options { durability: Durability::None, ..opts },
             path: None,
             display: ":memory:".to_string(),
             recovered_bytes: 0,

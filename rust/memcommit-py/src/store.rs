@@ -43,6 +43,39 @@ impl NativeLog {
         Ok(NativeLog { log })
     }
 
+    /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`).
+    #[staticmethod]
+    #[pyo3(signature = (header, max_record_bytes=16_777_216))]
+    fn replica(header: &[u8], max_record_bytes: usize) -> PyResult<Self> {
+        let log = Log::replica(header, Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
+        Ok(NativeLog { log })
+    }
+
+    /// The log's 64-byte header.
+    fn header<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.log.header_bytes())
+    }
+
+    /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
+    /// one commit), and the LSN of their last record.
+    #[pyo3(signature = (after, max_bytes=4_194_304))]
+    fn read_raw<'py>(
+        &self,
+        py: Python<'py>,
+        after: u64,
+        max_bytes: usize,
+    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, u64)> {
+        let log = &self.log;
+        let (bytes, last) = release(py, || log.read_raw(after, max_bytes))?;
+        Ok((pyo3::types::PyBytes::new(py, &bytes), last))
+    }
+
+    /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
+    fn apply_raw(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<u64> {
+        let log = &self.log;
+        release(py, || log.apply_raw(&data))
+    }
+
     /// A log in RAM.
     #[staticmethod]
     #[pyo3(signature = (max_record_bytes=16_777_216))]

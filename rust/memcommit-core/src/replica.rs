@@ -1,0 +1,132 @@
+//! Replicas: a log in RAM that follows another log's bytes.
+//!
+//! One process owns a log file and runs every commit; other processes keep a replica: a RAM log
+//! with the same header (so the same store id, salt and chain), fed the owner's records as raw
+//! bytes (`read_raw` on the owner, `apply_raw` on the replica). A replica refuses commits of its
+//! own (it is read-only); it checks each record's framing, checksum and LSN order exactly as
+//! replay does, and applies only whole commits.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
+use crate::log::{lsn_follows, Log, Medium, Options, SPARSE_EVERY};
+use crate::scan::{Item, Scanner};
+
+impl Log {
+    /// The log's 64-byte file header.
+    pub fn header_bytes(&self) -> [u8; HEADER_LEN] {
+        self.state.read().header.encode()
+    }
+
+    /// A read-only RAM log with `header` (another log's `header_bytes`), empty, to be fed with
+    /// `apply_raw`.
+    pub fn replica(header: &[u8], opts: Options) -> Result<Arc<Log>> {
+        let header =
+            FileHeader::decode(header).map_err(|reason| Error::invalid("header", reason.to_string()))?;
+        Log::memory_with(header, Options { read_only: true, ..opts })
+    }
+
+    /// The bytes of whole commits after LSN `after`, at least one commit when there is one and
+    /// about `max_bytes` at most; with the LSN of their last record (`after` when none).
+    pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64)> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let i = st.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
+        let start = if i == 0 { HEADER_LEN as u64 } else { st.sparse[i - 1].1 };
+        let mut sc =
+            Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let (mut out, mut upto, mut last) = (Vec::new(), 0, after);
+        loop {
+            match sc.next_item().map_err(|e| Error::io(self.display(), "read", e))? {
+                Item::Record(_, rec) if rec.lsn > after => {
+                    out.extend_from_slice(rec.bytes);
+                    if rec.ends_commit() {
+                        (upto, last) = (out.len(), rec.lsn);
+                        if out.len() >= max_bytes {
+                            break;
+                        }
+                    }
+                }
+                Item::Record(..) => {}
+                Item::End => break,
+                Item::Bad(offset, _) => {
+                    return Err(Error::Corrupt {
+                        path: self.display().to_string(),
+                        offset,
+                        lsn: last + 1,
+                        reason: "the record no longer matches its checksum".into(),
+                    })
+                }
+            }
+        }
+        out.truncate(upto);
+        Ok((out, last))
+    }
+
+    /// Apply the whole commits in `bytes` (records as `read_raw` returns them) to a replica.
+    /// Returns the replica's LSN after them. Damage, another store's records, an LSN out of
+    /// order or bytes that end inside a commit raise `Corrupt` and apply nothing.
+    pub fn apply_raw(&self, bytes: &[u8]) -> Result<u64> {
+        let mut st = self.state.write();
+        self.check_open(&st)?;
+        if !matches!(st.medium, Medium::Memory(_)) {
+            return Err(Error::invalid("apply_raw", "only a replica (a log in RAM) takes raw records"));
+        }
+        let damaged = |offset: usize, lsn: u64, reason: String| Error::Corrupt {
+            path: self.display().to_string(),
+            offset: offset as u64,
+            lsn,
+            reason: format!("{reason} (in the raw records given to a replica, at byte {offset} of them)"),
+        };
+        // Check everything first: framing, checksums, LSN order, whole commits.
+        let (salt, dense_from) = (st.header.salt(), st.header.dense_from);
+        let (mut off, mut prev, mut spans) = (0, st.lsn, Vec::new());
+        while off < bytes.len() {
+            let rec = match format::parse_record(&bytes[off..], salt, format::MAX_PAYLOAD_LEN) {
+                Ok(r) => r,
+                Err(ParseError::Incomplete) => {
+                    return Err(damaged(off, prev + 1, "a record is cut short".into()))
+                }
+                Err(ParseError::Invalid(r)) => return Err(damaged(off, prev + 1, r.into())),
+            };
+            if !lsn_follows(prev, rec.lsn, dense_from) {
+                return Err(damaged(off, prev + 1, format!("LSN {} follows LSN {prev}", rec.lsn)));
+            }
+            spans.push((off, rec.bytes.len(), rec.lsn, rec.ends_commit()));
+            prev = rec.lsn;
+            off += rec.bytes.len();
+        }
+        if spans.last().is_some_and(|s| !s.3) {
+            return Err(damaged(bytes.len(), prev + 1, "the raw records end inside a commit".into()));
+        }
+        // Then apply, all or nothing.
+        let st = &mut *st;
+        let base = st.end;
+        let mark = st.index.mark();
+        let mut undo = Vec::new();
+        for &(off, len, lsn, _) in &spans {
+            let rec = format::view_trusted(&bytes[off..off + len]);
+            if let Err(reason) = st.index.apply(&rec, base + off as u64, Some(&mut undo)) {
+                st.index.rollback(mark, &mut undo);
+                return Err(damaged(off, lsn, reason.to_string()));
+            }
+        }
+        for &(off, _, lsn, ends) in &spans {
+            if st.records.is_multiple_of(SPARSE_EVERY) {
+                st.sparse.push((lsn, base + off as u64));
+            }
+            st.records += 1;
+            if ends {
+                st.lsn = lsn;
+                st.note_commit();
+            }
+        }
+        if let Medium::Memory(v) = &mut st.medium {
+            v.extend_from_slice(bytes);
+        }
+        st.end = base + bytes.len() as u64;
+        st.index.finish_replay();
+        Ok(st.lsn)
+    }
+}

@@ -1,0 +1,88 @@
+//! Replicas: a RAM log fed another log's raw records agrees with it, and refuses bad bytes.
+
+use memcommit_core::log::Log;
+use memcommit_core::{Command, Durability, Error, Options, PutCommand, Status};
+
+const T0: i64 = 1_700_000_000_000_000;
+
+fn put(id: &str) -> Command {
+    Command::Put(PutCommand::<String> {
+        id: id.into(),
+        kind: "note".into(),
+        text: format!("text of {id}"),
+        ..PutCommand::default()
+    })
+}
+
+#[test]
+fn a_replica_fed_in_pieces_agrees_with_the_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner =
+        Log::open(&dir.path().join("o.log"), Options { durability: Durability::None, ..Options::default() })
+            .unwrap();
+    for i in 0..3000 {
+        owner.commit(&[put(&format!("m{i}")), put(&format!("n{i}"))], None, T0 + i).unwrap();
+    }
+    owner
+        .commit(
+            &[Command::<String>::SetStatus { id: "m7".into(), status: Status::Stale, reason: None }],
+            None,
+            T0,
+        )
+        .unwrap();
+    owner.write_entities(&[("lock\0job", Some(br#"{"token":1}"#))], T0).unwrap();
+    owner.seal(None, T0).unwrap();
+
+    let replica = Log::replica(&owner.header_bytes(), Options::default()).unwrap();
+    let mut after = 0;
+    loop {
+        let (bytes, last) = owner.read_raw(after, 10_000).unwrap();
+        if bytes.is_empty() {
+            break;
+        }
+        assert_eq!(replica.apply_raw(&bytes).unwrap(), last);
+        after = last;
+    }
+    assert_eq!(replica.lsn(), owner.lsn());
+    let (o, r) = (owner.info().unwrap(), replica.info().unwrap());
+    assert_eq!((o.records, o.memories, o.bytes), (r.records, r.memories, r.bytes));
+    assert_eq!(replica.chain_value().unwrap(), owner.chain_value().unwrap());
+    assert_eq!(replica.verify(None, None).unwrap().seals_checked, 1);
+    let ids = ["m7", "n2999", "x"];
+    let (a, b) = (owner.get_many(&ids).unwrap(), replica.get_many(&ids).unwrap());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            x.as_ref().map(|m| (&m.put, m.entry.status)),
+            y.as_ref().map(|m| (&m.put, m.entry.status))
+        );
+    }
+    assert_eq!(replica.entities().unwrap(), owner.entities().unwrap());
+    // A replica takes no commits of its own.
+    assert!(matches!(replica.commit(&[put("local")], None, T0), Err(Error::ReadOnly { .. })));
+}
+
+#[test]
+fn bad_raw_bytes_apply_nothing() {
+    let owner = Log::memory(Options::default()).unwrap();
+    owner.commit(&[put("a"), put("b")], None, T0).unwrap();
+    owner.commit(&[put("c")], None, T0).unwrap();
+    let (bytes, _) = owner.read_raw(0, usize::MAX).unwrap();
+    let replica = Log::replica(&owner.header_bytes(), Options::default()).unwrap();
+
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 10;
+    flipped[last] ^= 1;
+    assert!(matches!(replica.apply_raw(&flipped), Err(Error::Corrupt { lsn: 3, .. })));
+    assert!(matches!(replica.apply_raw(&bytes[..bytes.len() - 5]), Err(Error::Corrupt { .. })));
+    let (first_commit, _) = owner.read_raw(0, 1).unwrap();
+    assert!(matches!(replica.apply_raw(&bytes[first_commit.len()..]), Err(Error::Corrupt { lsn: 1, .. })));
+    assert_eq!((replica.lsn(), replica.len().unwrap()), (0, 0), "nothing applied");
+
+    let other = Log::memory(Options::default()).unwrap();
+    other.commit(&[put("z")], None, T0).unwrap();
+    let (foreign, _) = other.read_raw(0, usize::MAX).unwrap();
+    assert!(matches!(replica.apply_raw(&foreign), Err(Error::Corrupt { .. })), "another store's records");
+
+    assert_eq!(replica.apply_raw(&bytes).unwrap(), 3);
+    assert_eq!(replica.len().unwrap(), 3);
+}

@@ -84,3 +84,17 @@ def test_concurrent_role_operations_share_fsyncs_and_stay_correct(tmp_path: Path
         assert store.lsn >= 400
     # Eight threads, 400 commits: group commit shares fsyncs (this is a count, not a time).
     assert fsyncs <= 400
+
+
+def test_replacing_runs_on_a_copied_store_leaves_the_others_checking_the_original() -> None:
+    import copy
+
+    store = memcommit.create_memory_store()
+    custom = memcommit.MemoryRunRepository()
+    spread = copy.copy(store)
+    spread.runs = custom
+    run = custom.create(run_id="only-in-custom", agent_id="a")
+    # The other roles were built over the store's own runs, which never saw this run.
+    with pytest.raises(memcommit.RunNotFoundError):
+        spread.steps.start(run.run_id, "step-1", name="s")
+    assert store.runs.get("only-in-custom") is None

@@ -736,3 +736,15 @@ def test_replacement_and_report_values() -> None:
     r = Replacement("new", ("a", "b"), "t")
     report = MemoryCompactionReport()
     assert r.window is None and not report.wrote and report.steps[0].step == "fold"
+
+
+def test_the_store_methods_are_the_module_functions() -> None:
+    store = memcommit.open(":memory:")
+    a = store.put("Checked the logs. Found the timeout.", kind="trace", task="t")
+    b = store.put("Raised the timeout to 30 s. Tests pass.", kind="trace", task="t")
+    store.finish_task("t")
+    report = compact_memory(store)
+    (summary,) = report.fold.created
+    assert [m.id for m in store.context(task="t")] == [summary]
+    assert {m.id for m in store.lineage(summary)} == {a, b}
+    assert [m.id for m in store.descendants(a)] == [summary]

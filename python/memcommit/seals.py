@@ -327,7 +327,8 @@ class AutoSeal:
         if getattr(self._store, "_auto_seal", None) is not None:
             raise ValueError("store already has an AutoSeal attached; close() it first")
         self.every = every
-        self._store._native.set_auto_seal(every, _key(key))
+        self._key = _key(key)
+        self._store._native.set_auto_seal(every, self._key)
         self._store._auto_seal = self
 
     def close(self) -> None:

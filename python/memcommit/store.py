@@ -11,6 +11,8 @@ from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id
+from .errors import Purged
+from .manifest import ManifestEntry, reconcile
 from .roles.artifacts import MemoryArtifactRepository
 from .roles.checkpoints import MemoryCheckpointRepository
 from .roles.conversations import MemoryConversationRepository
@@ -66,6 +68,12 @@ class MemoryStore:
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
         self._path = path
         self._auto_seal: AutoSeal | None = None
+        # (durability, read_only, flush_interval_ms, max_record_bytes) of a file store, to
+        # open it again (a reader after log compaction replaced the file).
+        self._open_args: tuple[str, bool, int, int] | None = None
+        self._manifest: list[ManifestEntry] = []
+        if path is not None:
+            self._load_manifest(write=not native.info()["read_only"])
         self._medium = LogMedium(native, self._now_us)
         roles = RoleSet(clock=self._clock, medium=self._medium)
         self.runs = roles.runs
@@ -183,8 +191,45 @@ class MemoryStore:
     # -- reading -------------------------------------------------------------------------
 
     def get(self, id: str) -> Memory | None:
-        """Return the memory `id`, or None if the store has none."""
-        return self._native.get(id)
+        """Return the memory `id`, or None if the store has none.
+
+        Raises:
+            Purged: Retention purged `id` during log compaction (see :meth:`manifest`).
+        """
+        m = self._native.get(id)
+        if m is None and self._native.is_purged(id):
+            raise Purged(
+                f"memory {id!r} was purged by a retention policy during log compaction; "
+                "store.manifest() lists when and why"
+            )
+        return m
+
+    def is_purged(self, id: str) -> bool:
+        """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
+        return self._native.is_purged(id)
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The compaction manifest's entries, oldest first: one per log compaction.
+
+        Each has its time, horizon, counts, purged ids and the old log's chain (see
+        :mod:`memcommit.manifest`).
+        """
+        return [dict(e) for e in self._manifest]
+
+    def _load_manifest(self, *, write: bool) -> None:
+        assert self._path is not None
+        self._manifest = reconcile(self._path, self.store_id, self.generation, write=write)
+        purged = [i for e in self._manifest for i in e.get("purged", ())]
+        if purged:
+            self._native.add_purged(purged)
+
+    def _adopt(self, native: _native.NativeLog) -> None:
+        """Continue on `native`: the same store reopened (after log compaction)."""
+        self._native = native
+        self._load_manifest(write=False)
+        self._medium.rebind(native)
+        if self._auto_seal is not None:
+            native.set_auto_seal(self._auto_seal.every, self._auto_seal._key)
 
     def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
         """Return the memories `ids` (None for each the store does not have), in one call."""
@@ -313,6 +358,13 @@ class MemoryStore:
         Returns:
             How many records were applied.
         """
+        if self._open_args is not None and self._path and self._native.replaced_on_disk():
+            # Log compaction replaced the file: read the new generation from the start.
+            durability, read_only, interval, max_bytes = self._open_args
+            native = _native.NativeLog.open(self._path, durability, read_only, interval, max_bytes)
+            self._native.close()
+            self._adopt(native)
+            return int(native.info()["records"])
         applied = self._native.refresh()
         if applied:
             self._medium.reload()
@@ -393,7 +445,9 @@ def open(
     native = _native.NativeLog.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes
     )
-    return MemoryStore(native, clock=clock, path=fspath)
+    store = MemoryStore(native, clock=clock, path=fspath)
+    store._open_args = (durability, read_only, flush_interval_ms, max_record_bytes)
+    return store
 
 
 def create_memory_store(clock: Clock | None = None) -> MemoryStore:

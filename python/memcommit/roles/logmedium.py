@@ -93,7 +93,7 @@ class LogMedium:
     def __init__(self, native: _native.NativeLog, now_us: Callable[[], int]) -> None:
         self._native = native
         self._now_us = now_us
-        self._lock = _DurableLock(native.wait_durable)
+        self._lock = _DurableLock(lambda end: self._native.wait_durable(end))
         self._cache = MemoryMedium()
         self.reload()
 
@@ -101,6 +101,12 @@ class LogMedium:
     def lock(self) -> _DurableLock:
         """The store's one re-entrant lock (waits for durability when released)."""
         return self._lock
+
+    def rebind(self, native: _native.NativeLog) -> None:
+        """Continue on `native` (the store reopened after log compaction) and reload."""
+        with self._lock._lock:
+            self._native = native
+            self.reload()
 
     def reload(self) -> None:
         """Load every live entity from the log (at open, and after a reader's refresh)."""

@@ -53,7 +53,7 @@ pub fn extend<S: ReadAt + ?Sized>(
     salt: u32,
 ) -> io::Result<ChainValue> {
     let mut last_end = (0, 0, value);
-    extend_tracking(src, value, from, end, salt, &mut last_end)
+    extend_tracking(src, value, from, end, salt, 0, &mut last_end)
 }
 
 /// `extend`, also remembering the chain at the end of the newest commit in `last_end`.
@@ -63,6 +63,7 @@ pub fn extend_tracking<S: ReadAt + ?Sized>(
     from: u64,
     end: u64,
     salt: u32,
+    dense_from: u64,
     last_end: &mut CommitEnd,
 ) -> io::Result<ChainValue> {
     let mut sc = Scanner::new(src, from, end, salt, format::MAX_PAYLOAD_LEN);
@@ -70,7 +71,7 @@ pub fn extend_tracking<S: ReadAt + ?Sized>(
         match sc.next_item()? {
             Item::Record(off, rec) => {
                 value = chain::step(&value, rec.bytes);
-                if rec.ends_commit() {
+                if rec.closes_commit(dense_from) {
                     *last_end = (off + rec.bytes.len() as u64, rec.lsn, value);
                 }
             }
@@ -88,6 +89,7 @@ pub fn extend_tracking<S: ReadAt + ?Sized>(
 impl Chainer {
     /// Start hashing `file` (whose header is `header`) up to `end`, then whatever is published.
     pub fn start(file: Arc<FileAppender>, header: &[u8], salt: u32, end: u64) -> Chainer {
+        let dense_from = format::FileHeader::decode(header).map_or(0, |h| h.dense_from);
         let shared = Arc::new(Shared {
             published: AtomicU64::new(end),
             sleeping: AtomicBool::new(false),
@@ -104,7 +106,7 @@ impl Chainer {
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("memcommit-chain".into())
-            .spawn(move || run(&s, &file, salt))
+            .spawn(move || run(&s, &file, salt, dense_from))
             .expect("spawn the chain thread");
         Chainer { shared, handle: Mutex::new(Some(handle)) }
     }
@@ -161,7 +163,7 @@ impl Drop for Chainer {
     }
 }
 
-fn run(s: &Shared, file: &FileAppender, salt: u32) {
+fn run(s: &Shared, file: &FileAppender, salt: u32, dense_from: u64) {
     let (mut pos, mut value, mut last_end) = {
         let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
         (p.pos, p.value, p.last_end)
@@ -170,7 +172,7 @@ fn run(s: &Shared, file: &FileAppender, salt: u32) {
         let target = s.published.load(Ordering::SeqCst);
         if pos < target {
             let step_end = target;
-            let result = extend_tracking(file, value, pos, step_end, salt, &mut last_end);
+            let result = extend_tracking(file, value, pos, step_end, salt, dense_from, &mut last_end);
             let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
             match result {
                 Ok(v) => {

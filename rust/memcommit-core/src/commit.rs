@@ -104,7 +104,7 @@ impl Commit<'_> {
         self.log.validate(cmd)?;
         let st = &mut *self.st;
         let (key, slot) = match cmd {
-            Command::Expect(x) => return check_guard(st, x),
+            Command::Expect(x) => return check_guard(st, x, self.log),
             Command::Put(p) => (p.id.as_ref(), st.index.lookup(p.id.as_ref().as_bytes())),
             Command::SetStatus { id, .. } | Command::Move { id, .. } => {
                 let slot = st.index.lookup(id.as_ref().as_bytes());
@@ -114,7 +114,7 @@ impl Commit<'_> {
                         Command::SetStatus { .. } => "restore",
                         _ => "move",
                     };
-                    return Err(unknown(id.as_ref(), what));
+                    return Err(unknown(id.as_ref(), what, self.log.is_purged(id.as_ref())));
                 }
                 (id.as_ref(), slot)
             }
@@ -289,15 +289,18 @@ impl Drop for Commit<'_> {
     }
 }
 
-fn unknown(id: &str, what: &str) -> Error {
+fn unknown(id: &str, what: &str, purged: bool) -> Error {
+    let (actual, why) = if purged {
+        ("purged", "it was purged by a retention policy during log compaction (see store.manifest())")
+    } else {
+        ("no such memory", "the store has no memory with that id")
+    };
     Error::Rejected(Rejection {
         kind: GuardKind::UnknownId,
         id: Some(id.to_string()),
         expected: "a memory that exists".to_string(),
-        actual: "no such memory".to_string(),
-        reason: format!(
-            "cannot {what} memory {id:?}: the store has no memory with that id; nothing was written"
-        ),
+        actual: actual.to_string(),
+        reason: format!("cannot {what} memory {id:?}: {why}; nothing was written"),
     })
 }
 
@@ -309,9 +312,22 @@ fn refuse(kind: GuardKind, id: &str, expected: String, actual: String) -> Error 
     Error::Rejected(Rejection { kind, id: Some(id.to_string()), expected, actual, reason })
 }
 
-fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>) -> Result<()> {
+fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>, log: &Log) -> Result<()> {
     let id = x.id.as_ref();
     let e = st.index.get(id);
+    if e.is_none() && log.is_purged(id) {
+        let reason = format!(
+            "guard failed on memory {id:?}: it was purged by a retention policy during log compaction \
+             (see store.manifest()); nothing was written"
+        );
+        return Err(Error::Rejected(Rejection {
+            kind: GuardKind::Exists,
+            id: Some(id.to_string()),
+            expected: "exists".into(),
+            actual: "purged".into(),
+            reason,
+        }));
+    }
     if let Some(want) = x.exists {
         if want != e.is_some() {
             let show = |b: bool| if b { "exists" } else { "does not exist" }.to_string();

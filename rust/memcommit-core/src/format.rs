@@ -182,9 +182,17 @@ impl<'a> RecordView<'a> {
         std::str::from_utf8(self.key).unwrap_or("\u{fffd}")
     }
 
-    /// Whether this record closes its commit.
+    /// Whether this record closes its commit (its COMMIT_END flag).
     pub fn ends_commit(&self) -> bool {
         self.flags & FLAG_COMMIT_END != 0
+    }
+
+    /// Whether the log counts this record as the end of a commit: its COMMIT_END flag, or an
+    /// LSN at or below the header's `dense_from`. Log compaction keeps only some records of
+    /// old commits, as their original bytes, so in the compacted part every record stands
+    /// alone.
+    pub fn closes_commit(&self, dense_from: u64) -> bool {
+        self.ends_commit() || self.lsn <= dense_from
     }
 }
 

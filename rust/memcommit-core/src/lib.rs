@@ -7,6 +7,7 @@ pub mod appender;
 pub mod chain;
 pub mod chainer;
 pub mod commit;
+pub mod compact;
 pub mod entities;
 pub mod error;
 pub mod format;

@@ -19,7 +19,7 @@ use crate::appender::FileAppender;
 use crate::chain::{self, ChainValue};
 use crate::chainer::{self, Chainer};
 use crate::error::{Error, Result};
-use crate::format::{self, parse_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN, MAX_KEY_LEN};
+use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::index::{Entry, Index, Query, Undo};
 use crate::memory::{self, Command};
 use crate::scan::{all_zeros, find_valid_after, Item, ReadAt, Scanner};
@@ -198,6 +198,8 @@ pub struct Log {
     pub(crate) auto_seal: Mutex<Option<AutoSeal>>,
     /// Automatic seals that had to wait for the chain thread.
     pub(crate) auto_seal_waits: AtomicU64,
+    /// Ids that log compaction purged (from the compaction manifest).
+    pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
 }
 
 /// Automatic sealing: after a commit that brings the records since the newest seal to
@@ -391,7 +393,7 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
                 }
                 records += 1;
                 prev = rec.lsn;
-                if rec.ends_commit() {
+                if rec.closes_commit(dense_from) {
                     undo.clear();
                     mark = index.mark();
                     good_end = off + rec.bytes.len() as u64;
@@ -429,6 +431,11 @@ impl State {
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
+        Log::open_inner(path, opts, None)
+    }
+
+    /// `open`, for a writer that already holds the lock file (log compaction hands it over).
+    pub(crate) fn open_inner(path: &Path, opts: Options, held: Option<File>) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
             return Err(Error::invalid(
@@ -453,7 +460,10 @@ impl Log {
         let lock_file = if opts.read_only {
             None
         } else {
-            let f = lock_writer(path, &display)?;
+            let f = match held {
+                Some(f) => f,
+                None => lock_writer(path, &display)?,
+            };
             remove_stale_temp_files(path);
             // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
             // new log. Anything else must parse as a log: never overwrite an unknown file.
@@ -536,6 +546,7 @@ impl Log {
             ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb))),
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
+            purged: Mutex::new(hashbrown::HashSet::new()),
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -580,6 +591,7 @@ impl Log {
             ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb))),
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
+            purged: Mutex::new(hashbrown::HashSet::new()),
         }))
     }
 
@@ -830,6 +842,40 @@ impl Log {
         // Dropping the lock file's handle releases the OS lock.
         self.lock_file.lock().take();
         result
+    }
+
+    /// Take the lock file's handle (the OS lock stays held while the handle lives).
+    pub(crate) fn take_lock_file(&self) -> Option<File> {
+        self.lock_file.lock().take()
+    }
+
+    /// The file path, if the log has one.
+    pub(crate) fn file_path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Add ids to the set of purged ids (from the compaction manifest).
+    pub fn add_purged<S: AsRef<str>>(&self, ids: &[S]) {
+        let mut p = self.purged.lock();
+        p.extend(ids.iter().map(|s| s.as_ref().to_string()));
+    }
+
+    /// Whether log compaction purged this id.
+    pub fn is_purged(&self, id: &str) -> bool {
+        self.purged.lock().contains(id)
+    }
+
+    /// Whether the file at the log's path is no longer the file this log reads (log compaction
+    /// replaced it): a reader must open it again.
+    pub fn replaced_on_disk(&self) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let (Some(path), Some(a)) = (&self.path, &self.appender) else { return Ok(false) };
+        let ours = a.file().metadata().map_err(|e| Error::io(&self.display, "stat", e))?;
+        match fs::metadata(path) {
+            Ok(m) => Ok(m.ino() != ours.ino() || m.dev() != ours.dev()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(&self.display, "stat", e)),
+        }
     }
 
     /// Whether the log is closed.
@@ -1136,7 +1182,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
             Item::Record(off, rec) => {
                 records += 1;
                 prev = rec.lsn;
-                if rec.flags & FLAG_COMMIT_END != 0 {
+                if rec.closes_commit(header.dense_from) {
                     good_end = off + rec.bytes.len() as u64;
                     good_records = records;
                     out.lsn = rec.lsn;

@@ -41,7 +41,7 @@ impl Log {
             match sc.next_item().map_err(|e| Error::io(self.display(), "read", e))? {
                 Item::Record(_, rec) if rec.lsn > after => {
                     out.extend_from_slice(rec.bytes);
-                    if rec.ends_commit() {
+                    if rec.closes_commit(st.header.dense_from) {
                         (upto, last) = (out.len(), rec.lsn);
                         if out.len() >= max_bytes {
                             break;
@@ -93,7 +93,7 @@ impl Log {
             if !lsn_follows(prev, rec.lsn, dense_from) {
                 return Err(damaged(off, prev + 1, format!("LSN {} follows LSN {prev}", rec.lsn)));
             }
-            spans.push((off, rec.bytes.len(), rec.lsn, rec.ends_commit()));
+            spans.push((off, rec.bytes.len(), rec.lsn, rec.closes_commit(dense_from)));
             prev = rec.lsn;
             off += rec.bytes.len();
         }

@@ -416,7 +416,7 @@ fn walk(
         done.lsn = lsn;
         done.records += 1;
         done.bytes += len as u64;
-        if bytes[3] & format::FLAG_COMMIT_END != 0 {
+        if bytes[3] & format::FLAG_COMMIT_END != 0 || lsn <= dense_from {
             if ends.len() == SEAL_WINDOW {
                 ends.pop_front();
             }
@@ -708,7 +708,7 @@ impl Log {
             self.run_check(st, start, end, CheckOptions { key, references: true, progress, only: None })?;
         let st = self.state.read();
         for (id, by, lsn, offset) in &done.references {
-            if st.index.position(id).is_none() {
+            if st.index.position(id).is_none() && !self.is_purged(id) {
                 return Err(Error::ForgedReference {
                     path: self.display.clone(),
                     id: id.clone(),

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use memcommit_core::compact::{Compacted, Hooks, Retention};
 use memcommit_core::log::AutoSeal;
 use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options, Query};
@@ -326,6 +327,51 @@ impl NativeLog {
         Ok(all.into_iter().map(|(k, v)| (k, pyo3::types::PyBytes::new(py, &v))).collect())
     }
 
+    /// Compact the log (see memcommit.storage.compact). `before_swap(report)` must write the
+    /// manifest durably; `step(name)` is called at each step of the protocol; `progress(done,
+    /// total)` with bytes read. Returns (report, the store reopened on the new generation).
+    #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, at_us, before_swap, step=None, progress=None))]
+    #[allow(clippy::too_many_arguments)] // the parts of a compaction request
+    fn compact<'py>(
+        &self,
+        py: Python<'py>,
+        horizon: Option<u64>,
+        archived_older_than_us: Option<i64>,
+        kinds_after_us: Vec<(String, i64)>,
+        ids: Vec<String>,
+        now_us: i64,
+        at_us: i64,
+        before_swap: Py<PyAny>,
+        step: Option<Py<PyAny>>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<(Bound<'py, PyDict>, NativeLog)> {
+        let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
+        let log = &self.log;
+        let mut hooks = PyHooks { before_swap, step, progress, failed: None };
+        let result = py.detach(|| log.compact(horizon, &retention, at_us, &mut hooks));
+        if let Some(e) = hooks.failed.take() {
+            return Err(e);
+        }
+        let (done, reopened) = result.map_err(to_py)?;
+        Ok((compacted_dict(py, &done)?, NativeLog { log: reopened }))
+    }
+
+    /// Add ids to the purged set (from the compaction manifest).
+    fn add_purged(&self, ids: Vec<String>) {
+        self.log.add_purged(&ids);
+    }
+
+    /// Whether log compaction purged `id`.
+    fn is_purged(&self, id: &str) -> bool {
+        self.log.is_purged(id)
+    }
+
+    /// Whether log compaction replaced the file at this log's path (a reader must reopen).
+    fn replaced_on_disk(&self, py: Python<'_>) -> PyResult<bool> {
+        let log = &self.log;
+        release(py, || log.replaced_on_disk())
+    }
+
     /// Catch a reader up. Returns how many records were applied.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
         let log = &self.log;
@@ -423,5 +469,68 @@ fn report<'py>(py: Python<'py>, done: &Checked) -> PyResult<Bound<'py, PyDict>> 
     d.set_item("lsn", done.lsn)?;
     d.set_item("chain", seal::hex(&done.value))?;
     d.set_item("seals", done.seals.iter().map(seal_tuple).collect::<Vec<_>>())?;
+    Ok(d)
+}
+
+/// The compaction protocol's callbacks into Python. A Python error stops the compaction and
+/// is raised as itself once the GIL is back.
+struct PyHooks {
+    before_swap: Py<PyAny>,
+    step: Option<Py<PyAny>>,
+    progress: Option<Py<PyAny>>,
+    failed: Option<PyErr>,
+}
+
+impl PyHooks {
+    fn call(&mut self, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> memcommit_core::Result<()> {
+        match Python::attach(f) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let message = Python::attach(|py| e.value(py).to_string());
+                self.failed = Some(e);
+                Err(memcommit_core::Error::Invalid { field: "compact", message })
+            }
+        }
+    }
+}
+
+impl Hooks for PyHooks {
+    fn progress(&mut self, done: u64, total: u64) {
+        if let Some(p) = &self.progress {
+            let p = Python::attach(|py| p.clone_ref(py));
+            let _ = self.call(|py| p.call1(py, (done, total)).map(|_| ()));
+        }
+    }
+
+    fn before_swap(&mut self, done: &Compacted) -> memcommit_core::Result<()> {
+        let f = Python::attach(|py| self.before_swap.clone_ref(py));
+        self.call(|py| f.call1(py, (compacted_dict(py, done)?,)).map(|_| ()))
+    }
+
+    fn step(&mut self, name: &str) -> memcommit_core::Result<()> {
+        match &self.step {
+            Some(s) => {
+                let s = Python::attach(|py| s.clone_ref(py));
+                self.call(|py| s.call1(py, (name,)).map(|_| ()))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+fn compacted_dict<'py>(py: Python<'py>, c: &Compacted) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("horizon", c.horizon)?;
+    d.set_item("before", c.before)?;
+    d.set_item("after", c.after)?;
+    d.set_item("bytes_before", c.bytes_before)?;
+    d.set_item("bytes_after", c.bytes_after)?;
+    d.set_item("purged", &c.purged)?;
+    d.set_item("old_generation", c.old_generation)?;
+    d.set_item("generation", c.generation)?;
+    d.set_item("old_lsn", c.old_lsn)?;
+    d.set_item("old_chain", seal::hex(&c.old_chain))?;
+    d.set_item("old_seals", c.old_seals.iter().map(seal_tuple).collect::<Vec<_>>())?;
+    d.set_item("seal", seal_tuple(&c.seal))?;
     Ok(d)
 }

@@ -1,0 +1,84 @@
+"""The compaction manifest: what log compaction did, kept beside the log.
+
+``<log>.manifest`` is a JSON object ``{"store_id": ..., "entries": [...]}``, one entry per
+log compaction: its time, horizon, record and byte counts, the ids retention purged, and the old
+log's chain (generation, last LSN, final hash and its seals), so a later reference to a purged
+memory is known to be deliberate and an old seal can be recognised as superseded.
+
+The manifest is replaced whole, durably (temp file, fsync, rename, fsync of the directory),
+and before the compacted log replaces the old one. A crash between the two leaves an entry
+for a generation the log does not have; the writer's next open drops it (the old log is still
+whole), so the manifest and the log always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+__all__ = ["ManifestEntry", "manifest_path", "read_manifest", "reconcile", "write_manifest"]
+
+ManifestEntry = dict[str, Any]
+"""One compaction: ``generation``, ``at``, ``horizon``, ``before``, ``after``,
+``bytes_before``, ``bytes_after``, ``purged`` and ``old_chain``."""
+
+
+def manifest_path(log_path: str) -> str:
+    """Where the manifest of the log at `log_path` lives."""
+    return log_path + ".manifest"
+
+
+def read_manifest(log_path: str) -> list[ManifestEntry]:
+    """Return the manifest's entries, oldest first ([] when there is none).
+
+    Raises:
+        ValueError: The manifest is not valid JSON of the expected shape (names the file).
+    """
+    path = manifest_path(log_path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return []
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: the compaction manifest is not valid JSON ({e})") from None
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError(f"{path}: the compaction manifest has no list of entries")
+    return entries
+
+
+def write_manifest(log_path: str, store_id: str, entries: list[ManifestEntry]) -> None:
+    """Replace the manifest durably: temp file, fsync, rename, fsync the directory.
+
+    The temp file is named like the log's own temp files (``<log>.tmp-manifest``), which a
+    writer's open removes if a crash left one behind.
+    """
+    path = manifest_path(log_path)
+    tmp = log_path + ".tmp-manifest"
+    data = json.dumps({"store_id": store_id, "entries": entries}, indent=1, sort_keys=True)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def reconcile(log_path: str, store_id: str, generation: int, *, write: bool) -> list[ManifestEntry]:
+    """Return the entries that belong to the log as it is, dropping later ones.
+
+    An entry for a generation above the log's is a compaction that crashed before its log
+    replaced the old one. With `write` (a writer's open) the manifest is rewritten without it.
+    """
+    entries = read_manifest(log_path)
+    kept = [e for e in entries if int(e.get("generation", 0)) <= generation]
+    if write and len(kept) != len(entries):
+        write_manifest(log_path, store_id, kept)
+    return kept

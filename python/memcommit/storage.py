@@ -1,0 +1,285 @@
+"""Log compaction and retention: what the disk holds.
+
+Example:
+    ```python
+    from memcommit.storage import ArchivedOlderThan, compact
+
+    report = compact(store, retention=ArchivedOlderThan(seconds=30 * 86400))
+    print(report.before, "->", report.after, "records; purged", len(report.purged))
+    ```
+
+Up to the horizon (an LSN; default the head) each memory keeps exactly the original records
+replay needs: its last put, and its last status change and last move when they come after
+that put (a put carries the memory's whole state); each role entity its newest record; each
+finished task one record. Every record after the horizon is kept as it is (old seals aside:
+they vouch for the old log, whose chain the manifest keeps; the new log gets a seal of its
+own). LSNs are never renumbered. The rewrite streams in the Rust core.
+
+Retention purges, here and only here, the memories a policy names that have no record after
+the horizon. ``ArchivedOlderThan`` and ``KindsAfter`` are evaluated in Rust; any other
+:class:`RetentionPolicy` implements ``selects(memory, now)``; ``|`` combines them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from . import manifest as _manifest
+from ._native import Memory
+from .errors import NotSupported
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+__all__ = [
+    "AnyOf",
+    "ArchivedOlderThan",
+    "CompactionReport",
+    "KindsAfter",
+    "RetentionPolicy",
+    "compact",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FAILPOINT_ENV = "MEMCOMMIT_FAILPOINT"
+
+
+def _seconds(value: object, name: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be seconds (int or float) or a timedelta, not {value!r}")
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+class RetentionPolicy:
+    """Names the memories log compaction may purge. Subclass and implement :meth:`selects`.
+
+    Policies combine with ``|``: a memory is purged when any of them selects it.
+    """
+
+    def selects(self, memory: Memory, now: datetime) -> bool:
+        """Whether `memory` should be purged at time `now` (the store's clock)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement selects(memory, now)")
+
+    def __or__(self, other: RetentionPolicy) -> AnyOf:
+        if not isinstance(other, RetentionPolicy):
+            return NotImplemented
+        return AnyOf(self, other)
+
+    def _parts(self) -> Iterator[RetentionPolicy]:
+        yield self
+
+
+@dataclass(frozen=True)
+class ArchivedOlderThan(RetentionPolicy):
+    """Memories in the archive tier whose last move is at least `seconds` old."""
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seconds", _seconds(self.seconds, "seconds"))
+
+    def selects(self, memory: Memory, now: datetime) -> bool:
+        """The rule in Python, for other uses (compaction evaluates it in Rust).
+
+        Compaction uses the time of the memory's last move; a Memory value shows only its
+        newest record's time, which this uses instead.
+        """
+        return memory.tier == "archive" and memory.updated_at <= now - timedelta(
+            seconds=self.seconds
+        )
+
+
+@dataclass(frozen=True)
+class KindsAfter(RetentionPolicy):
+    """Memories of a kind created at least so many seconds ago: ``{"trace": 7 * 86400}``."""
+
+    ages: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ages, Mapping) or not self.ages:
+            raise TypeError(
+                f"ages must be a non-empty mapping of kind to seconds, not {self.ages!r}"
+            )
+        clean: dict[str, float] = {}
+        for kind, age in self.ages.items():
+            if not isinstance(kind, str) or not kind:
+                raise TypeError(f"ages: a kind must be a non-empty str, not {kind!r}")
+            clean[kind] = _seconds(age, f"ages[{kind!r}]")
+        object.__setattr__(self, "ages", clean)
+
+    def selects(self, memory: Memory, now: datetime) -> bool:
+        """Evaluated in Rust during compaction; this is the same rule in Python."""
+        age = self.ages.get(memory.kind)
+        return age is not None and memory.created_at <= now - timedelta(seconds=age)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.ages.items())))
+
+
+class AnyOf(RetentionPolicy):
+    """Purge what any of the policies selects (what ``a | b`` builds)."""
+
+    def __init__(self, *policies: RetentionPolicy) -> None:
+        """Combine `policies`."""
+        for p in policies:
+            if not isinstance(p, RetentionPolicy):
+                raise TypeError(f"AnyOf takes RetentionPolicy objects, not {type(p).__name__}")
+        self.policies = tuple(q for p in policies for q in p._parts())
+
+    def selects(self, memory: Memory, now: datetime) -> bool:
+        """Whether any policy selects `memory`."""
+        return any(p.selects(memory, now) for p in self.policies)
+
+    def _parts(self) -> Iterator[RetentionPolicy]:
+        yield from self.policies
+
+    def __repr__(self) -> str:
+        return " | ".join(repr(p) for p in self.policies)
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What :func:`compact` did.
+
+    Attributes:
+        before: Records in the log before.
+        after: Records in the new log (its new seal included).
+        purged: Ids retention purged.
+        horizon: The horizon LSN.
+        bytes_before: Bytes of the log before.
+        bytes_after: Bytes of the new log.
+        seconds: How long it took.
+        generation: The new log's generation.
+    """
+
+    before: int
+    after: int
+    purged: tuple[str, ...]
+    horizon: int
+    bytes_before: int
+    bytes_after: int
+    seconds: float
+    generation: int
+
+
+def _us(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def _failpoint(step: str) -> None:
+    """Crash tests: ``MEMCOMMIT_FAILPOINT=<step>`` kills the process at that step."""
+    if os.environ.get(_FAILPOINT_ENV) == step:
+        os.kill(os.getpid(), 9)
+
+
+def compact(
+    store: MemoryStore,
+    retention: RetentionPolicy | None = None,
+    horizon: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> CompactionReport:
+    """Compact the store's log into a new generation (see the module docstring).
+
+    Holds the writer for the duration; the store stays open and usable afterwards.
+
+    Args:
+        store: A writable store on a log file.
+        retention: What to purge (default nothing).
+        horizon: The LSN up to which history is folded (default the head).
+        progress: Called with (bytes read, total bytes) as the log is read.
+
+    Returns:
+        The report.
+
+    Raises:
+        NotSupported: The store keeps no log file (it is in RAM).
+        ValueError: `horizon` is past the head or not an int.
+    """
+    from .store import MemoryStore
+
+    if not isinstance(store, MemoryStore):
+        raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
+    if store.path is None:
+        raise NotSupported("compact: a store in RAM keeps no log file to compact")
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)):
+        raise TypeError(f"horizon must be an int LSN or None, not {horizon!r}")
+    if horizon is not None and horizon < 0:
+        raise ValueError(f"horizon must be >= 0, not {horizon}")
+    if retention is not None and not isinstance(retention, RetentionPolicy):
+        raise TypeError(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
+    now = store._clock.now()
+    archived: float | None = None
+    kinds: dict[str, float] = {}
+    custom: list[RetentionPolicy] = []
+    for p in retention._parts() if retention is not None else ():
+        if type(p) is ArchivedOlderThan:
+            archived = p.seconds if archived is None else min(archived, p.seconds)
+        elif type(p) is KindsAfter:
+            for kind, age in p.ages.items():
+                kinds[kind] = min(age, kinds.get(kind, age))
+        else:
+            custom.append(p)
+    ids: list[str] = []
+    if custom:
+        head = store.lsn if horizon is None else horizon
+        for m in store.find(status=None):
+            if m.lsn <= head and any(p.selects(m, now) for p in custom):
+                ids.append(m.id)
+    path = store.path
+    store_id = store.store_id
+
+    def before_swap(done: dict[str, Any]) -> None:
+        old = _manifest.read_manifest(path)
+        entry = {
+            "generation": done["generation"],
+            "at": now.isoformat(),
+            "horizon": done["horizon"],
+            "before": done["before"],
+            "after": done["after"],
+            "bytes_before": done["bytes_before"],
+            "bytes_after": done["bytes_after"],
+            "purged": sorted(done["purged"]),
+            "old_chain": {
+                "generation": done["old_generation"],
+                "lsn": done["old_lsn"],
+                "hash": done["old_chain"],
+                "seals": [
+                    {"lsn": s[0], "record_lsn": s[1], "hash": s[5], "keyed": s[4], "at_us": s[3]}
+                    for s in done["old_seals"]
+                ],
+            },
+        }
+        _manifest.write_manifest(path, store_id, [*old, entry])
+
+    started = time.perf_counter()
+    report, native = store._native.compact(
+        horizon,
+        None if archived is None else round(archived * 1e6),
+        [(k, round(v * 1e6)) for k, v in kinds.items()],
+        ids,
+        _us(now),
+        store._now_us(),
+        before_swap,
+        _failpoint,
+        progress,
+    )
+    store._adopt(native)
+    return CompactionReport(
+        before=int(report["before"]),
+        after=int(report["after"]),
+        purged=tuple(report["purged"]),
+        horizon=int(report["horizon"]),
+        bytes_before=int(report["bytes_before"]),
+        bytes_after=int(report["bytes_after"]),
+        seconds=time.perf_counter() - started,
+        generation=int(report["generation"]),
+    )

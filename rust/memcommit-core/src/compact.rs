@@ -1,0 +1,340 @@
+//! Log compaction: rewrite the log into a new generation that replays to the same state.
+//!
+//! Up to the horizon (an LSN, default the head) the new log keeps exactly the records replay
+//! needs, as their original bytes with their original LSNs: for each memory its last put, its
+//! last status change and its last move (those after its last put: a put carries the whole
+//! state); for each role entity its newest record; for each
+//! finished task one task record. Every record after the horizon is kept as it is. Seal records
+//! are not kept (a seal vouches for the old log's chain, which the manifest keeps); the new log
+//! ends with a fresh seal over everything it holds. Retention purges memories that a policy
+//! names and that have no record after the horizon: none of their records is kept.
+//!
+//! The new header has generation + 1 and `dense_from` = the old head's LSN: below it LSNs may
+//! have gaps, and every record counts as a whole commit (its commit's other records may be
+//! gone), so the kept bytes never need their flags changed.
+//!
+//! The protocol, crash-safe at every step: write the new log to `<path>.tmp-compact` and fsync
+//! it; let the caller write the compaction manifest durably (`before_swap`); rename the new log
+//! over the old one and fsync the directory. Killed before the rename, the store reopens to the
+//! old generation (the writer's open removes the temp file, and the caller drops a manifest
+//! entry whose generation the log does not have); after it, to the new one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hashbrown::HashSet;
+
+use crate::chain::{self, ChainValue};
+use crate::error::{Error, Result};
+use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
+use crate::index::{Index, NO_OFFSET};
+use crate::log::{Log, Medium, State};
+use crate::memory::Tier;
+use crate::scan::{Item, Scanner};
+use crate::seal::{self, SealEntry};
+
+/// Which memories retention purges (those with no record after the horizon).
+#[derive(Clone, Debug, Default)]
+pub struct Retention {
+    /// Memories in the archive tier whose last move is at least this many µs old.
+    pub archived_older_than_us: Option<i64>,
+    /// Memories of a kind created at least this many µs ago.
+    pub kinds_after_us: Vec<(String, i64)>,
+    /// Memories named by id (policies evaluated by the caller).
+    pub ids: Vec<String>,
+    /// "Now" for the ages, µs since the epoch.
+    pub now_us: i64,
+}
+
+/// What a compaction did.
+#[derive(Clone, Debug)]
+pub struct Compacted {
+    /// The horizon LSN.
+    pub horizon: u64,
+    /// Records before and after.
+    pub before: u64,
+    /// Records in the new log (its new seal included).
+    pub after: u64,
+    /// Bytes before and after.
+    pub bytes_before: u64,
+    /// Bytes of the new log.
+    pub bytes_after: u64,
+    /// Ids purged by retention.
+    pub purged: Vec<String>,
+    /// The old log's generation.
+    pub old_generation: u64,
+    /// The new log's generation.
+    pub generation: u64,
+    /// The old log's last LSN and its chain value there.
+    pub old_lsn: u64,
+    /// The old log's final chain value.
+    pub old_chain: ChainValue,
+    /// The old log's seals.
+    pub old_seals: Vec<SealEntry>,
+    /// The new log's seal.
+    pub seal: SealEntry,
+}
+
+/// The caller's part of the protocol.
+pub trait Hooks {
+    /// Bytes of the old log read so far, of `total`.
+    fn progress(&mut self, _done: u64, _total: u64) {}
+    /// The new log is written and durable; write the manifest durably now. An error aborts
+    /// the compaction (the old log stays).
+    fn before_swap(&mut self, done: &Compacted) -> Result<()>;
+    /// A named step of the protocol was reached (for crash tests: kill the process here).
+    fn step(&mut self, _name: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The index as it stood after LSN `horizon`.
+fn index_at(st: &State, horizon: u64, display: &str) -> Result<Index> {
+    let mut idx = Index::new();
+    let mut sc = Scanner::new(
+        st.medium.source(),
+        HEADER_LEN as u64,
+        st.end,
+        st.header.salt(),
+        format::MAX_PAYLOAD_LEN,
+    );
+    loop {
+        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
+            Item::Record(_, rec) if rec.lsn > horizon => break,
+            Item::Record(off, rec) => {
+                idx.apply(&rec, off, None).map_err(|reason| Error::Corrupt {
+                    path: display.to_string(),
+                    offset: off,
+                    lsn: rec.lsn,
+                    reason: reason.to_string(),
+                })?;
+            }
+            Item::End => break,
+            Item::Bad(off, _) => {
+                return Err(Error::Corrupt {
+                    path: display.to_string(),
+                    offset: off,
+                    lsn: 0,
+                    reason: "a record no longer matches its checksum".into(),
+                })
+            }
+        }
+    }
+    Ok(idx)
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_owned()).unwrap_or_default();
+    name.push(".tmp-compact");
+    path.with_file_name(name)
+}
+
+fn fsync_dir(path: &Path) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
+impl Log {
+    /// Compact the log (see the module documentation). Holds the writer lock throughout. On
+    /// success returns the report and the store reopened on the new generation (this `Log`
+    /// is closed; the OS lock passes to the new one without a gap).
+    pub fn compact(
+        &self,
+        horizon: Option<u64>,
+        retention: &Retention,
+        at: i64,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(Compacted, Arc<Log>)> {
+        let st = self.state.write();
+        self.check_writer(&st)?;
+        let display = self.display().to_string();
+        let Some(path) = self.file_path().map(Path::to_path_buf) else {
+            return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
+        };
+        if !matches!(st.medium, Medium::File(_)) {
+            return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
+        }
+        let horizon = horizon.unwrap_or(st.lsn);
+        if horizon > st.lsn {
+            return Err(Error::invalid(
+                "horizon",
+                format!("LSN {horizon} is past the newest LSN {}; pass at most {}", st.lsn, st.lsn),
+            ));
+        }
+        let (old_lsn, old_chain) = self.chain_to_end(&st)?;
+        let old_seals = st.index.seals().to_vec();
+
+        // Who is purged: named by retention, and no record after the horizon.
+        let kinds: Vec<(u32, i64)> = retention
+            .kinds_after_us
+            .iter()
+            .filter_map(|(k, age)| st.index.kinds.lookup(k).map(|id| (id, *age)))
+            .collect();
+        let named: HashSet<&str> = retention.ids.iter().map(String::as_str).collect();
+        let mut purged: Vec<String> = Vec::new();
+        for e in st.index.entries() {
+            if e.lsn > horizon {
+                continue;
+            }
+            let id = st.index.id_of(e);
+            let archived = retention
+                .archived_older_than_us
+                .is_some_and(|age| e.tier == Tier::Archive && e.moved_at <= retention.now_us - age);
+            let by_kind = kinds.iter().any(|&(k, age)| e.kind == k && e.created_at <= retention.now_us - age);
+            if archived || by_kind || named.contains(id) {
+                purged.push(id.to_string());
+            }
+        }
+        let purged_set: HashSet<&str> = purged.iter().map(String::as_str).collect();
+
+        // What replay needs up to the horizon: offsets of the records to keep.
+        let owned;
+        let idx: &Index = if horizon == st.lsn {
+            &st.index
+        } else {
+            owned = index_at(&st, horizon, &display)?;
+            &owned
+        };
+        let mut keep: Vec<u64> = Vec::with_capacity(idx.len() + 16);
+        for e in idx.entries() {
+            if purged_set.contains(idx.id_of(e)) {
+                continue;
+            }
+            // A put carries the memory's whole state, so a status or move before its last put
+            // is not needed (and would replay before the memory exists).
+            keep.push(e.put_off);
+            for off in [e.status_off, e.move_off] {
+                if off != NO_OFFSET && off > e.put_off {
+                    keep.push(off);
+                }
+            }
+        }
+        keep.extend(idx.entities().map(|(_, (off, _))| off));
+        keep.sort_unstable();
+
+        // Write the new generation.
+        let tmp = temp_path(&path);
+        let header = FileHeader {
+            store_id: st.header.store_id,
+            generation: st.header.generation + 1,
+            dense_from: st.lsn,
+        };
+        let hb = header.encode();
+        let salt = header.salt();
+        let result = (|| -> Result<Compacted> {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(|e| Error::io(&display, "create the compacted copy of", e))?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let werr = |e: io::Error| Error::io(&display, "write the compacted copy of", e);
+            out.write_all(&hb).map_err(werr)?;
+            let mut value = chain::start(&hb);
+            let (mut before, mut after, mut written) = (0u64, 0u64, HEADER_LEN as u64);
+            let mut last_lsn = 0;
+            let mut tasks: HashSet<Vec<u8>> = HashSet::new();
+            let mut next_keep = 0usize;
+            let mut sc = Scanner::new(
+                st.medium.source(),
+                HEADER_LEN as u64,
+                st.end,
+                st.header.salt(),
+                format::MAX_PAYLOAD_LEN,
+            );
+            let mut reported = 0;
+            loop {
+                let (off, rec) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
+                    Item::Record(off, rec) => (off, rec),
+                    Item::End => break,
+                    Item::Bad(off, _) => {
+                        return Err(Error::Corrupt {
+                            path: display.clone(),
+                            offset: off,
+                            lsn: last_lsn + 1,
+                            reason: "a record no longer matches its checksum; nothing was compacted".into(),
+                        })
+                    }
+                };
+                before += 1;
+                while next_keep < keep.len() && keep[next_keep] < off {
+                    next_keep += 1;
+                }
+                let kept = match rec.op {
+                    Op::Seal => false,
+                    _ if rec.lsn > horizon => true,
+                    Op::Task => tasks.insert(rec.key.to_vec()),
+                    _ => keep.get(next_keep) == Some(&off),
+                };
+                if kept {
+                    out.write_all(rec.bytes).map_err(werr)?;
+                    value = chain::step(&value, rec.bytes);
+                    after += 1;
+                    written += rec.bytes.len() as u64;
+                    last_lsn = rec.lsn;
+                }
+                if off - reported >= 4 << 20 {
+                    reported = off;
+                    hooks.progress(off, st.end);
+                }
+            }
+            // The new log's seal, over everything it holds.
+            let mut buf = Vec::new();
+            let seal_lsn = st.lsn + 1;
+            encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, salt, seal_lsn, at, b"", |o| {
+                seal::encode_payload(o, last_lsn, &value, None)
+            });
+            let new_seal = seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded");
+            out.write_all(&buf).map_err(werr)?;
+            written += buf.len() as u64;
+            after += 1;
+            let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
+            file.sync_all().map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
+            hooks.progress(st.end, st.end);
+            hooks.step("new-log-written")?;
+            Ok(Compacted {
+                horizon,
+                before,
+                after,
+                bytes_before: st.end,
+                bytes_after: written,
+                purged: purged.clone(),
+                old_generation: st.header.generation,
+                generation: header.generation,
+                old_lsn,
+                old_chain,
+                old_seals,
+                seal: new_seal,
+            })
+        })()
+        .and_then(|done| {
+            hooks.before_swap(&done)?;
+            hooks.step("manifest-written")?;
+            Ok(done)
+        });
+        let done = match result {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        fs::rename(&tmp, &path).map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            Error::io(&display, "rename the compacted log over", e)
+        })?;
+        // From here the new generation is the log: a failure leaves it for the next open.
+        fsync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
+        hooks.step("renamed")?;
+        let lock = self.take_lock_file();
+        drop(st);
+        let _ = self.close();
+        let reopened = Log::open_inner(&path, self.options().clone(), lock)?;
+        reopened.add_purged(&done.purged);
+        reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());
+        Ok((done, reopened))
+    }
+}

@@ -421,6 +421,41 @@ def test_verify_of_a_changed_record_exits_1_naming_where(
     assert "byte offset" in err and "LSN" in err
 
 
+def test_compact_prints_the_report_and_old_anchors_are_superseded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    ids = _make_store(path)
+    assert main(["seal", str(path)]) == 0
+    (tmp_path / "anchor.json").write_text(capsys.readouterr().out, encoding="utf-8")
+    assert (
+        main(["compact", str(path), "--kinds-after", "trace=0s", "--archived-older-than", "30d"])
+        == 0
+    )
+    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert out["purged"] == "1" and out["records"].startswith("10 -> ")
+    with memcommit.open(str(path), read_only=True) as store:
+        assert store.generation == 1 and store.is_purged(ids["trace"])
+        assert store.manifest()[0]["purged"] == [ids["trace"]]
+    assert main(["verify", str(path), "--anchor", str(tmp_path / "anchor.json")]) == 0
+    assert "superseded: 1" in capsys.readouterr().out
+
+
+def test_compact_refuses_bad_ages_and_horizons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    assert main(["compact", str(path), "--kinds-after", "trace"]) == 2
+    assert "KIND=AGE" in capsys.readouterr().err
+    assert main(["compact", str(path), "--archived-older-than", "soon"]) == 2
+    assert "not an age" in capsys.readouterr().err
+    assert main(["compact", str(path), "--horizon", "999"]) == 1
+    assert "--horizon 999" in capsys.readouterr().err
+    with memcommit.open(str(path), read_only=True) as store:
+        assert store.generation == 0
+
+
 def test_seal_and_verify_name_missing_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -155,6 +155,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     repair.set_defaults(handler=_run_repair)
 
+    compact_cmd = commands.add_parser(
+        "compact",
+        help="rewrite the log into what replay needs, purging what retention names",
+        description="Compact the log: up to the horizon (default the newest LSN) keep only the "
+        "records replay needs, keep every later record as it is, and purge the memories the "
+        "retention options name that have no record after the horizon. The compaction "
+        "manifest (PATH.manifest) records what was done. Ages: 30d, 12h, 45m, 90s or seconds.",
+    )
+    compact_cmd.add_argument("path", metavar="PATH", help="the store file")
+    compact_cmd.add_argument(
+        "--archived-older-than",
+        metavar="AGE",
+        type=_age,
+        help="purge archived memories whose last move is at least AGE old",
+    )
+    compact_cmd.add_argument(
+        "--kinds-after",
+        metavar="KIND=AGE",
+        action="append",
+        default=[],
+        type=_kind_age,
+        help="purge memories of KIND created at least AGE ago (repeatable)",
+    )
+    compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
+    compact_cmd.set_defaults(handler=_run_compact)
+
     seal_cmd = commands.add_parser(
         "seal",
         help="write a seal (the hash chain up to now) into the log",
@@ -329,6 +355,68 @@ def _run_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- compact ------------------------------------------------------------------------------
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """Parse an age: ``30d``, ``12h``, ``45m``, ``90s``, ``2w`` or plain seconds."""
+    raw = text.strip().lower()
+    unit = _AGE_UNITS.get(raw[-1:], None)
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age; use a number with d, h, m, s or w (e.g. 30d)"
+        ) from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: an age must be a finite number >= 0")
+    return value
+
+
+def _kind_age(text: str) -> tuple[str, float]:
+    kind, sep, age = text.partition("=")
+    if not sep or not kind:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KIND=AGE (e.g. trace=7d)")
+    return kind, _age(age)
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy, compact
+
+    path: str = args.path
+    _require_file(path)
+    policies: list[RetentionPolicy] = []
+    if args.archived_older_than is not None:
+        policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
+    if args.kinds_after:
+        policies.append(KindsAfter(dict(args.kinds_after)))
+    retention: RetentionPolicy | None = None
+    for p in policies:
+        retention = p if retention is None else retention | p
+    with memcommit.open(path) as store:
+        if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
+            raise CommandError(
+                f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
+            )
+        total = _as_int(store.info()["bytes"], "bytes")
+        with Progress(total, "compact", unit="bytes") as bar:
+
+            def progress(done: int, _total: int) -> None:
+                bar.update(done - bar.count)
+
+            report = compact(store, retention=retention, horizon=args.horizon, progress=progress)
+    print(f"compacted: {path} (generation {report.generation})")
+    print(f"records: {report.before} -> {report.after}")
+    print(f"bytes: {report.bytes_before} -> {report.bytes_after}")
+    print(f"horizon: {report.horizon}")
+    print(f"purged: {len(report.purged)}")
+    print(f"seconds: {report.seconds:.3f}")
+    return EXIT_OK
+
+
 # --- seal and verify ----------------------------------------------------------------------
 
 
@@ -380,6 +468,8 @@ def _run_verify(args: argparse.Namespace) -> int:
         print(f"keyed_unchecked: {report.keyed_unchecked} (pass --key-file to check them)")
     if anchors:
         print(f"anchors_checked: {report.anchors_checked}")
+    if report.superseded:
+        print(f"superseded: {report.superseded} (seals of an earlier generation, in the manifest)")
     print(f"chain: {report.chain}")
     return EXIT_OK
 

@@ -130,7 +130,9 @@ class VerifyReport:
         bytes_checked: Bytes hashed.
         keyed_unchecked: Keyed seals whose chain matched but whose keyed hash could not be
             checked because no key was given.
-        anchors_checked: Anchors found in the log.
+        anchors_checked: Anchors checked (found in the log, or superseded).
+        superseded: Anchors from an earlier log generation that the compaction manifest holds:
+            compaction replaced them by design, so they are not failures.
         lsn: The last LSN checked.
         chain: The chain value there (hex).
         seal: For :func:`check_seal`, the seal it rechecked.
@@ -142,6 +144,7 @@ class VerifyReport:
     bytes_checked: int
     keyed_unchecked: int = 0
     anchors_checked: int = 0
+    superseded: int = 0
     lsn: int = 0
     chain: str = ""
     seal: Seal | None = None
@@ -249,13 +252,34 @@ def verify(
     wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
     r = s._native.verify(_key(key), progress)
     found = {(t[0], t[5], t[4]) for t in r["seals"]}
+    superseded = 0
     for a in wanted:
-        _check_anchor(s, a, found)
-    return _report(r, anchors_checked=len(wanted))
+        superseded += _check_anchor(s, a, found)
+    return _report(r, anchors_checked=len(wanted), superseded=superseded)
 
 
-def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]) -> None:
+def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]) -> int:
+    """Check one anchor against the log; 1 if it is superseded, else 0.
+
+    Superseded: a seal of an earlier generation that the compaction manifest holds (compaction
+    replaced it by design, so it is not a failure).
+    """
     where = store.path or ":memory:"
+    if a.generation < store.generation and a.store_id == store.store_id:
+        for entry in store.manifest():
+            old = entry.get("old_chain", {})
+            if old.get("generation") != a.generation:
+                continue
+            for s in old.get("seals", ()):
+                if (s.get("lsn"), s.get("hash"), s.get("keyed")) == (a.lsn, a.hash, a.keyed):
+                    return 1
+        raise SealMismatch(
+            f"{where}: the anchor at LSN {a.lsn} is from log generation {a.generation}, and the "
+            "compaction manifest holds no such seal of that generation: the log or its manifest "
+            "was rewritten",
+            where,
+            a.record_lsn,
+        )
     if a.store_id != store.store_id:
         raise SealMismatch(
             f"{where}: the anchor at LSN {a.lsn} belongs to store {a.store_id}, "
@@ -277,10 +301,15 @@ def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]
             where,
             a.record_lsn,
         )
+    return 0
 
 
 def _report(
-    r: dict[str, Any], *, seal: Seal | None = None, anchors_checked: int = 0
+    r: dict[str, Any],
+    *,
+    seal: Seal | None = None,
+    anchors_checked: int = 0,
+    superseded: int = 0,
 ) -> VerifyReport:
     return VerifyReport(
         ok=True,
@@ -289,6 +318,7 @@ def _report(
         bytes_checked=int(r["bytes_checked"]),
         keyed_unchecked=int(r["keyed_unchecked"]),
         anchors_checked=anchors_checked,
+        superseded=superseded,
         lsn=int(r["lsn"]),
         chain=str(r["chain"]),
         seal=seal,

@@ -163,7 +163,6 @@ impl Log {
                 format!("LSN {horizon} is past the newest LSN {}; pass at most {}", st.lsn, st.lsn),
             ));
         }
-        let (old_lsn, old_chain) = self.chain_to_end(&st)?;
         let old_seals = st.index.seals().to_vec();
 
         // Who is purged: named by retention, and no record after the horizon.
@@ -233,7 +232,25 @@ impl Log {
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let werr = |e: io::Error| Error::io(&display, "write the compacted copy of", e);
             out.write_all(&hb).map_err(werr)?;
-            let mut value = chain::start(&hb);
+            // The new log's chain is hashed on another thread, from batches of kept bytes.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+            let start_value = chain::start(&hb);
+            let hasher = std::thread::Builder::new()
+                .name("memcommit-compact-chain".into())
+                .spawn(move || {
+                    let mut value = start_value;
+                    for batch in rx {
+                        let mut off = 0;
+                        while off < batch.len() {
+                            let len = format::record_len(&batch[off..]);
+                            value = chain::step(&value, &batch[off..off + len]);
+                            off += len;
+                        }
+                    }
+                    value
+                })
+                .map_err(|e| Error::io(&display, "start the chain thread for", e))?;
+            let mut batch = Vec::with_capacity(1 << 20);
             let (mut before, mut after, mut written) = (0u64, 0u64, HEADER_LEN as u64);
             let mut last_lsn = 0;
             let mut tasks: HashSet<Vec<u8>> = HashSet::new();
@@ -246,41 +263,55 @@ impl Log {
                 format::MAX_PAYLOAD_LEN,
             );
             let mut reported = 0;
-            loop {
-                let (off, rec) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
-                    Item::Record(off, rec) => (off, rec),
-                    Item::End => break,
-                    Item::Bad(off, _) => {
-                        return Err(Error::Corrupt {
-                            path: display.clone(),
-                            offset: off,
-                            lsn: last_lsn + 1,
-                            reason: "a record no longer matches its checksum; nothing was compacted".into(),
-                        })
+            let streamed = (|| -> Result<()> {
+                loop {
+                    let (off, rec) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
+                        Item::Record(off, rec) => (off, rec),
+                        Item::End => return Ok(()),
+                        Item::Bad(off, _) => {
+                            return Err(Error::Corrupt {
+                                path: display.clone(),
+                                offset: off,
+                                lsn: last_lsn + 1,
+                                reason: "a record no longer matches its checksum; nothing was compacted"
+                                    .into(),
+                            })
+                        }
+                    };
+                    before += 1;
+                    while next_keep < keep.len() && keep[next_keep] < off {
+                        next_keep += 1;
                     }
-                };
-                before += 1;
-                while next_keep < keep.len() && keep[next_keep] < off {
-                    next_keep += 1;
+                    let kept = match rec.op {
+                        Op::Seal => false,
+                        _ if rec.lsn > horizon => true,
+                        Op::Task => tasks.insert(rec.key.to_vec()),
+                        _ => keep.get(next_keep) == Some(&off),
+                    };
+                    if kept {
+                        out.write_all(rec.bytes).map_err(werr)?;
+                        batch.extend_from_slice(rec.bytes);
+                        if batch.len() >= 1 << 20 {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
+                            let _ = tx.send(full);
+                        }
+                        after += 1;
+                        written += rec.bytes.len() as u64;
+                        last_lsn = rec.lsn;
+                    }
+                    if off - reported >= 4 << 20 {
+                        reported = off;
+                        hooks.progress(off, st.end);
+                    }
                 }
-                let kept = match rec.op {
-                    Op::Seal => false,
-                    _ if rec.lsn > horizon => true,
-                    Op::Task => tasks.insert(rec.key.to_vec()),
-                    _ => keep.get(next_keep) == Some(&off),
-                };
-                if kept {
-                    out.write_all(rec.bytes).map_err(werr)?;
-                    value = chain::step(&value, rec.bytes);
-                    after += 1;
-                    written += rec.bytes.len() as u64;
-                    last_lsn = rec.lsn;
-                }
-                if off - reported >= 4 << 20 {
-                    reported = off;
-                    hooks.progress(off, st.end);
-                }
-            }
+            })();
+            let _ = tx.send(batch);
+            drop(tx);
+            let value = hasher.join().expect("the chain thread does not panic");
+            streamed?;
+            // The old log's chain, for the manifest: the chain thread has been hashing it
+            // meanwhile (a running store's is already current).
+            let (old_lsn, old_chain) = self.chain_to_end(&st)?;
             // The new log's seal, over everything it holds.
             let mut buf = Vec::new();
             let seal_lsn = st.lsn + 1;
@@ -332,6 +363,9 @@ impl Log {
         let lock = self.take_lock_file();
         drop(st);
         let _ = self.close();
+        // The closed log's index is dead weight: free it before the new one is built, so the
+        // peak is one index, not two.
+        self.state.write().index = Index::new();
         let reopened = Log::open_inner(&path, self.options().clone(), lock)?;
         reopened.add_purged(&done.purged);
         reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());

@@ -456,6 +456,21 @@ def test_compact_refuses_bad_ages_and_horizons(
         assert store.generation == 0
 
 
+def test_snapshot_writes_a_file_the_store_opens_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    ids = _make_store(path)
+    out = tmp_path / "state.json"
+    assert main(["snapshot", str(path), str(out)]) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["lsn"] == "9" and lines["memories"] == "3"
+    with memcommit.open(str(path), snapshot=str(out)) as store:
+        assert store.get(ids["fact"]).text == "Acme uses EUR and GBP."  # type: ignore[union-attr]
+        assert store.lsn == 9
+    assert main(["snapshot", str(tmp_path / "missing.db"), str(out)]) == 1
+
+
 def test_seal_and_verify_name_missing_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -181,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
     compact_cmd.set_defaults(handler=_run_compact)
 
+    snapshot_cmd = commands.add_parser(
+        "snapshot",
+        help="write the store's state as JSON, to open it quickly later",
+        description="Write a snapshot of the store at PATH to OUT (atomically): its state as "
+        "JSON with the LSN, log generation and chain hash it covers. "
+        "memcommit.open(PATH, snapshot=OUT) then replays only the records after it.",
+    )
+    snapshot_cmd.add_argument("path", metavar="PATH", help="the store file")
+    snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
+    snapshot_cmd.set_defaults(handler=_run_snapshot)
+
     seal_cmd = commands.add_parser(
         "seal",
         help="write a seal (the hash chain up to now) into the log",
@@ -234,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--force", action="store_true", help="replace an existing file")
     demo.set_defaults(handler=_run_demo)
+    from memcommit.server import add_serve_command  # the server's options live beside it
+
+    add_serve_command(commands)
     return parser
 
 
@@ -414,6 +428,22 @@ def _run_compact(args: argparse.Namespace) -> int:
     print(f"horizon: {report.horizon}")
     print(f"purged: {len(report.purged)}")
     print(f"seconds: {report.seconds:.3f}")
+    return EXIT_OK
+
+
+# --- snapshot -----------------------------------------------------------------------------
+
+
+def _run_snapshot(args: argparse.Namespace) -> int:
+    path: str = args.path
+    with _open_read_only(path) as store:
+        store.save_snapshot(args.out)
+        lsn, generation, memories = store.lsn, store.generation, len(store)
+    size = os.path.getsize(args.out)
+    print(f"snapshot: {args.out} ({size} bytes)")
+    print(f"lsn: {lsn}")
+    print(f"generation: {generation}")
+    print(f"memories: {memories}")
     return EXIT_OK
 
 

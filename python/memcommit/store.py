@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -11,7 +13,7 @@ from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id
-from .errors import Purged
+from .errors import NotSupported, Purged
 from .manifest import ManifestEntry, reconcile
 from .roles.artifacts import MemoryArtifactRepository
 from .roles.checkpoints import MemoryCheckpointRepository
@@ -203,6 +205,38 @@ class MemoryStore:
                 "store.manifest() lists when and why"
             )
         return m
+
+    def save_snapshot(self, path: str | os.PathLike[str]) -> None:
+        """Write the store's state as JSON to `path`, atomically, to open from later.
+
+        The snapshot holds the LSN, log generation and chain hash it was taken at, and the
+        index (every memory's fields and where its records are; texts stay in the log).
+        ``memcommit.open(log, snapshot=path)`` then replays only the records after it.
+        Written to a temp file beside `path`, fsynced, renamed over it, the directory fsynced.
+
+        Raises:
+            NotSupported: The store is in RAM (a snapshot points into a log file).
+        """
+        if self._path is None:
+            raise NotSupported("save_snapshot: a store in RAM has no log file to open it with")
+        target = os.fspath(path)
+        text = self._native.snapshot_json()
+        tmp = f"{target}.tmp-{os.getpid()}"
+        try:
+            with builtins.open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+        fd = os.open(os.path.dirname(os.path.abspath(target)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
@@ -408,7 +442,9 @@ def open(
 
     Args:
         path: The log file, or ``":memory:"`` for a store in RAM (not durable).
-        snapshot: Not supported yet: opening from a snapshot arrives with log compaction.
+        snapshot: A file written by :meth:`MemoryStore.save_snapshot`: restore the state it
+            holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
+            is not of this log (another store or generation, or another history).
         clock: The time source for records (default: the system clock, UTC).
         durability: ``"commit"`` (default): a commit returns once its records are on stable
             storage; concurrent commits share one fsync. ``"batch"``: fsync every
@@ -425,10 +461,6 @@ def open(
     """
     if durability not in _DURABILITIES:
         raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
-    if snapshot is not None:
-        from .errors import NotSupported
-
-        raise NotSupported("snapshot: opening from a snapshot is not available in this version")
     for name, value in (
         ("flush_interval_ms", flush_interval_ms),
         ("max_record_bytes", max_record_bytes),
@@ -440,10 +472,16 @@ def open(
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
+    snapshot_text = None
+    if snapshot is not None:
+        if fspath == _MEMORY:
+            raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
+        with builtins.open(os.fspath(snapshot), encoding="utf-8") as f:
+            snapshot_text = f.read()
     if fspath == _MEMORY:
         return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
     native = _native.NativeLog.open(
-        fspath, durability, read_only, flush_interval_ms, max_record_bytes
+        fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_text
     )
     store = MemoryStore(native, clock=clock, path=fspath)
     store._open_args = (durability, read_only, flush_interval_ms, max_record_bytes)

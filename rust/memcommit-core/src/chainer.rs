@@ -89,17 +89,24 @@ pub fn extend_tracking<S: ReadAt + ?Sized>(
 impl Chainer {
     /// Start hashing `file` (whose header is `header`) up to `end`, then whatever is published.
     pub fn start(file: Arc<FileAppender>, header: &[u8], salt: u32, end: u64) -> Chainer {
+        Chainer::start_from(file, header, salt, (HEADER_LEN as u64, 0, chain::start(header)), end)
+    }
+
+    /// Start from a known point: the chain is `from.2` after the record ending at byte
+    /// `from.0`, whose LSN is `from.1` (a snapshot's).
+    pub fn start_from(
+        file: Arc<FileAppender>,
+        header: &[u8],
+        salt: u32,
+        from: CommitEnd,
+        end: u64,
+    ) -> Chainer {
         let dense_from = format::FileHeader::decode(header).map_or(0, |h| h.dense_from);
         let shared = Arc::new(Shared {
             published: AtomicU64::new(end),
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
-            progress: Mutex::new(Progress {
-                pos: HEADER_LEN as u64,
-                value: chain::start(header),
-                last_end: (HEADER_LEN as u64, 0, chain::start(header)),
-                error: None,
-            }),
+            progress: Mutex::new(Progress { pos: from.0, value: from.2, last_end: from, error: None }),
             work: Condvar::new(),
             done: Condvar::new(),
         });

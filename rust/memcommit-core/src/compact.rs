@@ -366,7 +366,7 @@ impl Log {
         // The closed log's index is dead weight: free it before the new one is built, so the
         // peak is one index, not two.
         self.state.write().index = Index::new();
-        let reopened = Log::open_inner(&path, self.options().clone(), lock)?;
+        let reopened = Log::open_inner(&path, self.options().clone(), lock, None)?;
         reopened.add_purged(&done.purged);
         reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());
         Ok((done, reopened))

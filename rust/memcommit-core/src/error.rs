@@ -110,6 +110,13 @@ pub enum Error {
         /// Byte offset of that put.
         offset: u64,
     },
+    /// A snapshot that does not belong to the log it was opened with.
+    SnapshotMismatch {
+        /// The log file.
+        path: String,
+        /// What does not match.
+        reason: String,
+    },
     /// A commit refused by a guard.
     Rejected(Rejection),
     /// Bad input from the caller; nothing was written.
@@ -169,6 +176,11 @@ impl fmt::Display for Error {
                 f,
                 "{path}: memory {by:?} (LSN {lsn}, byte offset {offset}) lists {id:?} among its sources, \
                  but the log never held that id and no compaction purged it"
+            ),
+            Error::SnapshotMismatch { path, reason } => write!(
+                f,
+                "{path}: the snapshot does not match the log: {reason}. Open without the snapshot \
+                 (a full replay), or save a new one with store.save_snapshot()"
             ),
             Error::Rejected(r) => write!(f, "{}", r.reason),
             Error::Invalid { field, message } => write!(f, "{field}: {message}"),

@@ -597,3 +597,109 @@ mod tests {
         assert!(std::mem::size_of::<Entry>() <= 96, "{}", std::mem::size_of::<Entry>());
     }
 }
+
+/// The index taken apart into plain values (for a snapshot), and put back together.
+#[derive(Clone, Debug, Default)]
+pub struct Parts {
+    /// Interned kinds, tasks and tags, in number order (number 0 is "").
+    pub kinds: Vec<String>,
+    /// Task names.
+    pub tasks: Vec<String>,
+    /// Tag names.
+    pub tags: Vec<String>,
+    /// Tag sets (tag numbers), in number order (set 0 is empty).
+    pub tagsets: Vec<Vec<u32>>,
+    /// Finished task numbers.
+    pub finished: Vec<u32>,
+    /// Every memory: its id and entry (`id_off`, `id_len` and `hash` are rebuilt).
+    pub memories: Vec<(String, Entry)>,
+    /// Live entities: key, offset and length of the newest record.
+    pub entities: Vec<(Vec<u8>, u64, u32)>,
+    /// Seals.
+    pub seals: Vec<SealEntry>,
+}
+
+impl Index {
+    /// The index as plain values.
+    pub fn parts(&self) -> Parts {
+        let names = |i: &Interner| (0..i.len() as u32).map(|n| i.name(n).to_string()).collect::<Vec<_>>();
+        Parts {
+            kinds: names(&self.kinds),
+            tasks: names(&self.tasks),
+            tags: names(&self.tags),
+            tagsets: self.tagsets.iter().map(|s| s.to_vec()).collect(),
+            finished: (0..self.finished.len() as u32).filter(|&t| self.finished[t as usize]).collect(),
+            memories: self.entries.iter().map(|e| (self.id_of(e).to_string(), *e)).collect(),
+            entities: self.entities.iter().map(|(k, &(o, l))| (k.to_vec(), o, l)).collect(),
+            seals: self.seals.clone(),
+        }
+    }
+
+    /// An index from plain values; refuses numbers that point nowhere.
+    pub fn from_parts(p: Parts) -> Result<Index, String> {
+        let mut idx = Index::new();
+        let check_zero = |v: &[String], what: &str| match v.first() {
+            Some(s) if s.is_empty() => Ok(()),
+            _ => Err(format!("{what}: the first name must be the empty string")),
+        };
+        check_zero(&p.kinds, "kinds")?;
+        check_zero(&p.tasks, "tasks")?;
+        check_zero(&p.tags, "tags")?;
+        for (list, interner) in
+            [(&p.kinds, &mut idx.kinds), (&p.tasks, &mut idx.tasks), (&p.tags, &mut idx.tags)]
+        {
+            for (n, name) in list.iter().enumerate().skip(1) {
+                if interner.intern(name) as usize != n {
+                    return Err(format!("the name {name:?} appears twice"));
+                }
+            }
+        }
+        idx.finished = vec![false; p.tasks.len()];
+        for t in p.finished {
+            *idx.finished.get_mut(t as usize).ok_or("a finished task number points nowhere")? = true;
+        }
+        if p.tagsets.first().is_none_or(|s| !s.is_empty()) {
+            return Err("tagsets: set 0 must be empty".into());
+        }
+        for set in p.tagsets.into_iter().skip(1) {
+            if set.iter().any(|&t| t as usize >= p.tags.len()) {
+                return Err("a tag number points nowhere".into());
+            }
+            let b = set.into_boxed_slice();
+            let n = idx.tagsets.len() as u32;
+            idx.tagsets.push(b.clone());
+            idx.tagset_ids.insert(b, n);
+        }
+        idx.entries.reserve(p.memories.len());
+        idx.table.reserve(p.memories.len());
+        for (id, mut e) in p.memories {
+            if e.kind as usize >= p.kinds.len()
+                || e.task as usize >= p.tasks.len()
+                || e.tags as usize >= idx.tagsets.len()
+            {
+                return Err(format!("memory {id:?}: a kind, task or tag set number points nowhere"));
+            }
+            if idx.position(&id).is_some() {
+                return Err(format!("memory {id:?} appears twice"));
+            }
+            e.hash = idx.hash(id.as_bytes());
+            e.id_off = idx.arena.len() as u64;
+            e.id_len = id.len() as u16;
+            idx.arena.extend_from_slice(id.as_bytes());
+            if let Some(last) = idx.entries.last() {
+                if last.created_lsn > e.created_lsn {
+                    idx.sorted = false;
+                }
+            }
+            let n = idx.entries.len() as u32;
+            idx.entries.push(e);
+            idx.table.insert_new(e.hash, n);
+        }
+        for (k, o, l) in p.entities {
+            idx.entities.insert(k.into_boxed_slice(), (o, l));
+        }
+        idx.seals = p.seals;
+        idx.finish_replay();
+        Ok(idx)
+    }
+}

@@ -19,6 +19,7 @@ pub mod memory;
 pub mod replica;
 pub mod scan;
 pub mod seal;
+pub mod snapshot;
 
 pub use commit::{Commit, Committed};
 pub use error::{Error, GuardKind, Rejection, Result};

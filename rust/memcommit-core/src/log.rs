@@ -431,11 +431,24 @@ impl State {
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
-        Log::open_inner(path, opts, None)
+        Log::open_inner(path, opts, None, None)
     }
 
-    /// `open`, for a writer that already holds the lock file (log compaction hands it over).
-    pub(crate) fn open_inner(path: &Path, opts: Options, held: Option<File>) -> Result<Arc<Log>> {
+    /// Open with a snapshot (its JSON text): restore the index it holds, after checking it
+    /// against the log, and replay only the records after it (see `snapshot`).
+    pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &str) -> Result<Arc<Log>> {
+        let snap = crate::snapshot::parse(snapshot, &path.display().to_string())?;
+        Log::open_inner(path, opts, None, Some(&snap))
+    }
+
+    /// `open`, for a writer that already holds the lock file (log compaction hands it over),
+    /// and with a snapshot.
+    pub(crate) fn open_inner(
+        path: &Path,
+        opts: Options,
+        held: Option<File>,
+        snapshot: Option<&crate::snapshot::Snapshot>,
+    ) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
             return Err(Error::invalid(
@@ -503,7 +516,15 @@ impl Log {
             undo: Vec::new(),
             recent_commits: VecDeque::from([0]),
         };
-        let good_end = replay(&mut st, HEADER_LEN as u64, file_len, &display)?;
+        let mut chain_from = None;
+        if let Some(snap) = snapshot {
+            let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
+            let r = crate::snapshot::restore(snap, a.file(), file_len, &header, &display)?;
+            (st.index, st.end, st.lsn, st.records, st.sparse) = (r.index, r.end, r.lsn, r.records, r.sparse);
+            chain_from = Some((r.end, r.lsn, r.chain));
+        }
+        let replay_from = st.end;
+        let good_end = replay(&mut st, replay_from, file_len, &display)?;
         st.index.finish_replay();
         st.recent_commits = VecDeque::from([st.lsn]);
         let mut recovered_bytes = 0;
@@ -529,7 +550,13 @@ impl Log {
         // reader starts hashing only when first asked for the chain (`chain_value`).
         let chainer = OnceLock::new();
         if !opts.read_only {
-            let _ = chainer.set(Chainer::start(appender.clone(), &hb, st.header.salt(), st.end));
+            let c = match chain_from {
+                Some(from) => Chainer::start_from(appender.clone(), &hb, st.header.salt(), from, st.end),
+                None => Chainer::start(appender.clone(), &hb, st.header.salt(), st.end),
+            };
+            let _ = chainer.set(c);
+        } else if let Some(from) = chain_from {
+            let _ = chainer.set(Chainer::start_from(appender.clone(), &hb, st.header.salt(), from, st.end));
         }
         let log = Arc::new(Log {
             state: RwLock::new(st),

@@ -14,6 +14,7 @@ pyo3::import_exception!(memcommit.errors, WriterFailed);
 pyo3::import_exception!(memcommit.errors, CorruptLog);
 pyo3::import_exception!(memcommit.errors, SealMismatch);
 pyo3::import_exception!(memcommit.errors, ForgedReference);
+pyo3::import_exception!(memcommit.errors, SnapshotMismatch);
 
 /// Map a core error to the Python exception users catch. Every variant has its own arm.
 pub fn to_py(err: Error) -> PyErr {
@@ -37,6 +38,7 @@ pub fn to_py(err: Error) -> PyErr {
         Error::ForgedReference { path, id, by, lsn, offset } => {
             ForgedReference::new_err((msg, path, id, by, lsn, offset))
         }
+        Error::SnapshotMismatch { .. } => SnapshotMismatch::new_err(msg),
         Error::Rejected(r) => rejected(r),
         Error::Invalid { .. } => PyValueError::new_err(msg),
         Error::Closed { .. } => StoreClosed::new_err(msg),

@@ -25,7 +25,7 @@ pub struct NativeLog {
 impl NativeLog {
     /// Open or create the log at `path`.
     #[staticmethod]
-    #[pyo3(signature = (path, durability="commit", read_only=false, flush_interval_ms=50, max_record_bytes=16_777_216))]
+    #[pyo3(signature = (path, durability="commit", read_only=false, flush_interval_ms=50, max_record_bytes=16_777_216, snapshot=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -33,6 +33,7 @@ impl NativeLog {
         read_only: bool,
         flush_interval_ms: u64,
         max_record_bytes: usize,
+        snapshot: Option<String>,
     ) -> PyResult<Self> {
         let durability = Durability::parse(durability).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -40,7 +41,10 @@ impl NativeLog {
             ))
         })?;
         let opts = Options { durability, flush_interval_ms, max_record_bytes, read_only };
-        let log = release(py, || Log::open(&path, opts))?;
+        let log = release(py, || match &snapshot {
+            Some(text) => Log::open_with_snapshot(&path, opts, text),
+            None => Log::open(&path, opts),
+        })?;
         Ok(NativeLog { log })
     }
 
@@ -354,6 +358,12 @@ impl NativeLog {
         }
         let (done, reopened) = result.map_err(to_py)?;
         Ok((compacted_dict(py, &done)?, NativeLog { log: reopened }))
+    }
+
+    /// The state as a snapshot's JSON text.
+    fn snapshot_json(&self, py: Python<'_>) -> PyResult<String> {
+        let log = &self.log;
+        release(py, || log.snapshot_json())
     }
 
     /// Add ids to the purged set (from the compaction manifest).

@@ -88,12 +88,8 @@ class ArchivedOlderThan(RetentionPolicy):
         object.__setattr__(self, "seconds", _seconds(self.seconds, "seconds"))
 
     def selects(self, memory: Memory, now: datetime) -> bool:
-        """The rule in Python, for other uses (compaction evaluates it in Rust).
-
-        Compaction uses the time of the memory's last move; a Memory value shows only its
-        newest record's time, which this uses instead.
-        """
-        return memory.tier == "archive" and memory.updated_at <= now - timedelta(
+        """The same rule in Python (compaction evaluates it in Rust): counted from the last move."""
+        return memory.tier == "archive" and memory.moved_at <= now - timedelta(
             seconds=self.seconds
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -248,7 +249,7 @@ class MemoryStore:
         Each has its time, horizon, counts, purged ids and the old log's chain (see
         :mod:`memcommit.manifest`).
         """
-        return [dict(e) for e in self._manifest]
+        return copy.deepcopy(self._manifest)
 
     def _load_manifest(self, *, write: bool) -> None:
         assert self._path is not None

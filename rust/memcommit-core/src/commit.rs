@@ -137,6 +137,7 @@ impl Commit<'_> {
                             status: e.status,
                             created_lsn: e.created_lsn,
                             created_at: e.created_at,
+                            moved_at: e.moved_at,
                         }
                     }
                     None => PutState {
@@ -144,6 +145,7 @@ impl Commit<'_> {
                         status: Status::Active,
                         created_lsn: 0,
                         created_at: at,
+                        moved_at: at,
                     },
                 };
                 encode_record(&mut st.buf, Op::Put, 0, salt, lsn, at, key.as_bytes(), |o| {

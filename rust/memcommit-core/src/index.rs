@@ -374,7 +374,7 @@ impl Index {
                             created_lsn,
                             created_at: st.created_at,
                             updated_at: rec.at,
-                            moved_at: st.created_at,
+                            moved_at: st.moved_at,
                             put_len: rec.bytes.len() as u32,
                             kind,
                             task,

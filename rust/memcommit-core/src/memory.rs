@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! put     tier u8, status u8, flags u8 (bit 0 task, bit 1 data), reserved u8 (0),
-//!         created_lsn u64 (0: this record's LSN), created_at i64,
+//!         created_lsn u64 (0: this record's LSN), created_at i64, moved_at i64,
 //!         kind str16, [task str16], tags u16 count × str16, sources u16 count × str16,
 //!         text str32, [data str32 (JSON text)]
 //! status  status u8, has_reason u8, [reason str32]
@@ -13,7 +13,7 @@
 //! task    state u8 (1: finished)
 //! ```
 //!
-//! A put carries the memory's whole state (tier, status, creation) so that any later put of
+//! A put carries the memory's whole state (tier, status, creation, last move) so that any later put of
 //! the same id is enough to rebuild it: replay does not depend on records that log
 //! compaction may drop.
 
@@ -216,6 +216,8 @@ pub struct PutState {
     pub created_lsn: u64,
     /// When the memory was created (microseconds since the epoch).
     pub created_at: i64,
+    /// When its tier last changed (its creation, if never moved).
+    pub moved_at: i64,
 }
 
 const PUT_HAS_TASK: u8 = 1;
@@ -233,6 +235,7 @@ pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand
     out.extend_from_slice(&[st.tier as u8, st.status as u8, flags, 0]);
     out.extend_from_slice(&st.created_lsn.to_le_bytes());
     out.extend_from_slice(&st.created_at.to_le_bytes());
+    out.extend_from_slice(&st.moved_at.to_le_bytes());
     put_str16(out, p.kind.as_ref().as_bytes());
     if let Some(task) = &p.task {
         put_str16(out, task.as_ref().as_bytes());
@@ -253,7 +256,7 @@ pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand
 
 /// The bytes a put payload will take, to check the record limit before writing anything.
 pub fn put_payload_len<S: AsRef<str>>(p: &PutCommand<S>) -> usize {
-    20 + 2
+    28 + 2
         + p.kind.as_ref().len()
         + p.task.as_ref().map_or(0, |t| 2 + t.as_ref().len())
         + 2
@@ -300,6 +303,7 @@ fn decode_put_head<'a>(r: &mut Reader<'a>) -> Option<(PutHead<'a>, u8)> {
     }
     let created_lsn = r.u64()?;
     let created_at = r.u64()? as i64;
+    let moved_at = r.u64()? as i64;
     let kind = r.str16()?;
     let task = if flags & PUT_HAS_TASK != 0 { Some(r.str16()?) } else { None };
     let n = r.u16()? as usize;
@@ -307,7 +311,7 @@ fn decode_put_head<'a>(r: &mut Reader<'a>) -> Option<(PutHead<'a>, u8)> {
     for _ in 0..n {
         tags.push(r.str16()?);
     }
-    let state = PutState { tier, status, created_lsn, created_at };
+    let state = PutState { tier, status, created_lsn, created_at, moved_at };
     Some((PutHead { state, kind, task, tags }, flags))
 }
 
@@ -409,7 +413,13 @@ mod tests {
             tags: vec!["x".into(), "y".into()],
             sources: vec!["s1".into()],
         };
-        let st = PutState { tier: Tier::Mid, status: Status::Stale, created_lsn: 3, created_at: 99 };
+        let st = PutState {
+            tier: Tier::Mid,
+            status: Status::Stale,
+            created_lsn: 3,
+            created_at: 99,
+            moved_at: 120,
+        };
         let mut out = Vec::new();
         encode_put(&mut out, st, &p);
         assert_eq!(out.len(), put_payload_len(&p));

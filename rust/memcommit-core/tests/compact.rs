@@ -102,8 +102,8 @@ fn state(log: &Log) -> State {
             Some(m) => {
                 let e = m.entry;
                 format!(
-                    "{:?} {:?} {} {} {} {} {:?}",
-                    e.tier, e.status, e.lsn, e.created_lsn, e.created_at, e.updated_at, m.put
+                    "{:?} {:?} {} {} {} {} {} {:?}",
+                    e.tier, e.status, e.lsn, e.created_lsn, e.created_at, e.updated_at, e.moved_at, m.put
                 )
             }
         })

@@ -369,7 +369,13 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
     encode_record(&mut foreign, Op::Put, FLAG_COMMIT_END, 0xdead_beef, last.records + 1, T0, b"x", |o| {
         memory::encode_put(
             o,
-            PutState { tier: Tier::Working, status: Status::Active, created_lsn: 0, created_at: T0 },
+            PutState {
+                tier: Tier::Working,
+                status: Status::Active,
+                created_lsn: 0,
+                created_at: T0,
+                moved_at: T0,
+            },
             &PutCommand::<String> {
                 id: "x".into(),
                 kind: "note".into(),
@@ -568,8 +574,13 @@ fn build_file(recs: &[(R<'_>, u32)]) -> (Vec<u8>, Vec<u64>) {
                     text: id.into(),
                     ..Default::default()
                 };
-                let st =
-                    PutState { tier: Tier::Working, status: Status::Active, created_lsn: 0, created_at: T0 };
+                let st = PutState {
+                    tier: Tier::Working,
+                    status: Status::Active,
+                    created_lsn: 0,
+                    created_at: T0,
+                    moved_at: T0,
+                };
                 encode_record(&mut out, Op::Put, FLAG_COMMIT_END, *salt, lsn, T0, id.as_bytes(), |o| {
                     memory::encode_put(o, st, &p)
                 });

@@ -55,7 +55,7 @@ fn s(v: &str) -> String {
 }
 
 fn new_state(tier: Tier, at: i64) -> PutState {
-    PutState { tier, status: Status::Active, created_lsn: 0, created_at: at }
+    PutState { tier, status: Status::Active, created_lsn: 0, created_at: at, moved_at: at }
 }
 
 /// The vector log's commits: 11 commits, 14 records.
@@ -149,7 +149,13 @@ fn commits() -> Vec<VCommit> {
             at: at(5),
             records: vec![Rec::Put(
                 m1b.clone(),
-                PutState { tier: Tier::Working, status: Status::Active, created_lsn: 1, created_at: at(1) },
+                PutState {
+                    tier: Tier::Working,
+                    status: Status::Active,
+                    created_lsn: 1,
+                    created_at: at(1),
+                    moved_at: at(1),
+                },
             )],
             commands: vec![Command::Put(m1b)],
         },
@@ -182,7 +188,13 @@ fn commits() -> Vec<VCommit> {
             at: at(10),
             records: vec![Rec::Put(
                 m4b.clone(),
-                PutState { tier: Tier::Working, status: Status::Stale, created_lsn: 10, created_at: at(8) },
+                PutState {
+                    tier: Tier::Working,
+                    status: Status::Stale,
+                    created_lsn: 10,
+                    created_at: at(8),
+                    moved_at: at(8),
+                },
             )],
             commands: vec![Command::Put(m4b)],
         },

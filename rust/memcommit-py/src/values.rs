@@ -61,6 +61,7 @@ pub struct Memory {
     sources: Py<PyTuple>,
     created_us: i64,
     updated_us: i64,
+    moved_us: i64,
     #[pyo3(get)]
     lsn: u64,
 }
@@ -86,6 +87,13 @@ impl Memory {
     #[getter]
     fn updated_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         datetime_from_us(py, self.updated_us)
+    }
+
+    /// When the memory's tier last changed (its creation, if it never moved): what
+    /// retention's `ArchivedOlderThan` counts from.
+    #[getter]
+    fn moved_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime_from_us(py, self.moved_us)
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -143,6 +151,7 @@ pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<M
         sources: PyTuple::new(py, &body.sources)?.unbind(),
         created_us: e.created_at,
         updated_us: e.updated_at,
+        moved_us: e.moved_at,
         lsn: e.lsn,
     })
 }

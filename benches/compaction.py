@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -38,10 +37,12 @@ store._native.chain_hex()
 chain = time.perf_counter() - t
 report = compact(store)
 store.close()
+import resource
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"open": opened, "chain": chain, "seconds": report.seconds,
                   "before": report.before, "after": report.after,
                   "bytes_before": report.bytes_before, "bytes_after": report.bytes_after,
-                  "index_bytes": index}))
+                  "index_bytes": index, "rss_kib": rss}))
 """
 
 OPEN_CHILD = r"""
@@ -161,8 +162,8 @@ def main() -> None:
         out = subprocess.run(
             [sys.executable, "-c", CHILD, log], check=True, capture_output=True, text=True
         )
-        rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         r = json.loads(out.stdout)
+        rss_kib = r["rss_kib"]
         mb_in = r["bytes_before"] / r["seconds"] / 1e6
         mb_out = r["bytes_after"] / r["seconds"] / 1e6
         runs = [round(x, 2) for x in cps]

@@ -473,16 +473,15 @@ def open(
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
-    snapshot_text = None
+    snapshot_path = None
     if snapshot is not None:
         if fspath == _MEMORY:
             raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
-        with builtins.open(os.fspath(snapshot), encoding="utf-8") as f:
-            snapshot_text = f.read()
+        snapshot_path = os.fspath(snapshot)
     if fspath == _MEMORY:
         return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
     native = _native.NativeLog.open(
-        fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_text
+        fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path
     )
     store = MemoryStore(native, clock=clock, path=fspath)
     store._open_args = (durability, read_only, flush_interval_ms, max_record_bytes)

@@ -670,8 +670,9 @@ impl Index {
             idx.tagsets.push(b.clone());
             idx.tagset_ids.insert(b, n);
         }
-        idx.entries.reserve(p.memories.len());
+        idx.entries.reserve_exact(p.memories.len());
         idx.table.reserve(p.memories.len());
+        idx.arena.reserve_exact(p.memories.iter().map(|(id, _)| id.len()).sum());
         for (id, mut e) in p.memories {
             if e.kind as usize >= p.kinds.len()
                 || e.task as usize >= p.tasks.len()
@@ -679,10 +680,11 @@ impl Index {
             {
                 return Err(format!("memory {id:?}: a kind, task or tag set number points nowhere"));
             }
-            if idx.position(&id).is_some() {
+            let slot = idx.lookup(id.as_bytes());
+            if slot.pos.is_some() {
                 return Err(format!("memory {id:?} appears twice"));
             }
-            e.hash = idx.hash(id.as_bytes());
+            e.hash = slot.hash;
             e.id_off = idx.arena.len() as u64;
             e.id_len = id.len() as u16;
             idx.arena.extend_from_slice(id.as_bytes());

@@ -436,9 +436,9 @@ impl Log {
 
     /// Open with a snapshot (its JSON text): restore the index it holds, after checking it
     /// against the log, and replay only the records after it (see `snapshot`).
-    pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &str) -> Result<Arc<Log>> {
+    pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &[u8]) -> Result<Arc<Log>> {
         let snap = crate::snapshot::parse(snapshot, &path.display().to_string())?;
-        Log::open_inner(path, opts, None, Some(&snap))
+        Log::open_inner(path, opts, None, Some(snap))
     }
 
     /// `open`, for a writer that already holds the lock file (log compaction hands it over),
@@ -447,7 +447,7 @@ impl Log {
         path: &Path,
         opts: Options,
         held: Option<File>,
-        snapshot: Option<&crate::snapshot::Snapshot>,
+        snapshot: Option<crate::snapshot::Snapshot>,
     ) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {

@@ -225,8 +225,8 @@ pub(crate) struct Restored {
 }
 
 /// Parse a snapshot's JSON.
-pub fn parse(text: &str, display: &str) -> Result<Snapshot> {
-    let snap: Snapshot = serde_json::from_str(text).map_err(|e| Error::SnapshotMismatch {
+pub fn parse(text: &[u8], display: &str) -> Result<Snapshot> {
+    let snap: Snapshot = serde_json::from_slice(text).map_err(|e| Error::SnapshotMismatch {
         path: display.into(),
         reason: format!("not a snapshot: {e}"),
     })?;
@@ -244,7 +244,7 @@ pub fn parse(text: &str, display: &str) -> Result<Snapshot> {
 
 /// Check a snapshot against the log's file and header, and rebuild its index.
 pub(crate) fn restore(
-    snap: &Snapshot,
+    snap: Snapshot,
     file: &dyn ReadAt,
     file_len: u64,
     header: &FileHeader,
@@ -298,7 +298,7 @@ pub(crate) fn restore(
     }
     let chain =
         unhex32(&snap.chain).ok_or_else(|| mismatch("its chain value is not 64 hex digits".into()))?;
-    let m = &snap.memories;
+    let m = snap.memories;
     let n = m.id.len();
     let cols = [
         m.kind.len(),
@@ -320,17 +320,16 @@ pub(crate) fn restore(
         return Err(mismatch("its memory columns differ in length".into()));
     }
     let mut memories = Vec::with_capacity(n);
-    for i in 0..n {
-        let tier =
-            Tier::from_u8(m.tier[i]).ok_or_else(|| mismatch(format!("memory {:?}: bad tier", m.id[i])))?;
-        let status = Status::from_u8(m.status[i])
-            .ok_or_else(|| mismatch(format!("memory {:?}: bad status", m.id[i])))?;
+    for (i, id) in m.id.into_iter().enumerate() {
+        let tier = Tier::from_u8(m.tier[i]).ok_or_else(|| mismatch(format!("memory {id:?}: bad tier")))?;
+        let status =
+            Status::from_u8(m.status[i]).ok_or_else(|| mismatch(format!("memory {id:?}: bad status")))?;
         let put_off = m.put_off[i];
         if put_off >= snap.end {
-            return Err(mismatch(format!("memory {:?}: its put is past the snapshot's end", m.id[i])));
+            return Err(mismatch(format!("memory {id:?}: its put is past the snapshot's end")));
         }
         memories.push((
-            m.id[i].clone(),
+            id,
             Entry {
                 hash: 0,
                 id_off: 0,

@@ -89,7 +89,7 @@ fn a_snapshot_opens_to_the_state_of_a_full_replay_and_replays_only_what_follows(
     let want = view(&full);
     let chain = full.chain_value().unwrap();
     full.close().unwrap();
-    let from_snap = Log::open_with_snapshot(&path, opts(), &snap).unwrap();
+    let from_snap = Log::open_with_snapshot(&path, opts(), snap.as_bytes()).unwrap();
     let got = view(&from_snap);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(g == w, "item {i}:\n got {}\nwant {}", &g[..g.len().min(300)], &w[..w.len().min(300)]);
@@ -119,21 +119,24 @@ fn a_snapshot_of_another_log_generation_or_history_is_refused() {
     fill(&other, 0, 20);
     other.close().unwrap();
     assert!(matches!(
-        Log::open_with_snapshot(&other_path, opts(), &snap),
+        Log::open_with_snapshot(&other_path, opts(), snap.as_bytes()),
         Err(Error::SnapshotMismatch { .. })
     ));
 
     // Not JSON, or not a snapshot.
-    assert!(matches!(Log::open_with_snapshot(&other_path, opts(), "{"), Err(Error::SnapshotMismatch { .. })));
     assert!(matches!(
-        Log::open_with_snapshot(&other_path, opts(), "{}"),
+        Log::open_with_snapshot(&other_path, opts(), b"{"),
+        Err(Error::SnapshotMismatch { .. })
+    ));
+    assert!(matches!(
+        Log::open_with_snapshot(&other_path, opts(), b"{}"),
         Err(Error::SnapshotMismatch { .. })
     ));
 
     // The same store after log compaction: another generation.
     let (_, log) = log.compact(None, &Retention::default(), T0, &mut Quiet).unwrap();
     log.close().unwrap();
-    match Log::open_with_snapshot(&path, opts(), &snap) {
+    match Log::open_with_snapshot(&path, opts(), snap.as_bytes()) {
         Err(Error::SnapshotMismatch { reason, .. }) => assert!(reason.contains("generation"), "{reason}"),
         Err(other) => panic!("{other:?}"),
         Ok(_) => panic!("a snapshot of generation 0 opened a log of generation 1"),
@@ -155,5 +158,8 @@ fn a_snapshot_whose_last_record_differs_from_the_logs_is_refused() {
     let n = bytes.len();
     bytes.truncate(n - 1);
     std::fs::write(&copy, &bytes).unwrap();
-    assert!(matches!(Log::open_with_snapshot(&copy, opts(), &snap), Err(Error::SnapshotMismatch { .. })));
+    assert!(matches!(
+        Log::open_with_snapshot(&copy, opts(), snap.as_bytes()),
+        Err(Error::SnapshotMismatch { .. })
+    ));
 }

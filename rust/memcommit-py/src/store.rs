@@ -33,7 +33,7 @@ impl NativeLog {
         read_only: bool,
         flush_interval_ms: u64,
         max_record_bytes: usize,
-        snapshot: Option<String>,
+        snapshot: Option<PathBuf>,
     ) -> PyResult<Self> {
         let durability = Durability::parse(durability).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -42,7 +42,14 @@ impl NativeLog {
         })?;
         let opts = Options { durability, flush_interval_ms, max_record_bytes, read_only };
         let log = release(py, || match &snapshot {
-            Some(text) => Log::open_with_snapshot(&path, opts, text),
+            Some(snap) => {
+                let text = std::fs::read(snap).map_err(|e| memcommit_core::Error::Io {
+                    path: snap.display().to_string(),
+                    action: "read",
+                    source: e,
+                })?;
+                Log::open_with_snapshot(&path, opts, &text)
+            }
             None => Log::open(&path, opts),
         })?;
         Ok(NativeLog { log })

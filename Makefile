@@ -24,15 +24,15 @@ test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KIL
 lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest of the native module
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
-	$(PYTHON) -m ruff check python tests benches
-	$(PYTHON) -m ruff format --check python tests benches
+	$(PYTHON) -m ruff check python tests benches examples
+	$(PYTHON) -m ruff format --check python tests benches examples
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest memcommit._native
 
 fmt:  ## format Rust and Python
 	$(CARGO) fmt --all
-	$(PYTHON) -m ruff format python tests benches
-	$(PYTHON) -m ruff check --fix python tests benches
+	$(PYTHON) -m ruff format python tests benches examples
+	$(PYTHON) -m ruff check --fix python tests benches examples
 
 bench:  ## side-by-side benchmarks against SQLite and LMDB (release build)
 	$(PYTHON) -m pip install -q '.[bench]'

@@ -89,9 +89,7 @@ class ArchivedOlderThan(RetentionPolicy):
 
     def selects(self, memory: Memory, now: datetime) -> bool:
         """The same rule in Python (compaction evaluates it in Rust): counted from the last move."""
-        return memory.tier == "archive" and memory.moved_at <= now - timedelta(
-            seconds=self.seconds
-        )
+        return memory.tier == "archive" and memory.moved_at <= now - timedelta(seconds=self.seconds)
 
 
 @dataclass(frozen=True)

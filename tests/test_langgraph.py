@@ -1,0 +1,1527 @@
+"""The LangGraph integration against LangGraph's own tests.
+
+* The checkpointer runs ``langgraph-checkpoint-conformance``'s ``validate()`` (every base and
+  extended capability), on a log file and in memory, and the saver tests LangGraph ships for
+  ``InMemorySaver`` and ``SqliteSaver`` that are not about their internals.
+* The store runs the tests LangGraph ships for its stores, ported: ``InMemoryStore``'s
+  (``langgraph-checkpoint`` ``tests/test_store.py``) and ``SqliteStore``'s
+  (``langgraph-checkpoint-sqlite`` ``tests/test_store.py`` and ``tests/test_ttl.py``), each
+  cited by its upstream name. Tests of vector search, of SQL text and of the async batching
+  wrapper are left out (there is no vector index here); the TTL tests move a
+  ``ControllableClock`` instead of sleeping.
+* The example ``examples/langgraph_resume.py`` is run: a graph killed with SIGKILL mid-run
+  resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import operator
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict, cast
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointMetadata,
+    create_checkpoint,
+    empty_checkpoint,
+)
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_store
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+    TTLConfig,
+)
+from langgraph.types import Command, interrupt
+
+import memcommit
+from memcommit.integrations.langgraph import MemcommitSaver, MemcommitStore
+from memcommit.testing import ControllableClock
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ALL_CAPABILITIES = {
+    "put",
+    "put_writes",
+    "get_tuple",
+    "list",
+    "delete_thread",
+    "delete_for_runs",
+    "copy_thread",
+    "prune",
+}
+
+
+def _open(where: str, tmp_path: Path, name: str = "store.log", **kwargs: Any) -> Any:
+    if where == "memory":
+        return memcommit.open(":memory:", **kwargs)
+    return memcommit.open(str(tmp_path / name), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# The checkpointer: langgraph-checkpoint-conformance
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_conformance_validate(tmp_path: Path, where: str) -> None:
+    opened: list[Any] = []
+
+    @checkpointer_test(name=f"MemcommitSaver[{where}]")
+    async def memcommit_saver() -> Any:
+        store = _open(where, tmp_path, f"conformance-{len(opened)}.log")
+        opened.append(store)
+        yield MemcommitSaver(store)
+        store.close()
+
+    report = asyncio.run(validate(memcommit_saver))
+    failed = {
+        cap: result.failures for cap, result in report.results.items() if result.passed is not True
+    }
+    assert not failed, failed
+    assert report.passed_all_base()
+    assert {cap for cap, r in report.results.items() if r.detected} == ALL_CAPABILITIES
+    assert all(r.tests_passed > 0 and r.tests_failed == 0 for r in report.results.values())
+    assert all(store.closed for store in opened)
+
+
+def test_conformance_sync_methods_after_reopen(tmp_path: Path) -> None:
+    # What the conformance suite checks through the async methods, through the sync ones
+    # and across a close and reopen of the log.
+    path = str(tmp_path / "reopen.log")
+    store = memcommit.open(path)
+    saver = MemcommitSaver(store)
+    stored: list[RunnableConfig] = []
+    for tid in ("t1", "t2"):
+        for ns in ("", "child:1"):
+            parent: RunnableConfig | None = None
+            for step in range(3):
+                config: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+                if parent is not None:
+                    config["configurable"]["checkpoint_id"] = parent["configurable"][
+                        "checkpoint_id"
+                    ]
+                checkpoint = empty_checkpoint()
+                checkpoint["channel_values"] = {"k": f"{tid}{ns}{step}"}
+                checkpoint["channel_versions"] = {"k": step + 1}
+                parent = saver.put(
+                    config, checkpoint, {"source": "loop", "step": step, "run_id": tid}, {"k": 1}
+                )
+                saver.put_writes(parent, [("ch", step), ("other", b"\x00bytes")], "task-1", "a:b")
+                stored.append(parent)
+    before = [(t.config, t.checkpoint, t.metadata, t.parent_config) for t in saver.list(None)]
+    writes_before = [t.pending_writes for t in saver.list(None)]
+    store.close()
+
+    store = memcommit.open(path)
+    saver = MemcommitSaver(store)
+    after = [(t.config, t.checkpoint, t.metadata, t.parent_config) for t in saver.list(None)]
+    assert after == before
+    assert [t.pending_writes for t in saver.list(None)] == writes_before
+    assert writes_before[0] == [("task-1", "ch", 2), ("task-1", "other", b"\x00bytes")]
+    latest = saver.get_tuple({"configurable": {"thread_id": "t2", "checkpoint_ns": "child:1"}})
+    assert latest is not None and latest.config == stored[-1]
+    saver.delete_for_runs(["t1"])
+    assert list(saver.list({"configurable": {"thread_id": "t1"}})) == []
+    saver.prune(["t2"])
+    assert len(list(saver.list({"configurable": {"thread_id": "t2"}}))) == 2
+    store.close()
+    store = memcommit.open(path)
+    saver = MemcommitSaver(store)
+    left = [t.config["configurable"]["checkpoint_id"] for t in saver.list(None)]
+    assert sorted(left) == sorted(
+        c["configurable"]["checkpoint_id"] for c in (stored[8], stored[11])
+    )
+    store.close()
+
+
+def test_threads_share_one_saver(tmp_path: Path) -> None:
+    # Puts from many threads are commits of one log (group-committed); all survive a reopen.
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = str(tmp_path / "threads.log")
+    store = memcommit.open(path)
+    saver = MemcommitSaver(store)
+
+    def run(worker: int) -> list[str]:
+        config: RunnableConfig = {"configurable": {"thread_id": f"w{worker}", "checkpoint_ns": ""}}
+        ids = []
+        for step in range(25):
+            config = saver.put(config, create_checkpoint(empty_checkpoint(), None, step), {}, {})
+            saver.put_writes(config, [("ch", step)], f"task-{step}")
+            ids.append(config["configurable"]["checkpoint_id"])
+        return ids
+
+    with ThreadPoolExecutor(4) as pool:
+        expected = list(pool.map(run, range(4)))
+    store.close()
+    saver = MemcommitSaver(memcommit.open(path))
+    for worker, ids in enumerate(expected):
+        found = list(saver.list({"configurable": {"thread_id": f"w{worker}"}}))
+        assert [t.config["configurable"]["checkpoint_id"] for t in found] == ids[::-1]
+        assert all(len(t.pending_writes or ()) == 1 for t in found)
+    saver.store.close()
+
+
+def test_put_writes_keeps_regular_and_replaces_special_writes() -> None:
+    # The rule of SqliteSaver/PostgresSaver: INSERT OR IGNORE, or OR REPLACE when every
+    # write of the call is a special channel.
+    saver = MemcommitSaver(memcommit.open(":memory:"))
+    config = saver.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    saver.put_writes(config, [("a", 1), ("b", 2)], "task")
+    saver.put_writes(config, [("a", 10)], "task")
+    saver.put_writes(config, [("__interrupt__", "first")], "task")
+    saver.put_writes(config, [("__interrupt__", "second")], "task")
+    found = saver.get_tuple(config)
+    assert found is not None
+    assert found.pending_writes == [
+        ("task", "__interrupt__", "second"),
+        ("task", "a", 1),
+        ("task", "b", 2),
+    ]
+
+
+def test_metadata_that_is_not_json_round_trips() -> None:
+    saver = MemcommitSaver(memcommit.open(":memory:"))
+    metadata = cast(
+        CheckpointMetadata, {"source": "loop", "step": 1, "when": b"raw", "x": math.nan}
+    )
+    config = saver.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), metadata, {}
+    )
+    found = saver.get_tuple(config)
+    assert found is not None
+    assert found.metadata["when"] == b"raw"  # type: ignore[typeddict-item]
+    assert math.isnan(found.metadata["x"])  # type: ignore[typeddict-item]
+    assert [t.metadata["step"] for t in saver.list(None, filter={"source": "loop"})] == [1]
+
+
+class TestMemorySaverPorted:
+    """``langgraph-checkpoint`` ``tests/test_memory.py::TestMemorySaver``, on MemcommitSaver."""
+
+    @pytest.fixture(autouse=True)
+    def setup(self, tmp_path: Path) -> Iterator[None]:
+        self.store = memcommit.open(str(tmp_path / "saver.log"))
+        self.memory_saver = MemcommitSaver(self.store)
+        self.config_1: RunnableConfig = {
+            "configurable": {"thread_id": "thread-1", "checkpoint_ns": "", "checkpoint_id": "1"}
+        }
+        self.config_2: RunnableConfig = {
+            "configurable": {"thread_id": "thread-2", "checkpoint_ns": "", "checkpoint_id": "2"}
+        }
+        self.config_3: RunnableConfig = {
+            "configurable": {
+                "thread_id": "thread-2",
+                "checkpoint_id": "2-inner",
+                "checkpoint_ns": "inner",
+            }
+        }
+        self.chkpnt_1: Checkpoint = empty_checkpoint()
+        self.chkpnt_2: Checkpoint = create_checkpoint(self.chkpnt_1, {}, 1)
+        self.chkpnt_3: Checkpoint = empty_checkpoint()
+        self.metadata_1: CheckpointMetadata = cast(
+            CheckpointMetadata, {"source": "input", "step": 2, "writes": {}, "score": 1}
+        )
+        self.metadata_2: CheckpointMetadata = cast(
+            CheckpointMetadata,
+            {"source": "loop", "step": 1, "writes": {"foo": "bar"}, "score": None},
+        )
+        self.metadata_3: CheckpointMetadata = {}
+        yield
+        self.store.close()
+
+    def _put_all(self) -> None:
+        for config, checkpoint, metadata in (
+            (self.config_1, self.chkpnt_1, self.metadata_1),
+            (self.config_2, self.chkpnt_2, self.metadata_2),
+            (self.config_3, self.chkpnt_3, self.metadata_3),
+        ):
+            self.memory_saver.put(config, checkpoint, metadata, checkpoint["channel_versions"])
+
+    def test_combined_metadata(self) -> None:
+        config: RunnableConfig = {
+            "configurable": {
+                "thread_id": "thread-2",
+                "checkpoint_ns": "",
+                "__super_private_key": "super_private_value",
+            },
+            "metadata": {"run_id": "my_run_id"},
+        }
+        self.memory_saver.put(
+            config, self.chkpnt_2, self.metadata_2, self.chkpnt_2["channel_versions"]
+        )
+        checkpoint = self.memory_saver.get_tuple(config)
+        assert checkpoint is not None
+        assert checkpoint.metadata == {**self.metadata_2, "run_id": "my_run_id"}
+
+    def _queries(self) -> list[dict[str, Any]]:
+        return [
+            {"source": "input"},  # search by 1 key
+            {"step": 1, "writes": {"foo": "bar"}},  # search by multiple keys
+            {},  # search by no keys, return all checkpoints
+            {"source": "update", "step": 1},  # no match
+        ]
+
+    def test_search(self) -> None:
+        self._put_all()
+        q1, q2, q3, q4 = self._queries()
+        search_results_1 = list(self.memory_saver.list(None, filter=q1))
+        assert len(search_results_1) == 1
+        assert search_results_1[0].metadata == self.metadata_1
+        search_results_2 = list(self.memory_saver.list(None, filter=q2))
+        assert len(search_results_2) == 1
+        assert search_results_2[0].metadata == self.metadata_2
+        assert len(list(self.memory_saver.list(None, filter=q3))) == 3
+        assert len(list(self.memory_saver.list(None, filter=q4))) == 0
+        # search by config (defaults to checkpoints across all namespaces)
+        search_results_5 = list(self.memory_saver.list({"configurable": {"thread_id": "thread-2"}}))
+        assert len(search_results_5) == 2
+        assert {
+            search_results_5[0].config["configurable"]["checkpoint_ns"],
+            search_results_5[1].config["configurable"]["checkpoint_ns"],
+        } == {"", "inner"}
+
+    def test_asearch(self) -> None:
+        async def run() -> None:
+            self._put_all()
+            q1, q2, q3, q4 = self._queries()
+            results_1 = [c async for c in self.memory_saver.alist(None, filter=q1)]
+            assert len(results_1) == 1
+            assert results_1[0].metadata == self.metadata_1
+            results_2 = [c async for c in self.memory_saver.alist(None, filter=q2)]
+            assert len(results_2) == 1
+            assert results_2[0].metadata == self.metadata_2
+            assert len([c async for c in self.memory_saver.alist(None, filter=q3)]) == 3
+            assert len([c async for c in self.memory_saver.alist(None, filter=q4)]) == 0
+
+        asyncio.run(run())
+
+
+def test_metadata_filter_keys_with_hyphens_and_digits() -> None:
+    # langgraph-checkpoint-sqlite tests/test_sqlite.py::TestSqliteSaver::
+    # test_metadata_filter_keys_with_hyphens_and_digits
+    saver = MemcommitSaver(memcommit.open(":memory:"))
+    config: RunnableConfig = {
+        "configurable": {"thread_id": "thread-hyphen-digit", "checkpoint_ns": ""}
+    }
+    metadata = cast(
+        CheckpointMetadata,
+        {
+            "access-level": "public",
+            "user": {"access-level": "nested", "123abc": "ok2"},
+            "123abc": "ok",
+        },
+    )
+    saver.put(config, empty_checkpoint(), metadata, {})
+    assert len(list(saver.list(None, filter={"access-level": "public"}))) == 1
+    assert len(list(saver.list(None, filter={"user.access-level": "nested"}))) == 1
+    assert len(list(saver.list(None, filter={"123abc": "ok"}))) == 1
+    assert len(list(saver.list(None, filter={"user.123abc": "ok2"}))) == 1
+
+
+# ---------------------------------------------------------------------------------------
+# The checkpointer under a real graph
+# ---------------------------------------------------------------------------------------
+
+
+class Counted(TypedDict, total=False):
+    n: int
+    answer: str
+    trail: Annotated[list[str], operator.add]
+
+
+def _graph(checkpointer: Any, store: Any = None) -> Any:
+    def first(state: Counted) -> Counted:
+        return {"n": state["n"] + 1, "trail": ["first"]}
+
+    def ask(state: Counted) -> Counted:
+        answer = interrupt({"question": f"keep {state['n']}?"})
+        return {"answer": str(answer), "trail": ["ask"]}
+
+    def last(state: Counted) -> Counted:
+        found = get_store().search(("notes",)) if store is not None else []
+        return {"n": state["n"] * 10 + len(found), "trail": ["last"]}
+
+    builder = StateGraph(Counted)
+    builder.add_node("first", first)
+    builder.add_node("ask", ask)
+    builder.add_node("last", last)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "ask")
+    builder.add_edge("ask", "last")
+    builder.add_edge("last", END)
+    return builder.compile(checkpointer=checkpointer, store=store)
+
+
+def _history(graph: Any, config: RunnableConfig) -> list[tuple[Any, ...]]:
+    return [
+        (s.values, s.next, s.metadata["source"], s.metadata["step"])
+        for s in graph.get_state_history(config)
+    ]
+
+
+def test_graph_interrupt_resumes_after_reopen_like_in_memory_saver(tmp_path: Path) -> None:
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    reference = _graph(InMemorySaver())
+    reference.invoke({"n": 1}, config)
+    expected = reference.invoke(Command(resume="yes"), config)
+
+    path = str(tmp_path / "graph.log")
+    store = memcommit.open(path)
+    graph = _graph(MemcommitSaver(store))
+    paused = graph.invoke({"n": 1}, config)
+    assert paused["__interrupt__"][0].value == {"question": "keep 2?"}
+    store.close()
+
+    store = memcommit.open(path)
+    graph = _graph(MemcommitSaver(store))
+    assert graph.get_state(config).next == ("ask",)
+    assert graph.invoke(Command(resume="yes"), config) == expected
+    assert _history(graph, config) == _history(reference, config)
+    store.close()
+
+
+def test_graph_async_with_long_term_store(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = memcommit.open(str(tmp_path / "async.log"))
+        long_term = MemcommitStore(store)
+        await long_term.aput(("notes",), "a", {"text": "one"})
+        await long_term.aput(("notes",), "b", {"text": "two"})
+        graph = _graph(MemcommitSaver(store), long_term)
+        config: RunnableConfig = {"configurable": {"thread_id": "async"}}
+        await graph.ainvoke({"n": 4}, config)
+        done = await graph.ainvoke(Command(resume="no"), config)
+        assert done == {"n": 52, "answer": "no", "trail": ["first", "ask", "last"]}
+        assert len([t async for t in graph.checkpointer.alist(config)]) == 5
+        store.close()
+
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------------------------------
+# The store: LangGraph's store tests, ported
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemcommitStore]:
+    # As SqliteStore's fixture: an in-memory store and one in a file.
+    opened = _open(request.param, tmp_path)
+    yield MemcommitStore(opened)
+    opened.close()
+
+
+def test_batch_order(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_order
+    store.put(("test", "foo"), "key1", {"data": "value1"})
+    store.put(("test", "bar"), "key2", {"data": "value2"})
+    ops: list[Any] = [
+        GetOp(namespace=("test", "foo"), key="key1"),
+        PutOp(namespace=("test", "bar"), key="key2", value={"data": "value2"}),
+        SearchOp(namespace_prefix=("test",), filter={"data": "value1"}, limit=10, offset=0),
+        ListNamespacesOp(match_conditions=None, max_depth=None, limit=10, offset=0),
+        GetOp(namespace=("test",), key="key3"),
+    ]
+    results: list[Any] = store.batch(ops)
+    assert len(results) == 5
+    assert isinstance(results[0], Item)
+    assert results[0].value == {"data": "value1"}
+    assert results[0].key == "key1"
+    assert results[0].namespace == ("test", "foo")
+    assert results[1] is None
+    assert isinstance(results[2], list)
+    assert len(results[2]) == 1
+    assert results[2][0].key == "key1"
+    assert results[2][0].value == {"data": "value1"}
+    assert isinstance(results[3], list)
+    assert ("test", "foo") in results[3]
+    assert ("test", "bar") in results[3]
+    assert results[4] is None
+
+    ops_reordered: list[Any] = [
+        SearchOp(namespace_prefix=("test",), filter=None, limit=5, offset=0),
+        GetOp(namespace=("test", "bar"), key="key2"),
+        ListNamespacesOp(match_conditions=None, max_depth=None, limit=5, offset=0),
+        PutOp(namespace=("test",), key="key3", value={"data": "value3"}),
+        GetOp(namespace=("test", "foo"), key="key1"),
+    ]
+    results = store.batch(ops_reordered)
+    assert len(results) == 5
+    assert len(results[0]) >= 2
+    assert isinstance(results[1], Item)
+    assert results[1].value == {"data": "value2"}
+    assert results[1].namespace == ("test", "bar")
+    assert len(results[2]) > 0
+    assert results[3] is None
+    assert isinstance(results[4], Item)
+    assert results[4].value == {"data": "value1"}
+    item3 = store.get(("test",), "key3")
+    assert item3 is not None
+    assert item3.value == {"data": "value3"}
+
+
+def test_batch_get_ops(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_get_ops
+    store.put(("test",), "key1", {"data": "value1"})
+    store.put(("test",), "key2", {"data": "value2"})
+    results: list[Any] = store.batch(
+        [
+            GetOp(namespace=("test",), key="key1"),
+            GetOp(namespace=("test",), key="key2"),
+            GetOp(namespace=("test",), key="key3"),
+        ]
+    )
+    assert len(results) == 3
+    assert results[0] is not None and results[0].key == "key1"
+    assert results[1] is not None and results[1].key == "key2"
+    assert results[2] is None
+
+
+def test_batch_put_ops(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_put_ops
+    results = store.batch(
+        [
+            PutOp(namespace=("test",), key="key1", value={"data": "value1"}),
+            PutOp(namespace=("test",), key="key2", value={"data": "value2"}),
+            PutOp(namespace=("test",), key="key3", value=None),
+        ]
+    )
+    assert len(results) == 3
+    assert all(result is None for result in results)
+    item1 = store.get(("test",), "key1")
+    item2 = store.get(("test",), "key2")
+    assert item1 and item1.value == {"data": "value1"}
+    assert item2 and item2.value == {"data": "value2"}
+    assert store.get(("test",), "key3") is None
+
+
+def test_batch_search_ops(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_search_ops
+    for namespace, key, value in [
+        (("test", "foo"), "key1", {"data": "value1", "tag": "a"}),
+        (("test", "bar"), "key2", {"data": "value2", "tag": "a"}),
+        (("test", "baz"), "key3", {"data": "value3", "tag": "b"}),
+    ]:
+        store.put(namespace, key, value)
+    results: list[Any] = store.batch(
+        [
+            SearchOp(namespace_prefix=("test",), filter={"tag": "a"}, limit=10, offset=0),
+            SearchOp(namespace_prefix=("test",), filter=None, limit=2, offset=0),
+            SearchOp(namespace_prefix=("test", "foo"), filter=None, limit=10, offset=0),
+        ]
+    )
+    assert len(results[0]) == 2
+    assert all(item.value["tag"] == "a" for item in results[0])
+    assert len(results[1]) == 2
+    assert len(results[2]) == 1
+    assert results[2][0].namespace == ("test", "foo")
+
+
+def test_batch_list_namespaces_ops(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_list_namespaces_ops
+    test_data = [
+        (("test", "documents", "public"), "doc1", {"content": "public doc"}),
+        (("test", "documents", "private"), "doc2", {"content": "private doc"}),
+        (("test", "images", "public"), "img1", {"content": "public image"}),
+        (("prod", "documents", "public"), "doc3", {"content": "prod doc"}),
+    ]
+    for namespace, key, value in test_data:
+        store.put(namespace, key, value)
+    results: list[Any] = store.batch(
+        [
+            ListNamespacesOp(match_conditions=None, max_depth=None, limit=10, offset=0),
+            ListNamespacesOp(match_conditions=None, max_depth=2, limit=10, offset=0),
+            ListNamespacesOp(
+                match_conditions=(MatchCondition("suffix", ("public",)),),
+                max_depth=None,
+                limit=10,
+                offset=0,
+            ),
+        ]
+    )
+    assert len(results[0]) == len(test_data)
+    assert all(len(ns) <= 2 for ns in results[1])
+    assert all(ns[-1] == "public" for ns in results[2])
+
+
+def test_basic_store_ops(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::TestSqliteStore::test_basic_store_ops
+    namespace = ("test", "documents")
+    item_value = {"title": "Test Document", "content": "Hello, World!"}
+    store.put(namespace, "doc1", item_value)
+    item = store.get(namespace, "doc1")
+    assert item
+    assert item.namespace == namespace
+    assert item.key == "doc1"
+    assert item.value == item_value
+    updated_value = {"title": "Updated Document", "content": "Hello, Updated!"}
+    store.put(namespace, "doc1", updated_value)
+    updated_item = store.get(namespace, "doc1")
+    assert updated_item is not None
+    assert updated_item.value == updated_value
+    assert store.get(("test", "other_documents"), "doc1") is None
+    store.delete(namespace, "doc1")
+    assert store.get(namespace, "doc1") is None
+
+
+def test_list_namespaces_sqlite(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::TestSqliteStore::test_list_namespaces
+    test_namespaces = [
+        ("test", "documents", "public"),
+        ("test", "documents", "private"),
+        ("test", "images", "public"),
+        ("test", "images", "private"),
+        ("prod", "documents", "public"),
+        ("prod", "documents", "private"),
+    ]
+    for namespace in test_namespaces:
+        store.put(namespace, "dummy", {"content": "dummy"})
+    assert len(store.list_namespaces()) == len(test_namespaces)
+    test_prefix_namespaces = store.list_namespaces(prefix=cast(Any, ["test"]))
+    assert len(test_prefix_namespaces) == 4
+    assert all(ns[0] == "test" for ns in test_prefix_namespaces)
+    public_namespaces = store.list_namespaces(suffix=cast(Any, ["public"]))
+    assert len(public_namespaces) == 3
+    assert all(ns[-1] == "public" for ns in public_namespaces)
+    assert all(len(ns) <= 2 for ns in store.list_namespaces(max_depth=2))
+    assert len(store.list_namespaces(limit=3)) == 3
+    for namespace in test_namespaces:
+        store.delete(namespace, "dummy")
+    assert store.list_namespaces() == []
+
+
+def test_search_sqlite(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::TestSqliteStore::test_search
+    test_data = [
+        (
+            ("test", "docs"),
+            "doc1",
+            {"title": "First Doc", "author": "Alice", "tags": ["important"]},
+        ),
+        (("test", "docs"), "doc2", {"title": "Second Doc", "author": "Bob", "tags": ["draft"]}),
+        (("test", "images"), "img1", {"title": "Image 1", "author": "Alice", "tags": ["final"]}),
+    ]
+    for namespace, key, value in test_data:
+        store.put(namespace, key, value)
+    assert len(store.search(cast(Any, ["test"]))) == 3
+    docs_items = store.search(cast(Any, ["test", "docs"]))
+    assert len(docs_items) == 2
+    assert all(item.namespace == ("test", "docs") for item in docs_items)
+    alice_items = store.search(cast(Any, ["test"]), filter={"author": "Alice"})
+    assert len(alice_items) == 2
+    assert all(item.value["author"] == "Alice" for item in alice_items)
+    assert len(store.search(cast(Any, ["test"]), limit=2)) == 2
+    assert len(store.search(cast(Any, ["test"]), offset=2)) == 1
+    for namespace, key, _ in test_data:
+        store.delete(namespace, key)
+
+
+def test_basic_store_operations(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_basic_store_operations (its store
+    # has a vector index; the operations are the plain ones)
+    uid = uuid.uuid4().hex
+    namespace = (uid, "test", "documents")
+    item_value = {"title": "Test Document", "content": "Hello, World!"}
+    assert len(store.search((uid,))) == 0
+    store.put(namespace, "doc1", item_value)
+    item = store.get(namespace, "doc1")
+    assert item is not None
+    assert item.namespace == namespace
+    assert item.value == item_value
+    assert item.created_at is not None
+    assert item.updated_at is not None
+    updated_value = {"title": "Updated Test Document", "content": "Hello, LangGraph!"}
+    store.put(namespace, "doc1", updated_value)
+    updated_item = store.get(namespace, "doc1")
+    assert updated_item is not None
+    assert updated_item.value == updated_value
+    assert updated_item.updated_at >= item.updated_at
+    assert store.get((uid, "test", "other_documents"), "doc1") is None
+    store.put(namespace, "doc2", {"title": "Another Document", "content": "Greetings!"})
+    items = store.search((uid, "test"), limit=10)
+    assert len(items) == 2
+    assert {i.key for i in items} == {"doc1", "doc2"}
+    assert (uid, "test", "documents") in store.list_namespaces(prefix=(uid, "test"))
+    store.delete(namespace, "doc1")
+    store.delete(namespace, "doc2")
+    assert store.get(namespace, "doc1") is None
+    assert store.get(namespace, "doc2") is None
+    assert len(store.search((uid, "test"), limit=10)) == 0
+
+
+def test_list_namespaces_operations(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_list_namespaces_operations
+    test_pref = str(uuid.uuid4())
+    test_namespaces = [
+        (test_pref, "test", "documents", "public", test_pref),
+        (test_pref, "test", "documents", "private", test_pref),
+        (test_pref, "test", "images", "public", test_pref),
+        (test_pref, "test", "images", "private", test_pref),
+        (test_pref, "prod", "documents", "public", test_pref),
+        (test_pref, "prod", "documents", "some", "nesting", "public", test_pref),
+        (test_pref, "prod", "documents", "private", test_pref),
+    ]
+    for namespace in test_namespaces:
+        store.put(namespace, "dummy", {"content": "dummy"})
+    prefix_result = store.list_namespaces(prefix=(test_pref, "test"))
+    assert len(prefix_result) == 4
+    assert all(ns[1] == "test" for ns in prefix_result)
+    specific = store.list_namespaces(prefix=(test_pref, "test", "documents"))
+    assert len(specific) == 2
+    assert all(ns[1:3] == ("test", "documents") for ns in specific)
+    suffix_result = store.list_namespaces(suffix=("public", test_pref))
+    assert len(suffix_result) == 4
+    assert all(ns[-2] == "public" for ns in suffix_result)
+    both = store.list_namespaces(prefix=(test_pref, "test"), suffix=("public", test_pref))
+    assert len(both) == 2
+    assert all(ns[1] == "test" and ns[-2] == "public" for ns in both)
+    wildcard_prefix = store.list_namespaces(prefix=(test_pref, "*", "documents"))
+    assert len(wildcard_prefix) == 5
+    assert all(ns[2] == "documents" for ns in wildcard_prefix)
+    wildcard_suffix = store.list_namespaces(suffix=("*", "public", test_pref))
+    assert len(wildcard_suffix) == 4
+    assert all(ns[-2] == "public" for ns in wildcard_suffix)
+    wildcard_single = store.list_namespaces(suffix=("some", "*", "public", test_pref))
+    assert wildcard_single == [
+        (test_pref, "prod", "documents", "some", "nesting", "public", test_pref)
+    ]
+    assert all(len(ns) <= 3 for ns in store.list_namespaces(max_depth=3))
+    max_depth_result = store.list_namespaces(max_depth=4, prefix=(test_pref, "*", "documents"))
+    assert len(set(max_depth_result)) == len(max_depth_result) == 5
+    assert len(store.list_namespaces(prefix=(test_pref,), limit=3)) == 3
+    offset_result = store.list_namespaces(prefix=(test_pref,), offset=3)
+    assert len(offset_result) == len(test_namespaces) - 3
+    everything = store.list_namespaces(prefix=(test_pref,))
+    assert len(everything) == len(test_namespaces)
+    assert set(everything) == set(test_namespaces)
+    for namespace in test_namespaces:
+        store.delete(namespace, "dummy")
+
+
+def test_search_items(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_search_items
+    base = "test_search_items"
+    test_namespaces = [
+        (base, "documents", "user1"),
+        (base, "documents", "user2"),
+        (base, "reports", "department1"),
+        (base, "reports", "department2"),
+    ]
+    test_items = [
+        {"title": "Doc 1", "author": "John Doe", "tags": ["important"]},
+        {"title": "Doc 2", "author": "Jane Smith", "tags": ["draft"]},
+        {"title": "Report A", "author": "John Doe", "tags": ["final"]},
+        {"title": "Report B", "author": "Alice Johnson", "tags": ["draft"]},
+    ]
+    for ns, item in zip(test_namespaces, test_items, strict=True):
+        store.put(ns, f"item_{ns[-1]}", item)
+    docs = store.search((base, "documents"))
+    assert len(docs) == 2
+    assert all(item.namespace[1] == "documents" for item in docs)
+    reports = store.search((base, "reports"))
+    assert len(reports) == 2
+    assert all(item.namespace[1] == "reports" for item in reports)
+    first_page = store.search((base,), limit=2, offset=0)
+    second_page = store.search((base,), limit=2, offset=2)
+    assert len(first_page) == 2
+    assert len(second_page) == 2
+    assert {i.key for i in first_page}.isdisjoint({i.key for i in second_page})
+    assert len(store.search((base,))) == 4
+    john_items = store.search((base,), filter={"author": "John Doe"})
+    assert len(john_items) == 2
+    assert all(item.value["author"] == "John Doe" for item in john_items)
+    draft_items = store.search((base,), filter={"tags": ["draft"]})
+    assert len(draft_items) == 2
+    assert all("draft" in item.value["tags"] for item in draft_items)
+
+
+def test_malicious_filter_key_matches_nothing(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_sql_injection_vulnerability: no SQL
+    # here, so a key with quotes is a key no item has (SqliteStore refuses it instead).
+    store.put(("docs",), "public", {"access": "public", "data": "public info"})
+    store.put(("docs",), "private", {"access": "private", "data": "secret", "password": "123"})
+    normal = store.search(("docs",), filter={"access": "public"})
+    assert len(normal) == 1
+    assert normal[0].value["access"] == "public"
+    malicious_key = "access') = 'public' OR '1'='1' OR json_extract(value, '$."
+    assert store.search(("docs",), filter={malicious_key: "dummy"}) == []
+
+
+def test_sql_injection_filter_values(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_sql_injection_filter_values
+    store.put(("docs",), "doc1", {"access": "public", "title": "Public Document"})
+    store.put(("docs",), "doc2", {"access": "private", "title": "Private Document"})
+    store.put(("docs",), "doc3", {"access": "secret", "title": "Secret Document"})
+    for malicious_value in [
+        "public' OR '1'='1",
+        "public'; --",
+        "public' UNION SELECT * FROM store --",
+        "public\x00' OR '1'='1",
+        "''''",
+        "public' OR 'א'='א",
+    ]:
+        assert len(store.search(("docs",), filter={"access": malicious_value})) == 0
+    store.put(("docs",), "doc4", {"title": "O'Brien's Document", "access": "public"})
+    results = store.search(("docs",), filter={"title": "O'Brien's Document"})
+    assert len(results) == 1
+    assert results[0].value["title"] == "O'Brien's Document"
+
+
+def test_numeric_filter_safety(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_numeric_filter_safety
+    store.put(("items",), "item1", {"price": 10, "quantity": 5})
+    store.put(("items",), "item2", {"price": 20, "quantity": 3})
+    store.put(("items",), "item3", {"price": 30, "quantity": 1})
+    results = store.search(("items",), filter={"price": {"$gt": 15}})
+    assert len(results) == 2
+    assert all(r.value["price"] > 15 for r in results)
+    assert len(store.search(("items",), filter={"price": {"$lt": float("inf")}})) == 3
+    assert len(store.search(("items",), filter={"price": {"$gt": float("-inf")}})) == 3
+    assert len(store.search(("items",), filter={"price": {"$eq": float("nan")}})) == 0
+    assert len(store.search(("items",), filter={"price": {"$lt": 10**100}})) == 3
+    store.put(("items",), "item4", {"price": -10, "quantity": 0})
+    results = store.search(("items",), filter={"price": {"$lt": 0}})
+    assert len(results) == 1
+    assert results[0].key == "item4"
+
+
+def test_boolean_filter_safety(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_boolean_filter_safety
+    store.put(("flags",), "flag1", {"active": True, "name": "Feature A"})
+    store.put(("flags",), "flag2", {"active": False, "name": "Feature B"})
+    store.put(("flags",), "flag3", {"active": True, "name": "Feature C"})
+    results = store.search(("flags",), filter={"active": True})
+    assert len(results) == 2
+    assert all(r.value["active"] is True for r in results)
+    results = store.search(("flags",), filter={"active": False})
+    assert len(results) == 1
+    assert results[0].value["active"] is False
+
+
+def test_filter_keys_with_hyphens_and_digits(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_filter_keys_with_hyphens_and_digits
+    store.put(("docs",), "hyphen", {"access-level": "public", "user": {"access-level": "nested"}})
+    store.put(("docs",), "digit", {"123abc": "ok", "user": {"123abc": "ok2"}})
+    assert [r.key for r in store.search(("docs",), filter={"access-level": "public"})] == ["hyphen"]
+    assert [r.key for r in store.search(("docs",), filter={"user.access-level": "nested"})] == [
+        "hyphen"
+    ]
+    assert [r.key for r in store.search(("docs",), filter={"123abc": "ok"})] == ["digit"]
+    assert [r.key for r in store.search(("docs",), filter={"user.123abc": "ok2"})] == ["digit"]
+
+
+def test_non_ascii(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_non_ascii, without the vector query
+    texts = ["这是中文", "これは日本語です", "이건 한국어야", "Это русский", "यह रूसी है"]
+    for i, text in enumerate(texts, 1):
+        store.put(("user_123", "memories"), str(i), {"text": text})
+    for i, text in enumerate(texts, 1):
+        found = store.search(("user_123", "memories"), filter={"text": text})
+        assert [r.key for r in found] == [str(i)]
+        item = store.get(("user_123", "memories"), str(i))
+        assert item is not None and item.value == {"text": text}
+
+
+def _search_namespaces(store: MemcommitStore, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+    return {item.namespace for item in store.search(prefix, limit=100)}
+
+
+def test_search_namespace_segment_boundary(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_search_namespace_segment_boundary
+    for namespace in [
+        ("foo",),
+        ("foo", "child"),
+        ("foo", "child", "deep"),
+        ("foobar",),
+        ("foobar", "baz"),
+        ("foo2",),
+    ]:
+        store.put(namespace, "k", {"v": 1})
+    assert _search_namespaces(store, ("foo",)) == {
+        ("foo",),
+        ("foo", "child"),
+        ("foo", "child", "deep"),
+    }
+    assert _search_namespaces(store, ("foobar",)) == {("foobar",), ("foobar", "baz")}
+    assert _search_namespaces(store, ("foo2",)) == {("foo2",)}
+    assert _search_namespaces(store, ("fo",)) == set()
+
+
+def test_search_namespace_wildcard_chars_are_literal(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::
+    # test_search_namespace_wildcard_chars_are_literal
+    for namespace in [
+        ("user_1",),
+        ("user_1", "child"),
+        ("userX1",),
+        ("a%b",),
+        ("axxb",),
+        ("star*",),
+        ("starX",),
+    ]:
+        store.put(namespace, "k", {"v": 1})
+    assert _search_namespaces(store, ("user_1",)) == {("user_1",), ("user_1", "child")}
+    assert _search_namespaces(store, ("a%b",)) == {("a%b",)}
+    assert _search_namespaces(store, ("star*",)) == {("star*",)}
+
+
+def test_search_namespace_is_case_sensitive(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_search_namespace_is_case_sensitive
+    store.put(("Foo",), "k", {"v": "upper"})
+    store.put(("foo",), "k", {"v": "lower"})
+    assert _search_namespaces(store, ("foo",)) == {("foo",)}
+    assert _search_namespaces(store, ("Foo",)) == {("Foo",)}
+
+
+def test_list_namespaces_segment_boundary(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_list_namespaces_segment_boundary
+    for namespace in [
+        ("foo",),
+        ("foo", "child"),
+        ("foobar",),
+        ("foobar", "baz"),
+        ("uid", "users", "alice"),
+        ("uid", "users", "malice"),
+        ("uid", "a", "b", "alice"),
+    ]:
+        store.put(namespace, "k", {"v": 1})
+    assert set(store.list_namespaces(prefix=("foo",), limit=100)) == {("foo",), ("foo", "child")}
+    assert set(store.list_namespaces(suffix=("alice",), limit=100)) == {
+        ("uid", "users", "alice"),
+        ("uid", "a", "b", "alice"),
+    }
+    assert set(store.list_namespaces(prefix=("uid", "*", "alice"), limit=100)) == {
+        ("uid", "users", "alice"),
+    }
+    assert set(store.list_namespaces(prefix=("uid",), limit=100)) == {
+        ("uid", "users", "alice"),
+        ("uid", "users", "malice"),
+        ("uid", "a", "b", "alice"),
+    }
+
+
+def test_search_empty_prefix_is_unconstrained(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_search_empty_prefix_is_unconstrained
+    for namespace in [("a",), ("b", "c"), ("d", "e", "f")]:
+        store.put(namespace, "k", {"v": 1})
+    assert _search_namespaces(store, ()) == {("a",), ("b", "c"), ("d", "e", "f")}
+
+
+def test_namespace_labels_with_trailing_newline(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_namespace_labels_with_trailing_newline
+    store.put(("users", "alice"), "k", {"v": 1})
+    store.put(("users", "alice\n"), "k", {"v": 2})
+    assert set(store.list_namespaces(suffix=("alice",), limit=100)) == {("users", "alice")}
+    assert set(store.list_namespaces(prefix=("users", "alice"), limit=100)) == {("users", "alice")}
+
+
+def test_list_namespaces_metacharacter_labels(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_list_namespaces_metacharacter_labels
+    pairs = [
+        ("star*", "starX"),
+        ("q?m", "qXm"),
+        ("br[ack]et", "brXacXket"),
+        ("user_1", "userX1"),
+        ("a%b", "axxb"),
+        ("plus+", "plusX"),
+    ]
+    for label, decoy in pairs:
+        store.put((label,), "k", {"v": 1})
+        store.put((decoy,), "k", {"v": 1})
+        store.put((label, "child"), "k", {"v": 1})
+    for label, decoy in pairs:
+        found = set(store.list_namespaces(prefix=(label,), limit=100))
+        assert found == {(label,), (label, "child")}
+        assert (decoy,) not in found
+        assert set(store.list_namespaces(prefix=(label, "child"), limit=100)) == {(label, "child")}
+
+
+@pytest.mark.parametrize("namespace", [("foo.bar",), ("foo", ""), ("foo", 1)])
+@pytest.mark.parametrize("kind", ["get", "put", "delete", "search", "list_prefix", "list_suffix"])
+def test_batch_rejects_invalid_namespace_labels(
+    store: MemcommitStore, namespace: tuple[Any, ...], kind: str
+) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_rejects_invalid_namespace_labels
+    op = {
+        "get": GetOp(namespace, "key"),
+        "put": PutOp(namespace, "key", {"changed": True}),
+        "delete": PutOp(namespace, "key", None),
+        "search": SearchOp(namespace),
+        "list_prefix": ListNamespacesOp((MatchCondition("prefix", namespace),)),
+        "list_suffix": ListNamespacesOp((MatchCondition("suffix", namespace),)),
+    }[kind]
+    store.put(("foo", "bar"), "key", {"original": True})
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(("valid",), "key", {}), cast(Any, op)])
+    item = store.get(("foo", "bar"), "key")
+    assert item is not None and item.value == {"original": True}
+    assert store.get(("valid",), "key") is None
+
+
+def test_batch_allows_empty_search_prefix_and_listing_wildcards(store: MemcommitStore) -> None:
+    # langgraph-checkpoint-sqlite tests/test_store.py::
+    # test_batch_allows_empty_search_prefix_and_listing_wildcards
+    store.put(("foo", "bar"), "key", {"v": 1})
+    found, listed = cast(
+        list[Any],
+        store.batch([SearchOp(()), ListNamespacesOp((MatchCondition("prefix", ("foo", "*")),))]),
+    )
+    assert [item.namespace for item in found] == [("foo", "bar")]
+    assert listed == [("foo", "bar")]
+
+
+def test_list_namespaces_basic(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_basic
+    namespaces = [
+        ("a", "b", "c"),
+        ("a", "b", "d", "e"),
+        ("a", "b", "d", "i"),
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+        ("users", "123"),
+        ("users", "456", "settings"),
+        ("admin", "users", "789"),
+    ]
+    for i, ns in enumerate(namespaces):
+        store.put(namespace=ns, key=f"id_{i}", value={"data": f"value_{i:02d}"})
+    assert sorted(store.list_namespaces(prefix=("a", "b"))) == [
+        ("a", "b", "c"),
+        ("a", "b", "d", "e"),
+        ("a", "b", "d", "i"),
+        ("a", "b", "f"),
+    ]
+    assert sorted(store.list_namespaces(suffix=("f",))) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+    ]
+    assert sorted(store.list_namespaces(prefix=("a",), suffix=("f",))) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+    ]
+    assert sorted(store.list_namespaces(prefix=("a", "b"), max_depth=3)) == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+        ("a", "b", "f"),
+    ]
+    assert store.list_namespaces(prefix=("a", "b"), limit=2) == [
+        ("a", "b", "c"),
+        ("a", "b", "d", "e"),
+    ]
+    assert store.list_namespaces(prefix=("a", "b"), offset=2) == [
+        ("a", "b", "d", "i"),
+        ("a", "b", "f"),
+    ]
+    assert sorted(store.list_namespaces(prefix=("a", "*", "f"))) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+    ]
+    assert sorted(store.list_namespaces(suffix=("*", "f"))) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+    ]
+    assert store.list_namespaces(prefix=("nonexistent",)) == []
+    assert store.list_namespaces(prefix=("users", "123")) == [("users", "123")]
+
+
+def test_list_namespaces_with_wildcards(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_with_wildcards
+    namespaces = [
+        ("users", "123"),
+        ("users", "456"),
+        ("users", "789", "settings"),
+        ("admin", "users", "789"),
+        ("guests", "123"),
+        ("guests", "456", "preferences"),
+    ]
+    for i, ns in enumerate(namespaces):
+        store.put(namespace=ns, key=f"id_{i}", value={"data": f"value_{i:02d}"})
+    assert sorted(store.list_namespaces(prefix=("users", "*"))) == [
+        ("users", "123"),
+        ("users", "456"),
+        ("users", "789", "settings"),
+    ]
+    assert store.list_namespaces(suffix=("*", "preferences")) == [("guests", "456", "preferences")]
+    assert store.list_namespaces(prefix=("*", "users"), suffix=("*", "settings")) == []
+    store.put(namespace=("admin", "users", "settings", "789"), key="foo", value={"data": "x"})
+    assert store.list_namespaces(prefix=("*", "users"), suffix=("settings", "*")) == [
+        ("admin", "users", "settings", "789")
+    ]
+
+
+def test_list_namespaces_pagination(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_pagination
+    for i in range(20):
+        store.put(namespace=("namespace", f"sub_{i:02d}"), key=f"id_{i:02d}", value={"i": i})
+    for offset in (0, 5, 15):
+        assert store.list_namespaces(prefix=("namespace",), limit=5, offset=offset) == [
+            ("namespace", f"sub_{i:02d}") for i in range(offset, offset + 5)
+        ]
+
+
+def test_list_namespaces_max_depth(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_max_depth
+    for i, ns in enumerate(
+        [
+            ("a", "b", "c", "d"),
+            ("a", "b", "c", "e"),
+            ("a", "b", "f"),
+            ("a", "g"),
+            ("h", "i", "j", "k"),
+        ]
+    ):
+        store.put(namespace=ns, key=f"id_{i}", value={"data": f"value_{i:02d}"})
+    assert sorted(store.list_namespaces(max_depth=2)) == [("a", "b"), ("a", "g"), ("h", "i")]
+
+
+def test_list_namespaces_no_conditions(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_no_conditions
+    namespaces = [("a", "b"), ("c", "d"), ("e", "f", "g")]
+    for i, ns in enumerate(namespaces):
+        store.put(namespace=ns, key=f"id_{i}", value={"data": f"value_{i:02d}"})
+    assert sorted(store.list_namespaces()) == sorted(namespaces)
+
+
+def test_list_namespaces_empty_store(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_list_namespaces_empty_store
+    assert store.list_namespaces() == []
+
+
+def test_search_pages_match_full_listing(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_search_pages_match_full_listing
+    items_per_namespace = 7
+    for ns in [("a",), ("a", "b"), ("ab",), ("a", "c", "d")]:
+        for i in range(items_per_namespace):
+            store.put(ns, f"k{i}", {"i": i, "even": i % 2 == 0})
+
+    def keys(items: Iterable[Item]) -> list[tuple[tuple[str, ...], str]]:
+        return [(item.namespace, item.key) for item in items]
+
+    full = keys(store.search(("a",), limit=100))
+    assert {ns for ns, _ in full} == {("a",), ("a", "b"), ("a", "c", "d")}
+    assert len(full) == 3 * items_per_namespace
+    paged = [
+        key
+        for offset in range(0, len(full), 4)
+        for key in keys(store.search(("a",), limit=4, offset=offset))
+    ]
+    assert paged == full
+    even = keys(store.search(("a",), filter={"even": True}, limit=100))
+    assert keys(store.search(("a",), filter={"even": True}, limit=3, offset=2)) == even[2:5]
+
+
+def test_cannot_put_empty_namespace(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_cannot_put_empty_namespace (the part on
+    # the store itself; the rest tests LangGraph's AsyncBatchedBaseStore)
+    doc = {"foo": "bar"}
+
+    async def run() -> None:
+        for namespace in [(), ("the", "thing.about"), ("some", "fun", ""), ("langgraph", "foo")]:
+            with pytest.raises(InvalidNamespaceError):
+                store.put(namespace, "foo", doc)
+            with pytest.raises(InvalidNamespaceError):
+                await store.aput(namespace, "foo", doc)
+        ns = ("foo", "langgraph", "foo")
+        await store.aput(ns, "bar", doc)
+        assert (await store.aget(ns, "bar")).value == doc  # type: ignore[union-attr]
+        assert (await store.asearch(ns, query="bar"))[0].value == doc
+        await store.adelete(ns, "bar")
+        assert (await store.aget(ns, "bar")) is None
+        store.put(ns, "bar", doc)
+        assert store.get(ns, "bar").value == doc  # type: ignore[union-attr]
+        assert store.search(ns, query="bar")[0].value == doc
+        store.delete(ns, "bar")
+        assert store.get(ns, "bar") is None
+        # Past the public put api, a "langgraph" root is accepted.
+        await store.abatch([PutOp(("langgraph", "foo"), "bar", doc)])
+        assert (await store.aget(("langgraph", "foo"), "bar")).value == doc  # type: ignore[union-attr]
+        assert (await store.asearch(("langgraph", "foo")))[0].value == doc
+        await store.adelete(("langgraph", "foo"), "bar")
+        assert (await store.aget(("langgraph", "foo"), "bar")) is None
+        store.batch([PutOp(("langgraph", "foo"), "bar", doc)])
+        assert store.get(("langgraph", "foo"), "bar").value == doc  # type: ignore[union-attr]
+        assert store.search(("langgraph", "foo"))[0].value == doc
+        store.delete(("langgraph", "foo"), "bar")
+        assert store.get(("langgraph", "foo"), "bar") is None
+
+    asyncio.run(run())
+
+
+INVALID_NAMESPACES = [("foo.bar",), ("foo\x00",), ("foo", ""), (123,)]
+NAMESPACE_METHODS = ["get", "delete", "search", "prefix", "suffix"]
+
+
+@pytest.mark.parametrize("namespace", INVALID_NAMESPACES)
+@pytest.mark.parametrize("method", NAMESPACE_METHODS)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_rejects_invalid_namespace_labels(
+    store: MemcommitStore,
+    monkeypatch: pytest.MonkeyPatch,
+    namespace: tuple[Any, ...],
+    method: str,
+    asynchronous: bool,
+) -> None:
+    # langgraph-checkpoint tests/test_store.py::test_rejects_invalid_namespace_labels and
+    # test_async_rejects_invalid_namespace_labels (unbatched): rejected before any batch.
+    calls: list[str] = []
+    monkeypatch.setattr(store, "batch", lambda ops: calls.append("batch"))
+    monkeypatch.setattr(store, "abatch", lambda ops: calls.append("abatch"))
+    ns = cast(Any, namespace)
+    if asynchronous:
+        call: Any = {
+            "get": lambda: store.aget(ns, "key"),
+            "delete": lambda: store.adelete(ns, "key"),
+            "search": lambda: store.asearch(ns),
+            "prefix": lambda: store.alist_namespaces(prefix=ns),
+            "suffix": lambda: store.alist_namespaces(suffix=ns),
+        }[method]
+        with pytest.raises(InvalidNamespaceError):
+            asyncio.run(call())
+    else:
+        call = {
+            "get": lambda: store.get(ns, "key"),
+            "delete": lambda: store.delete(ns, "key"),
+            "search": lambda: store.search(ns),
+            "prefix": lambda: store.list_namespaces(prefix=ns),
+            "suffix": lambda: store.list_namespaces(suffix=ns),
+        }[method]
+        with pytest.raises(InvalidNamespaceError):
+            call()
+    assert calls == []
+
+
+def test_search_and_listing_keep_empty_prefixes_and_wildcards(store: MemcommitStore) -> None:
+    # langgraph-checkpoint tests/test_store.py::
+    # test_search_and_listing_keep_empty_prefixes_and_wildcards and its async twin (unbatched)
+    store.put(("tenant", "a_%"), "key", {"v": 1})
+    store.put(("tenant", "b", "child"), "key", {"v": 1})
+    assert len(store.search(())) == 2
+    assert [item.namespace for item in store.search(("tenant", "a_%"))] == [("tenant", "a_%")]
+    assert sorted(store.list_namespaces(prefix=("tenant", "*"), suffix=("*",))) == [
+        ("tenant", "a_%"),
+        ("tenant", "b", "child"),
+    ]
+
+    async def run() -> None:
+        assert len(await store.asearch(())) == 2
+        assert sorted(await store.alist_namespaces(prefix=("tenant", "*"), suffix=("*",))) == [
+            ("tenant", "a_%"),
+            ("tenant", "b", "child"),
+        ]
+
+    asyncio.run(run())
+
+
+# -- TTL: langgraph-checkpoint-sqlite tests/test_ttl.py, on a clock the test moves -----------
+
+
+@pytest.fixture
+def clock() -> ControllableClock:
+    return ControllableClock()
+
+
+def _ttl_store(tmp_path: Path, clock: ControllableClock, ttl: TTLConfig | None) -> MemcommitStore:
+    return MemcommitStore(memcommit.open(str(tmp_path / "ttl.log"), clock=clock), ttl=ttl)
+
+
+def test_ttl_basic(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_ttl_basic
+    ttl_seconds = 1
+    store = _ttl_store(tmp_path, clock, {"default_ttl": ttl_seconds / 60})
+    store.put(("test",), "item1", {"value": "test"})
+    item = store.get(("test",), "item1")
+    assert item is not None
+    assert item.value["value"] == "test"
+    clock.advance((ttl_seconds + 1) * 1000)
+    assert store.sweep_ttl() == 1
+    assert store.get(("test",), "item1") is None
+
+
+def test_ttl_refresh(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_ttl_refresh
+    ttl_seconds = 1
+    store = _ttl_store(tmp_path, clock, {"default_ttl": ttl_seconds / 60, "refresh_on_read": True})
+    store.put(("test",), "item1", {"value": "test"})
+    clock.advance(500)
+    assert store.sweep_ttl() == 0
+    assert store.get(("test",), "item1", refresh_ttl=True) is not None
+    clock.advance(500)
+    assert store.sweep_ttl() == 0
+    item = store.get(("test",), "item1")
+    assert item is not None
+    assert item.value["value"] == "test"
+    clock.advance(1750)
+    assert store.sweep_ttl() == 1
+    assert store.get(("test",), "item1") is None
+
+
+def test_ttl_sweeper(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_ttl_sweeper: the sweeper thread runs on wall time (every 30 ms
+    # here); the item's age is the clock's.
+    ttl_seconds = 2
+    store = _ttl_store(
+        tmp_path, clock, {"default_ttl": ttl_seconds / 60, "sweep_interval_minutes": 0.0005}
+    )
+    future = store.start_ttl_sweeper()
+    store.put(("test",), "item1", {"value": "test"})
+    assert store.get(("test",), "item1") is not None
+    clock.advance(int((ttl_seconds + ttl_seconds / 2 + 0.5) * 1000))
+    deadline = time.monotonic() + 30
+    # (A refreshing read would push the expiry back: look without refreshing.)
+    while store.get(("test",), "item1", refresh_ttl=False) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.get(("test",), "item1", refresh_ttl=False) is None
+    assert store.stop_ttl_sweeper(timeout=30)
+    assert future.done()
+
+
+def test_ttl_custom_value(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_ttl_custom_value
+    store = _ttl_store(tmp_path, clock, None)
+    store.put(("test",), "item1", {"value": "short"}, ttl=1 / 60)
+    store.put(("test",), "item2", {"value": "long"}, ttl=3 / 60)
+    clock.advance(2000)
+    store.sweep_ttl()
+    assert store.get(("test",), "item1") is None
+    assert store.get(("test",), "item2") is not None
+    clock.advance(4000)
+    store.sweep_ttl()
+    assert store.get(("test",), "item2") is None
+
+
+def test_ttl_override_default(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_ttl_override_default
+    store = _ttl_store(tmp_path, clock, {"default_ttl": 5 / 60})
+    store.put(("test",), "item1", {"value": "override"}, ttl=1 / 60)
+    store.put(("test",), "item2", {"value": "default"})
+    store.put(("test",), "item3", {"value": "permanent"}, ttl=None)
+    clock.advance(2000)
+    store.sweep_ttl()
+    assert store.get(("test",), "item1") is None
+    assert store.get(("test",), "item2") is not None
+    assert store.get(("test",), "item3") is not None
+    clock.advance(4000)
+    store.sweep_ttl()
+    assert store.get(("test",), "item2") is None
+    assert store.get(("test",), "item3") is not None
+
+
+def test_search_with_ttl(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_search_with_ttl
+    store = _ttl_store(tmp_path, clock, {"default_ttl": 1 / 60})
+    store.put(("test",), "item1", {"value": "apple"})
+    store.put(("test",), "item2", {"value": "banana"})
+    results = store.search(("test",), filter={"value": "apple"})
+    assert [r.key for r in results] == ["item1"]
+    clock.advance(2000)
+    store.sweep_ttl()
+    assert store.search(("test",), filter={"value": "apple"}) == []
+
+
+def test_async_ttl_basic_and_asearch_refresh(tmp_path: Path, clock: ControllableClock) -> None:
+    # tests/test_ttl.py::test_async_ttl_basic and test_async_asearch_refresh_ttl
+    store = _ttl_store(tmp_path, clock, {"default_ttl": 4 / 60, "refresh_on_read": True})
+
+    async def run() -> None:
+        namespace = ("docs", "user1")
+        await store.aput(namespace, "item1", {"text": "content1", "id": 1})
+        await store.aput(namespace, "item2", {"text": "content2", "id": 2})
+        clock.advance(3000)
+        found = await store.asearch(namespace, filter={"id": 1}, refresh_ttl=True)
+        assert [r.key for r in found] == ["item1"]
+        clock.advance(2000)
+        store.sweep_ttl()
+        item1 = await store.aget(namespace, "item1", refresh_ttl=False)
+        assert item1 is not None and item1.value["text"] == "content1"
+        assert await store.aget(namespace, "item2", refresh_ttl=False) is None
+        clock.advance(2500)
+        store.sweep_ttl()
+        assert await store.aget(namespace, "item1", refresh_ttl=False) is None
+
+    asyncio.run(run())
+
+
+def test_omit_expired_and_ttl_across_reopen(tmp_path: Path, clock: ControllableClock) -> None:
+    # TTLConfig.omit_expired: expired items are not read before a sweep deletes them; the
+    # expiry is an absolute time in the log, so it holds across a reopen.
+    path = str(tmp_path / "omit.log")
+    ttl: TTLConfig = {"default_ttl": 1 / 60, "omit_expired": True}
+    opened = memcommit.open(path, clock=clock)
+    store = MemcommitStore(opened, ttl=ttl)
+    store.put(("t",), "gone", {"v": 1})
+    store.put(("t",), "kept", {"v": 2}, ttl=None)
+    opened.close()
+    clock.advance(1001)
+    opened = memcommit.open(path, clock=clock)
+    store = MemcommitStore(opened, ttl=ttl)
+    assert store.get(("t",), "gone") is None
+    assert [i.key for i in store.search(("t",))] == ["kept"]
+    assert store.list_namespaces() == [("t",)]
+    assert MemcommitStore(opened).get(("t",), "gone") is not None  # not omitted: not swept
+    assert store.sweep_ttl() == 1
+    opened.close()
+
+
+# -- the store as memcommit keeps it ---------------------------------------------------------
+
+
+def test_store_survives_reopen_and_keeps_created_at(
+    tmp_path: Path, clock: ControllableClock
+) -> None:
+    path = str(tmp_path / "reopen.log")
+    opened = memcommit.open(path, clock=clock)
+    store = MemcommitStore(opened)
+    store.put(("users", "u1"), "prefs", {"theme": "dark"})
+    clock.advance(1000)
+    store.put(("users", "u1"), "prefs", {"theme": "light"})
+    clock.advance(1000)
+    store.put(("users", "u1"), "name", {"name": "Ada"})
+    before = store.search(("users",))
+    opened.close()
+    opened = memcommit.open(path, clock=clock)
+    store = MemcommitStore(opened)
+    after = store.search(("users",))
+    assert [(i.key, i.value, i.created_at, i.updated_at) for i in after] == [
+        (i.key, i.value, i.created_at, i.updated_at) for i in before
+    ]
+    assert [i.key for i in after] == ["name", "prefs"]  # the newest write first
+    prefs = store.get(("users", "u1"), "prefs")
+    assert prefs is not None
+    assert (prefs.updated_at - prefs.created_at).total_seconds() == 1
+    opened.close()
+
+
+def test_values_are_json_and_copied(store: MemcommitStore) -> None:
+    store.put(("t",), "k", {"tags": ("a", "b"), "n": {"x": 1}})
+    item = store.get(("t",), "k")
+    assert item is not None and item.value == {"tags": ["a", "b"], "n": {"x": 1}}
+    item.value["n"]["x"] = 2
+    again = store.get(("t",), "k")
+    assert again is not None and again.value["n"] == {"x": 1}
+    with pytest.raises(ValueError):
+        store.put(("t",), "nan", {"x": math.nan})
+    with pytest.raises(TypeError):
+        store.put(("t",), "obj", {"x": object()})
+    assert store.get(("t",), "nan") is None and store.get(("t",), "obj") is None
+
+
+FILTER_VALUES: list[dict[str, Any]] = [
+    {},
+    {"a": 1},
+    {"a": 1.0},
+    {"a": True},
+    {"a": "1"},
+    {"a": None},
+    {"a": [1, "x"]},
+    {"a": {"b": 2, "c": "x"}, "d": False},
+    {"a.b": 3, "a": {"b": 4}},
+]
+FILTERS: list[dict[str, Any]] = [
+    {"a": 1},
+    {"a": 1.0},
+    {"a": True},
+    {"a": "1"},
+    {"a": None},
+    {"a": [1, "x"]},
+    {"a": (1, "x")},
+    {"a": {"b": 2}},
+    {"a.b": 2},
+    {"a.b": 3},
+    {"a.c": "x", "d": False},
+    {"a": {"$ne": 1}},
+    {"a": {"$gte": 1, "$lt": 2}},
+    {"a": {"$gt": "0"}},
+    {"a": math.nan},
+]
+
+
+@pytest.mark.parametrize("wanted", FILTERS, ids=repr)
+def test_compiled_filter_agrees_with_the_reference(wanted: dict[str, Any]) -> None:
+    from memcommit.integrations.langgraph._common import (
+        compile_store_filter,
+        store_filter_matches,
+    )
+
+    matches = compile_store_filter(wanted)
+    for value in FILTER_VALUES:
+        assert matches(value) == store_filter_matches(value, wanted), value
+
+
+def test_vector_index_is_not_supported() -> None:
+    with pytest.raises(NotImplementedError, match="semantic search"):
+        MemcommitStore(memcommit.open(":memory:"), index=cast(Any, {"dims": 3, "embed": None}))
+
+
+# ---------------------------------------------------------------------------------------
+# The example: kill -9 mid-run, resume from the checkpoint
+# ---------------------------------------------------------------------------------------
+
+
+def test_example_resumes_after_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    env = dict(os.environ)
+    here = str(Path(memcommit.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langgraph_resume.py"), "--path", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    # Killed while score_b hung, after score_a's result was stored as a pending write (the
+    # two run in parallel, in either order).
+    assert summary["before_kill"][:2] == ["fetch", "parse"]
+    assert sorted(summary["before_kill"][2:]) == ["score_a", "score_b"]
+    # Resumed from the checkpoint: only the unfinished node and what follows ran again.
+    assert summary["after_resume"] == ["score_b", "report"]
+    assert summary["ran"] == ["fetch", "parse", "score_a", "score_b", "report"]
+    assert summary["report"] == "a=645 b=144"
+    assert summary["long_term"] == {"text": "a=645 b=144"}
+
+    store = memcommit.open(str(path))
+    saver = MemcommitSaver(store)
+    config: RunnableConfig = {"configurable": {"thread_id": "report-2026-01"}}
+    latest = saver.get_tuple(config)
+    assert latest is not None
+    assert latest.checkpoint["channel_values"]["report"] == "a=645 b=144"
+    assert [t.metadata["step"] for t in saver.list(config)] == [4, 3, 2, 1, 0, -1]
+    store.close()
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import memcommit.integrations.langgraph as package
+    from memcommit.integrations.langgraph import saver, store
+
+    for module in (package, saver, store):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -245,9 +245,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--force", action="store_true", help="replace an existing file")
     demo.set_defaults(handler=_run_demo)
-    from memcommit.server import add_serve_command  # the server's options live beside it
-
-    add_serve_command(commands)
     return parser
 
 

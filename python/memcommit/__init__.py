@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 from ._native import Memory, Record
+from .aio import AsyncMemoryStore
 from .clock import Clock, SystemClock
 from .commit import TIERS, Commit
 from .errors import (
@@ -29,6 +30,7 @@ from .errors import (
     StoreLocked,
     WriterFailed,
 )
+from .remote import RemoteStore
 from .roles import (
     AlreadyClaimedError,
     AlreadyExistsError,
@@ -67,18 +69,22 @@ from .roles import (
     VersionConflictError,
 )
 from .seals import AutoSeal, Seal, VerifyReport, check_seal, seal, verify
+from .server import MemoryServer
 from .store import MemoryStore, create_memory_store, open
 from .tiers import MemoryCompactionReport, TierPolicy, compact_memory
+from .wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
 
 __all__ = [
     "TIERS",
     "AlreadyClaimedError",
     "AlreadyExistsError",
+    "AsyncMemoryStore",
     "AutoSeal",
     "CheckpointNotFoundError",
     "ClaimLostError",
     "Clock",
     "Commit",
+    "CommitOutcomeUnknown",
     "ConflictError",
     "ConversationAlreadyExistsError",
     "ConversationNotFoundError",
@@ -102,6 +108,7 @@ __all__ = [
     "MemoryIdempotencyRepository",
     "MemoryLockRepository",
     "MemoryRunRepository",
+    "MemoryServer",
     "MemoryStateRepository",
     "MemoryStepRepository",
     "MemoryStore",
@@ -112,6 +119,7 @@ __all__ = [
     "ReadOnlyStore",
     "Record",
     "Rejected",
+    "RemoteStore",
     "RevisionAlreadyExistsError",
     "RevisionImmutableError",
     "RevisionNotFoundError",
@@ -122,6 +130,8 @@ __all__ = [
     "Seal",
     "SealMismatch",
     "SequenceConflictError",
+    "ServerError",
+    "ServerUnavailable",
     "SnapshotMismatch",
     "StepConflictError",
     "StepNotFoundError",

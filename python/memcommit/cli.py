@@ -1,6 +1,7 @@
 """The ``memcommit`` command line.
 
-Subcommands: ``info``, ``export``, ``import``, ``repair`` and ``demo``. Run
+Subcommands: ``info``, ``export``, ``import``, ``repair``, ``compact``, ``snapshot``, ``seal``,
+``verify``, ``serve`` and ``demo``. Run
 ``memcommit --help`` or ``memcommit COMMAND --help`` for their options.
 
 Exit codes: 0 on success, 1 when the command failed (a missing file, a damaged log, a
@@ -245,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--force", action="store_true", help="replace an existing file")
     demo.set_defaults(handler=_run_demo)
+    from memcommit.server import add_serve_command  # the server's options live beside it
+
+    add_serve_command(commands)
     return parser
 
 

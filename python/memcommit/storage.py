@@ -202,6 +202,13 @@ def compact(
 
     if not isinstance(store, MemoryStore):
         raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
+    from .remote import RemoteStore
+
+    if isinstance(store, RemoteStore):
+        raise NotSupported(
+            "compact: a RemoteStore's log belongs to its server; stop the server, run "
+            "'memcommit compact PATH' on the log, and start it again (clients resync)"
+        )
     if store.path is None:
         raise NotSupported("compact: a store in RAM keeps no log file to compact")
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)):

@@ -1,0 +1,337 @@
+"""AsyncMemoryStore: a store for an asyncio event loop.
+
+The store's API is synchronous (ROLES.md decision 9); this facade gives every method as a
+coroutine, so an event loop never blocks on an fsync or a network round trip:
+
+* **Writes** (``put``, ``stale``, ``restore``, ``move``, ``finish_task``, the end of an
+  ``async with astore.commit()`` block, ``flush``, ``close``) and **every role call** run in
+  one worker thread, one at a time, in the order they were awaited. A commit awaited before
+  another is written before it, as on one thread.
+* **Reads** (``get``, ``find``, ``history``, ``records``, ...) run on a few reader threads,
+  beside the writer; a read awaited after a write sees it.
+
+It wraps any store: :func:`memcommit.open`, ``create_memory_store()`` or a
+:class:`~memcommit.RemoteStore`.
+
+Example:
+    >>> import asyncio, memcommit
+    >>> async def main() -> str:
+    ...     async with memcommit.AsyncMemoryStore(memcommit.open(":memory:")) as astore:
+    ...         mid = await astore.put("User prefers dark mode", kind="fact")
+    ...         async with astore.commit() as c:
+    ...             c.move(mid, "long")
+    ...         lease = await astore.locks.acquire("job", "replica-a", 1_000)
+    ...         return (await astore.get(mid)).tier
+    >>> asyncio.run(main())
+    'long'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ._native import Memory, Record
+from .roles.roleset import ROLE_NAMES
+from .seals import Seal
+from .store import MemoryStore
+
+__all__ = ["AsyncCommit", "AsyncMemoryStore", "AsyncRole"]
+
+T = TypeVar("T")
+
+_RECORD_CHUNK = 4096
+
+
+class AsyncRole:
+    """A role of an :class:`AsyncMemoryStore`: every public method of the role, as a coroutine.
+
+    Calls run in the store's one worker thread, in the order they are awaited.
+    """
+
+    def __init__(self, role: Any, run: Callable[[Callable[[], Any]], Any]) -> None:
+        self._role = role
+        self._run = run
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attribute = getattr(self._role, name)
+        if not callable(attribute):
+            return attribute
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._run(functools.partial(attribute, *args, **kwargs))
+
+        functools.update_wrapper(call, attribute)
+        del call.__wrapped__  # type: ignore[attr-defined]
+        return call
+
+    def __dir__(self) -> list[str]:
+        return sorted(
+            name
+            for name in dir(self._role)
+            if not name.startswith("_") and callable(getattr(self._role, name, None))
+        )
+
+    def __repr__(self) -> str:
+        return f"<async {self._role!r}>"
+
+
+class AsyncCommit:
+    """``async with astore.commit(expect_lsn=...) as c:`` -- collect, then commit in the worker.
+
+    Inside the block `c` is the store's own commit object: ``c.put(...)``, ``c.expect(...)``
+    and the rest are plain calls (they only collect; nothing is sent or written until the
+    block ends). The end of the block runs the commit in the worker thread.
+    """
+
+    def __init__(self, owner: AsyncMemoryStore, expect_lsn: int | None) -> None:
+        self._owner = owner
+        self._expect_lsn = expect_lsn
+        self._commit: Any = None
+
+    async def __aenter__(self) -> Any:
+        self._commit = self._owner.store.commit(self._expect_lsn)
+        return self._commit.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        commit = self._commit
+        return bool(await self._owner._write(lambda: commit.__exit__(exc_type, exc, tb)))
+
+    @property
+    def lsn(self) -> int | None:
+        """The LSN of the commit's last record, once written."""
+        return None if self._commit is None else self._commit.lsn
+
+    @property
+    def first_lsn(self) -> int | None:
+        """The LSN of the commit's first record, once written."""
+        return None if self._commit is None else self._commit.first_lsn
+
+
+class AsyncMemoryStore:
+    """Every method of a store as a coroutine; writes in one worker thread, in order.
+
+    Args:
+        store: The store to wrap (a :class:`~memcommit.MemoryStore` or a
+            :class:`~memcommit.RemoteStore`). Closing the facade closes it.
+        readers: Threads for reads (default 4).
+
+    Attributes:
+        store: The wrapped store, for synchronous use from other threads.
+        runs, steps, checkpoints, idempotency, locks, effects, state, artifacts,
+        agent_revisions, conversations: The roles, as :class:`AsyncRole` (coroutine methods
+            run in the worker thread).
+    """
+
+    runs: AsyncRole
+    steps: AsyncRole
+    checkpoints: AsyncRole
+    idempotency: AsyncRole
+    locks: AsyncRole
+    effects: AsyncRole
+    state: AsyncRole
+    artifacts: AsyncRole
+    agent_revisions: AsyncRole
+    conversations: AsyncRole
+
+    def __init__(self, store: MemoryStore, *, readers: int = 4) -> None:
+        if not isinstance(store, MemoryStore):
+            raise TypeError(
+                f"store must be a MemoryStore or RemoteStore, not {type(store).__name__}"
+            )
+        if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
+            raise ValueError(f"readers: must be a positive int, got {readers!r}")
+        self.store = store
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="memcommit-commit")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="memcommit-read")
+        self._closed = False
+        for name in ROLE_NAMES:
+            setattr(self, name, AsyncRole(getattr(store, name), self._write))
+
+    async def _write(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
+
+    async def _read(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, fn)
+
+    # -- writes, in the worker thread --------------------------------------------------------
+
+    def commit(self, expect_lsn: int | None = None) -> AsyncCommit:
+        """Start a commit: ``async with astore.commit(expect_lsn=head) as c: c.put(...)``.
+
+        Raises:
+            Rejected: (at the end of the block) a guard failed; nothing was written.
+        """
+        return AsyncCommit(self, expect_lsn)
+
+    async def put(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        id: str | None = None,
+        task: str | None = None,
+        tier: str = "working",
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> str:
+        """Create a memory or replace an existing id's content; see :meth:`MemoryStore.put`."""
+        put = functools.partial(
+            self.store.put,
+            text,
+            kind=kind,
+            id=id,
+            task=task,
+            tier=tier,
+            data=data,
+            tags=tags,
+            sources=sources,
+        )
+        return await self._write(put)
+
+    async def stale(self, id: str, reason: str | None = None) -> int:
+        """Mark a memory stale; returns the record's LSN."""
+        return await self._write(lambda: self.store.stale(id, reason))
+
+    async def restore(self, id: str) -> int:
+        """Mark a stale memory active again; returns the record's LSN."""
+        return await self._write(lambda: self.store.restore(id))
+
+    async def move(self, id: str, tier: str) -> int:
+        """Move a memory to `tier`; returns the record's LSN."""
+        return await self._write(lambda: self.store.move(id, tier))
+
+    async def finish_task(self, task: str) -> int:
+        """Mark a task finished; returns the record's LSN."""
+        return await self._write(lambda: self.store.finish_task(task))
+
+    async def flush(self) -> None:
+        """Make everything written so far durable (after the writes awaited before it)."""
+        await self._write(self.store.flush)
+
+    async def refresh(self, *args: Any, **kwargs: Any) -> int:
+        """Apply what others committed (see the wrapped store's ``refresh``)."""
+        return await self._read(lambda: self.store.refresh(*args, **kwargs))
+
+    # -- reads, on the reader threads --------------------------------------------------------
+
+    async def get(self, id: str) -> Memory | None:
+        """Return the memory `id`, or None."""
+        return await self._read(lambda: self.store.get(id))
+
+    async def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
+        """Return the memories `ids` (None for each missing one)."""
+        return await self._read(lambda: self.store.get_many(ids))
+
+    async def find(
+        self,
+        tier: str | None = None,
+        kind: str | None = None,
+        task: str | None = None,
+        status: str | None = "active",
+        tags: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Memory]:
+        """Return the memories matching every given filter, in creation order."""
+        return await self._read(lambda: self.store.find(tier, kind, task, status, tags, limit))
+
+    async def history(self, id: str) -> list[Record]:
+        """Return the records of memory `id` still in the log, oldest first."""
+        return await self._read(lambda: self.store.history(id))
+
+    async def records(self, after: int = 0) -> AsyncIterator[Record]:
+        """Iterate over every record with an LSN above `after` (read in chunks off the loop)."""
+        iterator = await self._read(lambda: self.store.records(after))
+
+        def chunk() -> list[Record]:
+            out = []
+            for record in iterator:
+                out.append(record)
+                if len(out) >= _RECORD_CHUNK:
+                    break
+            return out
+
+        while True:
+            records = await self._read(chunk)
+            for record in records:
+                yield record
+            if len(records) < _RECORD_CHUNK:
+                return
+
+    async def is_task_finished(self, task: str) -> bool:
+        """Return whether `task` was marked finished."""
+        return await self._read(lambda: self.store.is_task_finished(task))
+
+    async def lsn(self) -> int:
+        """The newest committed LSN (the store's ``lsn``)."""
+        return await self._read(lambda: self.store.lsn)
+
+    async def count(self) -> int:
+        """How many memories the store holds (``len(store)``)."""
+        return await self._read(lambda: len(self.store))
+
+    async def contains(self, id: str) -> bool:
+        """Whether the store has memory `id` (``id in store``)."""
+        return await self._read(lambda: id in self.store)
+
+    async def info(self) -> dict[str, Any]:
+        """Facts about the store (the store's ``info()``)."""
+        return await self._read(self.store.info)
+
+    async def context(self, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
+        """The active memories an agent should read, within a budget (``store.context``)."""
+        return await self._read(lambda: self.store.context(task, budget_chars))
+
+    async def lineage(self, id: str) -> list[Memory]:
+        """What memory `id` was derived from, recursively (``store.lineage``)."""
+        return await self._read(lambda: self.store.lineage(id))
+
+    async def descendants(self, id: str) -> list[Memory]:
+        """The memories derived from `id` (``store.descendants``)."""
+        return await self._read(lambda: self.store.descendants(id))
+
+    async def seals(self) -> list[Seal]:
+        """The seals of the current log generation (``store.seals()``)."""
+        return await self._read(self.store.seals)
+
+    # -- the facade itself -------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether the facade (and its store) is closed."""
+        return self._closed
+
+    async def close(self) -> None:
+        """Close the store after every write awaited before, then stop the threads."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._write(self.store.close)
+        self._writer.shutdown(wait=False)
+        self._readers.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncMemoryStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncMemoryStore over {self.store!r}>"

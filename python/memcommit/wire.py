@@ -1,0 +1,385 @@
+"""The wire between a :class:`~memcommit.server.MemoryServer` and its clients.
+
+The server and :class:`~memcommit.remote.RemoteStore` speak HTTP/1.1. Commits and role calls
+travel as JSON; the log travels as the raw bytes of whole commits, exactly as they are in the
+server's file, so a client checks and applies them with the same Rust code that replays a log.
+
+Endpoints (all under ``/v1``; every one but ``health`` needs ``Authorization: Bearer TOKEN``
+when the server has a token):
+
+* ``GET /v1/health``: ``{"status": "ok"}``; no token needed (for probes); says nothing else.
+* ``GET /v1/info``: ``store_id``, ``generation``, ``lsn`` (the durable head), ``boot`` (a
+  random id per server start), ``durability``, ``max_request_bytes``.
+* ``POST /v1/commit``: ``{"commits": [...], "retry_of": BOOT | null}``; each commit is either
+  memory operations ``{"id", "expect_lsn", "ops": [[name, ...], ...]}`` or a role call
+  ``{"id", "role", "method", "args", "kwargs"}``. The answer is ``{"results": [...]}``, one
+  per commit, in order: ``{"ok": true, "first_lsn", "lsn"}`` (memory operations),
+  ``{"ok": true, "value", "lsn"}`` (a role call; ``lsn`` null when it wrote nothing), or
+  ``{"ok": false, "error": {...}}`` (see :func:`encode_error`). A commit may also be a seal,
+  ``{"id", "seal": true, "key": BYTES | null}``, answered ``{"ok": true, "seal": [...]}``.
+* ``GET /v1/log?after=LSN&store=ID&generation=N&wait=SECONDS&max_bytes=N``: the raw bytes of
+  the whole commits after ``after`` (``application/octet-stream``), waiting up to ``wait``
+  seconds for one when there is none yet (a long poll). ``409`` with code ``resync`` when the
+  client's log is not the server's (another store or generation, or ahead of it).
+* ``GET /v1/snapshot?max_bytes=N``: the 64-byte log header, then the raw commits from the
+  start (about ``max_bytes``); the client goes on with ``/v1/log`` from there.
+* ``GET /v1/manifest``: ``{"manifest": [...]}``, the store's compaction manifest (the purged
+  ids among it), which a replica needs to answer ``Purged``.
+* ``POST /v1/flush``: fsync everything, whatever the server's durability mode.
+* ``GET /v1/metrics``: Prometheus text format.
+* ``POST /v1/test/clock``: ``{"now_us": N}`` sets the server's clock. Only on a server started
+  with ``--test-clock`` (a testing aid for the contract suite); 404 otherwise.
+
+Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, sources]``
+(``data`` as JSON text), ``["put_many", ids, texts, kind, task, tier, data, tags, sources]``,
+``["stale", id, reason]``, ``["restore", id]``, ``["move", id, tier]``,
+``["finish_task", task]``, ``["expect", id, exists, status, tier, lsn]``. The client checks
+them as a local commit would; the server runs them in one native commit, all or nothing.
+
+Every answer carries the headers ``X-Memcommit-Store``, ``X-Memcommit-Generation``,
+``X-Memcommit-Lsn`` (the durable head) and ``X-Memcommit-Boot``; a raw log answer adds
+``X-Memcommit-Last`` (the LSN of its last record, ``after`` when it holds none).
+
+**Commit ids.** Every commit carries an id the client makes. The server remembers the answer
+of each commit that wrote (the newest :data:`DEFAULT_REMEMBER` of them) and of every commit
+still in flight, so a commit resent because its answer was lost is answered, not applied
+again. A resend says which server start it may have reached (``retry_of``); a server started
+since then cannot know whether that start applied it and answers ``commit_outcome_unknown``
+(:class:`CommitOutcomeUnknown`) instead of guessing.
+
+**Values** (role call arguments and results) are JSON with tags for what JSON lacks, so a
+value arrives as the same Python type and the server's checks refuse exactly what a local
+store refuses: ``{"$t": "tuple", "v": [...]}``, ``"set"``, ``"frozenset"``, ``"bytes"`` and
+``"bytearray"`` (``"b"``: base64), ``"map"`` (a dict with a key that is not a str, or the key
+``"$t"``: ``"v"`` is its items), ``"dc"`` (one of the roles' dataclasses: ``"c"`` its name,
+``"v"`` its fields) and ``"opaque"`` (anything else: ``"c"`` its type's name; the server
+rebuilds a stand-in of a type with that name, which every check refuses).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import MemcommitError
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_PORT",
+    "DEFAULT_REMEMBER",
+    "PROTOCOL",
+    "CommitOutcomeUnknown",
+    "ServerError",
+    "ServerUnavailable",
+    "decode_error",
+    "decode_value",
+    "dumps",
+    "encode_error",
+    "encode_value",
+    "loads",
+]
+
+PROTOCOL = 1
+"""The protocol version (the ``/v1`` of every path)."""
+
+DEFAULT_PORT = 7411
+"""The port ``memcommit serve`` listens on unless told otherwise."""
+
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+"""The largest request body a server accepts by default (413 above it)."""
+
+DEFAULT_REMEMBER = 100_000
+"""How many answers of commits that wrote a server remembers for resends."""
+
+H_STORE = "x-memcommit-store"
+H_GENERATION = "x-memcommit-generation"
+H_LSN = "x-memcommit-lsn"
+H_BOOT = "x-memcommit-boot"
+H_LAST = "x-memcommit-last"
+
+# Memory operation names inside a commit's "ops".
+OP_PUT = "put"
+OP_PUT_MANY = "put_many"
+OP_STALE = "stale"
+OP_RESTORE = "restore"
+OP_MOVE = "move"
+OP_FINISH = "finish_task"
+OP_EXPECT = "expect"
+
+
+class ServerError(MemcommitError):
+    """The server refused a request or failed (not a refused commit: that is ``Rejected``).
+
+    Attributes:
+        status: The HTTP status (401 without the right token, 400 for a malformed request,
+            413 for one over the size limit, 503 while shutting down, 500 for a server bug),
+            or None when there was no answer.
+        code: A stable identifier of the failure (``unauthorized``, ``bad_request``...).
+        url: The server.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str = "server_error", url: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.url = url
+
+
+class ServerUnavailable(ServerError):
+    """The server could not be reached (refused, reset or timed out) within the retry window."""
+
+
+class CommitOutcomeUnknown(ServerError):
+    """A commit was sent, its answer was lost, and the server restarted before it was resent.
+
+    The commit may or may not be in the log: the server that could have applied it is gone,
+    and a resend cannot be told apart from a new commit. Read the store (``refresh()``) to
+    find out before committing it again.
+
+    Attributes:
+        commit_id: The commit's id.
+    """
+
+    def __init__(self, message: str, *, commit_id: str = "", url: str = "") -> None:
+        super().__init__(message, status=None, code="commit_outcome_unknown", url=url)
+        self.commit_id = commit_id
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+def dumps(value: Any) -> bytes:
+    """Encode a JSON-able value as compact ASCII JSON (lone surrogates survive as escapes)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def loads(data: bytes | str) -> Any:
+    """Decode JSON text (NaN and infinities are read back as floats)."""
+    return json.loads(data)
+
+
+# -- values ----------------------------------------------------------------------------------
+
+_TAG = "$t"
+_DATACLASSES: dict[str, type[Any]] = {}
+_OPAQUE: dict[str, type[Any]] = {}
+
+
+def _dataclasses() -> dict[str, type[Any]]:
+    """The dataclasses a value may be: every one :mod:`memcommit.roles` exports, and Guard."""
+    if not _DATACLASSES:
+        from . import roles
+        from .errors import Guard
+
+        for name in roles.__all__:
+            cls = getattr(roles, name)
+            if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+                _DATACLASSES[cls.__name__] = cls
+        _DATACLASSES[Guard.__name__] = Guard
+    return _DATACLASSES
+
+
+class _Opaque:
+    """A stand-in for a value the wire cannot carry; only its type's name survives."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} (a stand-in: the value itself did not cross the wire)>"
+
+
+def _opaque(name: str) -> Any:
+    cls = _OPAQUE.get(name)
+    if cls is None:
+        if len(_OPAQUE) >= 1024:  # names come from clients: keep the cache bounded
+            _OPAQUE.clear()
+        cls = _OPAQUE[name] = type(name, (_Opaque,), {})
+    return cls()
+
+
+def encode_value(value: Any) -> Any:
+    """Return `value` as JSON-able data that :func:`decode_value` turns back into it.
+
+    Plain JSON values stay as they are; tuples, sets, bytes, dicts with keys that are not
+    str, the roles' dataclasses and anything else are tagged (see the module docstring).
+    """
+    if value is None or value is True or value is False:
+        return value
+    kind = type(value)
+    if kind is str or kind is int:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {_TAG: "float", "v": repr(value)}
+    if kind is list:
+        return [encode_value(item) for item in value]
+    if kind is dict:
+        if all(type(k) is str for k in value) and _TAG not in value:
+            return {k: encode_value(v) for k, v in value.items()}
+        return {_TAG: "map", "v": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return encode_value(float(value))
+    if isinstance(value, tuple) and not dataclasses.is_dataclass(value):
+        return {_TAG: "tuple", "v": [encode_value(item) for item in value]}
+    if isinstance(value, (set, frozenset)):
+        tag = "set" if isinstance(value, set) else "frozenset"
+        return {_TAG: tag, "v": [encode_value(item) for item in value]}
+    if isinstance(value, (bytes, bytearray)):
+        tag = "bytes" if isinstance(value, bytes) else "bytearray"
+        return {_TAG: tag, "b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, memoryview):
+        return {_TAG: "bytes", "b": base64.b64encode(value.tobytes()).decode("ascii")}
+    if isinstance(value, dict):
+        return encode_value(dict(value))
+    if isinstance(value, list):
+        return [encode_value(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if _dataclasses().get(name) is type(value):
+            fields = {
+                f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)
+            }
+            return {_TAG: "dc", "c": name, "v": fields}
+    return {_TAG: "opaque", "c": type(value).__name__}
+
+
+def decode_value(data: Any) -> Any:
+    """Rebuild a value :func:`encode_value` encoded.
+
+    Raises:
+        ValueError: `data` is not something :func:`encode_value` makes (a malformed request).
+    """
+    kind = type(data)
+    if data is None or kind is bool or kind is int or kind is str or kind is float:
+        return data
+    if kind is list:
+        return [decode_value(item) for item in data]
+    if kind is not dict:
+        raise ValueError(f"value: {kind.__name__} is not a wire value")
+    tag = data.get(_TAG)
+    if tag is None:
+        return {k: decode_value(v) for k, v in data.items()}
+    try:
+        if tag == "tuple":
+            return tuple(decode_value(item) for item in data["v"])
+        if tag == "set":
+            return {decode_value(item) for item in data["v"]}
+        if tag == "frozenset":
+            return frozenset(decode_value(item) for item in data["v"])
+        if tag == "bytes":
+            return base64.b64decode(data["b"], validate=True)
+        if tag == "bytearray":
+            return bytearray(base64.b64decode(data["b"], validate=True))
+        if tag == "float":
+            text = data["v"]
+            if text not in ("nan", "inf", "-inf"):
+                raise ValueError(f"value: {text!r} is not a float the wire tags")
+            return float(text)
+        if tag == "map":
+            return {decode_value(k): decode_value(v) for k, v in data["v"]}
+        if tag == "dc":
+            cls = _dataclasses().get(data["c"])
+            if cls is None:
+                raise ValueError(f"value: {data['c']!r} is not a type the wire carries")
+            return cls(**{str(k): decode_value(v) for k, v in data["v"].items()})
+        if tag == "opaque":
+            name = data["c"]
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"value: {name!r} is not a type name")
+            return _opaque(name)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"value: a malformed {tag!r} value ({e})") from None
+    raise ValueError(f"value: {tag!r} is not a wire tag")
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+_BUILTIN_ERRORS: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (
+        TypeError,
+        ValueError,
+        KeyError,
+        IndexError,
+        LookupError,
+        OverflowError,
+        NotImplementedError,
+        RuntimeError,
+    )
+}
+
+
+def _memcommit_errors() -> dict[str, type[MemcommitError]]:
+    from . import errors
+
+    return {
+        name: cls
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, MemcommitError)
+    }
+
+
+def encode_error(error: BaseException) -> dict[str, Any]:
+    """Describe `error` for the wire, so that :func:`decode_error` raises the same class.
+
+    Role errors travel as their ``to_wire()``; memcommit's other errors with their attributes;
+    ``TypeError``, ``ValueError`` and a few other built-in errors (or the nearest of them a
+    subclass derives from) with their message. Anything else is a server bug: ``internal``.
+    """
+    from .roles.errors import RoleError
+
+    if isinstance(error, RoleError):
+        return {"kind": "role", **encode_value(error.to_wire())}
+    if isinstance(error, ServerError):
+        return {"kind": "server", "class": type(error).__name__, "message": str(error)}
+    if isinstance(error, MemcommitError):
+        known = _memcommit_errors()
+        cls: type[BaseException] = type(error)
+        while cls.__name__ not in known or known[cls.__name__] is not cls:
+            cls = cls.__mro__[1]
+        attrs = {k: encode_value(v) for k, v in vars(error).items() if not k.startswith("_")}
+        return {"kind": "memcommit", "class": cls.__name__, "message": str(error), "attrs": attrs}
+    for cls in type(error).__mro__:
+        if cls.__name__ in _BUILTIN_ERRORS and _BUILTIN_ERRORS[cls.__name__] is cls:
+            message = error.args[0] if len(error.args) == 1 else str(error)
+            return {"kind": "builtin", "class": cls.__name__, "message": str(message)}
+    return {"kind": "internal", "class": type(error).__name__, "message": str(error)}
+
+
+def decode_error(data: Mapping[str, Any], url: str = "") -> BaseException:
+    """Rebuild the error :func:`encode_error` described (an error to raise, not raised)."""
+    from .roles.errors import error_from_wire
+
+    kind = data.get("kind")
+    message = str(data.get("message", ""))
+    try:
+        if kind == "role":
+            return error_from_wire(decode_value({k: v for k, v in data.items() if k != "kind"}))
+        if kind == "builtin":
+            return _BUILTIN_ERRORS[str(data["class"])](message)
+        if kind == "memcommit":
+            cls = _memcommit_errors()[str(data["class"])]
+            error = cls.__new__(cls)
+            Exception.__init__(error, message)
+            for name, value in dict(data.get("attrs", {})).items():
+                setattr(error, str(name), decode_value(value))
+            return error
+        if kind == "server" and data.get("class") == CommitOutcomeUnknown.__name__:
+            return CommitOutcomeUnknown(message, url=url)
+    except (KeyError, TypeError, ValueError):
+        pass
+    return ServerError(
+        f"the server at {url or '?'} failed: {data.get('class', 'error')}: {message}",
+        status=500,
+        code=str(data.get("code", "internal")),
+        url=url,
+    )

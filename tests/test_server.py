@@ -1,0 +1,658 @@
+"""memcommit serve and RemoteStore, with real server processes on loopback ports.
+
+No test asserts a time: waits are bounded only so that a broken build fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit.server import ServerProcess, is_loopback
+from memcommit.wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
+
+TOKEN = "a-test-token-that-is-long-enough"
+
+
+def raw(
+    url: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request, without RemoteStore in the way."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        conn.request(method, path, body, headers or {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def commit_body(*commits: dict[str, Any], retry_of: str | None = None) -> bytes:
+    return json.dumps({"commits": list(commits), "retry_of": retry_of}).encode()
+
+
+def put_op(id: str, text: str) -> list[Any]:
+    return ["put", id, text, "note", None, "working", None, [], []]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess(tmp_path_factory.mktemp("served") / "memory.db") as process:
+        yield process
+
+
+@pytest.fixture
+def store(server: ServerProcess) -> Iterator[memcommit.RemoteStore]:
+    with memcommit.RemoteStore(server.url) as remote:
+        yield remote
+
+
+# -- the store API through the server ---------------------------------------------------------
+
+
+def test_a_remote_store_is_a_store(store: memcommit.RemoteStore) -> None:
+    assert isinstance(store, memcommit.MemoryStore)
+    fact = store.put("User prefers dark mode", kind="fact", data={"since": 2024}, tags=("ui",))
+    got = store.get(fact)
+    assert got is not None
+    assert (got.text, got.kind, got.data, got.tags) == (
+        "User prefers dark mode",
+        "fact",
+        {"since": 2024},
+        ("ui",),
+    )
+    assert fact in store and "nope" not in store
+    assert store.find(kind="fact", tags=["ui"])[-1].id == fact
+    lsn = store.move(fact, "long")
+    assert store.get(fact).tier == "long" and store.get(fact).lsn == lsn == store.lsn
+    store.stale(fact, "changed their mind")
+    store.restore(fact)
+    assert [r.op for r in store.history(fact)] == ["put", "move", "status", "status"]
+    assert [r.lsn for r in store.records(after=lsn)] == [lsn + 1, lsn + 2]
+    store.finish_task("task-1")
+    assert store.is_task_finished("task-1")
+    assert store.get_many([fact, "nope"])[1] is None
+    assert store.read_only is False and store.path is None and store.url.startswith("http://")
+
+
+def test_a_commit_is_all_or_nothing_with_guards(store: memcommit.RemoteStore) -> None:
+    t1 = store.put("trace one", kind="trace", task="t")
+    t2 = store.put("trace two", kind="trace", task="t")
+    head = store.lsn
+    with store.commit(expect_lsn=head) as c:
+        summary = c.put("two traces", kind="summary", sources=(t1, t2), tier="mid")
+        c.expect(t1, tier="working")
+        c.move(t1, "archive")
+        c.move(t2, "archive")
+    assert (c.first_lsn, c.lsn) == (head + 1, head + 3)
+    assert store.get(summary).sources == (t1, t2)
+    with pytest.raises(memcommit.Rejected) as refused, store.commit(expect_lsn=head) as c:
+        c.put("never written")
+    assert refused.value.guard is not None and refused.value.guard.kind == "expect_lsn"
+    assert str(head) in refused.value.reason
+    with pytest.raises(memcommit.Rejected) as refused, store.commit() as c:
+        c.put("not written either")
+        c.expect(t2, tier="working")  # it is archived now
+    assert refused.value.guard is not None and refused.value.guard.actual == "archive"
+    with pytest.raises(RuntimeError, match="boom"), store.commit() as c:
+        c.put("dropped with the block")
+        raise RuntimeError("boom")
+    assert store.lsn == head + 3
+
+
+def test_refusals_carry_the_servers_reason(store: memcommit.RemoteStore) -> None:
+    with pytest.raises(memcommit.Rejected, match="no memory") as refused:
+        store.stale("no-such-memory")
+    assert refused.value.guard is not None and refused.value.guard.id == "no-such-memory"
+    before = store.lsn
+    with pytest.raises(ValueError, match="tier"):
+        store.put("x", tier="attic")
+    with pytest.raises(TypeError, match="text"):
+        store.put(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="data"):
+        store.put("x", data={"k": object()})
+    with pytest.raises(TypeError, match="tags"):
+        store.put("x", tags="one")
+    with pytest.raises(ValueError, match="surrogate"):
+        store.put("\ud800")
+    assert store.lsn == before
+
+
+def test_a_record_over_the_servers_limit_is_refused_with_its_message(
+    store: memcommit.RemoteStore,
+) -> None:
+    before = store.lsn
+    with pytest.raises(ValueError, match="max_record_bytes"):
+        store.put("x" * (16 * 1024 * 1024 + 10))
+    assert store.lsn == before
+
+
+def test_seals_are_written_by_the_server_and_verified_by_the_replica(
+    store: memcommit.RemoteStore,
+) -> None:
+    store.put("sealed in")
+    plain = memcommit.seal(store)
+    keyed = memcommit.seal(store, key=b"the key holder's secret")
+    assert (plain.lsn, keyed.lsn) == (plain.record_lsn - 1, plain.record_lsn)
+    assert store.lsn == keyed.record_lsn and store.seals()[-2:] == [plain, keyed]
+    report = memcommit.verify(store, key=b"the key holder's secret")
+    assert report.ok and report.lsn == store.lsn
+    with pytest.raises(memcommit.NotSupported, match="AutoSeal"):
+        memcommit.AutoSeal(store, every=10)
+    with pytest.raises(memcommit.NotSupported, match="snapshot"):
+        store.save_snapshot("anywhere.json")
+
+
+def test_put_many_and_ids_made_by_the_client(store: memcommit.RemoteStore) -> None:
+    with store.commit() as c:
+        ids = c.put_many(["a", "b", "c"], kind=["note", "fact", "note"], task="bulk")
+        named = c.put("named", id="my-own-id")
+    assert ids == sorted(ids) and named == "my-own-id"
+    assert [m.text for m in store.get_many(ids)] == ["a", "b", "c"]  # type: ignore[union-attr]
+    assert store.get(ids[1]).kind == "fact"
+
+
+def test_other_clients_see_commits_after_refresh(server: ServerProcess) -> None:
+    with memcommit.RemoteStore(server.url) as a, memcommit.RemoteStore(server.url) as b:
+        b.refresh()
+        mid = a.put("from a")
+        assert b.get(mid) is None  # b reads its replica: it has not looked yet
+        assert b.refresh() == 1
+        assert b.get(mid) is not None and b.lsn == a.lsn
+        assert b.refresh() == 0
+
+
+def test_a_long_poll_hears_of_a_commit(server: ServerProcess) -> None:
+    with memcommit.RemoteStore(server.url) as writer, memcommit.RemoteStore(server.url) as reader:
+        reader.refresh()
+        got: list[int] = []
+        waiting = threading.Thread(target=lambda: got.append(reader.refresh(wait=30)))
+        waiting.start()
+        mid = writer.put("wake up")
+        waiting.join(60)
+        assert got and got[0] >= 1
+        assert reader.get(mid) is not None
+
+
+def test_a_follower_keeps_its_replica_current(server: ServerProcess) -> None:
+    with memcommit.RemoteStore(server.url, follow=True) as follower:
+        with memcommit.RemoteStore(server.url) as writer:
+            mid = writer.put("followed")
+        deadline = time.monotonic() + 30
+        while follower.get(mid) is None:
+            assert time.monotonic() < deadline, "the follower never got the commit"
+            time.sleep(0.01)
+
+
+def test_tiers_and_lineage_work_through_a_remote_store(store: memcommit.RemoteStore) -> None:
+    from memcommit.tiers import compact_memory
+
+    task = f"fold-{time.time_ns()}"
+    traces = [store.put(f"step {i}", kind="trace", task=task) for i in range(3)]
+    store.finish_task(task)
+    report = compact_memory(store)
+    folded = [m for m in store.get_many(report.created) if m and set(m.sources) == set(traces)]
+    assert len(folded) == 1
+    assert {m.id for m in store.lineage(folded[0].id)} >= set(traces)
+    assert all(store.get(t).tier == "archive" for t in traces)
+
+
+def test_threads_share_one_remote_store_and_their_commits_group(
+    server: ServerProcess, store: memcommit.RemoteStore
+) -> None:
+    ids: list[str] = []
+    guard = threading.Lock()
+
+    def work(n: int) -> None:
+        for i in range(25):
+            mid = store.put(f"thread {n} memory {i}")
+            with guard:
+                ids.append(mid)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 200
+    assert all(m is not None for m in store.get_many(ids))
+
+
+def test_one_request_of_many_commits_shares_fsyncs(server: ServerProcess) -> None:
+    def fsyncs() -> int:
+        _, _, text = raw(server.url, "GET", "/v1/metrics")
+        line = next(x for x in text.decode().splitlines() if x.startswith("memcommit_fsyncs_total"))
+        return int(float(line.split()[1]))
+
+    before = fsyncs()
+    commits = [
+        {"id": f"group-{time.time_ns()}-{i}", "ops": [put_op(f"g{i}-{time.time_ns()}", "x")]}
+        for i in range(200)
+    ]
+    status, _, body = raw(server.url, "POST", "/v1/commit", commit_body(*commits))
+    assert status == 200
+    results = json.loads(body)["results"]
+    assert all(r["ok"] for r in results) and len({r["lsn"] for r in results}) == 200
+    assert fsyncs() - before < 200  # a count, not a time: concurrent commits share an fsync
+
+
+# -- the protocol ------------------------------------------------------------------------------
+
+
+def test_health_info_and_metrics(server: ServerProcess) -> None:
+    status, headers, body = raw(server.url, "GET", "/v1/health")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+    status, headers, body = raw(server.url, "GET", "/v1/info")
+    info = json.loads(body)
+    assert status == 200 and info["protocol"] == 1 and info["durability"] == "commit"
+    assert (
+        headers["x-memcommit-store"] == info["store_id"]
+        and headers["x-memcommit-boot"] == info["boot"]
+    )
+    status, headers, body = raw(server.url, "GET", "/v1/metrics")
+    text = body.decode()
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for name in ("memcommit_up 1", "memcommit_commits_total{", "memcommit_commit_seconds_bucket{"):
+        assert name in text
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"not json", "not JSON"),
+        (b"[]", '"commits" list'),
+        (json.dumps({"commits": [{"ops": []}]}).encode(), ".id"),
+        (json.dumps({"commits": [{"id": "x", "ops": [["drop_table"]]}]}).encode(), "one of"),
+        (json.dumps({"commits": [{"id": "x", "ops": [["put", "a"]]}]}).encode(), "takes 8 values"),
+        (
+            json.dumps({"commits": [{"id": "x", "role": "shell", "method": "run"}]}).encode(),
+            "not a role",
+        ),
+        (
+            json.dumps({"commits": [{"id": "x", "role": "locks", "method": "_medium"}]}).encode(),
+            "not a method",
+        ),
+        (
+            json.dumps(
+                {
+                    "commits": [
+                        {
+                            "id": "x",
+                            "role": "locks",
+                            "method": "get",
+                            "args": [{"$t": "dc", "c": "os.system", "v": {}}],
+                        }
+                    ]
+                }
+            ).encode(),
+            "not a type the wire carries",
+        ),
+        (
+            json.dumps({"commits": [{"id": "x", "ops": [], "expect_lsn": "3"}]}).encode(),
+            "expect_lsn",
+        ),
+        (
+            json.dumps({"commits": [{"id": "x", "ops": []}, {"id": "x", "ops": []}]}).encode(),
+            "twice",
+        ),
+    ],
+)
+def test_a_malformed_request_gets_400_and_changes_nothing(
+    server: ServerProcess, body: bytes, message: str
+) -> None:
+    _, headers, _ = raw(server.url, "GET", "/v1/info")
+    head = headers["x-memcommit-lsn"]
+    status, headers, answer = raw(server.url, "POST", "/v1/commit", body)
+    assert status == 400, answer
+    assert message in json.loads(answer)["error"]["message"]
+    assert headers["x-memcommit-lsn"] == head
+
+
+def test_limits_on_request_size(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "small.db", "--max-request-bytes", "1000") as small:
+        status, _, answer = raw(small.url, "POST", "/v1/commit", b"{" + b" " * 2000 + b"}")
+        assert status == 413 and "1000" in json.loads(answer)["error"]["message"]
+        with memcommit.RemoteStore(small.url) as remote:
+            with pytest.raises(ServerError) as caught:
+                remote.put("y" * 5000)
+            assert caught.value.status == 413
+            assert remote.lsn == 0
+
+
+def test_the_log_endpoint_serves_raw_commits_and_asks_strangers_to_resync(
+    server: ServerProcess, store: memcommit.RemoteStore
+) -> None:
+    store.put("for the log")
+    ident = f"store={store.store_id}&generation={store.generation}"
+    status, headers, body = raw(server.url, "GET", f"/v1/log?after=0&{ident}")
+    assert status == 200 and headers["content-type"] == "application/octet-stream"
+    replica = memcommit._native.NativeLog.replica(
+        raw(server.url, "GET", "/v1/snapshot?max_bytes=1")[2][:64]
+    )
+    assert replica.apply_raw(body) == int(headers["x-memcommit-last"])
+    status, _, answer = raw(server.url, "GET", f"/v1/log?after=0&store={'0' * 32}&generation=0")
+    assert status == 409 and json.loads(answer)["error"]["code"] == "resync"
+    status, _, answer = raw(server.url, "GET", f"/v1/log?after=999999999&{ident}")
+    assert status == 409
+    status, _, answer = raw(server.url, "GET", "/v1/log?after=-1")
+    assert status == 400
+
+
+def test_the_test_clock_endpoint_exists_only_with_the_flag(server: ServerProcess) -> None:
+    status, _, _ = raw(server.url, "POST", "/v1/test/clock", b'{"now_us": 1}')
+    assert status == 404
+
+
+# -- resends: a lost answer is not a second commit --------------------------------------------
+
+
+def test_a_resent_commit_is_answered_not_applied_again(
+    server: ServerProcess, store: memcommit.RemoteStore
+) -> None:
+    mid = f"resent-{time.time_ns()}"
+    body = commit_body({"id": f"c-{mid}", "ops": [put_op(mid, "once")]})
+    status, headers, first = raw(server.url, "POST", "/v1/commit", body)
+    boot = headers["x-memcommit-boot"]
+    again = commit_body({"id": f"c-{mid}", "ops": [put_op(mid, "once")]}, retry_of=boot)
+    status2, _, second = raw(server.url, "POST", "/v1/commit", again)
+    assert (status, status2) == (200, 200)
+    assert json.loads(first) == json.loads(second)
+    store.refresh()  # the commits went around the store: it must look
+    assert len(store.history(mid)) == 1
+
+
+def test_a_resend_from_before_a_restart_is_not_guessed(
+    server: ServerProcess, store: memcommit.RemoteStore
+) -> None:
+    mid = f"unknown-{time.time_ns()}"
+    body = commit_body(
+        {"id": f"c-{mid}", "ops": [put_op(mid, "maybe")]}, retry_of="an-earlier-boot"
+    )
+    status, _, answer = raw(server.url, "POST", "/v1/commit", body)
+    result = json.loads(answer)["results"][0]
+    assert status == 200 and result["ok"] is False
+    assert result["error"]["class"] == "CommitOutcomeUnknown"
+    store.refresh()
+    assert store.get(mid) is None
+
+
+def test_a_remote_store_resends_through_a_dropped_connection(store: memcommit.RemoteStore) -> None:
+    """The first attempt's answer is lost (the connection drops after the request went out)."""
+    real = store._http.request
+    calls: list[str] = []
+
+    def flaky(
+        method: str, path: str, body: bytes | None = None, timeout: float | None = None
+    ) -> Any:
+        answer = real(method, path, body, timeout)
+        if path == "/v1/commit" and not calls:
+            calls.append("dropped")
+            from memcommit.remote import _MaybeSent
+
+            raise _MaybeSent("connection reset (injected)")
+        return answer
+
+    store._http.request = flaky  # type: ignore[method-assign]
+    try:
+        mid = store.put("sent twice, written once", id=f"flaky-{time.time_ns()}")
+    finally:
+        store._http.request = real  # type: ignore[method-assign]
+    assert calls == ["dropped"]
+    assert len(store.history(mid)) == 1
+
+
+# -- security --------------------------------------------------------------------------------
+
+
+def test_only_loopback_without_a_token(tmp_path: Path) -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memcommit",
+            "serve",
+            str(tmp_path / "x.db"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "needs a token" in done.stderr and not (tmp_path / "x.db").exists()
+
+
+def test_a_token_is_required_and_checked(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    with ServerProcess(
+        tmp_path / "t.db", "--host", "0.0.0.0", "--token-file", str(token_file)
+    ) as guarded:
+        url = guarded.url.replace("0.0.0.0", "127.0.0.1")
+        assert raw(url, "GET", "/v1/health")[0] == 200  # probes need no token
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+            status, answer_headers, _ = raw(url, "GET", "/v1/info", headers=headers)
+            assert status == 401 and answer_headers["www-authenticate"].startswith("Bearer")
+        status, _, _ = raw(
+            url, "POST", "/v1/commit", commit_body({"id": "x", "ops": [put_op("x", "x")]})
+        )
+        assert status == 401
+        with pytest.raises(ServerError) as refused:
+            memcommit.RemoteStore(url, token="wrong-token-but-long-enough")
+        assert refused.value.status == 401
+        with memcommit.RemoteStore(url, token=TOKEN) as remote:
+            assert remote.get(remote.put("with the token")) is not None
+            assert "x" not in remote
+
+
+def test_tls(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    with ServerProcess(
+        tmp_path / "tls.db", "--tls-cert", str(cert), "--tls-key", str(key)
+    ) as secure:
+        assert secure.url.startswith("https://")
+        with memcommit.RemoteStore(secure.url, ca_file=str(cert)) as remote:
+            assert remote.get(remote.put("over TLS")).text == "over TLS"  # type: ignore[union-attr]
+        with pytest.raises(ServerUnavailable):
+            memcommit.RemoteStore(secure.url, retry_seconds=0.1)  # the system CAs do not trust it
+
+
+# -- life: restarts, SIGTERM, kill -9 ----------------------------------------------------------
+
+
+def test_a_second_server_on_the_same_log_is_refused(server: ServerProcess) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memcommit", "serve", server.path, "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "StoreLocked" in done.stderr
+
+
+def test_sigterm_finishes_commits_in_flight_then_exits(tmp_path: Path) -> None:
+    path = tmp_path / "term.db"
+    process = ServerProcess(path)
+    acked: list[str] = []
+    failures: list[BaseException] = []
+    started = threading.Barrier(5)
+
+    def client(n: int) -> None:
+        with memcommit.RemoteStore(process.url, retry_seconds=0.2) as remote:
+            started.wait()
+            for i in range(10_000):
+                try:
+                    acked.append(remote.put(f"client {n} commit {i}", id=f"c{n}-{i}"))
+                except ServerError as e:
+                    failures.append(e)
+                    return
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    while len(acked) < 200:
+        time.sleep(0.01)
+    code = process.terminate()
+    for t in threads:
+        t.join(60)
+    assert code in (0, -15)
+    assert any("stopped" in line for line in process.output)
+    assert len(failures) == 4  # every client ended on the server going away
+    with memcommit.open(path) as local:
+        assert all(local.get(mid) is not None for mid in acked)
+        assert local.recovered_bytes == 0  # a clean stop: nothing torn
+
+
+def test_kill_9_loses_no_acknowledged_commit(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    process = ServerProcess(path)
+    acked: list[str] = []
+    unknown: list[str] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        with memcommit.RemoteStore(process.url, retry_seconds=0.2) as remote:
+            i = 0
+            while not stop.is_set():
+                mid = f"m-{i}"
+                try:
+                    remote.put(f"commit {i}", id=mid)
+                    acked.append(mid)
+                except (CommitOutcomeUnknown, ServerUnavailable):
+                    unknown.append(mid)
+                    return
+                i += 1
+
+    threads = [threading.Thread(target=client) for _ in range(1)]
+    for t in threads:
+        t.start()
+    while len(acked) < 300:
+        time.sleep(0.005)
+    process.kill()
+    stop.set()
+    for t in threads:
+        t.join(60)
+    restarted = ServerProcess(path, port=process.port)
+    try:
+        with memcommit.RemoteStore(restarted.url) as remote:
+            remote.refresh()
+            for mid in acked:
+                history = remote.history(mid)
+                assert len(history) == 1, mid  # present, and written once
+            # The commit in flight at the kill may or may not be there; nothing else is.
+            assert len(remote) in (len(acked), len(acked) + len(unknown))
+    finally:
+        restarted.terminate()
+
+
+def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "gen.db"
+    process = ServerProcess(path)
+    port = process.port
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=20) as remote:
+            keep = remote.put("kept")
+            gone = remote.put("archived long ago")
+            remote.move(gone, "archive")
+            for _ in range(5):
+                remote.stale(keep)
+                remote.restore(keep)
+            generation = remote.generation
+            assert len(remote.history(keep)) == 11
+            process.terminate()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "memcommit",
+                    "compact",
+                    str(path),
+                    "--archived-older-than",
+                    "0",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            process = ServerProcess(path, port=port)
+            remote.refresh()
+            assert remote.generation == generation + 1
+            assert len(remote.history(keep)) < 11  # the replica holds the compacted log
+            assert remote.get(keep) is not None and remote.get(keep).status == "active"
+            # The purge travels too: the replica knows the manifest's purged ids.
+            with pytest.raises(memcommit.Purged):
+                remote.get(gone)
+            assert remote.is_purged(gone) and gone in remote.manifest()[0]["purged"]
+            with pytest.raises(memcommit.Rejected, match="purged"):
+                remote.move(gone, "long")
+            after = remote.put("after the compaction")
+            assert remote.get(after) is not None
+            # Another store's log at the same address: the replica starts over.
+            process.terminate()
+            os.remove(path)
+            process = ServerProcess(path, port=port)
+            remote.refresh()
+            assert remote.get(keep) is None and len(remote) == 0
+    finally:
+        process.terminate()
+
+
+def test_serve_help_names_its_options() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memcommit", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    for option in ("--host", "--port", "--token-file", "--tls-cert", "--tls-key", "--test-clock"):
+        assert option in done.stdout

@@ -407,7 +407,7 @@ class MemoryStore:
             return int(native.info()["records"])
         applied = self._native.refresh()
         if applied:
-            self._medium.reload()
+            self._medium.refresh()
         return applied
 
     def flush(self) -> None:

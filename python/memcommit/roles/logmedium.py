@@ -110,6 +110,7 @@ class LogMedium:
 
     def reload(self) -> None:
         """Load every live entity from the log (at open, and after a reader's refresh)."""
+        self._version = self._native.entity_version()
         cache = MemoryMedium()
         changes: list[Change] = []
         for full_key, payload in self._native.entities():
@@ -118,6 +119,11 @@ class LogMedium:
         cache.write(changes)
         with self._lock._lock:
             self._cache = cache
+
+    def refresh(self) -> None:
+        """Reload after a reader's refresh, if any entity record came with it."""
+        if self._native.entity_version() != self._version:
+            self.reload()
 
     def get(self, kind: str, key: str) -> State | None:
         """Return the state of ``(kind, key)``, or None."""

@@ -43,6 +43,11 @@ impl Log {
         c.finish()
     }
 
+    /// A number that changes whenever an entity may have changed (entity records applied).
+    pub fn entity_version(&self) -> u64 {
+        self.state.read().index.entity_records()
+    }
+
     /// Every live entity: (key, state as JSON), in no particular order.
     pub fn entities(&self) -> Result<Vec<(String, Vec<u8>)>> {
         let st = self.state.read();

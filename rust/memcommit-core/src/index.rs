@@ -168,6 +168,8 @@ pub struct Index {
     seals: Vec<SealEntry>,
     /// Every live entity of the roles: its key and (offset, length) of its newest record.
     entities: HashMap<Box<[u8]>, (u64, u32)>,
+    /// Entity records applied so far (a reader reloads the roles only when it moves).
+    entity_records: u64,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -198,6 +200,7 @@ impl Index {
             sorted: true,
             seals: Vec::new(),
             entities: HashMap::default(),
+            entity_records: 0,
         }
     }
 
@@ -431,6 +434,7 @@ impl Index {
                 if let Some(u) = undo {
                     u.push(Undo::Entity(rec.key.into(), before));
                 }
+                self.entity_records += 1;
             }
         }
         Ok(())
@@ -464,6 +468,11 @@ impl Index {
     /// Every live entity: (key, offset and length of its newest record).
     pub fn entities(&self) -> impl Iterator<Item = (&[u8], (u64, u32))> + '_ {
         self.entities.iter().map(|(k, v)| (&**k, *v))
+    }
+
+    /// How many entity records were ever applied: it changes whenever an entity may have.
+    pub fn entity_records(&self) -> u64 {
+        self.entity_records
     }
 
     /// The seals of the log, oldest first.

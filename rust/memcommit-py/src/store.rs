@@ -331,6 +331,11 @@ impl NativeLog {
         release(py, || log.wait_durable(end))
     }
 
+    /// A number that changes whenever an entity may have changed.
+    fn entity_version(&self) -> u64 {
+        self.log.entity_version()
+    }
+
     /// Every live entity of the roles: (key, state JSON bytes).
     fn entities<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, pyo3::types::PyBytes>)>> {
         let log = &self.log;

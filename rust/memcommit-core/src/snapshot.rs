@@ -124,10 +124,13 @@ impl Log {
         self.check_open(&st)?;
         let (lsn, chain) = self.chain_to_end(&st)?;
         let last_record = last_record(&st, self.display())?;
+        // Copy out under the lock; build and write the JSON without it (commits go on).
         let p = st.index.parts();
+        let (header, end, records, sparse) = (st.header, st.end, st.records, st.sparse.clone());
+        drop(st);
         let mut m = Memories::default();
-        for (id, e) in &p.memories {
-            m.id.push(id.clone());
+        for (id, e) in p.memories {
+            m.id.push(id);
             m.kind.push(e.kind);
             m.task.push(e.task);
             m.tags.push(e.tags);
@@ -146,12 +149,12 @@ impl Log {
         let snap = Snapshot {
             format: FORMAT.into(),
             version: VERSION,
-            store_id: seal::hex(&st.header.store_id),
-            generation: st.header.generation,
-            dense_from: st.header.dense_from,
+            store_id: seal::hex(&header.store_id),
+            generation: header.generation,
+            dense_from: header.dense_from,
             lsn,
-            end: st.end,
-            records: st.records,
+            end,
+            records,
             chain: seal::hex(&chain),
             last_record,
             kinds: p.kinds,
@@ -178,7 +181,7 @@ impl Log {
                     mac: seal::hex(&s.mac),
                 })
                 .collect(),
-            sparse: st.sparse.clone(),
+            sparse,
         };
         serde_json::to_string(&snap).map_err(|e| Error::invalid("snapshot", e.to_string()))
     }

@@ -137,7 +137,8 @@ fn fsync_dir(path: &Path) -> io::Result<()> {
 }
 
 impl Log {
-    /// Compact the log (see the module documentation). Holds the writer lock throughout. On
+    /// Compact the log (see the module documentation). Commits wait until it is done; reads
+    /// do not. On
     /// success returns the report and the store reopened on the new generation (this `Log`
     /// is closed; the OS lock passes to the new one without a gap).
     pub fn compact(
@@ -147,7 +148,8 @@ impl Log {
         at: i64,
         hooks: &mut dyn Hooks,
     ) -> Result<(Compacted, Arc<Log>)> {
-        let st = self.state.write();
+        // Commits wait (they take the lock for writing); reads go on beside the rewrite.
+        let st = self.state.upgradable_read();
         self.check_writer(&st)?;
         let display = self.display().to_string();
         let Some(path) = self.file_path().map(Path::to_path_buf) else {

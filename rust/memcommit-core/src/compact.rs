@@ -91,7 +91,7 @@ pub trait Hooks {
 }
 
 /// The index as it stood after LSN `horizon`.
-fn index_at(st: &State, horizon: u64, display: &str) -> Result<Index> {
+fn index_at(log: &Log, st: &State, horizon: u64) -> Result<Index> {
     let mut idx = Index::new();
     let mut sc = Scanner::new(
         st.medium.source(),
@@ -101,24 +101,14 @@ fn index_at(st: &State, horizon: u64, display: &str) -> Result<Index> {
         format::MAX_PAYLOAD_LEN,
     );
     loop {
-        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
+        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
             Item::Record(_, rec) if rec.lsn > horizon => break,
             Item::Record(off, rec) => {
-                idx.apply(&rec, off, None).map_err(|reason| Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: rec.lsn,
-                    reason: reason.to_string(),
-                })?;
+                idx.apply(&rec, off, None).map_err(|reason| log.damaged(off, rec.lsn, reason))?
             }
             Item::End => break,
             Item::Bad(off, _) => {
-                return Err(Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: 0,
-                    reason: "a record no longer matches its checksum".into(),
-                })
+                return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
             }
         }
     }
@@ -195,7 +185,7 @@ impl Log {
         let idx: &Index = if horizon == st.lsn {
             &st.index
         } else {
-            owned = index_at(&st, horizon, &display)?;
+            owned = index_at(self, &st, horizon)?;
             &owned
         };
         let mut keep: Vec<u64> = Vec::with_capacity(idx.len() + 16);
@@ -271,13 +261,11 @@ impl Log {
                         Item::Record(off, rec) => (off, rec),
                         Item::End => return Ok(()),
                         Item::Bad(off, _) => {
-                            return Err(Error::Corrupt {
-                                path: display.clone(),
-                                offset: off,
-                                lsn: last_lsn + 1,
-                                reason: "a record no longer matches its checksum; nothing was compacted"
-                                    .into(),
-                            })
+                            return Err(self.damaged(
+                                off,
+                                last_lsn + 1,
+                                "the record no longer matches its checksum; nothing was compacted",
+                            ))
                         }
                     };
                     before += 1;

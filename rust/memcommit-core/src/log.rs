@@ -419,6 +419,19 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
 }
 
 impl State {
+    /// Where to start reading for the records after LSN `after`: the sparse index's nearest
+    /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
+    /// before it, its offset).
+    pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
+        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
+        if i == 0 {
+            (0, HEADER_LEN as u64)
+        } else {
+            let (lsn, off) = self.sparse[i - 1];
+            (lsn - 1, off)
+        }
+    }
+
     /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
     pub(crate) fn note_commit(&mut self) {
         if self.recent_commits.len() == crate::seal::SEAL_WINDOW {
@@ -1068,7 +1081,7 @@ impl Log {
 
     /// Damage found by a read after the store opened: the bytes changed on disk since replay
     /// checked them.
-    fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
+    pub(crate) fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
         Error::Corrupt {
             path: self.display.clone(),
             offset,
@@ -1113,16 +1126,7 @@ impl Log {
     pub fn read_records(&self, after: u64, from: u64, max: usize) -> Result<(Vec<Vec<u8>>, u64)> {
         let st = self.state.read();
         self.check_open(&st)?;
-        let start = if from >= HEADER_LEN as u64 {
-            from
-        } else {
-            let i = st.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
-            if i == 0 {
-                HEADER_LEN as u64
-            } else {
-                st.sparse[i - 1].1
-            }
-        };
+        let start = if from >= HEADER_LEN as u64 { from } else { st.scan_start(after).1 };
         let mut out = Vec::new();
         let mut sc =
             Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);

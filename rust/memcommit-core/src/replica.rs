@@ -32,8 +32,7 @@ impl Log {
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64)> {
         let st = self.state.read();
         self.check_open(&st)?;
-        let i = st.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
-        let start = if i == 0 { HEADER_LEN as u64 } else { st.sparse[i - 1].1 };
+        let start = st.scan_start(after).1;
         let mut sc =
             Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
         let (mut out, mut upto, mut last) = (Vec::new(), 0, after);
@@ -51,12 +50,7 @@ impl Log {
                 Item::Record(..) => {}
                 Item::End => break,
                 Item::Bad(offset, _) => {
-                    return Err(Error::Corrupt {
-                        path: self.display().to_string(),
-                        offset,
-                        lsn: last + 1,
-                        reason: "the record no longer matches its checksum".into(),
-                    })
+                    return Err(self.damaged(offset, last + 1, "the record no longer matches its checksum"))
                 }
             }
         }

@@ -614,12 +614,7 @@ impl Log {
     fn failure(&self, f: Failure) -> Error {
         match f {
             Failure::Io(e) => Error::io(&self.display, "read", e),
-            Failure::Corrupt { offset, lsn, reason } => Error::Corrupt {
-                path: self.display.clone(),
-                offset,
-                lsn,
-                reason: format!("{reason}; the log changed on disk since it was written"),
-            },
+            Failure::Corrupt { offset, lsn, reason } => self.damaged(offset, lsn, &reason),
             Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
                 path: self.display.clone(),
                 lsn: seal.record_lsn,
@@ -677,7 +672,7 @@ impl Log {
         }
         let prev = seals.len().checked_sub(2).map(|i| seals[i]);
         let first = match prev {
-            Some(p) => Some(offset_after(&st, p.lsn, &self.display)?),
+            Some(p) => Some(offset_after(self, &st, p.lsn)?),
             None => None,
         };
         let end = newest.offset + (format::RECORD_OVERHEAD + SEAL_PAYLOAD_LEN) as u64;
@@ -731,27 +726,20 @@ fn header_start(src: &dyn crate::scan::ReadAt) -> io::Result<Start> {
 }
 
 /// The offset of the first record after LSN `lsn`.
-fn offset_after(st: &State, lsn: u64, display: &str) -> Result<u64> {
-    let i = st.sparse.partition_point(|&(l, _)| l <= lsn + 1);
-    let (mut prev, start) =
-        if i == 0 { (0, HEADER_LEN as u64) } else { (st.sparse[i - 1].0 - 1, st.sparse[i - 1].1) };
+fn offset_after(log: &Log, st: &State, lsn: u64) -> Result<u64> {
+    let (mut prev, start) = st.scan_start(lsn);
     let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
     loop {
-        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
+        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
             Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
             Item::Record(_, rec) => prev = rec.lsn,
             Item::End => return Ok(st.end),
             Item::Bad(offset, e) => {
                 let reason = match e {
-                    ParseError::Incomplete => "the file ends inside a record".to_string(),
-                    ParseError::Invalid(r) => r.to_string(),
+                    ParseError::Incomplete => "the file ends inside a record",
+                    ParseError::Invalid(r) => r,
                 };
-                return Err(Error::Corrupt {
-                    path: display.to_string(),
-                    offset,
-                    lsn: prev + 1,
-                    reason: format!("{reason}; the log changed on disk since it was written"),
-                });
+                return Err(log.damaged(offset, prev + 1, reason));
             }
         }
     }

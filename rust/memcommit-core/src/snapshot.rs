@@ -123,7 +123,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let (lsn, chain) = self.chain_to_end(&st)?;
-        let last_record = last_record(&st, self.display())?;
+        let last_record = last_record(self, &st)?;
         // Copy out under the lock; build and write the JSON without it (commits go on).
         let p = st.index.parts();
         let (header, end, records, sparse) = (st.header, st.end, st.records, st.sparse.clone());
@@ -188,7 +188,7 @@ impl Log {
 }
 
 /// (offset, digest hex) of the last record before `st.end`, found from the sparse index.
-fn last_record(st: &State, display: &str) -> Result<Option<(u64, String)>> {
+fn last_record(log: &Log, st: &State) -> Result<Option<(u64, String)>> {
     if st.records == 0 {
         return Ok(None);
     }
@@ -202,16 +202,11 @@ fn last_record(st: &State, display: &str) -> Result<Option<(u64, String)>> {
     );
     let mut last = None;
     loop {
-        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
+        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
             crate::scan::Item::Record(off, rec) => last = Some((off, seal::hex(&chain::digest(rec.bytes)))),
             crate::scan::Item::End => return Ok(last),
             crate::scan::Item::Bad(off, _) => {
-                return Err(Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: 0,
-                    reason: "a record no longer matches its checksum".into(),
-                })
+                return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
             }
         }
     }

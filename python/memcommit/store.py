@@ -76,7 +76,7 @@ class MemoryStore:
         self._open_args: tuple[str, bool, int, int] | None = None
         self._manifest: list[ManifestEntry] = []
         if path is not None:
-            self._load_manifest(write=not native.info()["read_only"])
+            self._load_manifest(at_open=True)
         self._medium = LogMedium(native, self._now_us)
         roles = RoleSet(clock=self._clock, medium=self._medium)
         self.runs = roles.runs
@@ -251,9 +251,15 @@ class MemoryStore:
         """
         return copy.deepcopy(self._manifest)
 
-    def _load_manifest(self, *, write: bool) -> None:
+    def _load_manifest(self, *, at_open: bool = False) -> None:
+        """Read the compaction manifest and mark its purged ids.
+
+        A writer, at open, also drops the entry of a compaction that crashed before its rename.
+        """
         assert self._path is not None
-        self._manifest = reconcile(self._path, self.store_id, self.generation, write=write)
+        info = self._native.info()
+        write = at_open and not info["read_only"]
+        self._manifest = reconcile(self._path, info["store_id"], info["generation"], write=write)
         purged = [i for e in self._manifest for i in e.get("purged", ())]
         if purged:
             self._native.add_purged(purged)
@@ -261,7 +267,7 @@ class MemoryStore:
     def _adopt(self, native: _native.NativeLog) -> None:
         """Continue on `native`: the same store reopened (after log compaction)."""
         self._native = native
-        self._load_manifest(write=False)
+        self._load_manifest()
         self._medium.rebind(native)
         if self._auto_seal is not None:
             native.set_auto_seal(self._auto_seal.every, self._auto_seal._key)

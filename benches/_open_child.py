@@ -13,6 +13,7 @@ Modes:
   sqlite_point    connect + SELECT ... WHERE id = ? (no load; for context)
   lmdb_point      open the environment + txn.get(ID) (no load; for context)
   read_bytes      open(PATH, 'rb').read() of the memcommit log, then nothing
+  read_index      the same of the log's index file (PATH.index), if its writer left one
 """
 
 from __future__ import annotations
@@ -81,10 +82,10 @@ def main() -> None:
                 keep = env
         dt = time.perf_counter() - t0
         found = val is not None
-    elif mode == "read_bytes":
+    elif mode in ("read_bytes", "read_index"):
         before = status()
         t0 = time.perf_counter()
-        with open(path, "rb") as f:
+        with open(path if mode == "read_bytes" else f"{path}.index", "rb") as f:
             data = f.read()
         dt = time.perf_counter() - t0
         found = len(data) > 0

@@ -261,8 +261,8 @@ def minus(state: dict[str, Any], purged: set[str]) -> dict[str, Any]:
 
 
 def leftovers(path: Path) -> list[str]:
-    """Files beside the log other than the log, its lock and its manifest."""
-    allowed = {path.name, path.name + ".lock", path.name + ".manifest"}
+    """Files beside the log other than the log, its lock, its manifest and its index file."""
+    allowed = {path.name, path.name + ".lock", path.name + ".manifest", path.name + ".index"}
     return sorted(p.name for p in path.parent.iterdir() if p.name not in allowed)
 
 

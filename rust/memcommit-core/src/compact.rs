@@ -19,7 +19,7 @@
 //! old generation (the writer's open removes the temp file, and the caller drops a manifest
 //! entry whose generation the log does not have); after it, to the new one.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use crate::chain::{self, ChainValue};
 use crate::error::{Error, Result};
 use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
 use crate::index::{Index, NO_OFFSET};
-use crate::log::{Log, Medium, State};
+use crate::log::{fsync_dir, Log, Medium, State};
 use crate::memory::Tier;
 use crate::scan::{Item, Scanner};
 use crate::seal::{self, SealEntry};
@@ -119,11 +119,6 @@ fn temp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_owned()).unwrap_or_default();
     name.push(".tmp-compact");
     path.with_file_name(name)
-}
-
-fn fsync_dir(path: &Path) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    File::open(dir)?.sync_all()
 }
 
 impl Log {

@@ -51,6 +51,40 @@ impl IdTable {
         self.slots.len()
     }
 
+    /// The slots as they are (what an index file stores).
+    pub(crate) fn slots(&self) -> &[u64] {
+        &self.slots
+    }
+
+    /// A table from slots an index file stored, for `entries` entries; `None` unless the slot
+    /// count is a power of two (or zero) and every entry number is below `entries` and
+    /// appears once. A slot's place in its probe run is not checked: a misplaced slot can only
+    /// make a lookup miss, and the file's checksum vouches for the layout.
+    pub(crate) fn from_slots(slots: Vec<u64>, entries: u32) -> Option<IdTable> {
+        let n = slots.len();
+        if n != 0 && (!n.is_power_of_two() || n < 1 << MIN_BITS) {
+            return None;
+        }
+        let mut seen = vec![0u64; (entries as usize).div_ceil(64)];
+        let mut len = 0usize;
+        for &s in slots.iter().filter(|&&s| s != 0) {
+            if (s >> 32) == 0 || entry_of(s) >= entries {
+                return None;
+            }
+            let e = entry_of(s) as usize;
+            if seen[e / 64] & (1 << (e % 64)) != 0 {
+                return None;
+            }
+            seen[e / 64] |= 1 << (e % 64);
+            len += 1;
+        }
+        if len != entries as usize || len * 2 > n {
+            return None;
+        }
+        let bits = if n == 0 { 0 } else { n.trailing_zeros() };
+        Some(IdTable { slots, len, bits })
+    }
+
     /// The entry whose hash is `hash` and for which `eq` confirms the id.
     pub fn find(&self, hash: u32, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
         if self.slots.is_empty() {

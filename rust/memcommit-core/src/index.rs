@@ -6,7 +6,8 @@
 //! the id lives once in an arena, and the id table stores an entry number and the id's hash
 //! (so growing the table never reads entries, and most probes never touch them).
 
-use hashbrown::{DefaultHashBuilder, HashMap};
+use foldhash::fast::FixedState;
+use hashbrown::HashMap;
 use std::hash::BuildHasher;
 
 use crate::format::{Op, RecordView};
@@ -130,6 +131,21 @@ impl Interner {
         self.ids.get(s).copied()
     }
 
+    /// An interner holding `names` in number order; `None` if the first is not the empty
+    /// string or a name appears twice.
+    pub(crate) fn from_names(names: Vec<Box<str>>) -> Option<Self> {
+        if names.first().is_none_or(|n| !n.is_empty()) {
+            return None;
+        }
+        let mut ids = HashMap::with_capacity(names.len());
+        for (n, name) in names.iter().enumerate() {
+            if ids.insert(name.clone(), n as u32).is_some() {
+                return None;
+            }
+        }
+        Some(Interner { names, ids, last: 0 })
+    }
+
     /// The string for a number.
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
@@ -147,29 +163,33 @@ impl Interner {
 }
 
 /// The whole index.
+///
+/// The id table is keyed by a seeded hash whose seed the index keeps (`seed`), so the table
+/// can be written to an index file and read back as it is (see `index_file`).
 #[derive(Debug)]
 pub struct Index {
-    entries: Vec<Entry>,
-    arena: Vec<u8>,
-    table: IdTable,
-    hasher: DefaultHashBuilder,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) arena: Vec<u8>,
+    pub(crate) table: IdTable,
+    pub(crate) seed: u64,
+    hasher: FixedState,
     /// Kinds.
     pub kinds: Interner,
     /// Task names.
     pub tasks: Interner,
     /// Tags.
     pub tags: Interner,
-    tagsets: Vec<Box<[u32]>>,
+    pub(crate) tagsets: Vec<Box<[u32]>>,
     tagset_ids: HashMap<Box<[u32]>, u32>,
-    finished: Vec<bool>,
+    pub(crate) finished: Vec<bool>,
     /// Whether entries are in creation order; a compacted log can replay out of order.
     sorted: bool,
     /// The seals of this log, in log order.
-    seals: Vec<SealEntry>,
+    pub(crate) seals: Vec<SealEntry>,
     /// Every live entity of the roles: its key and (offset, length) of its newest record.
-    entities: HashMap<Box<[u8]>, (u64, u32)>,
+    pub(crate) entities: HashMap<Box<[u8]>, (u64, u32)>,
     /// Entity records applied so far (a reader reloads the roles only when it moves).
-    entity_records: u64,
+    pub(crate) entity_records: u64,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -182,15 +202,25 @@ impl Default for Index {
 }
 
 impl Index {
-    /// An empty index.
+    /// An empty index, its id hash seeded at random.
     pub fn new() -> Self {
+        let mut seed = [0u8; 8];
+        // Without randomness the index works the same; only its resistance to chosen ids
+        // that collide suffers.
+        let _ = getrandom::fill(&mut seed);
+        Index::with_seed(u64::from_le_bytes(seed))
+    }
+
+    /// An empty index whose id hash has this seed.
+    pub(crate) fn with_seed(seed: u64) -> Self {
         let mut tagset_ids = HashMap::default();
         tagset_ids.insert(Vec::new().into_boxed_slice(), 0);
         Index {
             entries: Vec::new(),
             arena: Vec::new(),
             table: IdTable::default(),
-            hasher: DefaultHashBuilder::default(),
+            seed,
+            hasher: FixedState::with_seed(seed),
             kinds: Interner::new(),
             tasks: Interner::new(),
             tags: Interner::new(),
@@ -236,8 +266,18 @@ impl Index {
         (e.task != 0).then(|| self.tasks.name(e.task))
     }
 
-    fn hash(&self, id: &[u8]) -> u32 {
+    pub(crate) fn hash(&self, id: &[u8]) -> u32 {
         self.hasher.hash_one(id) as u32
+    }
+
+    /// Say whether the entries are in creation order (`finish_replay` sorts them if not).
+    pub(crate) fn set_sorted(&mut self, sorted: bool) {
+        self.sorted = sorted;
+    }
+
+    /// Rebuild the lookup table of tag sets (after they were read back from an index file).
+    pub(crate) fn rebuild_tagset_ids(&mut self) {
+        self.tagset_ids = self.tagsets.iter().enumerate().map(|(n, s)| (s.clone(), n as u32)).collect();
     }
 
     /// The entry number of an id.

@@ -14,6 +14,7 @@ pub mod format;
 pub mod ids;
 pub mod idtable;
 pub mod index;
+pub mod index_file;
 pub mod log;
 pub mod memory;
 pub mod replica;

@@ -21,6 +21,7 @@ use crate::chainer::{self, Chainer};
 use crate::error::{Error, Result};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::index::{Entry, Index, Query, Undo};
+use crate::index_file::{self, IndexFileStatus};
 use crate::memory::{self, Command};
 use crate::scan::{all_zeros, find_valid_after, Item, ReadAt, Scanner};
 
@@ -67,6 +68,9 @@ pub struct Options {
     pub max_record_bytes: usize,
     /// Open as a reader.
     pub read_only: bool,
+    /// A writer saves the index file when it closes a log that has grown by at least this
+    /// many records since the index file it opened with (or since its creation); 0: never.
+    pub index_file_every: u64,
 }
 
 impl Default for Options {
@@ -76,6 +80,7 @@ impl Default for Options {
             flush_interval_ms: 50,
             max_record_bytes: 16 << 20,
             read_only: false,
+            index_file_every: 100_000,
         }
     }
 }
@@ -111,6 +116,8 @@ pub(crate) struct State {
     pub(crate) undo: Vec<Undo>,
     /// Last LSNs of the newest `SEAL_WINDOW` commits, oldest first: a seal covers one.
     pub(crate) recent_commits: VecDeque<u64>,
+    /// Records the index file on disk covers, as far as this store knows (0: none).
+    pub(crate) indexed_records: u64,
 }
 
 pub(crate) const SPARSE_EVERY: u64 = 1024;
@@ -143,6 +150,8 @@ pub struct LogInfo {
     pub recovered_bytes: u64,
     /// fsyncs since the log was opened.
     pub fsyncs: u64,
+    /// What the open made of the index file.
+    pub index_file: IndexFileStatus,
 }
 
 /// Facts about a log file read without opening a store.
@@ -198,6 +207,8 @@ pub struct Log {
     pub(crate) auto_seal: Mutex<Option<AutoSeal>>,
     /// Automatic seals that had to wait for the chain thread.
     pub(crate) auto_seal_waits: AtomicU64,
+    /// What the open made of the index file.
+    index_file_status: IndexFileStatus,
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
 }
@@ -216,8 +227,40 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn fsync_dir(dir: &Path) -> io::Result<()> {
-    File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?.sync_all()
+/// fsync the directory that holds `path` (after a rename into it, or a file created in it).
+pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
+/// Put a new file at `dest` whole or not at all: `write` fills the new temp file `tmp`, which
+/// is fsynced, renamed over `dest`, and the directory fsynced. On failure the temp file is
+/// removed and `dest` is as it was.
+pub(crate) fn write_file_durably(
+    tmp: &Path,
+    dest: &Path,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let res = (|| -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
+        write(&mut f)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(tmp, dest)?;
+        fsync_dir(dest)
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(tmp);
+    }
+    res
+}
+
+/// A temp file beside the log, named so that a writer's open removes it if it is left behind:
+/// `<log>.tmp-<what>-<pid>`.
+pub(crate) fn temp_path(path: &Path, what: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".tmp-{what}-{}", std::process::id()));
+    path.with_file_name(name)
 }
 
 fn new_store_id(display: &str) -> Result<[u8; 16]> {
@@ -274,22 +317,8 @@ fn remove_stale_temp_files(path: &Path) {
 fn create_log_file(path: &Path, display: &str) -> Result<()> {
     let store_id = new_store_id(display)?;
     let header = FileHeader { store_id, generation: 0, dense_from: 0 };
-    let dir = path.parent().unwrap_or(Path::new(""));
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let res = (|| -> io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(&header.encode())?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        fsync_dir(dir)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    res.map_err(|e| Error::io(display, "create the log", e))
+    write_file_durably(&temp_path(path, "create"), path, |f| f.write_all(&header.encode()))
+        .map_err(|e| Error::io(display, "create the log", e))
 }
 
 /// Whether `lsn` may follow `prev`: strictly +1, except inside a compacted prefix.
@@ -516,6 +545,7 @@ impl Log {
                  or restore the log from a backup"
             ),
         })?;
+        let mut index_file_status = IndexFileStatus::NotUsed;
         let mut st = State {
             header,
             medium: Medium::File(Arc::new(FileAppender::reader(file))),
@@ -528,12 +558,35 @@ impl Log {
             buf: Vec::new(),
             undo: Vec::new(),
             recent_commits: VecDeque::from([0]),
+            indexed_records: 0,
         };
         let mut chain_from = None;
-        if let Some(snap) = snapshot {
-            let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
-            let r = crate::snapshot::restore(snap, a.file(), file_len, &header, &display)?;
+        let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
+        let restored = if let Some(snap) = snapshot {
+            Some(crate::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
+        } else {
+            match index_file::load(path, a.file(), file_len, &header, &display) {
+                Ok(r) => {
+                    index_file_status =
+                        if r.is_some() { IndexFileStatus::Loaded } else { IndexFileStatus::Absent };
+                    r
+                }
+                Err(why) => {
+                    // A writer removes an index file that does not fit (of an older generation,
+                    // or damaged): the next close writes a fresh one when it is worth it.
+                    if !opts.read_only {
+                        let _ = fs::remove_file(index_file::path_for(path));
+                    }
+                    index_file_status = IndexFileStatus::Ignored(why);
+                    None
+                }
+            }
+        };
+        if let Some(r) = restored {
             (st.index, st.end, st.lsn, st.records, st.sparse) = (r.index, r.end, r.lsn, r.records, r.sparse);
+            if index_file_status == IndexFileStatus::Loaded {
+                st.indexed_records = r.records;
+            }
             chain_from = Some((r.end, r.lsn, r.chain));
         }
         let replay_from = st.end;
@@ -587,6 +640,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            index_file_status,
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -615,6 +669,7 @@ impl Log {
             buf: Vec::new(),
             undo: Vec::new(),
             recent_commits: VecDeque::from([0]),
+            indexed_records: 0,
         };
         Ok(Arc::new(Log {
             state: RwLock::new(st),
@@ -632,6 +687,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            index_file_status: IndexFileStatus::NotUsed,
         }))
     }
 
@@ -816,7 +872,7 @@ impl Log {
     }
 
     /// Make sure every committed byte before `end` is in the file (no fsync).
-    fn write_to(&self, end: u64) -> Result<()> {
+    pub(crate) fn write_to(&self, end: u64) -> Result<()> {
         let Some(a) = &self.appender else { return Ok(()) };
         if a.written() >= end {
             return Ok(());
@@ -855,11 +911,11 @@ impl Log {
             stop.1.notify_all();
             let _ = handle.join();
         }
-        if let Some(c) = self.chainer.get() {
-            c.stop();
-        }
         let mut st = self.state.write();
         if st.closed {
+            if let Some(c) = self.chainer.get() {
+                c.stop();
+            }
             return Ok(());
         }
         let mut result = if !self.opts.read_only && self.opts.durability != Durability::None {
@@ -876,6 +932,21 @@ impl Log {
                     .trim(st.end)
                     .map_err(|e| Error::io(&self.display, "trim the space written ahead in", e));
             }
+        }
+        // The index file, when the log has grown enough since the last one. It is a cache: a
+        // failure to write it loses nothing, so it does not fail the close.
+        let every = self.opts.index_file_every;
+        if result.is_ok()
+            && !self.opts.read_only
+            && every > 0
+            && st.records >= st.indexed_records.saturating_add(every)
+            && !self.is_poisoned.load(Ordering::SeqCst)
+            && self.write_index_file_locked(&st).is_ok()
+        {
+            st.indexed_records = st.records;
+        }
+        if let Some(c) = self.chainer.get() {
+            c.stop();
         }
         st.closed = true;
         drop(st);
@@ -960,6 +1031,7 @@ impl Log {
             memories: st.index.len() as u64,
             recovered_bytes: self.recovered_bytes,
             fsyncs: self.appender.as_ref().map_or(0, |a| a.syncs()),
+            index_file: self.index_file_status.clone(),
         })
     }
 

@@ -123,7 +123,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let (lsn, chain) = self.chain_to_end(&st)?;
-        let last_record = last_record(self, &st)?;
+        let last_record = last_record(self, &st)?.map(|(off, d)| (off, seal::hex(&d)));
         // Copy out under the lock; build and write the JSON without it (commits go on).
         let p = st.index.parts();
         let (header, end, records, sparse) = (st.header, st.end, st.records, st.sparse.clone());
@@ -187,8 +187,8 @@ impl Log {
     }
 }
 
-/// (offset, digest hex) of the last record before `st.end`, found from the sparse index.
-fn last_record(log: &Log, st: &State) -> Result<Option<(u64, String)>> {
+/// (offset, digest) of the last record before `st.end`, found from the sparse index.
+pub(crate) fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainValue)>> {
     if st.records == 0 {
         return Ok(None);
     }
@@ -203,7 +203,7 @@ fn last_record(log: &Log, st: &State) -> Result<Option<(u64, String)>> {
     let mut last = None;
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
-            crate::scan::Item::Record(off, rec) => last = Some((off, seal::hex(&chain::digest(rec.bytes)))),
+            crate::scan::Item::Record(off, rec) => last = Some((off, chain::digest(rec.bytes))),
             crate::scan::Item::End => return Ok(last),
             crate::scan::Item::Bad(off, _) => {
                 return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
@@ -240,6 +240,51 @@ pub fn parse(text: &[u8], display: &str) -> Result<Snapshot> {
     Ok(snap)
 }
 
+/// Where a saved state (a snapshot or an index file) ends: the byte offset, the last LSN and
+/// record count there, and the last record's offset and digest (`None` for an empty log).
+pub(crate) struct SavedEnd<'a> {
+    pub end: u64,
+    pub lsn: u64,
+    pub records: u64,
+    pub last: Option<(u64, &'a [u8; 32])>,
+}
+
+/// Check that a saved state still fits the log file: the file reaches its end, and the record
+/// that ends there is still there, with its LSN and digest, closing a commit. `Err` says what
+/// differs.
+pub(crate) fn check_end(
+    file: &dyn ReadAt,
+    file_len: u64,
+    header: &FileHeader,
+    saved: &SavedEnd<'_>,
+    display: &str,
+) -> std::result::Result<(), String> {
+    let &SavedEnd { end, lsn, records, last } = saved;
+    if end > file_len {
+        return Err(format!("it reaches byte {end} but the log has {file_len} bytes (cut since?)"));
+    }
+    let Some((off, digest)) = last else {
+        if records != 0 || end != format::HEADER_LEN as u64 {
+            return Err("it names no last record".into());
+        }
+        return Ok(());
+    };
+    let len = end.checked_sub(off).filter(|&l| l > 0 && l <= format::MAX_PAYLOAD_LEN as u64);
+    let len = len.ok_or("its last record's offset is out of range")?;
+    let mut buf = vec![0u8; len as usize];
+    let n = file.read_at(&mut buf, off).map_err(|e| format!("cannot read {display}: {e}"))?;
+    let rec = format::parse_record(&buf[..n], header.salt(), format::MAX_PAYLOAD_LEN)
+        .map_err(|_| format!("the log holds no record at byte {off}, where its last record was"))?;
+    if rec.bytes.len() as u64 != len
+        || rec.lsn != lsn
+        || !rec.closes_commit(header.dense_from)
+        || chain::digest(rec.bytes) != *digest
+    {
+        return Err(format!("the log's record at byte {off} is not its last record (LSN {lsn})"));
+    }
+    Ok(())
+}
+
 /// Check a snapshot against the log's file and header, and rebuild its index.
 pub(crate) fn restore(
     snap: Snapshot,
@@ -262,38 +307,21 @@ pub(crate) fn restore(
             snap.generation, header.generation
         )));
     }
-    if snap.end > file_len {
-        return Err(mismatch(format!(
-            "the snapshot reaches byte {} but the log has {file_len} bytes",
-            snap.end
-        )));
-    }
-    match &snap.last_record {
-        None if snap.records != 0 || snap.end != format::HEADER_LEN as u64 => {
-            return Err(mismatch("the snapshot names no last record".into()))
-        }
-        None => {}
-        Some((off, digest)) => {
-            let len = snap.end.checked_sub(*off).filter(|&l| l > 0 && l <= format::MAX_PAYLOAD_LEN as u64);
-            let len = len.ok_or_else(|| mismatch("its last record's offset is out of range".into()))?;
-            let mut buf = vec![0u8; len as usize];
-            let n = file.read_at(&mut buf, *off).map_err(|e| Error::io(display, "read", e))?;
-            let rec =
-                format::parse_record(&buf[..n], header.salt(), format::MAX_PAYLOAD_LEN).map_err(|_| {
-                    mismatch(format!("the log holds no record at byte {off}, where the snapshot's last is"))
-                })?;
-            if rec.bytes.len() as u64 != len
-                || rec.lsn != snap.lsn
-                || !rec.closes_commit(header.dense_from)
-                || seal::hex(&chain::digest(rec.bytes)) != *digest
-            {
-                return Err(mismatch(format!(
-                    "the log's record at byte {off} is not the snapshot's last record (LSN {})",
-                    snap.lsn
-                )));
-            }
-        }
-    }
+    let last = match &snap.last_record {
+        None => None,
+        Some((off, digest)) => Some((
+            *off,
+            unhex32(digest)
+                .ok_or_else(|| mismatch("its last record's digest is not 64 hex digits".into()))?,
+        )),
+    };
+    let saved = SavedEnd {
+        end: snap.end,
+        lsn: snap.lsn,
+        records: snap.records,
+        last: last.as_ref().map(|(o, d)| (*o, d)),
+    };
+    check_end(file, file_len, header, &saved, display).map_err(mismatch)?;
     let chain =
         unhex32(&snap.chain).ok_or_else(|| mismatch("its chain value is not 64 hex digits".into()))?;
     let m = snap.memories;

@@ -3,23 +3,13 @@
 
 use std::path::Path;
 
-use memcommit_core::compact::{Compacted, Hooks, Retention};
+mod common;
+
+use common::{opts, Quiet, T0};
+use memcommit_core::compact::{Compacted, Retention};
 use memcommit_core::format::{self, FileHeader, Op, HEADER_LEN};
-use memcommit_core::{Command, Durability, Log, Options, PutCommand, Status, Tier};
+use memcommit_core::{Command, Log, PutCommand, Status, Tier};
 use proptest::prelude::*;
-
-const T0: i64 = 1_700_000_000_000_000;
-
-struct Quiet;
-impl Hooks for Quiet {
-    fn before_swap(&mut self, _: &Compacted) -> memcommit_core::Result<()> {
-        Ok(())
-    }
-}
-
-fn opts() -> Options {
-    Options { durability: Durability::None, ..Options::default() }
-}
 
 #[derive(Clone, Debug)]
 enum Step {

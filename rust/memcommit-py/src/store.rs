@@ -40,7 +40,8 @@ impl NativeLog {
                 "durability: {durability:?} is not a mode; use commit, batch or none"
             ))
         })?;
-        let opts = Options { durability, flush_interval_ms, max_record_bytes, read_only };
+        let opts =
+            Options { durability, flush_interval_ms, max_record_bytes, read_only, ..Options::default() };
         let log = release(py, || match &snapshot {
             Some(snap) => {
                 let text = std::fs::read(snap).map_err(|e| memcommit_core::Error::Io {
@@ -233,6 +234,7 @@ impl NativeLog {
         d.set_item("read_only", self.log.options().read_only)?;
         d.set_item("recovered_bytes", i.recovered_bytes)?;
         d.set_item("fsyncs", i.fsyncs)?;
+        d.set_item("index_file", i.index_file.to_string())?;
         Ok(d)
     }
 

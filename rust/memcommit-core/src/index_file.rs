@@ -1,0 +1,760 @@
+//! The index file: the index that replay builds, saved beside the log (`<log>.index`) so the
+//! next open reads it back instead of replaying every record it covers.
+//!
+//! It is a cache, never the truth. A writer saves one when it closes a log that has grown by
+//! `Options::index_file_every` records since the last one (or when asked:
+//! `Log::write_index_file`). Opening reads it only when it fits the log: the same store,
+//! generation and `dense_from`, a file that still reaches its end, and there the very record
+//! it ends with (offset, LSN, blake3 digest, closing a commit). Then only the records after
+//! it are replayed, and the chain thread continues from its chain value. A file that does
+//! not fit, does not parse, or fails a checksum is ignored (`Log::index_file_status` says
+//! why) and the log is replayed as if it were not there; the next close writes a fresh one.
+//!
+//! # Layout (little-endian)
+//!
+//! * A 256-byte header: magic `MCINDEX\0`, version, the log's identity and end (store id,
+//!   generation, `dense_from`, LSN, end offset, records, chain value, the last record's offset
+//!   and digest), the id hash's seed and a probe of it (the table is stored as it is, so the
+//!   hash must be the same function: a different one means the file is ignored), the size of
+//!   each section, a CRC32C of each, and a CRC32C of the header.
+//! * Entries: 96 bytes each, the fields of `Entry` in declaration order.
+//! * The id arena: every id's bytes.
+//! * The id table's slots: 8 bytes each.
+//! * The rest, small: interned kinds, tasks and tags, tag sets, finished tasks, live
+//!   entities, seals, the sparse LSN index.
+//!
+//! Reading a million memories' index (about 140 MB) takes two threads: one decodes the
+//! entries, the other reads the arena and the table; each checks its sections' checksums as
+//! it goes, a megabyte at a time, while the bytes are in cache.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::mem::MaybeUninit;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::chain::ChainValue;
+use crate::error::{Error, Result};
+use crate::format::FileHeader;
+use crate::idtable::IdTable;
+use crate::index::{Entry, Index, Interner};
+use crate::log::{temp_path, write_file_durably, Log, Medium, State};
+use crate::memory::{Status, Tier};
+use crate::scan::ReadAt;
+use crate::seal::SealEntry;
+use crate::snapshot::{check_end, last_record, Restored, SavedEnd};
+
+const MAGIC: &[u8; 8] = b"MCINDEX\0";
+const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 256;
+const ENTRY_BYTES: usize = 96;
+/// Entries decoded per read: about a megabyte, so a chunk is still in cache when decoded.
+const CHUNK_ENTRIES: usize = 10_922;
+const CHUNK_BYTES: usize = 1 << 20;
+/// What the id hash's probe hashes: a file whose probe differs was written with another hash.
+const PROBE: &[u8] = b"memcommit index file";
+
+/// Where the index file of the log at `log` lives.
+pub fn path_for(log: &Path) -> PathBuf {
+    let mut name = log.file_name().unwrap_or_default().to_owned();
+    name.push(".index");
+    log.with_file_name(name)
+}
+
+/// What an open made of the index file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexFileStatus {
+    /// Not looked for (a log in RAM, a replica, or an open with a snapshot).
+    NotUsed,
+    /// There was none.
+    Absent,
+    /// Read: the open replayed only what followed it.
+    Loaded,
+    /// There was one, but it did not fit the log or did not read back whole: why.
+    Ignored(String),
+}
+
+impl std::fmt::Display for IndexFileStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexFileStatus::NotUsed => f.write_str("not used"),
+            IndexFileStatus::Absent => f.write_str("absent"),
+            IndexFileStatus::Loaded => f.write_str("loaded"),
+            IndexFileStatus::Ignored(why) => write!(f, "ignored: {why}"),
+        }
+    }
+}
+
+/// The header's fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Head {
+    store_id: [u8; 16],
+    generation: u64,
+    dense_from: u64,
+    lsn: u64,
+    end: u64,
+    records: u64,
+    chain: ChainValue,
+    /// Offset of the last record (0 when the log has none) and its digest.
+    last_off: u64,
+    last_digest: [u8; 32],
+    seed: u64,
+    probe: u32,
+    entries: u64,
+    arena: u64,
+    slots: u64,
+    small: u64,
+    entity_records: u64,
+    /// CRC32C of the entries, the arena, the slots and the small section.
+    crcs: [u32; 4],
+}
+
+impl Head {
+    fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut b = [0u8; HEADER_BYTES];
+        let mut w = Put { b: &mut b, at: 0 };
+        w.bytes(MAGIC);
+        w.u32(VERSION);
+        w.u32(0);
+        w.bytes(&self.store_id);
+        for v in [self.generation, self.dense_from, self.lsn, self.end, self.records] {
+            w.u64(v);
+        }
+        w.bytes(&self.chain);
+        w.u64(self.last_off);
+        w.bytes(&self.last_digest);
+        w.u64(self.seed);
+        w.u32(self.probe);
+        for v in [self.entries, self.arena, self.slots, self.small, self.entity_records] {
+            w.u64(v);
+        }
+        for c in self.crcs {
+            w.u32(c);
+        }
+        let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
+        b[HEADER_BYTES - 4..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; HEADER_BYTES]) -> std::result::Result<Head, String> {
+        if &b[..8] != MAGIC {
+            return Err("it is not a memcommit index file".into());
+        }
+        let crc = u32::from_le_bytes(b[HEADER_BYTES - 4..].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&b[..HEADER_BYTES - 4]) != crc {
+            return Err("its header fails its checksum".into());
+        }
+        let mut r = Get { b: &b[8..HEADER_BYTES - 4] };
+        let version = r.u32().ok_or("short header")?;
+        if version != VERSION {
+            return Err(format!("it is of version {version}; this build reads version {VERSION}"));
+        }
+        let _flags = r.u32();
+        let short = || "short header".to_string();
+        let mut h = Head { store_id: r.array().ok_or_else(short)?, ..Head::default() };
+        h.generation = r.u64().ok_or_else(short)?;
+        h.dense_from = r.u64().ok_or_else(short)?;
+        h.lsn = r.u64().ok_or_else(short)?;
+        h.end = r.u64().ok_or_else(short)?;
+        h.records = r.u64().ok_or_else(short)?;
+        h.chain = r.array().ok_or_else(short)?;
+        h.last_off = r.u64().ok_or_else(short)?;
+        h.last_digest = r.array().ok_or_else(short)?;
+        h.seed = r.u64().ok_or_else(short)?;
+        h.probe = r.u32().ok_or_else(short)?;
+        h.entries = r.u64().ok_or_else(short)?;
+        h.arena = r.u64().ok_or_else(short)?;
+        h.slots = r.u64().ok_or_else(short)?;
+        h.small = r.u64().ok_or_else(short)?;
+        h.entity_records = r.u64().ok_or_else(short)?;
+        for c in &mut h.crcs {
+            *c = r.u32().ok_or_else(short)?;
+        }
+        Ok(h)
+    }
+
+    fn entries_at(&self) -> u64 {
+        HEADER_BYTES as u64
+    }
+
+    fn arena_at(&self) -> u64 {
+        self.entries_at() + self.entries * ENTRY_BYTES as u64
+    }
+
+    fn slots_at(&self) -> u64 {
+        self.arena_at() + self.arena
+    }
+
+    fn small_at(&self) -> u64 {
+        self.slots_at() + self.slots * 8
+    }
+}
+
+/// Writes little-endian values into a fixed buffer.
+struct Put<'a> {
+    b: &'a mut [u8],
+    at: usize,
+}
+
+impl Put<'_> {
+    fn bytes(&mut self, v: &[u8]) {
+        self.b[self.at..self.at + v.len()].copy_from_slice(v);
+        self.at += v.len();
+    }
+    fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+}
+
+/// Reads little-endian values; `None` past the end.
+struct Get<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Get<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.b.len() < n {
+            return None;
+        }
+        let (head, rest) = self.b.split_at(n);
+        self.b = rest;
+        Some(head)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N).map(|s| s.try_into().expect("N bytes"))
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|s| s[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
+    fn i64(&mut self) -> Option<i64> {
+        self.array().map(i64::from_le_bytes)
+    }
+    /// A count of items each at least `min` bytes long: refused if the rest cannot hold them,
+    /// so a damaged count never makes a huge allocation.
+    fn count(&mut self, min: usize) -> Option<usize> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        (n.checked_mul(min.max(1))? <= self.b.len()).then_some(n)
+    }
+    fn blob(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+fn put_blob(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
+    for v in [e.id_off, e.put_off, e.status_off, e.move_off, e.lsn, e.created_lsn] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [e.created_at, e.updated_at, e.moved_at] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [e.put_len, e.kind, e.task, e.tags, e.hash] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&e.id_len.to_le_bytes());
+    out.push(e.tier as u8);
+    out.push(e.status as u8);
+}
+
+fn decode_entry(b: &[u8]) -> Option<Entry> {
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    Some(Entry {
+        id_off: u64_at(0),
+        put_off: u64_at(8),
+        status_off: u64_at(16),
+        move_off: u64_at(24),
+        lsn: u64_at(32),
+        created_lsn: u64_at(40),
+        created_at: u64_at(48) as i64,
+        updated_at: u64_at(56) as i64,
+        moved_at: u64_at(64) as i64,
+        put_len: u32_at(72),
+        kind: u32_at(76),
+        task: u32_at(80),
+        tags: u32_at(84),
+        hash: u32_at(88),
+        id_len: u16::from_le_bytes([b[92], b[93]]),
+        tier: Tier::from_u8(b[94])?,
+        status: Status::from_u8(b[95])?,
+    })
+}
+
+/// Interned names, tag sets, finished tasks, entities, seals and the sparse index.
+fn encode_small(idx: &Index, sparse: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for names in [&idx.kinds, &idx.tasks, &idx.tags] {
+        out.extend_from_slice(&(names.len() as u64).to_le_bytes());
+        for n in 0..names.len() as u32 {
+            put_blob(&mut out, names.name(n).as_bytes());
+        }
+    }
+    out.extend_from_slice(&(idx.tagsets.len() as u64).to_le_bytes());
+    for set in &idx.tagsets {
+        out.extend_from_slice(&(set.len() as u64).to_le_bytes());
+        for t in set.iter() {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&(idx.finished.len() as u64).to_le_bytes());
+    out.extend(idx.finished.iter().map(|&f| f as u8));
+    out.extend_from_slice(&(idx.entities.len() as u64).to_le_bytes());
+    for (k, &(off, len)) in &idx.entities {
+        put_blob(&mut out, k);
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    out.extend_from_slice(&(idx.seals.len() as u64).to_le_bytes());
+    for s in &idx.seals {
+        for v in [s.lsn, s.record_lsn, s.offset] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&s.at.to_le_bytes());
+        out.push(s.keyed as u8);
+        out.extend_from_slice(&s.chain);
+        out.extend_from_slice(&s.mac);
+    }
+    out.extend_from_slice(&(sparse.len() as u64).to_le_bytes());
+    for &(lsn, off) in sparse {
+        out.extend_from_slice(&lsn.to_le_bytes());
+        out.extend_from_slice(&off.to_le_bytes());
+    }
+    out
+}
+
+/// Read back what `encode_small` wrote into a fresh index; also returns the sparse index.
+fn decode_small(b: &[u8], idx: &mut Index) -> Option<Vec<(u64, u64)>> {
+    let mut r = Get { b };
+    let mut interners = Vec::with_capacity(3);
+    for _ in 0..3 {
+        let n = r.count(4)?;
+        let mut names = Vec::with_capacity(n);
+        for _ in 0..n {
+            names.push(Box::<str>::from(std::str::from_utf8(r.blob()?).ok()?));
+        }
+        interners.push(Interner::from_names(names)?);
+    }
+    idx.tags = interners.pop()?;
+    idx.tasks = interners.pop()?;
+    idx.kinds = interners.pop()?;
+    let n = r.count(8)?;
+    let mut tagsets = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = r.count(4)?;
+        let set: Option<Vec<u32>> = (0..len).map(|_| r.u32()).collect();
+        let set = set?;
+        if set.iter().any(|&t| t as usize >= idx.tags.len()) {
+            return None;
+        }
+        tagsets.push(set.into_boxed_slice());
+    }
+    if tagsets.first().is_none_or(|s| !s.is_empty()) {
+        return None;
+    }
+    idx.tagsets = tagsets;
+    idx.rebuild_tagset_ids();
+    let n = r.count(1)?;
+    if n != idx.tasks.len() {
+        return None;
+    }
+    idx.finished = r.take(n)?.iter().map(|&f| f != 0).collect();
+    let n = r.count(16)?;
+    idx.entities.reserve(n);
+    for _ in 0..n {
+        let k = r.blob()?;
+        let (off, len) = (r.u64()?, r.u32()?);
+        idx.entities.insert(k.into(), (off, len));
+    }
+    let n = r.count(97)?;
+    for _ in 0..n {
+        idx.seals.push(SealEntry {
+            lsn: r.u64()?,
+            record_lsn: r.u64()?,
+            offset: r.u64()?,
+            at: r.i64()?,
+            keyed: r.u8()? != 0,
+            chain: r.array()?,
+            mac: r.array()?,
+        });
+    }
+    let n = r.count(16)?;
+    let sparse: Option<Vec<(u64, u64)>> = (0..n).map(|_| Some((r.u64()?, r.u64()?))).collect();
+    r.b.is_empty().then_some(())?;
+    sparse
+}
+
+/// Streams sections into the file, keeping a CRC32C of the current one.
+struct Sections<W: Write> {
+    w: W,
+    crc: u32,
+}
+
+impl<W: Write> Sections<W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, b);
+        self.w.write_all(b)
+    }
+    /// The CRC of the section written since the last call.
+    fn end_section(&mut self) -> u32 {
+        std::mem::take(&mut self.crc)
+    }
+}
+
+impl Log {
+    /// Save the index to the index file now (see `index_file`): whatever the log holds is
+    /// written out first, and the file is replaced whole or not at all. A writer's call.
+    pub fn write_index_file(&self) -> Result<()> {
+        let st = self.state.read();
+        self.check_writer(&st)?;
+        self.write_to(u64::MAX)?;
+        self.write_index_file_locked(&st)
+    }
+
+    /// `write_index_file` for a caller that holds the state and has written the log out.
+    pub(crate) fn write_index_file_locked(&self, st: &State) -> Result<()> {
+        let (Some(path), Medium::File(_)) = (self.file_path(), &st.medium) else {
+            return Ok(());
+        };
+        let dest = path_for(path);
+        let fail = |e: io::Error| Error::io(&dest.display().to_string(), "write the index file", e);
+        let (lsn, chain) = self.chain_to_end(st)?;
+        let (last_off, last_digest) = last_record(self, st)?.unwrap_or_default();
+        let idx = &st.index;
+        let small = encode_small(idx, &st.sparse);
+        let mut head = Head {
+            store_id: st.header.store_id,
+            generation: st.header.generation,
+            dense_from: st.header.dense_from,
+            lsn,
+            end: st.end,
+            records: st.records,
+            chain,
+            last_off,
+            last_digest,
+            seed: idx.seed,
+            probe: idx.hash(PROBE),
+            entries: idx.entries.len() as u64,
+            arena: idx.arena.len() as u64,
+            slots: idx.table.slots().len() as u64,
+            small: small.len() as u64,
+            entity_records: idx.entity_records,
+            crcs: [0; 4],
+        };
+        write_file_durably(&temp_path(path, "index"), &dest, |f| {
+            f.write_all(&[0u8; HEADER_BYTES])?;
+            let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0 };
+            let mut buf = Vec::with_capacity(CHUNK_ENTRIES * ENTRY_BYTES);
+            for chunk in idx.entries.chunks(CHUNK_ENTRIES) {
+                buf.clear();
+                chunk.iter().for_each(|e| encode_entry(&mut buf, e));
+                s.write(&buf)?;
+            }
+            head.crcs[0] = s.end_section();
+            s.write(&idx.arena)?;
+            head.crcs[1] = s.end_section();
+            for chunk in idx.table.slots().chunks(CHUNK_BYTES / 8) {
+                buf.clear();
+                chunk.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+                s.write(&buf)?;
+            }
+            head.crcs[2] = s.end_section();
+            s.write(&small)?;
+            head.crcs[3] = s.end_section();
+            s.w.flush()?;
+            drop(s);
+            f.write_all_at(&head.encode(), 0)
+        })
+        .map_err(fail)
+    }
+}
+
+/// Read `len` bytes at `at`, `piece` bytes at a time, handing each piece to `each`; returns
+/// the CRC32C of the bytes read (computed piece by piece, while each is in cache).
+fn read_summed(
+    f: &File,
+    at: u64,
+    len: u64,
+    what: &str,
+    mut each: impl FnMut(&[u8]) -> std::result::Result<(), String>,
+    piece: usize,
+) -> std::result::Result<u32, String> {
+    let mut buf = vec![0u8; piece.min(len as usize)];
+    let (mut done, mut sum) = (0u64, 0u32);
+    while done < len {
+        let n = (len - done).min(piece as u64) as usize;
+        f.read_exact_at(&mut buf[..n], at + done).map_err(|e| format!("reading its {what}: {e}"))?;
+        sum = crc32c::crc32c_append(sum, &buf[..n]);
+        each(&buf[..n])?;
+        done += n as u64;
+    }
+    Ok(sum)
+}
+
+/// `Err` unless a section's CRC32C is what the header says.
+fn check_sum(sum: u32, want: u32, what: &str) -> std::result::Result<(), String> {
+    if sum != want {
+        return Err(format!("its {what} fail their checksum"));
+    }
+    Ok(())
+}
+
+/// Ask the kernel to back `v`'s unused capacity with 2 MiB pages where it can (a hint: a
+/// fresh 100 MB vector otherwise takes one page fault per 4 KiB as it fills, which costs more
+/// than copying the bytes in).
+pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let spare = v.spare_capacity_mut();
+    let start = spare.as_mut_ptr() as usize;
+    let end = start + std::mem::size_of_val(spare);
+    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if to > from {
+        #[allow(unsafe_code)]
+        // SAFETY: madvise only changes how the kernel backs pages of this range, which lies
+        // inside the vector's own allocation; MADV_HUGEPAGE never changes their contents.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+/// Entries `first..first + out.len()`, decoded into `out` and checked against what they point
+/// into. Returns `Ok` only once every element of `out` is written.
+fn read_entries(
+    f: &File,
+    h: &Head,
+    idx: &Index,
+    first: u64,
+    out: &mut [MaybeUninit<Entry>],
+) -> std::result::Result<EntriesRead, String> {
+    let count = out.len() as u64;
+    let mut slots = out.iter_mut();
+    let mut sorted = true;
+    let (mut first_created, mut last_created) = (None, 0u64);
+    let (kinds, tasks, tagsets) = (idx.kinds.len(), idx.tasks.len(), idx.tagsets.len());
+    let mut n = first;
+    let crc = read_summed(
+        f,
+        h.entries_at() + first * ENTRY_BYTES as u64,
+        count * ENTRY_BYTES as u64,
+        "entries",
+        |chunk| {
+            for b in chunk.chunks_exact(ENTRY_BYTES) {
+                let e = decode_entry(b).ok_or_else(|| format!("entry {n} has no valid tier or status"))?;
+                let fits = (e.kind as usize) < kinds
+                    && (e.task as usize) < tasks
+                    && (e.tags as usize) < tagsets
+                    && e.id_off.checked_add(e.id_len as u64).is_some_and(|x| x <= h.arena)
+                    && e.put_off.checked_add(e.put_len as u64).is_some_and(|x| x <= h.end);
+                if !fits {
+                    return Err(format!("entry {n} points outside what the file holds"));
+                }
+                sorted &= e.created_lsn >= last_created;
+                last_created = e.created_lsn;
+                first_created.get_or_insert(e.created_lsn);
+                slots.next().ok_or("more entries than asked for")?.write(e);
+                n += 1;
+            }
+            Ok(())
+        },
+        CHUNK_ENTRIES * ENTRY_BYTES,
+    )?;
+    if n - first != count {
+        return Err(format!("read {} entries of {count}", n - first));
+    }
+    Ok(EntriesRead { crc, len: count * ENTRY_BYTES as u64, sorted, first_created, last_created })
+}
+
+/// What reading a run of entries found.
+struct EntriesRead {
+    /// CRC32C of their bytes, and how many bytes.
+    crc: u32,
+    len: u64,
+    /// Whether they are in creation order, and their first and last creation LSNs.
+    sorted: bool,
+    first_created: Option<u64>,
+    last_created: u64,
+}
+
+impl EntriesRead {
+    /// The same for this run followed by `next`.
+    fn then(self, next: EntriesRead) -> EntriesRead {
+        let joins = match next.first_created {
+            Some(first) => first >= self.last_created,
+            None => true,
+        };
+        EntriesRead {
+            crc: crc32c::crc32c_combine(self.crc, next.crc, next.len as usize),
+            len: self.len + next.len,
+            sorted: self.sorted && next.sorted && joins,
+            first_created: self.first_created.or(next.first_created),
+            last_created: if next.first_created.is_some() { next.last_created } else { self.last_created },
+        }
+    }
+}
+
+/// The id arena and the table's slots, read and checked.
+fn read_arena_and_table(f: &File, h: &Head) -> std::result::Result<(Vec<u8>, IdTable), String> {
+    let mut arena = Vec::with_capacity(h.arena as usize);
+    advise_huge_pages(&mut arena);
+    let push = |b: &[u8]| {
+        arena.extend_from_slice(b);
+        Ok(())
+    };
+    check_sum(read_summed(f, h.arena_at(), h.arena, "ids", push, CHUNK_BYTES)?, h.crcs[1], "ids")?;
+    let mut slots = Vec::with_capacity(h.slots as usize);
+    advise_huge_pages(&mut slots);
+    let push = |b: &[u8]| {
+        slots.extend(b.chunks_exact(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes"))));
+        Ok(())
+    };
+    check_sum(
+        read_summed(f, h.slots_at(), h.slots * 8, "id table", push, CHUNK_BYTES)?,
+        h.crcs[2],
+        "id table",
+    )?;
+    let table =
+        IdTable::from_slots(slots, h.entries as u32).ok_or("its id table does not fit its entries")?;
+    Ok((arena, table))
+}
+
+/// Read the index file of the log at `log_path`, if there is one that fits the log (`file`,
+/// `file_len` bytes, with `header`). `Ok(None)`: there is none. `Err`: why it was not used.
+pub(crate) fn load(
+    log_path: &Path,
+    file: &dyn ReadAt,
+    file_len: u64,
+    header: &FileHeader,
+    display: &str,
+) -> std::result::Result<Option<Restored>, String> {
+    let f = match File::open(path_for(log_path)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot open it: {e}")),
+    };
+    let size = f.metadata().map_err(|e| format!("cannot stat it: {e}"))?.len();
+    let mut hb = [0u8; HEADER_BYTES];
+    f.read_exact_at(&mut hb, 0).map_err(|_| "it is shorter than its header".to_string())?;
+    let h = Head::decode(&hb)?;
+    if h.store_id != header.store_id {
+        return Err("it is of another store".into());
+    }
+    if h.generation != header.generation || h.dense_from != header.dense_from {
+        return Err(format!(
+            "it is of log generation {}, the log is generation {} (compacted since)",
+            h.generation, header.generation
+        ));
+    }
+    let sizes_fit = h.entries.checked_mul(ENTRY_BYTES as u64).is_some()
+        && h.slots.checked_mul(8).is_some()
+        && h.small_at().checked_add(h.small) == Some(size)
+        && h.entries <= u32::MAX as u64;
+    if !sizes_fit {
+        return Err(format!("its sections do not add up to its {size} bytes"));
+    }
+    let saved = SavedEnd {
+        end: h.end,
+        lsn: h.lsn,
+        records: h.records,
+        last: (h.records > 0).then_some((h.last_off, &h.last_digest)),
+    };
+    check_end(file, file_len, header, &saved, display)?;
+    let mut idx = Index::with_seed(h.seed);
+    if idx.hash(PROBE) != h.probe {
+        return Err("it was written with another id hash (another build of memcommit)".into());
+    }
+    let mut small = vec![0u8; h.small as usize];
+    f.read_exact_at(&mut small, h.small_at()).map_err(|e| format!("reading it: {e}"))?;
+    if crc32c::crc32c(&small) != h.crcs[3] {
+        return Err("its names, entities and seals fail their checksum".into());
+    }
+    let sparse = decode_small(&small, &mut idx).ok_or("its names, entities and seals do not parse")?;
+    drop(small);
+    // Two threads: the first entries here; the ids, the table and the last entries beside
+    // them (the share that evens out the two threads' bytes).
+    let n = h.entries;
+    let split = n - (n / 5).min(n);
+    let mut entries: Vec<Entry> = Vec::with_capacity(n as usize);
+    advise_huge_pages(&mut entries);
+    let (head_slots, tail_slots) = entries.spare_capacity_mut()[..n as usize].split_at_mut(split as usize);
+    let (head, rest) = std::thread::scope(|s| {
+        let rest = s.spawn(|| {
+            let (arena, table) = read_arena_and_table(&f, &h)?;
+            let read = read_entries(&f, &h, &idx, split, tail_slots)?;
+            Ok::<_, String>((arena, table, read))
+        });
+        let head = read_entries(&f, &h, &idx, 0, head_slots);
+        (head, rest.join().unwrap_or_else(|_| Err("reading it failed".into())))
+    });
+    let (arena, table, tail_read) = rest?;
+    let read = head?.then(tail_read);
+    #[allow(unsafe_code)]
+    // SAFETY: both reads returned `Ok`, and `read_entries` does so only once it has written
+    // every element of the slice it was given; the two slices are the first `n` elements of
+    // the spare capacity, so all `n` are initialized.
+    unsafe {
+        entries.set_len(n as usize);
+    }
+    check_sum(read.crc, h.crcs[0], "entries")?;
+    idx.table = table;
+    idx.entries = entries;
+    idx.arena = arena;
+    idx.entity_records = h.entity_records;
+    idx.set_sorted(read.sorted);
+    Ok(Some(Restored { index: idx, end: h.end, lsn: h.lsn, records: h.records, sparse, chain: h.chain }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_refuses_damage() {
+        let h = Head {
+            store_id: [7; 16],
+            generation: 3,
+            lsn: 99,
+            end: 4096,
+            records: 120,
+            chain: [1; 32],
+            last_off: 4000,
+            last_digest: [2; 32],
+            seed: 42,
+            probe: 5,
+            entries: 10,
+            arena: 260,
+            slots: 32,
+            small: 77,
+            entity_records: 4,
+            crcs: [1, 2, 3, 4],
+            ..Head::default()
+        };
+        let b = h.encode();
+        assert_eq!(Head::decode(&b).unwrap(), h);
+        for i in 0..HEADER_BYTES {
+            let mut d = b;
+            d[i] ^= 0x10;
+            assert!(Head::decode(&d).is_err(), "a flip at byte {i} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn the_id_hash_is_frozen() {
+        // The table is stored as it is: if the hash function changes (a new foldhash), old
+        // index files are ignored by their probe, and this test says the files' format moved.
+        assert_eq!(Index::with_seed(1).hash(PROBE), 0xc40a_aef0, "the id hash changed");
+    }
+}

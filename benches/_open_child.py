@@ -38,6 +38,7 @@ def main() -> None:
     mode, path, rid, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     keep: Any = None
     found = False
+    index_file = None
     if mode in ("memcommit", "memcommit_ro"):
         import memcommit
 
@@ -48,6 +49,7 @@ def main() -> None:
         m = store.get(rid)
         dt = time.perf_counter() - t0
         found = m is not None and m.id == rid
+        index_file = store.info()["index_file"]
         keep = store
     elif mode in ("sqlite_load", "sqlite_point"):
         import sqlite3
@@ -95,7 +97,16 @@ def main() -> None:
     after = status()
     del keep
     print(
-        json.dumps({"mode": mode, "seconds": dt, "found": found, "before": before, "after": after})
+        json.dumps(
+            {
+                "mode": mode,
+                "seconds": dt,
+                "found": found,
+                "index_file": index_file,
+                "before": before,
+                "after": after,
+            }
+        )
     )
 
 

@@ -484,6 +484,7 @@ class OpenRow:
     mode: str
     path: str
     runs: list[float] = field(default_factory=list)
+    index_file: list[str] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -500,7 +501,10 @@ def phase_open(
     for i in range(repeat):
         for r in rows:
             log(f"open: {r.label} (run {i + 1}/{repeat}) ...")
-            r.runs.append(run_child(r.mode, r.path, rid, n)["seconds"])
+            res = run_child(r.mode, r.path, rid, n)
+            r.runs.append(res["seconds"])
+            if res.get("index_file"):
+                r.index_file.append(res["index_file"])
     out(f"## 3. Open time, {n:,} memories")
     out()
     out(
@@ -523,8 +527,19 @@ def phase_open(
     if "memcommit" in built and os.path.exists(f"{built['memcommit']}.index"):
         disk["memcommit index file"] = os.path.getsize(f"{built['memcommit']}.index")
     table(
-        ["contender", "median s", "min s", "max s"],
-        [[r.label, fmt_s(r.median), fmt_s(min(r.runs)), fmt_s(max(r.runs))] for r in rows],
+        ["contender", "median s", "min s", "max s", "index file"],
+        [
+            [
+                r.label,
+                fmt_s(r.median),
+                fmt_s(min(r.runs)),
+                fmt_s(max(r.runs)),
+                ", ".join(
+                    f"{v}: {r.index_file.count(v)} runs" for v in dict.fromkeys(r.index_file)
+                ),
+            ]
+            for r in rows
+        ],
     )
     out(
         "Files read: "

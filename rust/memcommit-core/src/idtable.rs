@@ -7,10 +7,12 @@
 //! current one (`prefetch`): on a large store the probe is a cache miss, the largest single
 //! cost of replay.
 
+use crate::slab::Slab;
+
 /// Maps id hashes to entry numbers; the caller confirms a match by comparing ids.
 #[derive(Debug, Default)]
 pub struct IdTable {
-    slots: Vec<u64>,
+    slots: Slab<u64>,
     len: usize,
     /// log2 of the number of slots.
     bits: u32,
@@ -60,7 +62,7 @@ impl IdTable {
     /// count is a power of two (or zero) and every entry number is below `entries` and
     /// appears once. A slot's place in its probe run is not checked: a misplaced slot can only
     /// make a lookup miss, and the file's checksum vouches for the layout.
-    pub(crate) fn from_slots(slots: Vec<u64>, entries: u32) -> Option<IdTable> {
+    pub(crate) fn from_slots(slots: Slab<u64>, entries: u32) -> Option<IdTable> {
         let n = slots.len();
         if n != 0 && (!n.is_power_of_two() || n < 1 << MIN_BITS) {
             return None;
@@ -131,10 +133,10 @@ impl IdTable {
     }
 
     fn resize(&mut self, bits: u32) {
-        let old = std::mem::replace(&mut self.slots, vec![0; 1 << bits]);
+        let old = std::mem::replace(&mut self.slots, Slab::from(vec![0; 1 << bits]));
         self.bits = bits;
         let mask = self.mask();
-        for s in old.into_iter().filter(|&s| s != 0) {
+        for s in old.iter().copied().filter(|&s| s != 0) {
             let mut i = self.home(s as u32);
             while self.slots[i] != 0 {
                 i = (i + 1) & mask;

@@ -14,12 +14,15 @@ use crate::format::{Op, RecordView};
 use crate::idtable::IdTable;
 use crate::memory::{self, Status, Tier};
 use crate::seal::{self, SealEntry};
+use crate::slab::Slab;
 
 /// An offset that is not there (a memory with no status or move record).
 pub const NO_OFFSET: u64 = u64::MAX;
 
-/// One memory, as the index keeps it.
+/// One memory, as the index keeps it. Its layout (`repr(C)`, no padding) is the index file's
+/// entry row on a little-endian machine, so a mapped index file is used as it is.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub struct Entry {
     /// Where the id's bytes start in the arena.
     pub id_off: u64,
@@ -57,6 +60,16 @@ pub struct Entry {
     /// Status.
     pub status: Status,
 }
+
+const _: () = {
+    assert!(std::mem::size_of::<Entry>() == 96);
+    assert!(std::mem::offset_of!(Entry, created_at) == 48);
+    assert!(std::mem::offset_of!(Entry, put_len) == 72);
+    assert!(std::mem::offset_of!(Entry, hash) == 88);
+    assert!(std::mem::offset_of!(Entry, id_len) == 92);
+    assert!(std::mem::offset_of!(Entry, tier) == 94);
+    assert!(std::mem::offset_of!(Entry, status) == 95);
+};
 
 /// Two entries are equal when they describe the same memory at the same place; `hash` is a
 /// cache (its seed differs from one open to the next) and takes no part.
@@ -168,8 +181,8 @@ impl Interner {
 /// can be written to an index file and read back as it is (see `index_file`).
 #[derive(Debug)]
 pub struct Index {
-    pub(crate) entries: Vec<Entry>,
-    pub(crate) arena: Vec<u8>,
+    pub(crate) entries: Slab<Entry>,
+    pub(crate) arena: Slab<u8>,
     pub(crate) table: IdTable,
     pub(crate) seed: u64,
     hasher: FixedState,
@@ -216,8 +229,8 @@ impl Index {
         let mut tagset_ids = HashMap::default();
         tagset_ids.insert(Vec::new().into_boxed_slice(), 0);
         Index {
-            entries: Vec::new(),
-            arena: Vec::new(),
+            entries: Slab::default(),
+            arena: Slab::default(),
             table: IdTable::default(),
             seed,
             hasher: FixedState::with_seed(seed),
@@ -246,7 +259,7 @@ impl Index {
 
     /// Every entry, in creation order.
     pub fn entries(&self) -> &[Entry] {
-        &self.entries
+        &self.entries[..]
     }
 
     /// The id of an entry.
@@ -719,9 +732,9 @@ impl Index {
             idx.tagsets.push(b.clone());
             idx.tagset_ids.insert(b, n);
         }
-        idx.entries.reserve_exact(p.memories.len());
+        idx.entries.reserve(p.memories.len());
         idx.table.reserve(p.memories.len());
-        idx.arena.reserve_exact(p.memories.iter().map(|(id, _)| id.len()).sum());
+        idx.arena.reserve(p.memories.iter().map(|(id, _)| id.len()).sum());
         for (id, mut e) in p.memories {
             if e.kind as usize >= p.kinds.len()
                 || e.task as usize >= p.tasks.len()

@@ -12,24 +12,26 @@
 //!
 //! # Layout (little-endian)
 //!
-//! * A 256-byte header: magic `MCINDEX\0`, version, the log's identity and end (store id,
-//!   generation, `dense_from`, LSN, end offset, records, chain value, the last record's offset
-//!   and digest), the id hash's seed and a probe of it (the table is stored as it is, so the
-//!   hash must be the same function: a different one means the file is ignored), the size of
-//!   each section, a CRC32C of each, and a CRC32C of the header.
-//! * Entries: 96 bytes each, the fields of `Entry` in declaration order.
+//! * The first page: a 256-byte header, then zeros. The header: magic `MCINDEX\0`, version,
+//!   the log's identity and end (store id, generation, `dense_from`, LSN, end offset,
+//!   records, chain value, the last record's offset and digest), the id hash's seed and a
+//!   probe of it (the table is stored as it is, so the hash must be the same function: a
+//!   different one means the file is ignored), the size of each section, a CRC32C of each,
+//!   and a CRC32C of the header.
+//! * Entries: 96 bytes each, the fields of `Entry` in declaration order (its `repr(C)`
+//!   layout).
 //! * The id arena: every id's bytes.
 //! * The id table's slots: 8 bytes each.
 //! * The rest, small: interned kinds, tasks and tags, tag sets, finished tasks, live
 //!   entities, seals, the sparse LSN index.
 //!
-//! Reading a million memories' index (about 140 MB) takes two threads: one decodes the
-//! entries, the other reads the arena and the table; each checks its sections' checksums as
-//! it goes, a megabyte at a time, while the bytes are in cache.
+//! Each section starts on a page boundary, zeros between. Open maps the three large sections
+//! (`slab`) instead of copying them, and uses them in place once two threads have checked
+//! their CRCs and every entry: one takes most entries, the other the ids, the table and the
+//! last entries, a megabyte at a time while the bytes are in cache.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,7 @@ use crate::log::{temp_path, write_file_durably, Log, Medium, State};
 use crate::memory::{Status, Tier};
 use crate::scan::ReadAt;
 use crate::seal::SealEntry;
+use crate::slab::{Region, Slab, PAGE};
 use crate::snapshot::{check_end, last_record, Restored, SavedEnd};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
@@ -173,20 +176,22 @@ impl Head {
         Ok(h)
     }
 
+    // Each large section starts on a page of its own, so it can be mapped where it is; the
+    // bytes between sections are zeros.
     fn entries_at(&self) -> u64 {
-        HEADER_BYTES as u64
+        PAGE as u64
     }
 
     fn arena_at(&self) -> u64 {
-        self.entries_at() + self.entries * ENTRY_BYTES as u64
+        (self.entries_at() + self.entries * ENTRY_BYTES as u64).next_multiple_of(PAGE as u64)
     }
 
     fn slots_at(&self) -> u64 {
-        self.arena_at() + self.arena
+        (self.arena_at() + self.arena).next_multiple_of(PAGE as u64)
     }
 
     fn small_at(&self) -> u64 {
-        self.slots_at() + self.slots * 8
+        (self.slots_at() + self.slots * 8).next_multiple_of(PAGE as u64)
     }
 }
 
@@ -401,16 +406,29 @@ fn decode_small(b: &[u8], idx: &mut Index) -> Option<Vec<(u64, u64)>> {
 struct Sections<W: Write> {
     w: W,
     crc: u32,
+    /// Bytes written so far.
+    at: u64,
 }
 
 impl<W: Write> Sections<W> {
     fn write(&mut self, b: &[u8]) -> io::Result<()> {
         self.crc = crc32c::crc32c_append(self.crc, b);
+        self.at += b.len() as u64;
         self.w.write_all(b)
     }
-    /// The CRC of the section written since the last call.
-    fn end_section(&mut self) -> u32 {
-        std::mem::take(&mut self.crc)
+
+    /// Zeros up to the next page (not part of any section's CRC).
+    fn pad_to_page(&mut self) -> io::Result<()> {
+        let pad = (self.at.next_multiple_of(PAGE as u64) - self.at) as usize;
+        self.w.write_all(&[0u8; PAGE][..pad])?;
+        self.at += pad as u64;
+        Ok(())
+    }
+
+    /// End a section: its CRC, and the next one starts on a fresh page.
+    fn end_section(&mut self) -> io::Result<u32> {
+        self.pad_to_page()?;
+        Ok(std::mem::take(&mut self.crc))
     }
 }
 
@@ -455,53 +473,33 @@ impl Log {
             crcs: [0; 4],
         };
         write_file_durably(&temp_path(path, "index"), &dest, |f| {
-            f.write_all(&[0u8; HEADER_BYTES])?;
-            let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0 };
+            // The first page: the header (written last, once the CRCs are known), then zeros.
+            let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0, at: 0 };
+            s.w.write_all(&[0u8; PAGE])?;
+            s.at = PAGE as u64;
             let mut buf = Vec::with_capacity(CHUNK_ENTRIES * ENTRY_BYTES);
             for chunk in idx.entries.chunks(CHUNK_ENTRIES) {
                 buf.clear();
                 chunk.iter().for_each(|e| encode_entry(&mut buf, e));
                 s.write(&buf)?;
             }
-            head.crcs[0] = s.end_section();
+            head.crcs[0] = s.end_section()?;
             s.write(&idx.arena)?;
-            head.crcs[1] = s.end_section();
+            head.crcs[1] = s.end_section()?;
             for chunk in idx.table.slots().chunks(CHUNK_BYTES / 8) {
                 buf.clear();
                 chunk.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
                 s.write(&buf)?;
             }
-            head.crcs[2] = s.end_section();
+            head.crcs[2] = s.end_section()?;
             s.write(&small)?;
-            head.crcs[3] = s.end_section();
+            head.crcs[3] = s.crc;
             s.w.flush()?;
             drop(s);
             f.write_all_at(&head.encode(), 0)
         })
         .map_err(fail)
     }
-}
-
-/// Read `len` bytes at `at`, `piece` bytes at a time, handing each piece to `each`; returns
-/// the CRC32C of the bytes read (computed piece by piece, while each is in cache).
-fn read_summed(
-    f: &File,
-    at: u64,
-    len: u64,
-    what: &str,
-    mut each: impl FnMut(&[u8]) -> std::result::Result<(), String>,
-    piece: usize,
-) -> std::result::Result<u32, String> {
-    let mut buf = vec![0u8; piece.min(len as usize)];
-    let (mut done, mut sum) = (0u64, 0u32);
-    while done < len {
-        let n = (len - done).min(piece as u64) as usize;
-        f.read_exact_at(&mut buf[..n], at + done).map_err(|e| format!("reading its {what}: {e}"))?;
-        sum = crc32c::crc32c_append(sum, &buf[..n]);
-        each(&buf[..n])?;
-        done += n as u64;
-    }
-    Ok(sum)
 }
 
 /// `Err` unless a section's CRC32C is what the header says.
@@ -512,73 +510,88 @@ fn check_sum(sum: u32, want: u32, what: &str) -> std::result::Result<(), String>
     Ok(())
 }
 
-/// Ask the kernel to back `v`'s unused capacity with 2 MiB pages where it can (a hint: a
-/// fresh 100 MB vector otherwise takes one page fault per 4 KiB as it fills, which costs more
-/// than copying the bytes in).
-pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
-    const HUGE: usize = 2 << 20;
-    let spare = v.spare_capacity_mut();
-    let start = spare.as_mut_ptr() as usize;
-    let end = start + std::mem::size_of_val(spare);
-    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
-    if to > from {
-        #[allow(unsafe_code)]
-        // SAFETY: madvise only changes how the kernel backs pages of this range, which lies
-        // inside the vector's own allocation; MADV_HUGEPAGE never changes their contents.
-        unsafe {
-            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
-        }
+/// `Err` unless the bytes after a section, to its page's end, are zeros.
+fn check_padding(bytes: &[u8], what: &str) -> std::result::Result<(), String> {
+    if bytes.iter().any(|&b| b != 0) {
+        return Err(format!("the bytes after its {what} are not zeros"));
     }
+    Ok(())
 }
 
-/// Entries `first..first + out.len()`, decoded into `out` and checked against what they point
-/// into. Returns `Ok` only once every element of `out` is written.
-fn read_entries(
-    f: &File,
+/// CRC32C of `bytes`, a megabyte at a time, handing each piece to `each` while it is in cache.
+fn sum_pieces(
+    bytes: &[u8],
+    piece: usize,
+    mut each: impl FnMut(&[u8]) -> std::result::Result<(), String>,
+) -> std::result::Result<u32, String> {
+    let mut sum = 0u32;
+    for chunk in bytes.chunks(piece) {
+        sum = crc32c::crc32c_append(sum, chunk);
+        each(chunk)?;
+    }
+    Ok(sum)
+}
+
+/// Check the entry rows `bytes` (numbered from `first`): each has a valid tier and status and
+/// points inside the file and the log.
+fn check_entries(
+    bytes: &[u8],
+    first: u64,
     h: &Head,
     idx: &Index,
-    first: u64,
-    out: &mut [MaybeUninit<Entry>],
 ) -> std::result::Result<EntriesRead, String> {
-    let count = out.len() as u64;
-    let mut slots = out.iter_mut();
     let mut sorted = true;
     let (mut first_created, mut last_created) = (None, 0u64);
     let (kinds, tasks, tagsets) = (idx.kinds.len(), idx.tasks.len(), idx.tagsets.len());
     let mut n = first;
-    let crc = read_summed(
-        f,
-        h.entries_at() + first * ENTRY_BYTES as u64,
-        count * ENTRY_BYTES as u64,
-        "entries",
-        |chunk| {
-            for b in chunk.chunks_exact(ENTRY_BYTES) {
-                let e = decode_entry(b).ok_or_else(|| format!("entry {n} has no valid tier or status"))?;
-                let fits = (e.kind as usize) < kinds
-                    && (e.task as usize) < tasks
-                    && (e.tags as usize) < tagsets
-                    && e.id_off.checked_add(e.id_len as u64).is_some_and(|x| x <= h.arena)
-                    && e.put_off.checked_add(e.put_len as u64).is_some_and(|x| x <= h.end);
-                if !fits {
-                    return Err(format!("entry {n} points outside what the file holds"));
-                }
-                sorted &= e.created_lsn >= last_created;
-                last_created = e.created_lsn;
-                first_created.get_or_insert(e.created_lsn);
-                slots.next().ok_or("more entries than asked for")?.write(e);
-                n += 1;
+    let crc = sum_pieces(bytes, CHUNK_ENTRIES * ENTRY_BYTES, |chunk| {
+        for b in chunk.chunks_exact(ENTRY_BYTES) {
+            let e = decode_entry(b).ok_or_else(|| format!("entry {n} has no valid tier or status"))?;
+            let fits = (e.kind as usize) < kinds
+                && (e.task as usize) < tasks
+                && (e.tags as usize) < tagsets
+                && e.id_off.checked_add(e.id_len as u64).is_some_and(|x| x <= h.arena)
+                && e.put_off.checked_add(e.put_len as u64).is_some_and(|x| x <= h.end);
+            if !fits {
+                return Err(format!("entry {n} points outside what the file holds"));
             }
-            Ok(())
-        },
-        CHUNK_ENTRIES * ENTRY_BYTES,
-    )?;
-    if n - first != count {
-        return Err(format!("read {} entries of {count}", n - first));
-    }
-    Ok(EntriesRead { crc, len: count * ENTRY_BYTES as u64, sorted, first_created, last_created })
+            sorted &= e.created_lsn >= last_created;
+            last_created = e.created_lsn;
+            first_created.get_or_insert(e.created_lsn);
+            n += 1;
+        }
+        Ok(())
+    })?;
+    Ok(EntriesRead { crc, len: bytes.len() as u64, sorted, first_created, last_created })
 }
 
-/// What reading a run of entries found.
+/// Map `len` bytes at `at` (a page boundary), with room to grow to `reserve` bytes in all.
+fn map_bytes(f: &File, at: u64, len: u64, reserve: u64, what: &str) -> std::result::Result<Region, String> {
+    let too_large = || format!("its {what} are too large to map");
+    let len = usize::try_from(len).map_err(|_| too_large())?;
+    let reserve = usize::try_from(reserve).map_err(|_| too_large())?;
+    Region::map(f, at, len, reserve).map_err(|e| format!("mapping its {what}: {e}"))
+}
+
+/// Map a section of `len` bytes at `at` (room to grow to `reserve`), and check its CRC and
+/// the zeros after it.
+fn map_section(
+    f: &File,
+    at: u64,
+    len: u64,
+    reserve: u64,
+    want_crc: u32,
+    what: &str,
+) -> std::result::Result<Region, String> {
+    let region = map_bytes(f, at, len, reserve, what)?;
+    let bytes = region.file_bytes();
+    let len = len as usize;
+    check_sum(sum_pieces(&bytes[..len], CHUNK_BYTES, |_| Ok(()))?, want_crc, what)?;
+    check_padding(&bytes[len..], what)?;
+    Ok(region)
+}
+
+/// What checking a run of entries found.
 struct EntriesRead {
     /// CRC32C of their bytes, and how many bytes.
     crc: u32,
@@ -592,10 +605,7 @@ struct EntriesRead {
 impl EntriesRead {
     /// The same for this run followed by `next`.
     fn then(self, next: EntriesRead) -> EntriesRead {
-        let joins = match next.first_created {
-            Some(first) => first >= self.last_created,
-            None => true,
-        };
+        let joins = next.first_created.is_none_or(|first| first >= self.last_created);
         EntriesRead {
             crc: crc32c::crc32c_combine(self.crc, next.crc, next.len as usize),
             len: self.len + next.len,
@@ -604,31 +614,6 @@ impl EntriesRead {
             last_created: if next.first_created.is_some() { next.last_created } else { self.last_created },
         }
     }
-}
-
-/// The id arena and the table's slots, read and checked.
-fn read_arena_and_table(f: &File, h: &Head) -> std::result::Result<(Vec<u8>, IdTable), String> {
-    let mut arena = Vec::with_capacity(h.arena as usize);
-    advise_huge_pages(&mut arena);
-    let push = |b: &[u8]| {
-        arena.extend_from_slice(b);
-        Ok(())
-    };
-    check_sum(read_summed(f, h.arena_at(), h.arena, "ids", push, CHUNK_BYTES)?, h.crcs[1], "ids")?;
-    let mut slots = Vec::with_capacity(h.slots as usize);
-    advise_huge_pages(&mut slots);
-    let push = |b: &[u8]| {
-        slots.extend(b.chunks_exact(8).map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes"))));
-        Ok(())
-    };
-    check_sum(
-        read_summed(f, h.slots_at(), h.slots * 8, "id table", push, CHUNK_BYTES)?,
-        h.crcs[2],
-        "id table",
-    )?;
-    let table =
-        IdTable::from_slots(slots, h.entries as u32).ok_or("its id table does not fit its entries")?;
-    Ok((arena, table))
 }
 
 /// Read the index file of the log at `log_path`, if there is one that fits the log (`file`,
@@ -645,10 +630,15 @@ pub(crate) fn load(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot open it: {e}")),
     };
+    if cfg!(target_endian = "big") {
+        // The mapped rows are the little-endian layout of `Entry`.
+        return Err("index files are read on little-endian machines only".into());
+    }
     let size = f.metadata().map_err(|e| format!("cannot stat it: {e}"))?.len();
-    let mut hb = [0u8; HEADER_BYTES];
-    f.read_exact_at(&mut hb, 0).map_err(|_| "it is shorter than its header".to_string())?;
-    let h = Head::decode(&hb)?;
+    let mut first_page = vec![0u8; PAGE];
+    f.read_exact_at(&mut first_page, 0).map_err(|_| "it is shorter than its header".to_string())?;
+    let h = Head::decode(first_page[..HEADER_BYTES].try_into().expect("a header's bytes"))?;
+    check_padding(&first_page[HEADER_BYTES..], "header")?;
     if h.store_id != header.store_id {
         return Err("it is of another store".into());
     }
@@ -658,9 +648,12 @@ pub(crate) fn load(
             h.generation, header.generation
         ));
     }
-    let sizes_fit = h.entries.checked_mul(ENTRY_BYTES as u64).is_some()
-        && h.slots.checked_mul(8).is_some()
-        && h.small_at().checked_add(h.small) == Some(size)
+    // Each count bounded by the file's size first, so the offsets cannot overflow.
+    let sizes_fit = h.entries <= size / ENTRY_BYTES as u64
+        && h.arena <= size
+        && h.slots <= size / 8
+        && h.small <= size
+        && h.small_at() + h.small == size
         && h.entries <= u32::MAX as u64;
     if !sizes_fit {
         return Err(format!("its sections do not add up to its {size} bytes"));
@@ -683,32 +676,43 @@ pub(crate) fn load(
     }
     let sparse = decode_small(&small, &mut idx).ok_or("its names, entities and seals do not parse")?;
     drop(small);
-    // Two threads: the first entries here; the ids, the table and the last entries beside
-    // them (the share that evens out the two threads' bytes).
+    // Two threads check the mapped sections: the first entries here; the ids, the table
+    // and the last entries beside them (the share that evens out their bytes). The CRCs of
+    // the two runs of entries are combined.
     let n = h.entries;
     let split = n - (n / 5).min(n);
-    let mut entries: Vec<Entry> = Vec::with_capacity(n as usize);
-    advise_huge_pages(&mut entries);
-    let (head_slots, tail_slots) = entries.spare_capacity_mut()[..n as usize].split_at_mut(split as usize);
+    let entry_bytes = n * ENTRY_BYTES as u64;
+    // Room to grow in place: as many entries again (untouched reserve costs no memory).
+    let entries = map_bytes(&f, h.entries_at(), entry_bytes, 2 * entry_bytes, "entries")?;
+    let rows = &entries.file_bytes()[..entry_bytes as usize];
+    check_padding(&entries.file_bytes()[entry_bytes as usize..], "entries")?;
+    let cut = (split * ENTRY_BYTES as u64) as usize;
     let (head, rest) = std::thread::scope(|s| {
         let rest = s.spawn(|| {
-            let (arena, table) = read_arena_and_table(&f, &h)?;
-            let read = read_entries(&f, &h, &idx, split, tail_slots)?;
+            let arena = map_section(&f, h.arena_at(), h.arena, 2 * h.arena, h.crcs[1], "ids")?;
+            let slots = map_section(&f, h.slots_at(), h.slots * 8, h.slots * 8, h.crcs[2], "id table")?;
+            #[allow(unsafe_code)]
+            // SAFETY: a page is aligned for u64, and any 8 bytes are a valid u64.
+            let slots: Slab<u64> = unsafe { Slab::from_region(slots, h.slots as usize) };
+            let table =
+                IdTable::from_slots(slots, n as u32).ok_or("its id table does not fit its entries")?;
+            let read = check_entries(&rows[cut..], split, &h, &idx)?;
             Ok::<_, String>((arena, table, read))
         });
-        let head = read_entries(&f, &h, &idx, 0, head_slots);
+        let head = check_entries(&rows[..cut], 0, &h, &idx);
         (head, rest.join().unwrap_or_else(|_| Err("reading it failed".into())))
     });
     let (arena, table, tail_read) = rest?;
     let read = head?.then(tail_read);
-    #[allow(unsafe_code)]
-    // SAFETY: both reads returned `Ok`, and `read_entries` does so only once it has written
-    // every element of the slice it was given; the two slices are the first `n` elements of
-    // the spare capacity, so all `n` are initialized.
-    unsafe {
-        entries.set_len(n as usize);
-    }
     check_sum(read.crc, h.crcs[0], "entries")?;
+    #[allow(unsafe_code)]
+    // SAFETY: `check_entries` found a valid tier and status in every row (the only fields
+    // with invalid bit patterns), rows are laid out as `Entry` is (`repr(C)`, checked at
+    // compile time, little-endian: see `load`), and a page is aligned for it.
+    let entries: Slab<Entry> = unsafe { Slab::from_region(entries, n as usize) };
+    #[allow(unsafe_code)]
+    // SAFETY: any byte is a valid u8.
+    let arena: Slab<u8> = unsafe { Slab::from_region(arena, h.arena as usize) };
     idx.table = table;
     idx.entries = entries;
     idx.arena = arena;

@@ -20,6 +20,7 @@ pub mod memory;
 pub mod replica;
 pub mod scan;
 pub mod seal;
+mod slab;
 pub mod snapshot;
 
 pub use commit::{Commit, Committed};

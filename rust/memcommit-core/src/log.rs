@@ -949,6 +949,9 @@ impl Log {
             c.stop();
         }
         st.closed = true;
+        // A closed log reads nothing more: free the index now (and unmap an index file it
+        // was read from), not when the last handle goes.
+        st.index = Index::new();
         drop(st);
         // Dropping the lock file's handle releases the OS lock.
         self.lock_file.lock().take();

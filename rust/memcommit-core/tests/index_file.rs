@@ -56,15 +56,23 @@ fn opening_from_the_index_file_gives_the_state_of_a_full_replay() {
     assert_eq!(log.info().unwrap().index_file, IndexFileStatus::Loaded);
     assert_same(&view(&log, 340), &want);
     assert_eq!(log.chain_value().unwrap(), chain, "the chain continues from the index file's");
-    // It keeps working: commits to old and new ids, seals, verify.
+    // It keeps working: commits to old and new ids, seals, verify. The index is used where it
+    // was mapped from the file: changes stay in this process, never reach the file.
+    let on_disk = std::fs::read(path_for(&path)).unwrap();
     fill(&log, 330, 360);
     log.seal(None, T0).unwrap();
     assert_eq!(log.verify(None, None).unwrap().seals_checked, 2);
+    assert_eq!(std::fs::read(path_for(&path)).unwrap(), on_disk, "a change reached the index file");
+    // Growing past the room the mapping keeps moves the index to the heap, whole.
+    fill(&log, 360, 1200);
+    assert_eq!(std::fs::read(path_for(&path)).unwrap(), on_disk);
+    let live = view(&log, 1200);
     log.close().unwrap();
-    let (want, _) = replayed(&path, 360);
+    let (want, _) = replayed(&path, 1200);
+    assert_same(&live, &want);
     let reader = Log::open(&path, Options { read_only: true, ..opts() }).unwrap();
     assert_eq!(reader.info().unwrap().index_file, IndexFileStatus::Loaded);
-    assert_same(&view(&reader, 360), &want);
+    assert_same(&view(&reader, 1200), &want);
 }
 
 #[test]

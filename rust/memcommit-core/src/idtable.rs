@@ -48,6 +48,11 @@ impl IdTable {
         self.len == 0
     }
 
+    /// Bytes the slots take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.slots.bytes()
+    }
+
     /// Slots allocated.
     pub fn capacity(&self) -> usize {
         self.slots.len()

@@ -616,11 +616,9 @@ impl Index {
         &self.entries[n as usize]
     }
 
-    /// Bytes of heap the index holds, for reports.
+    /// Bytes the index holds in RAM (on the heap, or mapped from an index file), for reports.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Entry>()
-            + self.arena.capacity()
-            + self.table.capacity() * std::mem::size_of::<u64>()
+        self.entries.bytes() + self.arena.bytes() + self.table.bytes()
     }
 }
 

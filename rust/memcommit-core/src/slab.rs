@@ -228,10 +228,21 @@ impl<T: Copy> Slab<T> {
     }
 
     /// Values it has room for without moving.
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         match self {
             Slab::Heap(v) => v.capacity(),
             Slab::Mapped { cap, .. } => *cap,
+        }
+    }
+
+    /// Bytes it holds in RAM: the heap's capacity, or the mapped values (pages of the file
+    /// in the page cache; the untouched reserve costs nothing).
+    pub(crate) fn bytes(&self) -> usize {
+        let size = std::mem::size_of::<T>();
+        match self {
+            Slab::Heap(v) => v.capacity() * size,
+            Slab::Mapped { len, .. } => len * size,
         }
     }
 

@@ -37,8 +37,10 @@ store._native.chain_hex()
 chain = time.perf_counter() - t
 report = compact(store)
 store.close()
-import resource
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM, not getrusage's ru_maxrss: after fork and exec, ru_maxrss starts from the parent's
+# size at the fork, which here (the process that built the log) is larger than this one.
+with open("/proc/self/status") as f:
+    rss = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 print(json.dumps({"open": opened, "chain": chain, "seconds": report.seconds,
                   "before": report.before, "after": report.after,
                   "bytes_before": report.bytes_before, "bytes_after": report.bytes_after,

@@ -188,3 +188,29 @@ def test_kill_9_while_the_index_file_is_written_leaves_a_store_that_opens_whole(
             assert len(store) == EVERY
             assert [m.text for m in store.find(limit=2)] == ["note 0", "note 1"]
         assert not [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_reader_on_a_mapped_index_file_goes_on_while_the_writer_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """A writer never rewrites an index file in place: a reader that mapped the old one keeps
+    reading it, and catches up with `refresh()`, after a writer saved a new one."""
+    path = tmp_path / "memory.db"
+    index = Path(f"{path}.index")
+    with memcommit.open(path, durability="none") as store:
+        ids = _grow(store, EVERY)
+    old_inode = index.stat().st_ino
+    reader = memcommit.open(path, read_only=True)
+    try:
+        assert reader.info()["index_file"] == "loaded"
+        with memcommit.open(path, durability="none") as writer:
+            ids += _grow(writer, EVERY, start=EVERY)
+        assert index.stat().st_ino != old_inode, "the index file was not replaced whole"
+        reader.refresh()
+        want = _replayed_view(path, ids)
+        assert _view(reader, ids) == want
+    finally:
+        reader.close()
+    with memcommit.open(path, read_only=True) as again:
+        assert again.info()["index_file"] == "loaded"
+        assert _view(again, ids) == want

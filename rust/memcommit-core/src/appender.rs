@@ -182,6 +182,30 @@ impl FileAppender {
         self.drain()
     }
 
+    /// Ask the kernel to start writing `from..to` of the file back to the disk now, without
+    /// waiting for it (a large commit's chunks, as they are written): the fdatasync that ends
+    /// the commit then finds most of them already on their way. A hint: durability still
+    /// comes only from `sync_to`.
+    pub fn start_writeback(&self, from: u64, to: u64) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let (Ok(off), Ok(len)) =
+                (libc::off64_t::try_from(from), libc::off64_t::try_from(to.saturating_sub(from)))
+            else {
+                return;
+            };
+            #[allow(unsafe_code)]
+            // SAFETY: sync_file_range only reads its integer arguments; the descriptor is this
+            // appender's open file. Its result is ignored: it is a hint.
+            unsafe {
+                libc::sync_file_range(self.file.as_raw_fd(), off, len, libc::SYNC_FILE_RANGE_WRITE);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (from, to);
+    }
+
     /// Make every byte before `end` durable: write the queue out and fdatasync, unless a sync
     /// that started after those bytes were queued already did. An error here leaves the file
     /// in an unknown state; the caller must stop writing (fsyncgate), and every later call

@@ -217,10 +217,12 @@ impl Commit<'_> {
             Medium::File(a) => {
                 a.queue(at, &st.buf);
                 if write_now {
-                    if let Err(e) = a.write_to(at + st.buf.len() as u64) {
+                    let end = at + st.buf.len() as u64;
+                    if let Err(e) = a.write_to(end) {
                         self.log.poison(format!("write failed: {e}"));
                         return Err(Error::io(&self.log.display, "write to", e));
                     }
+                    a.start_writeback(at, end);
                 }
             }
         }

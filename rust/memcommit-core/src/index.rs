@@ -698,22 +698,14 @@ impl Index {
     /// An index from plain values; refuses numbers that point nowhere.
     pub fn from_parts(p: Parts) -> Result<Index, String> {
         let mut idx = Index::new();
-        let check_zero = |v: &[String], what: &str| match v.first() {
-            Some(s) if s.is_empty() => Ok(()),
-            _ => Err(format!("{what}: the first name must be the empty string")),
+        let names = |v: &[String], what: &str| {
+            Interner::from_names(v.iter().map(|n| n.as_str().into()).collect()).ok_or_else(|| {
+                format!("{what}: the first name must be the empty string, and none may appear twice")
+            })
         };
-        check_zero(&p.kinds, "kinds")?;
-        check_zero(&p.tasks, "tasks")?;
-        check_zero(&p.tags, "tags")?;
-        for (list, interner) in
-            [(&p.kinds, &mut idx.kinds), (&p.tasks, &mut idx.tasks), (&p.tags, &mut idx.tags)]
-        {
-            for (n, name) in list.iter().enumerate().skip(1) {
-                if interner.intern(name) as usize != n {
-                    return Err(format!("the name {name:?} appears twice"));
-                }
-            }
-        }
+        idx.kinds = names(&p.kinds, "kinds")?;
+        idx.tasks = names(&p.tasks, "tasks")?;
+        idx.tags = names(&p.tags, "tags")?;
         idx.finished = vec![false; p.tasks.len()];
         for t in p.finished {
             *idx.finished.get_mut(t as usize).ok_or("a finished task number points nowhere")? = true;

@@ -50,6 +50,7 @@ from memcommit import (
     NotSupported,
     Purged,
     Rejected,
+    StoreClosed,
     check_seal,
     seal,
     verify,
@@ -1547,3 +1548,44 @@ def test_property_nothing_to_fold_comes_out_unchanged(ops: list[Any], at_zero: b
         new = read_log(path)
         assert new.without_seals() == old.without_seals()
         assert report.after == len(old.without_seals()) + 1
+
+
+def test_a_put_racing_log_compaction_is_kept_or_refused_never_lost(tmp_path: Path) -> None:
+    """Puts from another thread wait while compaction runs. One that was waiting when the new
+    generation replaced the old raises StoreClosed saying so (nothing of it written); every
+    put that returned is in the new generation, and puts go on there afterwards."""
+    for round_ in range(3):
+        path = tmp_path / f"race{round_}.db"
+        store = memcommit.open(path, durability="none")
+        with store.commit() as c:
+            c.put_many([f"old {i}" for i in range(30_000)], kind="trace")
+        acked: list[str] = []
+        refused: list[str] = []
+        stop = threading.Event()
+        started = threading.Event()
+
+        def writer() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                if i == 20:
+                    started.set()
+                try:
+                    acked.append(store.put(f"new {i}", kind="note"))
+                except StoreClosed as e:
+                    refused.append(str(e))
+
+        t = threading.Thread(target=writer)
+        t.start()
+        started.wait()
+        compact(store)
+        stop.set()
+        t.join()
+        assert all("log compaction replaced it" in why for why in refused), refused[:1]
+        store.put("after", kind="note")
+        store.close()
+        with memcommit.open(path, read_only=True) as reader:
+            found = reader.get_many(acked)
+            lost = [a for a, m in zip(acked, found) if m is None]
+            assert not lost, f"{len(lost)} acknowledged puts lost"
+            assert reader.info()["generation"] == 1

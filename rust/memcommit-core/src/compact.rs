@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hashbrown::HashSet;
+use parking_lot::RwLockUpgradableReadGuard;
 
 use crate::chain::{self, ChainValue};
 use crate::error::{Error, Result};
@@ -342,11 +343,23 @@ impl Log {
             let _ = fs::remove_file(&tmp);
             Error::io(&display, "rename the compacted log over", e)
         })?;
-        // From here the new generation is the log: a failure leaves it for the next open.
+        // From here the new generation is the log, and the old one takes no more commits: a
+        // committer waiting for this lock would append to a file no longer at the path, be
+        // acknowledged, and be lost. Closed under the lock, it gets `Closed` instead. (So its
+        // close below writes nothing either: no index file for a generation that is gone.)
+        let mut st = RwLockUpgradableReadGuard::upgrade(st);
+        st.closed = true;
+        st.closed_why = Some(format!(
+            "log compaction replaced it with generation {} while this call waited; nothing of \
+             the call was written: call again on the store, which goes on with the new generation",
+            st.header.generation + 1
+        ));
+        drop(st);
+        // A failure from here leaves the new generation for the next open.
         fsync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         hooks.step("renamed")?;
         let lock = self.take_lock_file();
-        drop(st);
+        // Stops the flush timer and the chain thread.
         let _ = self.close();
         // The closed log's index is dead weight: free it before the new one is built, so the
         // peak is one index, not two.

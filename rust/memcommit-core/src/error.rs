@@ -130,6 +130,8 @@ pub enum Error {
     Closed {
         /// The log file, or ":memory:".
         path: String,
+        /// Why, when it was not closed by its owner (log compaction replaced it).
+        why: Option<String>,
     },
     /// A write on a read-only store.
     ReadOnly {
@@ -184,7 +186,8 @@ impl fmt::Display for Error {
             ),
             Error::Rejected(r) => write!(f, "{}", r.reason),
             Error::Invalid { field, message } => write!(f, "{field}: {message}"),
-            Error::Closed { path } => write!(f, "the store {path} is closed"),
+            Error::Closed { path, why: None } => write!(f, "the store {path} is closed"),
+            Error::Closed { path, why: Some(why) } => write!(f, "the store {path} is closed: {why}"),
             Error::ReadOnly { path } => write!(f, "the store {path} is open read-only; open it without read_only to write"),
         }
     }

@@ -118,6 +118,8 @@ pub(crate) struct State {
     pub(crate) recent_commits: VecDeque<u64>,
     /// Records the index file on disk covers, as far as this store knows (0: none).
     pub(crate) indexed_records: u64,
+    /// Why the log was closed, when its owner did not close it (see `Error::Closed`).
+    pub(crate) closed_why: Option<String>,
 }
 
 pub(crate) const SPARSE_EVERY: u64 = 1024;
@@ -559,6 +561,7 @@ impl Log {
             undo: Vec::new(),
             recent_commits: VecDeque::from([0]),
             indexed_records: 0,
+            closed_why: None,
         };
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
@@ -670,6 +673,7 @@ impl Log {
             undo: Vec::new(),
             recent_commits: VecDeque::from([0]),
             indexed_records: 0,
+            closed_why: None,
         };
         Ok(Arc::new(Log {
             state: RwLock::new(st),
@@ -732,7 +736,7 @@ impl Log {
 
     pub(crate) fn check_open(&self, st: &State) -> Result<()> {
         if st.closed {
-            return Err(Error::Closed { path: self.display.clone() });
+            return Err(Error::Closed { path: self.display.clone(), why: st.closed_why.clone() });
         }
         Ok(())
     }

@@ -252,3 +252,68 @@ fn retention_purges_only_named_memories_with_nothing_after_the_horizon() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A committer that waits for the lock log compaction holds must not commit to the old
+/// generation once the new one has replaced it at the path: its commit would be acknowledged
+/// and then lost. It gets an error instead (the store it held is closed), and every commit
+/// acknowledged before that is in the new generation.
+#[test]
+fn a_commit_waiting_for_compaction_is_never_acknowledged_on_the_replaced_generation() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.log");
+        let log = Log::open(&path, opts()).unwrap();
+        let put = |i: usize| {
+            Command::Put(PutCommand::<String> {
+                id: format!("m{i}"),
+                kind: "note".into(),
+                text: "x".repeat(100),
+                ..PutCommand::default()
+            })
+        };
+        let cmds: Vec<Command> = (0..20_000).map(put).collect();
+        log.commit(&cmds, None, T0).unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let acked = std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut acked = Vec::new();
+                for i in 1_000_000.. {
+                    if i == 1_000_050 {
+                        started.store(true, Ordering::SeqCst);
+                    }
+                    match log.commit(&[put(i)], None, T0) {
+                        Ok(_) => acked.push(format!("m{i}")),
+                        Err(e) => {
+                            // Closed, saying why: compaction replaced the log.
+                            let why = match &e {
+                                memcommit_core::Error::Closed { why: Some(why), .. } => why.clone(),
+                                other => panic!("{other:?}"),
+                            };
+                            assert!(why.contains("generation 1"), "{why}");
+                            break;
+                        }
+                    }
+                }
+                acked
+            });
+            while !started.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let (_, new) = compact(&log, None, &Retention::default());
+            new.close().unwrap();
+            writer.join().unwrap()
+        });
+        let reopened = Log::open(&path, opts()).unwrap();
+        let found = reopened.get_many(&acked).unwrap();
+        let lost: Vec<&String> =
+            acked.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(a, _)| a).collect();
+        assert!(
+            lost.is_empty(),
+            "round {round}: {} acknowledged commits lost, e.g. {:?}",
+            lost.len(),
+            lost.first()
+        );
+    }
+}

@@ -255,3 +255,20 @@ fn a_writer_saves_the_index_file_at_close_once_the_log_has_grown_enough() {
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
 }
+
+#[test]
+fn log_compaction_writes_no_index_file_for_the_generation_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.log");
+    let every = Options { index_file_every: 1, ..opts() };
+    let log = Log::open(&path, every.clone()).unwrap();
+    fill(&log, 0, 50);
+    let (_, log) = log.compact(None, &Retention::default(), T0, &mut Quiet).unwrap();
+    // The old generation closed before the new one opened: it left no index file behind.
+    assert_eq!(log.info().unwrap().index_file, IndexFileStatus::Absent);
+    fill(&log, 50, 60);
+    log.close().unwrap();
+    let log = Log::open(&path, every).unwrap();
+    assert_eq!(log.info().unwrap().index_file, IndexFileStatus::Loaded);
+    assert_eq!(log.info().unwrap().generation, 1);
+}

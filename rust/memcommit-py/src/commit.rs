@@ -4,8 +4,6 @@
 //! arguments and keeps references to the caller's objects (no copies, no tuples); at the end
 //! of the block the strings are read in place while the writer lock is held.
 
-use std::sync::Arc;
-
 use memcommit_core::memory::{Command, Expect, PutCommand, Status, Tier};
 use memcommit_core::Log;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -135,7 +133,7 @@ enum Op {
 /// it is written (None before, and for a commit that wrote nothing).
 #[pyclass(module = "memcommit", name = "Commit")]
 pub struct Commit {
-    log: Arc<Log>,
+    native: Py<crate::store::NativeLog>,
     store: Py<PyAny>,
     expect_lsn: Option<u64>,
     id_ms: u64,
@@ -244,7 +242,7 @@ impl Commit {
         let at_us: i64 = self.store.bind(py).call_method0("_now_us")?.extract()?;
         let hint: usize =
             self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
-        let log = self.log.clone();
+        let native = self.native.get();
         let expect_lsn = self.expect_lsn;
         let span = if hint <= SMALL {
             // A small commit copies its few strings and then releases the GIL once for the
@@ -256,27 +254,19 @@ impl Commit {
                     Ok(())
                 })?;
             }
-            release(py, || log.commit(&cmds, expect_lsn, at_us))?
+            native.run(py, |log| log.commit(&cmds, expect_lsn, at_us))?
         } else {
-            let mut c = release(py, || log.begin(expect_lsn, at_us, hint))?;
-            for (i, op) in self.ops.iter().enumerate() {
-                let after = match self.ops.get(i + 1) {
-                    Some(Op::Put { id, .. }) => id.to_str(py).ok(),
-                    _ => None,
+            // Begin on the current log; if log compaction retired it while this waited for
+            // its lock, begin again on the new generation (see `NativeLog::run_on`).
+            let mut log = native.log();
+            loop {
+                let seen = native.compactions_ended();
+                let retired = match py.detach(|| log.begin(expect_lsn, at_us, hint)) {
+                    Ok(c) => break self.stream(py, &log, c)?,
+                    Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => e,
+                    Err(e) => return Err(to_py(e)),
                 };
-                each_command(py, op, after, |cmd, next| {
-                    if let Some(n) = next {
-                        c.prefetch(n);
-                    }
-                    c.push(cmd).map_err(to_py)
-                })?;
-            }
-            match release(py, || c.finish())? {
-                Some(d) => {
-                    release(py, || log.wait_durable(d.end))?;
-                    Some((d.first_lsn, d.last_lsn))
-                }
-                None => None,
+                log = py.detach(|| native.successor(&log, seen)).ok_or_else(|| to_py(retired))?;
             }
         };
         if let Some((first, last)) = span {
@@ -284,6 +274,38 @@ impl Commit {
             self.lsn = Some(last);
         }
         Ok(())
+    }
+}
+
+impl Commit {
+    /// Push every operation into the begun commit `c` on `log`, reading each operation's
+    /// strings in place, then finish it and wait for durability without the GIL. Returns the
+    /// first and last LSN written, if any.
+    fn stream(
+        &self,
+        py: Python<'_>,
+        log: &Log,
+        mut c: memcommit_core::Commit<'_>,
+    ) -> PyResult<Option<(u64, u64)>> {
+        for (i, op) in self.ops.iter().enumerate() {
+            let after = match self.ops.get(i + 1) {
+                Some(Op::Put { id, .. }) => id.to_str(py).ok(),
+                _ => None,
+            };
+            each_command(py, op, after, |cmd, next| {
+                if let Some(n) = next {
+                    c.prefetch(n);
+                }
+                c.push(cmd).map_err(to_py)
+            })?;
+        }
+        Ok(match release(py, || c.finish())? {
+            Some(d) => {
+                release(py, || log.wait_durable(d.end))?;
+                Some((d.first_lsn, d.last_lsn))
+            }
+            None => None,
+        })
     }
 }
 
@@ -418,7 +440,7 @@ fn put_op(
 #[allow(clippy::too_many_arguments)] // the keyword arguments of put
 pub fn put_one(
     py: Python<'_>,
-    log: &Arc<Log>,
+    native: &crate::store::NativeLog,
     at_us: i64,
     text: &Bound<'_, PyAny>,
     kind: Option<&Bound<'_, PyAny>>,
@@ -436,7 +458,7 @@ pub fn put_one(
         Ok(())
     })?;
     let cmds = [cmd.expect("a put makes one command")];
-    release(py, || log.commit(&cmds, None, at_us))?;
+    native.run(py, |log| log.commit(&cmds, None, at_us))?;
     Ok(id)
 }
 
@@ -451,7 +473,7 @@ impl Commit {
         id_ms: u64,
     ) -> Self {
         Commit {
-            log: log.get().log.clone(),
+            native: log.clone().unbind(),
             store,
             expect_lsn,
             id_ms,

@@ -16,9 +16,84 @@ use crate::errors::{release, to_py};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
 /// An open log: the store's engine. `memcommit.MemoryStore` wraps it.
+///
+/// Log compaction replaces the log with its next generation in place (`compact`), so every
+/// holder of this object goes on with the new one. A call that was waiting for the lock
+/// compaction held finds the old generation closed (`Closed` with a reason): `run` waits for
+/// the new one and makes the call again there, so no caller sees the swap.
 #[pyclass(frozen, module = "memcommit._native")]
 pub struct NativeLog {
-    pub(crate) log: Arc<Log>,
+    log: parking_lot::RwLock<Arc<Log>>,
+    /// How many compactions have ended (swapped or not), and their waiters.
+    ended: (parking_lot::Mutex<u64>, parking_lot::Condvar),
+}
+
+/// How long a call waits for log compaction to hand over the new generation.
+const SWAP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl NativeLog {
+    pub(crate) fn new(log: Arc<Log>) -> Self {
+        NativeLog { log: parking_lot::RwLock::new(log), ended: Default::default() }
+    }
+
+    /// The current log.
+    pub(crate) fn log(&self) -> Arc<Log> {
+        self.log.read().clone()
+    }
+
+    /// How many compactions have ended so far (read before a call that may need `successor`).
+    pub(crate) fn compactions_ended(&self) -> u64 {
+        *self.ended.0.lock()
+    }
+
+    /// After a call on `old` failed because log compaction retired it (`Closed` with a
+    /// reason): wait, without the GIL, for the compaction to end, and return the generation
+    /// that replaced `old` (`None` if none did). `seen` is `compactions_ended` from before the
+    /// call.
+    pub(crate) fn successor(&self, old: &Arc<Log>, seen: u64) -> Option<Arc<Log>> {
+        let mut ended = self.ended.0.lock();
+        let deadline = std::time::Instant::now() + SWAP_WAIT;
+        while *ended == seen && Arc::ptr_eq(&self.log(), old) {
+            if self.ended.1.wait_until(&mut ended, deadline).timed_out() {
+                break;
+            }
+        }
+        drop(ended);
+        let now = self.log();
+        (!Arc::ptr_eq(&now, old)).then_some(now)
+    }
+
+    /// Run `f` on the current log with the GIL released; returns its result and the log it ran
+    /// on. If log compaction replaced that log while `f` waited for it, wait for the new
+    /// generation and run `f` again there.
+    pub(crate) fn run_on<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl Fn(&Log) -> memcommit_core::Result<T> + Send + Sync,
+    ) -> PyResult<(T, Arc<Log>)> {
+        py.detach(|| {
+            let mut log = self.log();
+            loop {
+                let seen = self.compactions_ended();
+                match f(&log) {
+                    Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => {
+                        log = self.successor(&log, seen).ok_or(e)?;
+                    }
+                    other => return other.map(|t| (t, log)),
+                }
+            }
+        })
+        .map_err(to_py)
+    }
+
+    /// `run_on`, for a caller that needs only the result.
+    pub(crate) fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl Fn(&Log) -> memcommit_core::Result<T> + Send + Sync,
+    ) -> PyResult<T> {
+        self.run_on(py, f).map(|(t, _)| t)
+    }
 }
 
 #[pymethods]
@@ -53,7 +128,7 @@ impl NativeLog {
             }
             None => Log::open(&path, opts),
         })?;
-        Ok(NativeLog { log })
+        Ok(NativeLog::new(log))
     }
 
     /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`).
@@ -61,12 +136,12 @@ impl NativeLog {
     #[pyo3(signature = (header, max_record_bytes=16_777_216))]
     fn replica(header: &[u8], max_record_bytes: usize) -> PyResult<Self> {
         let log = Log::replica(header, Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
-        Ok(NativeLog { log })
+        Ok(NativeLog::new(log))
     }
 
     /// The log's 64-byte header.
     fn header<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.log.header_bytes())
+        pyo3::types::PyBytes::new(py, &self.log().header_bytes())
     }
 
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
@@ -78,15 +153,13 @@ impl NativeLog {
         after: u64,
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, u64)> {
-        let log = &self.log;
-        let (bytes, last) = release(py, || log.read_raw(after, max_bytes))?;
+        let (bytes, last) = self.run(py, |log| log.read_raw(after, max_bytes))?;
         Ok((pyo3::types::PyBytes::new(py, &bytes), last))
     }
 
     /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
     fn apply_raw(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<u64> {
-        let log = &self.log;
-        release(py, || log.apply_raw(&data))
+        self.run(py, |log| log.apply_raw(&data))
     }
 
     /// A log in RAM.
@@ -94,7 +167,7 @@ impl NativeLog {
     #[pyo3(signature = (max_record_bytes=16_777_216))]
     fn memory(max_record_bytes: usize) -> PyResult<Self> {
         let log = Log::memory(Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
-        Ok(NativeLog { log })
+        Ok(NativeLog::new(log))
     }
 
     /// `store.put`: one memory, one commit, one call. Returns the id. `at_us` None reads the
@@ -116,22 +189,20 @@ impl NativeLog {
     ) -> PyResult<Py<PyString>> {
         // None: the system clock, read here (one Python call less per put).
         let at_us = at_us.unwrap_or_else(now_us);
-        crate::commit::put_one(py, &self.log, at_us, text, kind, id, task, tier, data, tags, sources)
+        crate::commit::put_one(py, self, at_us, text, kind, id, task, tier, data, tags, sources)
     }
 
     /// Memories by id (None where missing).
     fn get_many(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<Vec<Option<Memory>>> {
-        let log = &self.log;
-        let reads = release(py, || log.get_many(&ids))?;
-        reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, log, m)).transpose()).collect()
+        let (reads, log) = self.run_on(py, |log| log.get_many(&ids))?;
+        reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, &log, m)).transpose()).collect()
     }
 
     /// One memory by id, or None.
     fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<Memory>> {
         let id = get_str(id, "id")?;
-        let log = &self.log;
-        let mut reads = release(py, || log.get_many(&[id]))?;
-        reads.pop().flatten().map(|m| memory_from_read(py, log, &m)).transpose()
+        let (mut reads, log) = self.run_on(py, |log| log.get_many(std::slice::from_ref(&id)))?;
+        reads.pop().flatten().map(|m| memory_from_read(py, &log, &m)).transpose()
     }
 
     /// Memories matching every given filter, in creation order.
@@ -165,8 +236,7 @@ impl NativeLog {
                 Some(n as usize)
             }
         };
-        let log = &self.log;
-        let reads = release(py, || {
+        let (reads, log) = self.run_on(py, |log| {
             log.find(&Query {
                 tier,
                 kind: kind.as_deref(),
@@ -176,14 +246,13 @@ impl NativeLog {
                 limit,
             })
         })?;
-        reads.iter().map(|m| memory_from_read(py, log, m)).collect()
+        reads.iter().map(|m| memory_from_read(py, &log, m)).collect()
     }
 
     /// The records of one memory still in the log, oldest first.
     fn history(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Vec<Record>> {
         let id = get_str(id, "id")?;
-        let log = &self.log;
-        let recs = release(py, || log.history(&id))?;
+        let recs = self.run(py, |log| log.history(&id))?;
         Ok(recs.into_iter().map(|b| record_from_bytes(py, b)).collect())
     }
 
@@ -196,42 +265,41 @@ impl NativeLog {
         start: u64,
         max: usize,
     ) -> PyResult<(Vec<Record>, u64)> {
-        let log = &self.log;
-        let (recs, next) = release(py, || log.read_records(after, start, max))?;
+        let (recs, next) = self.run(py, |log| log.read_records(after, start, max))?;
         Ok((recs.into_iter().map(|b| record_from_bytes(py, b)).collect(), next))
     }
 
     /// Newest committed LSN.
     #[getter]
     fn lsn(&self, py: Python<'_>) -> u64 {
-        py.detach(|| self.log.lsn())
+        py.detach(|| self.log().lsn())
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        release(py, || self.log.len())
+        self.run(py, |log| log.len())
     }
 
     fn contains(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
-        release(py, || self.log.contains(id))
+        self.run(py, |log| log.contains(id))
     }
 
     fn is_task_finished(&self, py: Python<'_>, task: &str) -> PyResult<bool> {
-        release(py, || self.log.is_task_finished(task))
+        self.run(py, |log| log.is_task_finished(task))
     }
 
     /// Facts about the log as a dict.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let i = release(py, || self.log.info())?;
+        let i = self.run(py, |log| log.info())?;
         let d = PyDict::new(py);
-        d.set_item("path", self.log.path().map(|p| p.display().to_string()))?;
+        d.set_item("path", self.log().path().map(|p| p.display().to_string()))?;
         d.set_item("records", i.records)?;
         d.set_item("lsn", i.lsn)?;
         d.set_item("bytes", i.bytes)?;
         d.set_item("generation", i.generation)?;
         d.set_item("store_id", i.store_id)?;
         d.set_item("memories", i.memories)?;
-        d.set_item("durability", self.log.options().durability.name())?;
-        d.set_item("read_only", self.log.options().read_only)?;
+        d.set_item("durability", self.log().options().durability.name())?;
+        d.set_item("read_only", self.log().options().read_only)?;
         d.set_item("recovered_bytes", i.recovered_bytes)?;
         d.set_item("fsyncs", i.fsyncs)?;
         d.set_item("index_file", i.index_file.to_string())?;
@@ -240,8 +308,7 @@ impl NativeLog {
 
     /// The current blake3 chain value, hex.
     fn chain_hex(&self, py: Python<'_>) -> PyResult<String> {
-        let log = &self.log;
-        let v = release(py, || log.chain_value())?;
+        let v = self.run(py, |log| log.chain_value())?;
         Ok(v.iter().map(|b| format!("{b:02x}")).collect())
     }
 
@@ -249,15 +316,13 @@ impl NativeLog {
     #[pyo3(signature = (at_us, key=None))]
     fn seal(&self, py: Python<'_>, at_us: i64, key: Option<&[u8]>) -> PyResult<SealTuple> {
         let key = seal_key(key)?;
-        let log = &self.log;
-        let s = release(py, || log.seal(key.as_ref(), at_us))?;
+        let s = self.run(py, |log| log.seal(key.as_ref(), at_us))?;
         Ok(seal_tuple(&s))
     }
 
     /// The seals of the log, oldest first.
     fn seals(&self, py: Python<'_>) -> PyResult<Vec<SealTuple>> {
-        let log = &self.log;
-        Ok(release(py, || log.seals())?.iter().map(seal_tuple).collect())
+        Ok(self.run(py, |log| log.seals())?.iter().map(seal_tuple).collect())
     }
 
     /// Seal automatically every `every` records (None: stop).
@@ -265,8 +330,7 @@ impl NativeLog {
     fn set_auto_seal(&self, py: Python<'_>, every: Option<u64>, key: Option<&[u8]>) -> PyResult<()> {
         let key = seal_key(key)?;
         let auto = every.map(|every| AutoSeal { every, key });
-        let log = &self.log;
-        release(py, || log.set_auto_seal(auto))
+        self.run(py, |log| log.set_auto_seal(auto))
     }
 
     /// Recheck the newest seal from the one before it. Returns (the seal, the report).
@@ -277,8 +341,7 @@ impl NativeLog {
         key: Option<&[u8]>,
     ) -> PyResult<(SealTuple, Bound<'py, PyDict>)> {
         let key = seal_key(key)?;
-        let log = &self.log;
-        let (newest, done) = release(py, || log.check_newest_seal(key.as_ref()))?;
+        let (newest, done) = self.run(py, |log| log.check_newest_seal(key.as_ref()))?;
         Ok((seal_tuple(&newest), report(py, &done)?))
     }
 
@@ -292,7 +355,7 @@ impl NativeLog {
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let key = seal_key(key)?;
-        let log = &self.log;
+        let log = self.log();
         let mut failed: Option<PyErr> = None;
         let done = {
             let mut call = |n: u64| {
@@ -318,8 +381,7 @@ impl NativeLog {
         at_us: i64,
         changes: Vec<(String, Option<Vec<u8>>)>,
     ) -> PyResult<u64> {
-        let log = &self.log;
-        let done = release(py, || {
+        let done = self.run(py, |log| {
             let refs: Vec<(&str, Option<&[u8]>)> =
                 changes.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
             log.write_entities(&refs, at_us)
@@ -329,29 +391,27 @@ impl NativeLog {
 
     /// Wait until everything up to log offset `end` is as durable as the mode promises.
     fn wait_durable(&self, py: Python<'_>, end: u64) -> PyResult<()> {
-        let log = &self.log;
-        release(py, || log.wait_durable(end))
+        self.run(py, |log| log.wait_durable(end))
     }
 
     /// A number that changes whenever an entity may have changed.
     fn entity_version(&self) -> u64 {
-        self.log.entity_version()
+        self.log().entity_version()
     }
 
     /// Every live entity of the roles: (key, state JSON bytes).
     fn entities<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, pyo3::types::PyBytes>)>> {
-        let log = &self.log;
-        let all = release(py, || log.entities())?;
+        let all = self.run(py, |log| log.entities())?;
         Ok(all.into_iter().map(|(k, v)| (k, pyo3::types::PyBytes::new(py, &v))).collect())
     }
 
     /// Compact the log (see memcommit.storage.compact). `before_swap(report)` must write the
     /// manifest durably; `step(name)` is called at each step of the protocol; `progress(done,
-    /// total)` with bytes read. Returns (report, the store reopened on the new generation).
+    /// total)` with bytes read. Returns (report, this same object, now on the new generation).
     #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, at_us, before_swap, step=None, progress=None))]
     #[allow(clippy::too_many_arguments)] // the parts of a compaction request
     fn compact<'py>(
-        &self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         horizon: Option<u64>,
         archived_older_than_us: Option<i64>,
@@ -362,67 +422,71 @@ impl NativeLog {
         before_swap: Py<PyAny>,
         step: Option<Py<PyAny>>,
         progress: Option<Py<PyAny>>,
-    ) -> PyResult<(Bound<'py, PyDict>, NativeLog)> {
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, NativeLog>)> {
+        let this = slf.get();
         let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
-        let log = &self.log;
+        let log = this.log();
         let mut hooks = PyHooks { before_swap, step, progress, failed: None };
         let result = py.detach(|| log.compact(horizon, &retention, at_us, &mut hooks));
+        // The new generation takes the old one's place here, and calls that waited for it
+        // (`run_on`) go on there. A compaction that failed wakes them too: they see no swap
+        // and report what they got.
+        if let Ok((_, reopened)) = &result {
+            *this.log.write() = reopened.clone();
+        }
+        *this.ended.0.lock() += 1;
+        this.ended.1.notify_all();
         if let Some(e) = hooks.failed.take() {
             return Err(e);
         }
-        let (done, reopened) = result.map_err(to_py)?;
-        Ok((compacted_dict(py, &done)?, NativeLog { log: reopened }))
+        let (done, _) = result.map_err(to_py)?;
+        Ok((compacted_dict(py, &done)?, slf.clone()))
     }
 
     /// The state as a snapshot's JSON text.
     fn snapshot_json(&self, py: Python<'_>) -> PyResult<String> {
-        let log = &self.log;
-        release(py, || log.snapshot_json())
+        self.run(py, |log| log.snapshot_json())
     }
 
     /// Add ids to the purged set (from the compaction manifest).
     fn add_purged(&self, ids: Vec<String>) {
-        self.log.add_purged(&ids);
+        self.log().add_purged(&ids);
     }
 
     /// Whether log compaction purged `id`.
     fn is_purged(&self, id: &str) -> bool {
-        self.log.is_purged(id)
+        self.log().is_purged(id)
     }
 
     /// Whether log compaction replaced the file at this log's path (a reader must reopen).
     fn replaced_on_disk(&self, py: Python<'_>) -> PyResult<bool> {
-        let log = &self.log;
-        release(py, || log.replaced_on_disk())
+        self.run(py, |log| log.replaced_on_disk())
     }
 
     /// Catch a reader up. Returns how many records were applied.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
-        let log = &self.log;
-        release(py, || log.refresh())
+        self.run(py, |log| log.refresh())
     }
 
     /// fsync everything written.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let log = &self.log;
-        release(py, || log.flush())
+        self.run(py, |log| log.flush())
     }
 
     /// Flush (unless durability is "none") and release the file.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let log = &self.log;
-        release(py, || log.close())
+        self.run(py, |log| log.close())
     }
 
     /// Whether the log is closed.
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.log.is_closed())
+        py.detach(|| self.log().is_closed())
     }
 
     /// Bytes of heap the index holds.
     fn index_heap_bytes(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.log.index_heap_bytes())
+        py.detach(|| self.log().index_heap_bytes())
     }
 }
 

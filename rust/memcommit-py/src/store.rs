@@ -17,6 +17,10 @@ use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
 /// An open log: the store's engine. `memcommit.MemoryStore` wraps it.
 ///
+/// Every method that takes one of the log's locks releases the GIL first: a streamed commit
+/// holds the log's state lock while it reads Python strings (so it needs the GIL), and a
+/// thread that waited for that lock holding the GIL would deadlock with it.
+///
 /// Log compaction replaces the log with its next generation in place (`compact`), so every
 /// holder of this object goes on with the new one. A call that was waiting for the lock
 /// compaction held finds the old generation closed (`Closed` with a reason): `run` waits for
@@ -141,7 +145,8 @@ impl NativeLog {
 
     /// The log's 64-byte header.
     fn header<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.log().header_bytes())
+        let header = py.detach(|| self.log().header_bytes());
+        pyo3::types::PyBytes::new(py, &header)
     }
 
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
@@ -395,8 +400,8 @@ impl NativeLog {
     }
 
     /// A number that changes whenever an entity may have changed.
-    fn entity_version(&self) -> u64 {
-        self.log().entity_version()
+    fn entity_version(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.log().entity_version())
     }
 
     /// Every live entity of the roles: (key, state JSON bytes).
@@ -449,13 +454,13 @@ impl NativeLog {
     }
 
     /// Add ids to the purged set (from the compaction manifest).
-    fn add_purged(&self, ids: Vec<String>) {
-        self.log().add_purged(&ids);
+    fn add_purged(&self, py: Python<'_>, ids: Vec<String>) {
+        py.detach(|| self.log().add_purged(&ids));
     }
 
     /// Whether log compaction purged `id`.
-    fn is_purged(&self, id: &str) -> bool {
-        self.log().is_purged(id)
+    fn is_purged(&self, py: Python<'_>, id: &str) -> bool {
+        py.detach(|| self.log().is_purged(id))
     }
 
     /// Whether log compaction replaced the file at this log's path (a reader must reopen).

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import faulthandler
 import json
 import os
 import random
@@ -1604,5 +1605,10 @@ def test_puts_racing_log_compaction_wait_and_go_on_in_the_new_generation(tmp_pat
     """Puts and commits from other threads wait while compaction runs; one that was waiting
     when the new generation replaced the old goes on there. None fails, and every one that
     returned is in the new generation."""
-    for round_ in range(3):
-        _race_compaction(tmp_path / f"race{round_}.db")
+    # A deadlock here would hang the suite: dump every thread's stack and exit instead.
+    faulthandler.dump_traceback_later(120, exit=True)
+    try:
+        for round_ in range(3):
+            _race_compaction(tmp_path / f"race{round_}.db")
+    finally:
+        faulthandler.cancel_dump_traceback_later()

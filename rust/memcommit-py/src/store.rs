@@ -294,17 +294,17 @@ impl NativeLog {
 
     /// Facts about the log as a dict.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let i = self.run(py, |log| log.info())?;
+        let (i, log) = self.run_on(py, |log| log.info())?;
         let d = PyDict::new(py);
-        d.set_item("path", self.log().path().map(|p| p.display().to_string()))?;
+        d.set_item("path", log.path().map(|p| p.display().to_string()))?;
         d.set_item("records", i.records)?;
         d.set_item("lsn", i.lsn)?;
         d.set_item("bytes", i.bytes)?;
         d.set_item("generation", i.generation)?;
         d.set_item("store_id", i.store_id)?;
         d.set_item("memories", i.memories)?;
-        d.set_item("durability", self.log().options().durability.name())?;
-        d.set_item("read_only", self.log().options().read_only)?;
+        d.set_item("durability", log.options().durability.name())?;
+        d.set_item("read_only", log.options().read_only)?;
         d.set_item("recovered_bytes", i.recovered_bytes)?;
         d.set_item("fsyncs", i.fsyncs)?;
         d.set_item("index_file", i.index_file.to_string())?;

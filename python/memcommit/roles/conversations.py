@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
-from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from ._base import RunLinked, check_token
 from .errors import (
     ConversationAlreadyExistsError,
     ConversationNotFoundError,
@@ -29,7 +28,6 @@ from .medium import (
     COUNTER,
     TURN,
     Change,
-    Medium,
     State,
     child_prefix,
     entity_key,
@@ -239,16 +237,6 @@ class MemoryConversationRepository(RunLinked):
             ``RunNotFoundError``. Without it, any run id is accepted.
         check_claim: ``runs.check_claim``, needed for ``token=``.
     """
-
-    def __init__(
-        self,
-        *,
-        clock: Clock | None = None,
-        medium: Medium | None = None,
-        has_run: HasRun | None = None,
-        check_claim: ClaimCheck | None = None,
-    ) -> None:
-        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
 
     def create(
         self,

@@ -12,10 +12,9 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..clock import Clock
-from ._base import ClaimCheck, HasRun, RunLinked, check_token
+from ._base import RunLinked, check_token
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
-from .medium import STEP, Medium, State, bump_counter, child_prefix, entity_key
+from .medium import STEP, State, bump_counter, child_prefix, entity_key
 from .values import (
     Json,
     check_json,
@@ -145,16 +144,6 @@ class MemoryStepRepository(RunLinked):
             Without it, any run id is accepted.
         check_claim: ``runs.check_claim``, needed for ``token=``.
     """
-
-    def __init__(
-        self,
-        *,
-        clock: Clock | None = None,
-        medium: Medium | None = None,
-        has_run: HasRun | None = None,
-        check_claim: ClaimCheck | None = None,
-    ) -> None:
-        super().__init__(clock=clock, medium=medium, has_run=has_run, check_claim=check_claim)
 
     def start(
         self,

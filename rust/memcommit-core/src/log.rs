@@ -23,7 +23,7 @@ use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN}
 use crate::index::{Entry, Index, Query, Undo};
 use crate::index_file::{self, IndexFileStatus};
 use crate::memory::{self, Command};
-use crate::scan::{all_zeros, find_valid_after, Item, ReadAt, Scanner};
+use crate::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -339,32 +339,39 @@ fn describe(err: format::ParseError) -> String {
     }
 }
 
-/// Damage at `off`: a torn tail when no record of this log's future (an LSN above `prev`)
-/// follows it (then `Ok`: replay stops there), else `Corrupt`.
-fn classify(
+/// What the spot at `off` is, where the record after LSN `prev` should start but none that
+/// follows does: `scan::judge`, the one rule open, refresh and `inspect` share. `ahead` when
+/// a valid record of the log's future (an LSN past the next) stands there: a missing record,
+/// unless a live writer was writing the spot when it was read.
+fn judge_spot(
     src: &(impl ReadAt + ?Sized),
     off: u64,
     file_len: u64,
-    salt: u32,
+    (salt, dense_from): (u32, u64),
     prev: u64,
-    reason: String,
-    display: &str,
-) -> Result<()> {
-    let later = find_valid_after(src, off + 1, file_len, salt, prev, format::MAX_PAYLOAD_LEN)
-        .map_err(|e| Error::io(display, "read", e))?;
-    if later.is_some() {
-        let reason = format!("{reason}; {}", mid_log_hint(display));
-        return Err(Error::Corrupt { path: display.to_string(), offset: off, lsn: prev + 1, reason });
+    ahead: bool,
+) -> io::Result<Stop> {
+    let follows = |lsn| lsn_follows(prev, lsn, dense_from);
+    if ahead {
+        let now = record_at(src, off, file_len, salt)?;
+        return Ok(if now.is_some_and(follows) { Stop::Changed } else { Stop::Damage(off) });
     }
-    Ok(())
+    judge(src, off, file_len, salt, prev, &follows)
+}
+
+/// Why the record at `off` does not follow LSN `prev`: (the reason, whether it is from the
+/// log's future).
+fn not_following(prev: u64, lsn: u64) -> (String, bool) {
+    if lsn > prev {
+        (format!("LSN {lsn} follows LSN {prev}: a record is missing"), true)
+    } else {
+        (format!("a stale record (LSN {lsn}) where LSN {} belongs", prev + 1), false)
+    }
 }
 
 /// What to do about damage that is not a torn tail.
 fn mid_log_hint(display: &str) -> String {
-    format!(
-        "valid records follow it, so this is not a torn tail; `memcommit repair {display}` can back up \
-         the file and cut it there"
-    )
+    format!("so this is not a torn tail; `memcommit repair {display}` can back up the file and cut it there")
 }
 
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
@@ -381,6 +388,7 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
     let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
     undo.clear();
     let mut mark = index.mark();
+    let ids = (salt, dense_from);
     loop {
         let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
         // The id table's slot for the next record is a likely cache miss: start loading it now,
@@ -388,26 +396,11 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
         if !next_key.is_empty() {
             index.prefetch(next_key);
         }
-        match item {
+        let (off, reason, ahead) = match item {
             Item::End => break,
             Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, dense_from) => {
-                if rec.lsn > prev {
-                    // A record from this log's future after a hole: committed data is missing.
-                    return Err(Error::Corrupt {
-                        path: display.to_string(),
-                        offset: off,
-                        lsn: prev + 1,
-                        reason: format!(
-                            "LSN {} follows LSN {prev}: a record is missing; {}",
-                            rec.lsn,
-                            mid_log_hint(display)
-                        ),
-                    });
-                }
-                // An old record where the next one belongs (stale bytes): damage like any other.
-                let reason = format!("a stale record (LSN {}) where LSN {} belongs", rec.lsn, prev + 1);
-                classify(src, off, file_len, salt, prev, reason, display)?;
-                break;
+                let (reason, ahead) = not_following(prev, rec.lsn);
+                (off, reason, ahead)
             }
             Item::Record(off, rec) => {
                 index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
@@ -431,13 +424,25 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
                     committed_lsn = rec.lsn;
                     committed_records = records;
                 }
+                continue;
             }
-            Item::Bad(off, err) => {
-                // Zeros to the end are space written ahead for the next commits.
-                if !all_zeros(src, off, file_len).map_err(|e| Error::io(display, "read", e))? {
-                    classify(src, off, file_len, salt, prev, describe(err), display)?;
-                }
-                break;
+            Item::Bad(off, err) => (off, describe(err), false),
+        };
+        match judge_spot(src, off, file_len, ids, prev, ahead).map_err(|e| Error::io(display, "read", e))? {
+            Stop::FreeSpace | Stop::Torn => break,
+            Stop::Changed => sc = Scanner::new(src, off, file_len, salt, format::MAX_PAYLOAD_LEN),
+            Stop::Damage(later) => {
+                let evidence = if later == off {
+                    String::new()
+                } else {
+                    format!(" and a valid record follows at byte {later}")
+                };
+                return Err(Error::Corrupt {
+                    path: display.to_string(),
+                    offset: off,
+                    lsn: prev + 1,
+                    reason: format!("{reason}{evidence}, {}", mid_log_hint(display)),
+                });
             }
         }
     }
@@ -1276,18 +1281,13 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
     let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
     let mut data_end = len;
+    let ids = (salt, header.dense_from);
     loop {
-        match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
+        let (off, reason, ahead) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
             Item::End => break,
             Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, header.dense_from) => {
-                out.damage_offset = Some(off);
-                out.damage_lsn = Some(prev + 1);
-                out.damage_reason = Some(format!("LSN {} where LSN {} belongs", rec.lsn, prev + 1));
-                out.damage_mid_log = rec.lsn > prev
-                    || find_valid_after(&file, off + 1, len, salt, prev, format::MAX_PAYLOAD_LEN)
-                        .map_err(|e| Error::io(&display, "read", e))?
-                        .is_some();
-                break;
+                let (reason, ahead) = not_following(prev, rec.lsn);
+                (off, reason, ahead)
             }
             Item::Record(off, rec) => {
                 records += 1;
@@ -1297,22 +1297,24 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
                     good_records = records;
                     out.lsn = rec.lsn;
                 }
+                continue;
             }
-            Item::Bad(off, _)
-                if all_zeros(&file, off, len).map_err(|e| Error::io(&display, "read", e))? =>
-            {
+            Item::Bad(off, err) => (off, describe(err), false),
+        };
+        let stop =
+            judge_spot(&file, off, len, ids, prev, ahead).map_err(|e| Error::io(&display, "read", e))?;
+        match stop {
+            Stop::Changed => sc = Scanner::new(&file, off, len, salt, format::MAX_PAYLOAD_LEN),
+            Stop::FreeSpace => {
                 // Space written ahead for the next commits: the data ends here.
                 data_end = off;
                 break;
             }
-            Item::Bad(off, err) => {
+            Stop::Torn | Stop::Damage(_) => {
                 out.damage_offset = Some(off);
                 out.damage_lsn = Some(prev + 1);
-                out.damage_reason = Some(describe(err));
-                out.damage_mid_log =
-                    find_valid_after(&file, off + 1, len, salt, prev, format::MAX_PAYLOAD_LEN)
-                        .map_err(|e| Error::io(&display, "read", e))?
-                        .is_some();
+                out.damage_reason = Some(reason);
+                out.damage_mid_log = matches!(stop, Stop::Damage(_));
                 break;
             }
         }

@@ -177,6 +177,91 @@ pub fn all_zeros<S: ReadAt + ?Sized>(src: &S, mut from: u64, end: u64) -> io::Re
     Ok(true)
 }
 
+/// What lies where a scan found no record that follows the last one: the one rule that open,
+/// a reader's refresh and `inspect` (and so `info`, `verify` and `repair`) share, so they can
+/// never disagree about a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Zeros to the end: space a writer wrote ahead for the commits to come.
+    FreeSpace,
+    /// Nothing of the log's future follows: a torn tail (a crash mid-write), or a live
+    /// writer's append that is not in the file yet.
+    Torn,
+    /// A record that follows parses there now: a live writer was writing it when it was first
+    /// read. Scan again from the same offset.
+    Changed,
+    /// A valid record of the log's future follows at this offset, and the bytes here stayed as
+    /// they were after it was seen: damage in committed data.
+    Damage(u64),
+}
+
+/// How long `judge` waits before its last look at bytes it is about to call damage.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Judge the spot at `off` where the record after LSN `prev` should start but none that
+/// `follows` does.
+///
+/// A writer appends in offset order (one `pwrite` of its queue at a time, each copied into the
+/// page cache from low offsets to high), so once a reader has seen a valid record at a later
+/// offset, every byte before it is as the writer left it. Hence: bytes that parse now were
+/// being written (`Changed`); zeros to the end are free space; nothing of the log's future
+/// after them is a torn tail; and only bytes that still fail after a later valid record was
+/// seen, and read the same twice, are damage. A writer's own open sees no other writer, so for
+/// it `Changed` never happens and the verdict is the file's.
+pub fn judge<S: ReadAt + ?Sized>(
+    src: &S,
+    off: u64,
+    end: u64,
+    salt: u32,
+    prev: u64,
+    follows: &dyn Fn(u64) -> bool,
+) -> io::Result<Stop> {
+    let max = crate::format::MAX_PAYLOAD_LEN;
+    if record_at(src, off, end, salt)?.is_some_and(follows) {
+        return Ok(Stop::Changed);
+    }
+    if all_zeros(src, off, end)? {
+        return Ok(Stop::FreeSpace);
+    }
+    let Some(later) = find_valid_after(src, off + 1, end, salt, prev, max)? else {
+        return Ok(Stop::Torn);
+    };
+    let span = (later - off).min(64 << 10) as usize;
+    let mut first = vec![0u8; span];
+    let n = src.read_at(&mut first, off)?;
+    if record_at(src, off, end, salt)?.is_some_and(follows) {
+        return Ok(Stop::Changed);
+    }
+    std::thread::sleep(SETTLE);
+    let mut again = vec![0u8; span];
+    let m = src.read_at(&mut again, off)?;
+    if first[..n] != again[..m] || record_at(src, off, end, salt)?.is_some_and(follows) {
+        return Ok(Stop::Changed);
+    }
+    Ok(Stop::Damage(later))
+}
+
+/// The LSN of the valid record at `off`, if one starts there and ends by `end`.
+pub fn record_at<S: ReadAt + ?Sized>(src: &S, off: u64, end: u64, salt: u32) -> io::Result<Option<u64>> {
+    let mut head = [0u8; RECORD_HEADER_LEN];
+    if end.saturating_sub(off) < RECORD_HEADER_LEN as u64 || src.read_at(&mut head, off)? < head.len() {
+        return Ok(None);
+    }
+    // The header's own checks first, so a garbage length is never allocated.
+    if matches!(parse_record(&head, salt, crate::format::MAX_PAYLOAD_LEN), Err(ParseError::Invalid(_))) {
+        return Ok(None);
+    }
+    let Some(len) = declared_len(&head) else { return Ok(None) };
+    if len as u64 > end - off {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; len];
+    if src.read_at(&mut buf, off)? < len {
+        return Ok(None);
+    }
+    Ok(parse_record(&buf, salt, crate::format::MAX_PAYLOAD_LEN).ok().map(|r| r.lsn))
+}
+
 /// The offset of the first valid record with an LSN above `prev` that starts after `from`,
 /// if any, up to `end`.
 ///
@@ -213,4 +298,82 @@ pub fn find_valid_after<S: ReadAt + ?Sized>(
         off += (n - 1) as u64;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::format::{encode_record, Op};
+
+    const SALT: u32 = 7;
+
+    fn record(lsn: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_record(&mut out, Op::Task, 1, SALT, lsn, 0, b"task", |p| p.push(1));
+        out
+    }
+
+    /// Bytes that a writer fills in after the first `reads_before` reads of `at..`.
+    struct Live {
+        before: Vec<u8>,
+        after: Vec<u8>,
+        reads_before: usize,
+        reads: Cell<usize>,
+    }
+
+    impl ReadAt for Live {
+        fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+            let n = self.reads.get();
+            self.reads.set(n + 1);
+            let src = if n < self.reads_before { &self.before } else { &self.after };
+            src.read_at(buf, off)
+        }
+    }
+
+    fn follows_one(lsn: u64) -> bool {
+        lsn == 1
+    }
+
+    #[test]
+    fn zeros_to_the_end_are_free_space() {
+        let file = vec![0u8; 4096];
+        assert_eq!(judge(&file, 0, 4096, SALT, 0, &follows_one).unwrap(), Stop::FreeSpace);
+    }
+
+    #[test]
+    fn a_half_written_record_with_nothing_after_it_is_a_torn_tail() {
+        let mut file = record(1);
+        file.truncate(file.len() - 3);
+        file.resize(4096, 0);
+        assert_eq!(judge(&file, 0, 4096, SALT, 0, &follows_one).unwrap(), Stop::Torn);
+    }
+
+    #[test]
+    fn a_bad_record_followed_by_the_logs_future_is_damage() {
+        let mut file = record(1);
+        file[40] ^= 1;
+        let at = file.len() as u64;
+        file.extend(record(2));
+        let end = file.len() as u64;
+        assert_eq!(judge(&file, 0, end, SALT, 0, &follows_one).unwrap(), Stop::Damage(at));
+    }
+
+    #[test]
+    fn bytes_a_writer_filled_in_while_they_were_judged_are_read_again_not_called_damage() {
+        // The reader saw zeros at 0 and, by the time it looked further, the writer had written
+        // record 1 and record 2 after it: the spot changed, it is not damage.
+        let mut after = record(1);
+        after.extend(record(2));
+        let end = after.len() as u64;
+        let mut before = vec![0u8; after.len()];
+        let second = record(1).len();
+        before[second..].copy_from_slice(&after[second..]);
+        for reads_before in 0..6 {
+            let live = Live { before: before.clone(), after: after.clone(), reads_before, reads: Cell::new(0) };
+            let stop = judge(&live, 0, end, SALT, 0, &follows_one).unwrap();
+            assert_eq!(stop, Stop::Changed, "with the writer done after {reads_before} reads");
+        }
+    }
 }

@@ -53,6 +53,7 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
 import memcommit
@@ -1423,6 +1424,50 @@ def test_store_survives_reopen_and_keeps_created_at(
     assert prefs is not None
     assert (prefs.updated_at - prefs.created_at).total_seconds() == 1
     opened.close()
+
+
+# MatchCondition paths given as a bare str, and namespaces they can match.
+BARE_STRING_CONDITIONS: list[list[tuple[Any, Any]]] = [
+    [("suffix", "public")],
+    [("prefix", "public")],
+    [("prefix", "pu")],
+    [("prefix", "p*")],
+    [("suffix", "c"), ("prefix", "*u")],
+    [("prefix", ("a",)), ("suffix", "public")],
+]
+BARE_STRING_NAMESPACES = [
+    ("a", "public"),
+    ("public",),
+    ("p", "u"),
+    ("p", "u", "b", "l", "i", "c"),
+    ("x", "p", "u", "b", "l", "i", "c"),
+    ("pu", "x"),
+]
+
+
+def test_match_condition_paths_may_be_a_bare_string_as_in_memory_store(
+    store: MemcommitStore,
+) -> None:
+    # LangGraph's InMemoryStore (and SqliteStore) accept a str as a MatchCondition's path
+    # and read it as a sequence of one-character labels.
+    reference = InMemoryStore()
+    for ns in BARE_STRING_NAMESPACES:
+        store.put(ns, "k", {"v": 1})
+        reference.put(ns, "k", {"v": 1})
+    answers: list[list[tuple[str, ...]]] = []
+    for conditions in BARE_STRING_CONDITIONS:
+        match = tuple(MatchCondition(kind, path) for kind, path in conditions)
+        op = ListNamespacesOp(match_conditions=match)
+        expected = cast(list[Any], reference.batch([op]))[0]
+        assert sorted(cast(list[Any], store.batch([op]))[0]) == sorted(expected), conditions
+        answers.append(expected)
+    assert any(answers)
+    for kind in ("prefix", "suffix"):
+        for path in ("pu", "public", "c"):
+            asked = cast(Any, {kind: path})
+            assert store.list_namespaces(**asked) == reference.list_namespaces(**asked), asked
+    with pytest.raises(InvalidNamespaceError):  # a "." label, as in a tuple
+        store.batch([ListNamespacesOp((MatchCondition("prefix", cast(Any, "a.")),))])
 
 
 def test_values_are_json_and_copied(store: MemcommitStore) -> None:

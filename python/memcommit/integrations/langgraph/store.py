@@ -84,12 +84,18 @@ def _when(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-def _check_labels(labels: object) -> tuple[str, ...]:
+def _check_labels(labels: object, *, path: bool = False) -> tuple[str, ...]:
     """Return `labels` as a tuple after LangGraph's label rules (``validate_op_namespace``).
+
+    With `path` (a ``MatchCondition``'s path) a bare str is a sequence of one-character
+    labels, as ``InMemoryStore`` and ``SqliteStore`` read it: ``MatchCondition("prefix",
+    "pu")`` matches ``("p", "u", ...)``.
 
     Raises:
         InvalidNamespaceError: A label is not a str, is empty, or holds "." or a NUL.
     """
+    if path and isinstance(labels, str):
+        labels = tuple(labels)
     if not isinstance(labels, (tuple, list)):
         raise InvalidNamespaceError(f"Namespace {labels!r} must be a tuple of strings.")
     for label in labels:
@@ -250,7 +256,7 @@ class MemcommitStore(BaseStore):
                 _check_labels(op.namespace_prefix)
             elif isinstance(op, ListNamespacesOp):
                 for condition in op.match_conditions or ():
-                    _check_labels(condition.path)
+                    _check_labels(condition.path, path=True)
             elif isinstance(op, PutOp):
                 namespace = _check_labels(op.namespace)
                 key = str(op.key)

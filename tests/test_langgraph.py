@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, cast
 
@@ -53,10 +54,13 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
 import memcommit
 from memcommit.integrations.langgraph import MemcommitSaver, MemcommitStore
+from memcommit.integrations.langgraph.store import ITEM
+from memcommit.roles.medium import entity_key
 from memcommit.testing import ControllableClock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1423,6 +1427,152 @@ def test_store_survives_reopen_and_keeps_created_at(
     assert prefs is not None
     assert (prefs.updated_at - prefs.created_at).total_seconds() == 1
     opened.close()
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_times_have_microsecond_resolution(
+    tmp_path: Path, clock: ControllableClock, where: str
+) -> None:
+    # LangGraph's InMemoryStore and PostgresStore keep microseconds: writes within one
+    # millisecond get distinct, ordered created_at and updated_at.
+    opened = _open(where, tmp_path, "us.log", clock=clock)
+    store = MemcommitStore(opened)
+    start = clock.now()
+    us = timedelta(microseconds=1)
+    store.put(("t",), "a", {"v": 1})
+    clock.advance(250 * us)
+    store.put(("t",), "b", {"v": 2})
+    clock.advance(250 * us)
+    store.put(("t",), "a", {"v": 3})
+    assert clock.now() - start < timedelta(milliseconds=1)
+
+    def times(found: Iterable[Item | None]) -> list[tuple[str, Any, Any]]:
+        return [(i.key, i.created_at, i.updated_at) for i in found if i is not None]
+
+    expected = [("a", start, start + 500 * us), ("b", start + 250 * us, start + 250 * us)]
+    assert times([store.get(("t",), "a"), store.get(("t",), "b")]) == expected
+    assert times(store.search(("t",))) == expected  # the newest write first
+    if where == "file":
+        opened.close()
+        opened = memcommit.open(str(tmp_path / "us.log"), clock=clock)
+        store = MemcommitStore(opened)
+        assert times(store.search(("t",))) == expected
+    opened.close()
+
+
+def test_ttl_runs_to_the_microsecond(tmp_path: Path, clock: ControllableClock) -> None:
+    # A 1 s TTL put half a millisecond into a millisecond ends 1 s later, to the microsecond
+    # (not at the start of that millisecond).
+    store = _ttl_store(tmp_path, clock, {"default_ttl": 1 / 60, "refresh_on_read": True})
+    us = timedelta(microseconds=1)
+    clock.advance(500 * us)
+    store.put(("t",), "k", {"v": 1})
+    clock.advance(timedelta(seconds=1) - 250 * us)
+    assert store.sweep_ttl() == 0
+    clock.advance(249 * us)
+    assert store.sweep_ttl() == 0
+    clock.advance(us)
+    assert store.sweep_ttl() == 1
+    # A refreshing read moves the expiry to the microsecond too.
+    store.put(("t",), "k", {"v": 2})
+    clock.advance(300 * us)
+    assert store.get(("t",), "k") is not None  # refreshes: 1 s from now
+    clock.advance(timedelta(seconds=1) - us)
+    assert store.sweep_ttl() == 0
+    clock.advance(us)
+    assert store.sweep_ttl() == 1
+    store.store.close()
+
+
+def test_items_written_with_millisecond_times_read_the_same(
+    tmp_path: Path, clock: ControllableClock
+) -> None:
+    # An item as the store wrote it when its times were epoch milliseconds.
+    path = str(tmp_path / "ms.log")
+    opened = memcommit.open(path, clock=clock)
+    t0 = clock.now_ms()
+    old = {
+        "namespace": ["t"],
+        "key": "k",
+        "value": {"v": 1},
+        "created_at_ms": t0 - 2000,
+        "updated_at_ms": t0 - 1000,
+        "seq": 1,
+        "ttl_minutes": 1 / 60,
+        "expires_at_ms": t0,
+    }
+    fresh = {**old, "key": "r", "expires_at_ms": t0 + 5000}
+    opened._medium.write(
+        [(ITEM, entity_key(("t",), "k"), old), (ITEM, entity_key(("t",), "r"), fresh)]
+    )
+    opened.close()
+    opened = memcommit.open(path, clock=clock)
+    store = MemcommitStore(opened, ttl={"refresh_on_read": True, "omit_expired": True})
+    ms = timedelta(milliseconds=1)
+    assert store.get(("t",), "k") is None  # expired at t0
+    found = MemcommitStore(opened).get(("t",), "k")
+    assert found is not None
+    assert found.created_at == clock.now() - 2000 * ms
+    assert found.updated_at == clock.now() - 1000 * ms
+    clock.advance(10)
+    store.put(("t",), "k", {"v": 2})  # keeps created_at, writes microseconds
+    state = opened._medium.get(ITEM, entity_key(("t",), "k"))
+    assert state is not None and not any(name.endswith("_ms") for name in state)
+    item = store.get(("t",), "k")
+    assert item is not None and item.value == {"v": 2}
+    assert item.created_at == clock.now() - 2010 * ms and item.updated_at == clock.now()
+    # A refreshing read of an old item rewrites its times as microseconds.
+    refreshed = store.get(("t",), "r")
+    assert refreshed is not None and refreshed.created_at == clock.now() - 2010 * ms
+    state = opened._medium.get(ITEM, entity_key(("t",), "r"))
+    assert state is not None and not any(name.endswith("_ms") for name in state)
+    assert state["expires_at_us"] == clock.now_ms() * 1000 + 1_000_000
+    assert store.sweep_ttl() == 0
+    opened.close()
+
+
+# MatchCondition paths given as a bare str, and namespaces they can match.
+BARE_STRING_CONDITIONS: list[list[tuple[Any, Any]]] = [
+    [("suffix", "public")],
+    [("prefix", "public")],
+    [("prefix", "pu")],
+    [("prefix", "p*")],
+    [("suffix", "c"), ("prefix", "*u")],
+    [("prefix", ("a",)), ("suffix", "public")],
+]
+BARE_STRING_NAMESPACES = [
+    ("a", "public"),
+    ("public",),
+    ("p", "u"),
+    ("p", "u", "b", "l", "i", "c"),
+    ("x", "p", "u", "b", "l", "i", "c"),
+    ("pu", "x"),
+]
+
+
+def test_match_condition_paths_may_be_a_bare_string_as_in_memory_store(
+    store: MemcommitStore,
+) -> None:
+    # LangGraph's InMemoryStore (and SqliteStore) accept a str as a MatchCondition's path
+    # and read it as a sequence of one-character labels.
+    reference = InMemoryStore()
+    for ns in BARE_STRING_NAMESPACES:
+        store.put(ns, "k", {"v": 1})
+        reference.put(ns, "k", {"v": 1})
+    answers: list[list[tuple[str, ...]]] = []
+    for conditions in BARE_STRING_CONDITIONS:
+        match = tuple(MatchCondition(kind, path) for kind, path in conditions)
+        op = ListNamespacesOp(match_conditions=match)
+        expected = cast(list[Any], reference.batch([op]))[0]
+        assert sorted(cast(list[Any], store.batch([op]))[0]) == sorted(expected), conditions
+        answers.append(expected)
+    assert any(answers)
+    for kind in ("prefix", "suffix"):
+        for path in ("pu", "public", "c"):
+            asked = cast(Any, {kind: path})
+            assert store.list_namespaces(**asked) == reference.list_namespaces(**asked), asked
+    with pytest.raises(InvalidNamespaceError):  # a "." label, as in a tuple
+        store.batch([ListNamespacesOp((MatchCondition("prefix", cast(Any, "a.")),))])
 
 
 def test_values_are_json_and_copied(store: MemcommitStore) -> None:

@@ -4,14 +4,18 @@ Each item is one entity of the store's medium (:mod:`memcommit.roles.medium`), k
 ``lg.item``, key ``[namespace, key]`` (so the items of a namespace, and of every namespace
 under it, are one range of keys), state::
 
-    namespace (list of str), key, value (a JSON object), created_at_ms, updated_at_ms,
-    seq (the store-wide order of writes), ttl_minutes?, expires_at_ms?
+    namespace (list of str), key, value (a JSON object), created_at_us, updated_at_us,
+    seq (the store-wide order of writes), ttl_minutes?, expires_at_us?
+
+Times are epoch microseconds, as LangGraph's in-memory and Postgres stores keep them (and as
+the log's record times are), so two writes within one millisecond get distinct times. An item
+written before times were microseconds has ``*_at_ms`` fields instead; it reads the same.
 
 A :meth:`MemcommitStore.batch` is one critical section under the medium's lock and at most one
 commit: reads see the store as it was before the batch (as ``InMemoryStore`` and
 ``SqliteStore`` do), then the batch's puts and deletes (the last op for a namespace and key
 wins) and its TTL refreshes are written together, atomically. A put keeps the item's
-``created_at``. Times come from the memcommit store's clock.
+``created_at``. Times come from the memcommit store's clock, in microseconds.
 
 Behaviour, where LangGraph's stores differ, follows its SQL ones:
 
@@ -60,7 +64,6 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from ...clock import millisecond_reader
 from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
 from ...roles.values import copy_json
 from ._common import compile_store_filter, writes_block
@@ -77,19 +80,56 @@ SEQ_COUNTER = "lg.store.seq"
 """The counter (kind ``counter``) behind each item's ``seq``: the order of writes."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MINUTE_MS = 60_000
+_MINUTE_US = 60_000_000
+_TIMES = ("created_at", "updated_at", "expires_at")
+_MS_FIELDS = frozenset(f"{field}_ms" for field in _TIMES)
 
 
-def _when(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
+def _when(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
 
 
-def _check_labels(labels: object) -> tuple[str, ...]:
+def _at_us(state: State, field: str) -> int | None:
+    """Return the time `field` (``"created_at"``...) of an item's state in epoch microseconds.
+
+    An item written when times were milliseconds holds ``<field>_ms``: it is converted.
+    """
+    us = state.get(f"{field}_us")
+    if us is not None:
+        return int(us)
+    ms = state.get(f"{field}_ms")
+    return None if ms is None else int(ms) * 1000
+
+
+def _time(state: State, field: str) -> int:
+    """:func:`_at_us` of a time every item has (``created_at``, ``updated_at``)."""
+    us = _at_us(state, field)
+    assert us is not None, field
+    return us
+
+
+def _current(state: State) -> State:
+    """Return `state` with its times as ``*_at_us`` fields (an older item's ``*_at_ms`` gone)."""
+    if _MS_FIELDS.isdisjoint(state):
+        return state
+    fresh = {k: v for k, v in state.items() if k not in _MS_FIELDS}
+    for field in _TIMES:
+        fresh[f"{field}_us"] = _at_us(state, field)
+    return fresh
+
+
+def _check_labels(labels: object, *, path: bool = False) -> tuple[str, ...]:
     """Return `labels` as a tuple after LangGraph's label rules (``validate_op_namespace``).
+
+    With `path` (a ``MatchCondition``'s path) a bare str is a sequence of one-character
+    labels, as ``InMemoryStore`` and ``SqliteStore`` read it: ``MatchCondition("prefix",
+    "pu")`` matches ``("p", "u", ...)``.
 
     Raises:
         InvalidNamespaceError: A label is not a str, is empty, or holds "." or a NUL.
     """
+    if path and isinstance(labels, str):
+        labels = tuple(labels)
     if not isinstance(labels, (tuple, list)):
         raise InvalidNamespaceError(f"Namespace {labels!r} must be a tuple of strings.")
     for label in labels:
@@ -190,7 +230,7 @@ class MemcommitStore(BaseStore):
         self.store = store
         self.ttl_config = ttl
         self._medium = store._medium
-        self._now_ms = millisecond_reader(store._clock)
+        self._now_us = store._now_us
         self._thread_writes = writes_block(store)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
@@ -250,7 +290,7 @@ class MemcommitStore(BaseStore):
                 _check_labels(op.namespace_prefix)
             elif isinstance(op, ListNamespacesOp):
                 for condition in op.match_conditions or ():
-                    _check_labels(condition.path)
+                    _check_labels(condition.path, path=True)
             elif isinstance(op, PutOp):
                 namespace = _check_labels(op.namespace)
                 key = str(op.key)
@@ -263,7 +303,7 @@ class MemcommitStore(BaseStore):
         # As SqliteStore: a read refreshes only if the op asks and the configuration says so.
         refreshing = bool(self.ttl_config and self.ttl_config.get("refresh_on_read"))
         with self._medium.lock:
-            now = self._now_ms()
+            now = self._now_us()
             refreshed: dict[str, State] = {}
             for i, op in enumerate(ops):
                 if isinstance(op, GetOp):
@@ -311,7 +351,7 @@ class MemcommitStore(BaseStore):
 
     @staticmethod
     def _alive(state: State, now: int) -> bool:
-        expires = state.get("expires_at_ms")
+        expires = _at_us(state, "expires_at")
         return expires is None or expires > now
 
     @staticmethod
@@ -319,9 +359,9 @@ class MemcommitStore(BaseStore):
         ttl = state.get("ttl_minutes")
         if ttl is None:
             return
-        expires = now + round(ttl * _MINUTE_MS)
-        if state.get("expires_at_ms") != expires:
-            refreshed[key] = {**state, "expires_at_ms": expires}
+        expires = now + round(ttl * _MINUTE_US)
+        if _at_us(state, "expires_at") != expires:
+            refreshed[key] = {**_current(state), "expires_at_us": expires}
 
     def _search(self, op: SearchOp, now: int, omit: bool) -> list[tuple[str, State]]:
         found = self._medium.scan(ITEM, _range(tuple(op.namespace_prefix)))
@@ -385,11 +425,11 @@ class MemcommitStore(BaseStore):
                         "namespace": list(namespace),
                         "key": str(op.key),
                         "value": value,
-                        "created_at_ms": now if old is None else old["created_at_ms"],
-                        "updated_at_ms": now,
+                        "created_at_us": now if old is None else _time(old, "created_at"),
+                        "updated_at_us": now,
                         "seq": seq,
                         "ttl_minutes": ttl,
-                        "expires_at_ms": None if ttl is None else now + round(ttl * _MINUTE_MS),
+                        "expires_at_us": None if ttl is None else now + round(ttl * _MINUTE_US),
                     },
                 )
             )
@@ -403,8 +443,8 @@ class MemcommitStore(BaseStore):
             value=copy_json(state["value"]),
             key=state["key"],
             namespace=tuple(state["namespace"]),
-            created_at=_when(state["created_at_ms"]),
-            updated_at=_when(state["updated_at_ms"]),
+            created_at=_when(_time(state, "created_at")),
+            updated_at=_when(_time(state, "updated_at")),
         )
 
     @staticmethod
@@ -413,8 +453,8 @@ class MemcommitStore(BaseStore):
             namespace=tuple(state["namespace"]),
             key=state["key"],
             value=copy_json(state["value"]),
-            created_at=_when(state["created_at_ms"]),
-            updated_at=_when(state["updated_at_ms"]),
+            created_at=_when(_time(state, "created_at")),
+            updated_at=_when(_time(state, "updated_at")),
         )
 
     # -- TTL -----------------------------------------------------------------------------
@@ -426,7 +466,7 @@ class MemcommitStore(BaseStore):
             How many items were deleted.
         """
         with self._medium.lock:
-            now = self._now_ms()
+            now = self._now_us()
             changes: list[Change] = [
                 (ITEM, key, None)
                 for key, state in self._medium.scan(ITEM)

@@ -478,6 +478,7 @@ impl Index {
                 self.seals.push(seal);
             }
             Op::Entity => {
+                memory::check_entity(rec.payload)?;
                 let live = memory::decode_entity(rec.payload).ok_or("malformed entity payload")?.is_some();
                 let before = if live {
                     self.entities.insert(rec.key.into(), (off, rec.bytes.len() as u32))

@@ -371,7 +371,10 @@ fn not_following(prev: u64, lsn: u64) -> (String, bool) {
 
 /// What to do about damage that is not a torn tail.
 fn mid_log_hint(display: &str) -> String {
-    format!("so this is not a torn tail; `memcommit repair {display}` can back up the file and cut it there")
+    format!(
+        "this is damage in committed data, not a torn tail; `memcommit repair {display}` can back up the \
+         file and cut it there"
+    )
 }
 
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
@@ -408,7 +411,8 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
                     offset: off,
                     lsn: rec.lsn,
                     reason: format!(
-                        "{reason}: the record is intact but does not fit the records before it; {}",
+                        "{reason}: the record's checksum matches, but it does not decode or does not fit \
+                         the records before it: {}",
                         mid_log_hint(display)
                     ),
                 })?;
@@ -441,7 +445,7 @@ fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u6
                     path: display.to_string(),
                     offset: off,
                     lsn: prev + 1,
-                    reason: format!("{reason}{evidence}, {}", mid_log_hint(display)),
+                    reason: format!("{reason}{evidence}: {}", mid_log_hint(display)),
                 });
             }
         }
@@ -1290,6 +1294,15 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
                 (off, reason, ahead)
             }
             Item::Record(off, rec) => {
+                if let Err(reason) = memory::check_contents(&rec) {
+                    // Valid framing and checksum over contents that do not decode: damage in
+                    // committed data, whatever follows it.
+                    out.damage_offset = Some(off);
+                    out.damage_lsn = Some(rec.lsn);
+                    out.damage_reason = Some(format!("{reason} (its checksum matches)"));
+                    out.damage_mid_log = true;
+                    break;
+                }
                 records += 1;
                 prev = rec.lsn;
                 if rec.closes_commit(header.dense_from) {

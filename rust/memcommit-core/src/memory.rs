@@ -18,6 +18,7 @@
 //! compaction may drop.
 
 use crate::format::wire::{put_str16, put_str32, Reader};
+use crate::format::Op;
 
 /// A memory's tier. The archive is a tier like the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -386,6 +387,52 @@ pub fn encode_entity(out: &mut Vec<u8>, state: Option<&[u8]>) {
         }
         None => out.push(0),
     }
+}
+
+/// Whether a record's key and payload decode as its op says, beyond its checksum: a tool that
+/// wrote a valid checksum over bytes memcommit never writes (invalid UTF-8, JSON that does not
+/// parse) is caught here. `Err` says what does not decode.
+pub fn check_contents(rec: &crate::format::RecordView<'_>) -> Result<(), &'static str> {
+    if std::str::from_utf8(rec.key).is_err() {
+        return Err("the record's key is not UTF-8");
+    }
+    match rec.op {
+        Op::Put => {
+            let body = decode_put(rec.payload).ok_or("malformed put payload (or text that is not UTF-8)")?;
+            if let Some(data) = body.data {
+                check_json(data.as_bytes()).map_err(|_| "a put whose data is not valid JSON")?;
+            }
+        }
+        Op::Status => {
+            decode_status(rec.payload).ok_or("malformed status payload")?;
+        }
+        Op::Move => {
+            decode_move(rec.payload).ok_or("malformed move payload")?;
+        }
+        Op::Task => {
+            decode_task(rec.payload).ok_or("malformed task payload")?;
+        }
+        Op::Seal => {
+            crate::seal::decode(rec, 0).ok_or("malformed seal payload")?;
+        }
+        Op::Entity => check_entity(rec.payload)?,
+    }
+    Ok(())
+}
+
+/// An entity payload's check: the framing, and a state that is UTF-8 JSON.
+pub fn check_entity(payload: &[u8]) -> Result<(), &'static str> {
+    match decode_entity(payload).ok_or("malformed entity payload")? {
+        Some(json) => check_json(json).map_err(|_| "an entity whose state is not valid UTF-8 JSON"),
+        None => Ok(()),
+    }
+}
+
+/// Whether `bytes` are one JSON value in UTF-8 (parsed, nothing kept). UTF-8 is checked on its
+/// own: serde_json does not check the strings it skips.
+pub fn check_json(bytes: &[u8]) -> Result<(), &'static str> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8")?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map(|_| ()).map_err(|_| "not JSON")
 }
 
 /// Read an entity payload: `Some(Some(json))`, `Some(None)` for a removal, `None` if malformed.

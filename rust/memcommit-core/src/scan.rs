@@ -371,7 +371,8 @@ mod tests {
         let second = record(1).len();
         before[second..].copy_from_slice(&after[second..]);
         for reads_before in 0..6 {
-            let live = Live { before: before.clone(), after: after.clone(), reads_before, reads: Cell::new(0) };
+            let live =
+                Live { before: before.clone(), after: after.clone(), reads_before, reads: Cell::new(0) };
             let stop = judge(&live, 0, end, SALT, 0, &follows_one).unwrap();
             assert_eq!(stop, Stop::Changed, "with the writer done after {reads_before} reads");
         }

@@ -135,8 +135,19 @@ impl Memory {
 
 pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<Memory> {
     let rec = format::view_trusted(&m.put);
-    let body = memory::decode_put(rec.payload).ok_or_else(|| {
-        CorruptLog::new_err(format!("{}: malformed put record at LSN {}", log.display(), rec.lsn))
+    // Checked in full on every read: replay keeps only the head of a put, so a record whose
+    // checksum matches but whose text or data does not decode is found here.
+    let body = memory::check_contents(&rec)
+        .and_then(|()| memory::decode_put(rec.payload).ok_or("malformed put payload"));
+    let body = body.map_err(|reason| {
+        CorruptLog::new_err(format!(
+            "{}: damaged log at byte offset {} (LSN {}): {reason}, though its checksum matches; \
+             `memcommit repair {}` can back up the file and cut it there",
+            log.display(),
+            m.entry.put_off,
+            rec.lsn,
+            log.display()
+        ))
     })?;
     let e = &m.entry;
     Ok(Memory {

@@ -1,0 +1,118 @@
+"""Records whose checksum matches but whose contents do not decode.
+
+A buggy tool, or someone who recomputed the CRC after editing a record, can leave bytes the
+framing accepts and memcommit never writes: text or data that is not UTF-8, data or a role's
+state that is not JSON. Such a record is damage like any other: ``CorruptLog`` naming the
+path, the byte offset and the LSN (at open for entity records, which open decodes; at read
+for a memory, whose text and data only a read decodes), and ``memcommit repair`` finds it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import memcommit
+from memcommit import cli
+from test_seals import crc32c
+
+HEADER_LEN = 64
+RECORD_MAGIC = b"CM"
+
+
+def records(buf: bytes) -> list[tuple[int, int]]:
+    """(offset, length) of every record in a log's bytes."""
+    out, off = [], HEADER_LEN
+    while off + 36 <= len(buf) and buf[off : off + 2] == RECORD_MAGIC:
+        key_len = int.from_bytes(buf[off + 24 : off + 26], "little")
+        length = int.from_bytes(buf[off + 28 : off + 32], "little")
+        out.append((off, 36 + key_len + length))
+        off += 36 + key_len + length
+    return out
+
+
+def rewrite(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
+    """Replace `old` by `new` (same length) in the first record holding it, with a fresh CRC.
+
+    Returns the record's (offset, LSN)."""
+    assert len(old) == len(new)
+    buf = bytearray(path.read_bytes())
+    for off, n in records(buf):
+        rec = buf[off : off + n]
+        i = rec.find(old, 32)
+        if i >= 0:
+            rec[i : i + len(old)] = new
+            rec[-4:] = crc32c(rec[:-4]).to_bytes(4, "little")
+            buf[off : off + n] = rec
+            path.write_bytes(bytes(buf))
+            return off, int.from_bytes(rec[8:16], "little")
+    raise AssertionError(f"{old!r} is in no record")
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "memory.db"
+    with memcommit.open(path) as store:
+        mid = store.put("hello world", kind="fact", data={"k": "vvvv"})
+        store.locks.acquire("job", "replica-a", 60_000)
+    return path, mid
+
+
+def assert_names(err: BaseException, path: Path, off: int, lsn: int) -> None:
+    text = str(err)
+    assert str(path) in text
+    assert f"byte offset {off}" in text
+    assert f"LSN {lsn}" in text
+
+
+def assert_repair_finds(path: Path, off: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["repair", str(path)]) == 1
+    out = capsys.readouterr()
+    assert re.search(rf"damaged record at byte offset {off}\b", out.out + out.err)
+    assert "Traceback" not in out.out + out.err
+
+
+MEMORY_EDITS = {
+    "data is not UTF-8": (b'"vvvv"', b'"\xff\xfevv"'),
+    "data is not JSON": (b'"vvvv"', b'"vv",}'),
+    "text is not UTF-8": (b"hello", b"h\xffllo"),
+}
+
+
+@pytest.mark.parametrize("edit", MEMORY_EDITS, ids=list(MEMORY_EDITS))
+def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
+    log: tuple[Path, str], edit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, mid = log
+    off, lsn = rewrite(path, *MEMORY_EDITS[edit])
+    for read_only in (True, False):
+        with memcommit.open(path, read_only=read_only) as store:
+            with pytest.raises(memcommit.CorruptLog) as err:
+                store.get(mid).data  # noqa: B018 (the read is the test)
+            assert_names(err.value, path, off, lsn)
+            with pytest.raises(memcommit.CorruptLog):
+                store.get_many([mid])
+    assert_repair_finds(path, off, capsys)
+
+
+ENTITY_EDITS = {
+    "state is not UTF-8": (b"replica-a", b"replic\xff-a"),
+    "state is not JSON": (b'"replica-a"', b'"replica-a,'),
+}
+
+
+@pytest.mark.parametrize("edit", ENTITY_EDITS, ids=list(ENTITY_EDITS))
+def test_an_entity_that_does_not_decode_is_corrupt_log_at_open(
+    log: tuple[Path, str], edit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = log
+    off, lsn = rewrite(path, *ENTITY_EDITS[edit])
+    before = path.read_bytes()
+    for read_only in (True, False):
+        with pytest.raises(memcommit.CorruptLog) as err:
+            memcommit.open(path, read_only=read_only)
+        assert_names(err.value, path, off, lsn)
+    assert path.read_bytes() == before  # nothing cut, nothing written
+    assert_repair_finds(path, off, capsys)

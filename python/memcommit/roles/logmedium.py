@@ -126,11 +126,18 @@ class LogMedium:
             self.reload()
 
     def get(self, kind: str, key: str) -> State | None:
-        """Return the state of ``(kind, key)``, or None."""
+        """Return the state of ``(kind, key)``, or None.
+
+        The cache holds a commit as soon as it is appended, before it is durable (as the
+        store's own index does); after a failed write or fsync every read raises
+        :class:`~memcommit.WriterFailed`, since the cache may then hold what the disk does not.
+        """
+        self._native.check_readable()
         return self._cache.get(kind, key)
 
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
         """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`."""
+        self._native.check_readable()
         return self._cache.scan(kind, prefix)
 
     def write(self, changes: Sequence[Change]) -> None:
@@ -158,4 +165,5 @@ class LogMedium:
 
     def count(self, kind: str | None = None) -> int:
         """Return how many entities there are (of `kind`, or of every kind)."""
+        self._native.check_readable()
         return self._cache.count(kind)

@@ -743,11 +743,31 @@ impl Log {
         &self.opts
     }
 
+    /// Refuse a call on a closed store, or on one whose writer failed. A commit is visible to
+    /// reads as soon as it is applied, before its fsync; once a write or fsync has failed, the
+    /// state in memory may hold commits the disk never got, so reads are refused as well as
+    /// writes (`WriterFailed`) until the store is reopened from what is on disk.
     pub(crate) fn check_open(&self, st: &State) -> Result<()> {
         if st.closed {
             return Err(Error::Closed { path: self.display.clone(), why: st.closed_why.clone() });
         }
+        if self.is_poisoned.load(Ordering::Acquire) {
+            let reason = self.poisoned.lock().clone().unwrap_or_default();
+            return Err(Error::WriterFailed {
+                path: self.display.clone(),
+                reason: format!(
+                    "{reason}; reads are refused too, since the state in memory may hold commits the \
+                     disk does not: reopen the store"
+                ),
+            });
+        }
         Ok(())
+    }
+
+    /// Whether the store may be read: `check_open` for callers outside the core that keep
+    /// state of their own (the roles' cache).
+    pub fn check_readable(&self) -> Result<()> {
+        self.check_open(&self.state.read())
     }
 
     pub(crate) fn check_writer(&self, st: &State) -> Result<()> {

@@ -399,6 +399,12 @@ impl NativeLog {
         self.run(py, |log| log.wait_durable(end))
     }
 
+    /// Raise unless the store may be read: closed (StoreClosed), or its writer failed
+    /// (WriterFailed: the state in memory may hold commits the disk does not).
+    fn check_readable(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |log| log.check_readable())
+    }
+
     /// A number that changes whenever an entity may have changed.
     fn entity_version(&self, py: Python<'_>) -> u64 {
         py.detach(|| self.log().entity_version())

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -146,9 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     repair = commands.add_parser(
         "repair",
         help="check a log and cut a damaged tail, keeping a backup",
-        description="Check the log without opening the store. If a record is damaged, show "
-        "where, and (with --yes, or after typing 'yes' on a terminal) copy the file to "
-        "PATH.bak-<UTC time> and cut the log after its last good commit.",
+        description="Check the log without opening the store; refused while a writer has it "
+        "open. Zeros after the last commit are free space a writer wrote ahead, not damage. "
+        "If a record is damaged, show where, and (with --yes, or after typing 'yes' on a "
+        "terminal) copy the file to PATH.bak-<UTC time> and cut the log after its last good "
+        "commit.",
     )
     repair.add_argument("path", metavar="PATH", help="the store file")
     repair.add_argument(
@@ -343,6 +346,78 @@ def _open_read_only(path: str) -> memcommit.MemoryStore:
         raise CommandError(
             f"{message}; run 'memcommit repair {path}' to see the damage and cut it"
         ) from error
+
+
+# --- what the file is: one judgement for every command ------------------------------------
+
+
+def _inspect(path: str) -> dict[str, Any]:
+    """The core's look at a log file, without opening a store or changing anything."""
+    from memcommit import _native
+
+    return _native.inspect_log(path)
+
+
+def _empty_file(path: str) -> str:
+    return (
+        f"{path} is an empty file (0 bytes), not yet a memcommit log; a writer opening it "
+        "(memcommit import, compact or seal, or memcommit.open) makes it a new, empty log"
+    )
+
+
+def _not_a_log(path: str, detail: object) -> str:
+    return (
+        f"{path} is not a memcommit log, or its header (the first 64 bytes) is damaged"
+        + (f" ({detail})" if detail else "")
+        + "; repair cannot recover a file without its header: check the path, "
+        "or restore the file from a backup"
+    )
+
+
+def _damage_at(path: str, report: dict[str, Any]) -> str:
+    """The damage `report` found, in the words repair uses."""
+    offset = _as_int(report["damage_offset"], "damage_offset")
+    damage_lsn = report.get("damage_lsn")
+    at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
+    reason = report.get("damage_reason")
+    return f"{path}: damaged record at byte offset {offset:,}{at_lsn}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+def _lock_path(path: str) -> str:
+    return f"{path}.lock"
+
+
+@contextlib.contextmanager
+def _no_writer(path: str) -> Iterator[None]:
+    """Hold the writer lock of `path` for the block, or refuse at once naming the lock.
+
+    Never creates the lock file: without one, no writer has the log open. Where ``flock`` is
+    not available the block runs unguarded (the core's truncate still refuses a held lock).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(_lock_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CommandError(
+                f"{path} is open for writing by another process (it holds the lock on "
+                f"{_lock_path(path)}): repair checked nothing and changed nothing; close the "
+                "writer and run repair again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 # --- info ---------------------------------------------------------------------------------
@@ -861,68 +936,97 @@ def _confirm(prompt: str) -> bool | None:
     return answer.strip().lower() == "yes"
 
 
-def _run_repair(args: argparse.Namespace) -> int:
-    from memcommit import _native
+def _all_zeros(path: str, start: int, end: int) -> bool:
+    """Whether bytes `start`..`end` of `path` are all zero (a writer's space written ahead)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                return True  # the file is shorter now: nothing there to call damage
+            if chunk.strip(b"\0"):
+                return False
+            left -= len(chunk)
+    return True
 
+
+def _run_repair(args: argparse.Namespace) -> int:
     path: str = args.path
     _require_file(path)
-    report = _native.inspect_log(path)
-    size = os.path.getsize(path)
-    if not report["header_ok"]:
-        detail = report.get("header_error")
-        raise CommandError(
-            f"{path}: the file header (first 64 bytes) is damaged or this is not a memcommit "
-            + (f"log ({detail})" if detail else "log")
-            + "; repair cannot recover it, restore the file from a backup"
-        )
-    records = _as_int(report["records"], "records")
-    lsn = _as_int(report["lsn"], "lsn")
-    good_end = _as_int(report["good_end"], "good_end")
-    damage_offset = report.get("damage_offset")
-    if damage_offset is None and good_end >= size:
-        print(f"{path}: healthy: {records:,} records, LSN {lsn:,}, {size:,} bytes")
-        return EXIT_OK
-
-    cut = size - good_end
-    offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
-    reason = report.get("damage_reason")
-    because = f": {reason}" if reason else ""
-    mid_log = bool(report.get("damage_mid_log", damage_offset is not None))
-    if mid_log:
-        damage_lsn = report.get("damage_lsn")
-        at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
-        print(f"{path}: damaged record at byte offset {offset:,}{at_lsn}{because}")
-    else:
-        print(
-            f"{path}: torn tail at byte offset {offset:,}{because}; an unfinished commit that "
-            "was never acknowledged (a writer opening the store also cuts it)"
-        )
-    print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
-    print(
-        f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,})"
-        + (", including any intact records after the damage" if mid_log else "")
-    )
-    if not args.yes:
-        confirmed = _confirm(f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: ")
-        if confirmed is None:
-            raise CommandError(
-                f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+    # The writer lock first: a live writer's tail is a commit in flight or the zeros it
+    # wrote ahead, never damage to report or cut. Held until the backup is made, so no
+    # writer starts under the check.
+    with _no_writer(path):
+        size = os.path.getsize(path)
+        if size == 0:
+            print(f"{path}: nothing to repair: {_empty_file(path)}")
+            return EXIT_OK
+        report = _inspect(path)
+        if not report["header_ok"]:
+            raise CommandError(_not_a_log(path, report.get("header_error")))
+        records = _as_int(report["records"], "records")
+        lsn = _as_int(report["lsn"], "lsn")
+        good_end = _as_int(report["good_end"], "good_end")
+        damage_offset = report.get("damage_offset")
+        mid_log = bool(report.get("damage_mid_log", False)) and damage_offset is not None
+        healthy = f"{path}: healthy: {records:,} records, LSN {lsn:,}, {size:,} bytes"
+        if good_end >= size and damage_offset is None:
+            print(healthy)
+            return EXIT_OK
+        if not mid_log and _all_zeros(path, good_end, size):
+            # The format's free space (op 0 never parses): the last commit ends at good_end.
+            print(
+                f"{healthy}; the last {size - good_end:,} bytes are zeros a writer wrote "
+                "ahead, free space rather than damage (the next writer's open trims them)"
             )
-        if not confirmed:
-            raise CommandError(f"{path} was not changed (the answer was not 'yes')")
+            return EXIT_OK
 
-    backup = _backup(path)
-    print(f"backed up {path} to {backup} ({size:,} bytes)")
+        cut = size - good_end
+        offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
+        reason = report.get("damage_reason")
+        because = f": {reason}" if reason else ""
+        if mid_log:
+            print(_damage_at(path, report))
+        else:
+            print(
+                f"{path}: torn tail at byte offset {offset:,}{because}; an unfinished commit "
+                "that was never acknowledged (a writer opening the store also cuts it)"
+            )
+        print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
+        print(
+            f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,})"
+            + (", including any intact records after the damage" if mid_log else "")
+        )
+        if not args.yes:
+            confirmed = _confirm(f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: ")
+            if confirmed is None:
+                raise CommandError(
+                    f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+                )
+            if not confirmed:
+                raise CommandError(f"{path} was not changed (the answer was not 'yes')")
+        backup = _backup(path)
+        print(f"backed up {path} to {backup} ({size:,} bytes)")
+
+    from memcommit import _native
+
+    if os.path.getsize(path) != size:
+        os.remove(backup)
+        raise CommandError(
+            f"{path} changed while repair ran (a writer opened it?), so nothing was cut and "
+            "the backup was removed; run repair again"
+        )
     try:
         _native.truncate_log(path, good_end)
     except memcommit.StoreLocked as error:
-        # A live writer owns the log: what looked like a torn tail is its commit in flight.
+        # A writer opened the log after the check: what looked damaged may be its commit.
         os.remove(backup)
         raise CommandError(
             f"{path} is open for writing by another process, so nothing was cut and the "
             f"backup was removed; close the writer and run repair again ({error})"
         ) from error
-    after = _native.inspect_log(path)
+    after = _inspect(path)
     if after.get("damage_offset") is not None:
         raise CommandError(f"{path}: still damaged after the cut; the original is in {backup}")
     print(

@@ -6,7 +6,17 @@ Subcommands: ``info``, ``export``, ``import``, ``repair``, ``compact``, ``snapsh
 
 Exit codes: 0 on success, 1 when the command failed (a missing file, a damaged log, a
 refused commit), 2 for a usage error (an unknown option or a bad value). Errors are one
-line on standard error, naming the path, line, LSN or byte offset involved; no tracebacks.
+line on standard error, naming the path, line, LSN or byte offset involved; no tracebacks,
+also for a record whose checksum is valid but whose payload does not decode.
+
+What a file is, every command agreeing: a missing or empty (0-byte) file is not yet a log.
+Writers (``import``, ``compact``, ``seal``) make an empty file a new, empty log, as
+``memcommit.open`` does; readers (``info``, ``export``, ``verify``, ``snapshot``) say it is
+empty and exit 1, and ``repair`` says there is nothing to repair. A file without a valid log
+header is not taken over by anything: every command says so and that ``repair`` cannot
+recover it. Damage after the header is what ``repair`` shows and cuts, and the other
+commands point to it only when ``repair`` finds damage to cut. A writer command refused
+before it opens the log creates nothing beside the file (no ``.lock``).
 
 Example:
     >>> from memcommit.cli import main
@@ -337,17 +347,6 @@ def _require_file(path: str, what: str = "store") -> None:
         raise CommandError(f"{path}: no such {what} file")
 
 
-def _open_read_only(path: str) -> memcommit.MemoryStore:
-    _require_file(path)
-    try:
-        return memcommit.open(path, read_only=True)
-    except memcommit.CorruptLog as error:
-        message = str(error) if path in str(error) else f"{path}: {error}"
-        raise CommandError(
-            f"{message}; run 'memcommit repair {path}' to see the damage and cut it"
-        ) from error
-
-
 # --- what the file is: one judgement for every command ------------------------------------
 
 
@@ -374,6 +373,10 @@ def _not_a_log(path: str, detail: object) -> str:
     )
 
 
+def _naming(path: str, message: str) -> str:
+    return message if path in message else f"{path}: {message}"
+
+
 def _damage_at(path: str, report: dict[str, Any]) -> str:
     """The damage `report` found, in the words repair uses."""
     offset = _as_int(report["damage_offset"], "damage_offset")
@@ -383,6 +386,71 @@ def _damage_at(path: str, report: dict[str, Any]) -> str:
     return f"{path}: damaged record at byte offset {offset:,}{at_lsn}" + (
         f": {reason}" if reason else ""
     )
+
+
+def _advice(path: str, problem: str) -> str:
+    """`problem` with the advice that agrees with what repair finds in the file now."""
+    try:
+        if os.path.getsize(path) == 0:
+            return _empty_file(path)
+        report = _inspect(path)
+    except (OSError, memcommit.MemcommitError):
+        return problem
+    if not report["header_ok"]:
+        return _not_a_log(path, report.get("header_error"))
+    if report.get("damage_offset") is not None:
+        return f"{problem}; run 'memcommit repair {path}' to see the damage and cut it"
+    return (
+        f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut: if a writer "
+        "was committing, run the command again, otherwise restore the log from a backup"
+    )
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Report a damaged log as one line naming `path`, however the damage surfaced.
+
+    ``CorruptLog`` from the core, and the errors of decoding a record whose checksum is valid
+    but whose payload is not what its op says (text that is not UTF-8, data that is not JSON,
+    a time out of range), all become a :class:`CommandError`.
+    """
+    try:
+        yield
+    except memcommit.CorruptLog as error:
+        raise CommandError(_advice(path, _naming(path, str(error)))) from error
+    except (UnicodeError, ValueError, OverflowError) as error:
+        problem = f"{path}: a record does not decode ({type(error).__name__}: {error})"
+        raise CommandError(_advice(path, problem)) from error
+
+
+def _open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
+    """Open `path` to `verb` it; call inside :func:`_reading`."""
+    _require_file(path)
+    if os.path.getsize(path) == 0:
+        raise CommandError(f"{_empty_file(path)}; there is nothing to {verb}")
+    return memcommit.open(path, read_only=True)
+
+
+def _check_before_writing(path: str) -> None:
+    """Refuse what a writer's open would refuse, before that open creates ``PATH.lock``."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return  # a writer makes a missing or empty file a new log
+    report = _inspect(path)
+    if not report["header_ok"]:
+        raise CommandError(_not_a_log(path, report.get("header_error")))
+    if report.get("damage_mid_log") and not os.path.exists(_lock_path(path)):
+        # With a lock file, a writer may be appending: let the open judge (and say so).
+        raise CommandError(
+            f"{_damage_at(path, report)}; run 'memcommit repair {path}' to see the damage "
+            "and cut it"
+        )
+
+
+def _open_writer(path: str) -> memcommit.MemoryStore:
+    """Open an existing store as its writer; call inside :func:`_reading`."""
+    _require_file(path)
+    _check_before_writing(path)
+    return memcommit.open(path)
 
 
 def _lock_path(path: str) -> str:
@@ -425,7 +493,7 @@ def _no_writer(path: str) -> Iterator[None]:
 
 def _run_info(args: argparse.Namespace) -> int:
     path: str = args.path
-    with _open_read_only(path) as store:
+    with _reading(path), _open_read_only(path, "show") as store:
         info = dict(store.info())
         store_seals = store.seals()
     info["seals"] = len(store_seals)
@@ -486,7 +554,7 @@ def _run_compact(args: argparse.Namespace) -> int:
     retention: RetentionPolicy | None = None
     for p in policies:
         retention = p if retention is None else retention | p
-    with memcommit.open(path) as store:
+    with _reading(path), _open_writer(path) as store:
         if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
             raise CommandError(
                 f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
@@ -510,13 +578,32 @@ def _run_compact(args: argparse.Namespace) -> int:
 # --- snapshot -----------------------------------------------------------------------------
 
 
+def _check_out_file(out: str, option: str) -> None:
+    """Refuse an output path that cannot be written, naming it as the user gave it."""
+    if os.path.isdir(out):
+        raise CommandError(f"{option}{out}: is a directory; give the name of a file to write")
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise CommandError(f"{option}{out}: the directory {directory} does not exist")
+
+
+def _writing_error(out: str, error: OSError) -> CommandError:
+    """An error writing beside `out` (a temp file), told as an error writing `out`."""
+    return CommandError(f"{out}: cannot write it: {error.strerror or error}")
+
+
 def _run_snapshot(args: argparse.Namespace) -> int:
     path: str = args.path
-    with _open_read_only(path) as store:
-        store.save_snapshot(args.out)
+    out: str = args.out
+    _check_out_file(out, "")
+    with _reading(path), _open_read_only(path, "snapshot") as store:
+        try:
+            store.save_snapshot(out)
+        except OSError as error:
+            raise _writing_error(out, error) from error
         lsn, generation, memories = store.lsn, store.generation, len(store)
-    size = os.path.getsize(args.out)
-    print(f"snapshot: {args.out} ({size} bytes)")
+    size = os.path.getsize(out)
+    print(f"snapshot: {out} ({size} bytes)")
     print(f"lsn: {lsn}")
     print(f"generation: {generation}")
     print(f"memories: {memories}")
@@ -540,8 +627,7 @@ def _read_key(path: str | None) -> bytes | None:
 def _run_seal(args: argparse.Namespace) -> int:
     path: str = args.path
     key = _read_key(args.key_file)
-    _require_file(path)
-    with memcommit.open(path) as store:
+    with _reading(path), _open_writer(path) as store:
         sealed = memcommit.seal(store, key=key)
     print(sealed.to_json())
     return EXIT_OK
@@ -558,7 +644,7 @@ def _run_verify(args: argparse.Namespace) -> int:
                 anchors.append(memcommit.Seal.from_json(f.read()))
             except ValueError as error:
                 raise CommandError(f"{anchor}: {error}") from None
-    with _open_read_only(path) as store:
+    with _reading(path), _open_read_only(path, "verify") as store:
         total = _as_int(store.info()["bytes"], "bytes")
         with Progress(total, "verify", unit="bytes") as bar:
 
@@ -626,7 +712,9 @@ def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) 
 def _run_export(args: argparse.Namespace) -> int:
     path: str = args.path
     target: str | None = args.out
-    with _open_read_only(path) as store:
+    if target is not None:
+        _check_out_file(target, "--out ")
+    with _reading(path), _open_read_only(path, "export") as store:
         total = _as_int(store.info().get("records", 0), "records")
         if target is None:
             # Draw no bar over records printed to the same terminal.
@@ -655,9 +743,12 @@ def _run_export(args: argparse.Namespace) -> int:
                 out_file.flush()
                 os.fsync(out_file.fileno())
             os.replace(partial, target)
-        except BaseException:
-            if os.path.exists(partial):
+        except BaseException as error:
+            with contextlib.suppress(OSError):
                 os.remove(partial)
+            if isinstance(error, OSError) and error.filename in (None, partial, target):
+                # Name the file the user asked for, not the temp file beside it.
+                raise _writing_error(target, error) from error
             raise
     print(f"exported {count:,} records from {path} to {target}")
     return EXIT_OK

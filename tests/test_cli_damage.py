@@ -19,7 +19,7 @@ import memcommit
 from memcommit.cli import main
 
 READERS = ("info", "export", "verify", "snapshot")
-WRITERS = ("compact", "seal")
+WRITERS = ("compact", "seal", "import")
 
 
 def _crc32c_table() -> list[int]:

@@ -137,13 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = commands.add_parser(
         "import",
-        help="apply JSON lines written by export to a store",
+        help="restore JSON lines written by export into a new store",
         description="Apply the records in FILE (JSON lines as written by 'memcommit export') "
-        "to the store at PATH, creating it if missing. Records are committed in batches; a "
-        "bad line stops the import and nothing of its batch is written. The store assigns "
-        "new LSNs and timestamps.",
+        "to a new or empty store at PATH, creating it if missing: the memories with their "
+        "tiers and status, the finished tasks and every role's entities, so that the store "
+        "replays to the state that was exported. A store that holds records is refused. "
+        "Records are committed in batches; a bad line stops the import and nothing of its "
+        "batch is written, and if nothing was imported nothing is left at PATH. The store "
+        "assigns new LSNs and timestamps (a memory's created_at is the time of its import).",
     )
-    load.add_argument("path", metavar="PATH", help="the store file (created if missing)")
+    load.add_argument(
+        "path", metavar="PATH", help="the store file: new (created), empty, or a log of no records"
+    )
     load.add_argument("file", metavar="FILE", help="the JSON-lines file; '-' for stdin")
     load.add_argument(
         "--batch",
@@ -757,9 +762,21 @@ def _run_export(args: argparse.Namespace) -> int:
 # --- import -------------------------------------------------------------------------------
 
 
+# The largest record the importing store takes (memcommit.open's default), and the longest
+# key of a record (the format's limit): entity lines are checked against them before any of
+# their batch is written.
+_MAX_RECORD_BYTES = 16 * 1024 * 1024
+_MAX_KEY_BYTES = 1024
+
+
 @dataclass(frozen=True)
 class _Change:
-    """One record of an export file, checked and ready to apply."""
+    """One record of an export file, checked and ready to apply.
+
+    A put's `tier` and `status` are the memory's state as the put recorded it (None when the
+    line does not say): after log compaction a memory's last put is all that is left of the
+    moves and status changes before it, so import applies them from there.
+    """
 
     line: int
     op: str
@@ -767,12 +784,13 @@ class _Change:
     text: str = ""
     kind: str = "note"
     task: str | None = None
-    tier: str = "working"
+    tier: str | None = None
     data: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
-    status: str = ""
+    status: str | None = None
     reason: str | None = None
+    state: bytes | None = None  # an entity's new state as JSON; None removes it
 
 
 class _BadLine(Exception):
@@ -800,6 +818,44 @@ def _field_strings(fields: dict[str, Any], name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _field_status(fields: dict[str, Any], *, required: bool) -> str | None:
+    status = fields.get("status")
+    if status is None and not required:
+        return None
+    if status not in ("active", "stale"):
+        raise _BadLine(f"fields.status must be 'active' or 'stale', got {status!r}")
+    return str(status)
+
+
+def _entity_change(key: str, fields: dict[str, Any], line: int) -> _Change:
+    """An entity record: role entity `key` (``kind NUL key``) takes the state, or goes (null)."""
+    try:
+        key_bytes = len(key.encode())
+    except UnicodeEncodeError:
+        raise _BadLine("'key' is not valid Unicode (it holds a lone surrogate)") from None
+    if key_bytes > _MAX_KEY_BYTES:
+        raise _BadLine(
+            f"'key' is {key_bytes:,} bytes; a record's key is at most {_MAX_KEY_BYTES:,}"
+        )
+    if "state" not in fields:
+        raise _BadLine("an entity record must have fields.state (an object, or null to remove)")
+    state = fields["state"]
+    payload = None
+    if state is not None:
+        try:
+            # As the roles' log medium encodes a state.
+            text = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            payload = text.encode()
+        except (ValueError, UnicodeEncodeError) as error:
+            raise _BadLine(f"fields.state cannot be stored as JSON ({error})") from None
+        if len(payload) + 1 > _MAX_RECORD_BYTES:
+            raise _BadLine(
+                f"fields.state is {len(payload):,} bytes as JSON; the store takes at most "
+                f"{_MAX_RECORD_BYTES - 1:,}"
+            )
+    return _Change(line=line, op="entity", key=key, state=payload)
+
+
 def _parse_line(raw: bytes, line: int) -> _Change | None:
     """Check one line of an export file; returns None for a blank line."""
     if not raw.strip():
@@ -825,6 +881,9 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
         data = fields.get("data")
         if data is not None and not isinstance(data, dict):
             raise _BadLine(f"fields.data must be an object or null, got {data!r}")
+        tier = fields.get("tier")
+        if tier is not None and not isinstance(tier, str):
+            raise _BadLine(f"fields.tier must be a string, got {tier!r}")
         return _Change(
             line=line,
             op="put",
@@ -832,20 +891,18 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
             text=_field_str(fields, "text"),
             kind=_field_str(fields, "kind", default="note"),
             task=_field_optional_str(fields, "task"),
-            tier=_field_str(fields, "tier", default="working"),
+            tier=tier,
             data=data,
             tags=_field_strings(fields, "tags"),
             sources=_field_strings(fields, "sources"),
+            status=_field_status(fields, required=False),
         )
     if op == "status":
-        status = fields.get("status")
-        if status not in ("active", "stale"):
-            raise _BadLine(f"fields.status must be 'active' or 'stale', got {status!r}")
         return _Change(
             line=line,
             op="status",
             key=key,
-            status=str(status),
+            status=_field_status(fields, required=True),
             reason=_field_optional_str(fields, "reason"),
         )
     if op == "move":
@@ -854,30 +911,13 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
         if fields.get("finished", True) is not True:
             raise _BadLine("a task record must have fields.finished = true")
         return _Change(line=line, op="task", key=key)
-    raise _BadLine(f"unknown op {op!r} (expected put, status, move or task)")
+    if op == "entity":
+        return _entity_change(key, fields, line)
+    raise _BadLine(f"unknown op {op!r} (expected put, status, move, task, entity or seal)")
 
 
-def _apply_change(commit: memcommit.Commit, change: _Change) -> None:
-    if change.op == "put":
-        commit.put(
-            change.text,
-            kind=change.kind,
-            id=change.key,
-            task=change.task,
-            tier=change.tier,
-            data=change.data,
-            tags=change.tags,
-            sources=change.sources,
-        )
-    elif change.op == "status":
-        if change.status == "stale":
-            commit.stale(change.key, reason=change.reason)
-        else:
-            commit.restore(change.key)
-    elif change.op == "move":
-        commit.move(change.key, change.tier)
-    else:
-        commit.finish_task(change.key)
+# A memory's (tier, status), as the import has left it so far.
+_MemoryState = tuple[str, str]
 
 
 @dataclass
@@ -888,13 +928,13 @@ class _Import:
     source: str
     imported: int = 0
     commits: int = 0
-    first_lsn: int | None = None
     batch: list[_Change] = field(default_factory=list)
 
     def fail(self, line: int, problem: str) -> CommandError:
         first = self.batch[0].line if self.batch else line
         written = (
-            f"{self.imported:,} records from lines before {first} were imported"
+            f"{self.imported:,} records from lines before {first} were imported into "
+            f"{self.store.path} (import again only into a new store: remove it first)"
             if self.imported
             else "nothing was imported"
         )
@@ -904,26 +944,97 @@ class _Import:
         )
 
     def flush(self) -> None:
-        """Commit the current batch, or raise naming the line that was refused."""
+        """Commit the current batch, or raise naming the line that was refused.
+
+        The memory records go in one commit and the role entities in one more: the two are
+        independent state, so applying a batch's entities after its memories replays to the
+        same store. Every line was checked before either is written.
+        """
         if not self.batch:
             return
+        memories = [change for change in self.batch if change.op != "entity"]
+        entities = [change for change in self.batch if change.op == "entity"]
+        if memories:
+            self._commit_memories(memories)
+        if entities:
+            # No public call writes a role's entity records as they are; this is the one the
+            # roles' log medium (memcommit.roles.logmedium) writes them with.
+            native = self.store._native
+            try:
+                end = native.write_entities(
+                    self.store._now_us(), [(change.key, change.state) for change in entities]
+                )
+            except (ValueError, TypeError) as error:
+                raise self.fail(entities[-1].line, str(error)) from error
+            native.wait_durable(end)
+            self.commits += 1
+        self.imported += len(self.batch)
+        self.batch.clear()
+
+    def _commit_memories(self, changes: list[_Change]) -> None:
         current = 0
+        pending: dict[str, _MemoryState] = {}
         try:
             with self.store.commit() as commit:
-                for change in self.batch:
+                for change in changes:
                     current = change.line
-                    _apply_change(commit, change)
+                    self._apply(commit, change, pending)
                 current = 0
         except memcommit.Rejected as error:
             line = current or self._line_for(error)
-            raise self.fail(line or self.batch[-1].line, f"refused: {error}") from error
+            raise self.fail(line or changes[-1].line, f"refused: {error}") from error
         except (ValueError, TypeError) as error:
-            raise self.fail(current or self.batch[-1].line, str(error)) from error
-        if self.first_lsn is None and commit.lsn is not None:
-            self.first_lsn = commit.lsn - len(self.batch) + 1
-        self.imported += len(self.batch)
+            raise self.fail(current or changes[-1].line, str(error)) from error
         self.commits += 1
-        self.batch.clear()
+
+    def _state(self, key: str, pending: dict[str, _MemoryState]) -> _MemoryState | None:
+        """Memory `key`'s (tier, status) with this commit's earlier records applied."""
+        if key in pending:
+            return pending[key]
+        if key not in self.store:  # the common case, and cheaper than building a Memory
+            return None
+        memory = self.store.get(key)
+        return None if memory is None else (memory.tier, memory.status)
+
+    def _apply(
+        self, commit: memcommit.Commit, change: _Change, pending: dict[str, _MemoryState]
+    ) -> None:
+        key = change.key
+        before = self._state(key, pending)
+        if change.op == "put":
+            commit.put(
+                change.text,
+                kind=change.kind,
+                id=key,
+                task=change.task,
+                tier=change.tier or "working",
+                data=change.data,
+                tags=change.tags,
+                sources=change.sources,
+            )
+            # A new memory starts active in the put's tier; an existing one keeps both. The
+            # put says what they were: bring the memory there (after log compaction the
+            # moves and status changes before this put are no longer in the log).
+            tier, status = before if before is not None else (change.tier or "working", "active")
+            if change.tier is not None and change.tier != tier:
+                commit.move(key, change.tier)
+                tier = change.tier
+            if change.status is not None and change.status != status:
+                _set_status(commit, key, change.status, None)
+                status = change.status
+            pending[key] = (tier, status)
+        elif change.op == "status":
+            assert change.status is not None
+            _set_status(commit, key, change.status, change.reason)
+            if before is not None:
+                pending[key] = (before[0], change.status)
+        elif change.op == "move":
+            assert change.tier is not None
+            commit.move(key, change.tier)
+            if before is not None:
+                pending[key] = (change.tier, before[1])
+        else:
+            commit.finish_task(key)
 
     def _line_for(self, error: memcommit.Rejected) -> int:
         """Find the first line of the batch that touched the id a refused guard names."""
@@ -932,6 +1043,13 @@ class _Import:
             if change.key == guard_id and change.op in ("status", "move"):
                 return change.line
         return 0
+
+
+def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | None) -> None:
+    if status == "stale":
+        commit.stale(key, reason=reason)
+    else:
+        commit.restore(key)
 
 
 def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
@@ -943,31 +1061,73 @@ def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
     return iter(handle), os.fstat(handle.fileno()).st_size, handle.close
 
 
+def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
+    raise CommandError(
+        f"{path} already holds {records:,} records (LSN {lsn:,}); import restores an export "
+        "into a new or empty store, so nothing was written: give a path that does not exist "
+        "yet"
+    )
+
+
+def _check_import_target(path: str) -> None:
+    """Refuse a target that is not a new or empty store, before anything is created."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a store file")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    report = _inspect(path)
+    if not report["header_ok"]:
+        raise CommandError(_not_a_log(path, report.get("header_error")))
+    records = _as_int(report["records"], "records")
+    if records or report.get("damage_mid_log"):
+        _refuse_a_store_with_records(path, records, _as_int(report["lsn"], "lsn"))
+
+
+def _discard_new_files(path: str, existed: set[str]) -> None:
+    """Remove the files a refused import created: the log and its lock file.
+
+    Called while the store is still open, so the lock is held as they go: no writer can have
+    taken over a file that is removed.
+    """
+    for name in (path, _lock_path(path)):
+        if name not in existed:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name)
+
+
 def _run_import(args: argparse.Namespace) -> int:
     path: str = args.path
     source: str = args.file
     batch_size: int = args.batch
-    if os.path.isdir(path):
-        raise CommandError(f"{path}: is a directory, not a store file")
+    _check_import_target(path)
     lines, size, close = _read_lines(source)
+    existed = {name for name in (path, _lock_path(path)) if os.path.lexists(name)}
     try:
-        with (
-            memcommit.open(path) as store,
-            Progress(size, "import", unit="bytes") as bar,
-        ):
+        with _reading(path):
+            store = memcommit.open(path, max_record_bytes=_MAX_RECORD_BYTES)
+        with store, Progress(size, "import", unit="bytes") as bar:
+            records = _as_int(store.info()["records"], "records")
+            if records:  # a writer committed between the check and the open: leave it be
+                _refuse_a_store_with_records(path, records, store.lsn)
+            first_lsn = store.lsn + 1
             job = _Import(store=store, source=source)
-            for number, raw in enumerate(lines, start=1):
-                bar.update(len(raw))
-                try:
-                    change = _parse_line(raw, number)
-                except _BadLine as error:
-                    raise job.fail(number, str(error)) from None
-                if change is None:
-                    continue
-                job.batch.append(change)
-                if len(job.batch) >= batch_size:
-                    job.flush()
-            job.flush()
+            try:
+                for number, raw in enumerate(lines, start=1):
+                    bar.update(len(raw))
+                    try:
+                        change = _parse_line(raw, number)
+                    except _BadLine as error:
+                        raise job.fail(number, str(error)) from None
+                    if change is None:
+                        continue
+                    job.batch.append(change)
+                    if len(job.batch) >= batch_size:
+                        job.flush()
+                job.flush()
+            except BaseException:
+                if not job.imported:
+                    _discard_new_files(path, existed)
+                raise
             lsn = store.lsn
     finally:
         close()
@@ -975,7 +1135,7 @@ def _run_import(args: argparse.Namespace) -> int:
         print(
             f"imported {job.imported:,} records from {source} into {path} "
             f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
-            f"(LSN {job.first_lsn or 1:,}..{lsn:,})"
+            f"(LSN {first_lsn:,}..{lsn:,})"
         )
     else:
         print(f"imported 0 records from {source} into {path}: the file holds no records")

@@ -393,8 +393,12 @@ def _damage_at(path: str, report: dict[str, Any]) -> str:
     )
 
 
-def _advice(path: str, problem: str) -> str:
-    """`problem` with the advice that agrees with what repair finds in the file now."""
+def _advice(path: str, problem: str, *, decoded: bool = False) -> str:
+    """`problem` with the advice that agrees with what repair finds in the file now.
+
+    `decoded`: the problem is a record that does not decode behind a valid checksum, which
+    no writer in flight explains.
+    """
     try:
         if os.path.getsize(path) == 0:
             return _empty_file(path)
@@ -405,6 +409,11 @@ def _advice(path: str, problem: str) -> str:
         return _not_a_log(path, report.get("header_error"))
     if report.get("damage_offset") is not None:
         return f"{problem}; run 'memcommit repair {path}' to see the damage and cut it"
+    if decoded:
+        return (
+            f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut (the "
+            "record's checksum is valid): restore the log from a backup"
+        )
     return (
         f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut: if a writer "
         "was committing, run the command again, otherwise restore the log from a backup"
@@ -423,9 +432,10 @@ def _reading(path: str) -> Iterator[None]:
         yield
     except memcommit.CorruptLog as error:
         raise CommandError(_advice(path, _naming(path, str(error)))) from error
-    except (UnicodeError, ValueError, OverflowError) as error:
+    except (UnicodeError, json.JSONDecodeError, OverflowError) as error:
+        # Not every ValueError: an argument refused is not damage in the log.
         problem = f"{path}: a record does not decode ({type(error).__name__}: {error})"
-        raise CommandError(_advice(path, problem)) from error
+        raise CommandError(_advice(path, problem, decoded=True)) from error
 
 
 def _open_read_only(path: str, verb: str) -> memcommit.MemoryStore:

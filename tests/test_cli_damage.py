@@ -361,3 +361,22 @@ def test_repair_takes_an_all_zero_tail_for_free_space(
     assert main(["repair", str(path), "--yes"]) == 0
     assert "torn tail" in capsys.readouterr().out
     assert path.read_bytes() == good
+
+
+@pytest.mark.parametrize("where", ["entity-utf8", "entity-json"])
+def test_serve_reports_a_log_that_does_not_decode_in_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    from memcommit.server import MemoryServer
+
+    def run(self: object) -> None:
+        raise AssertionError("the server started on a damaged log")
+
+    monkeypatch.setattr(MemoryServer, "run", run)
+    path = _log_with_a_bad_payload(tmp_path, where)
+    assert main(["serve", str(path), "--port", "0"]) == 1
+    message = _one_line_error(capsys.readouterr().err, path)
+    assert message.startswith("memcommit serve: error: ")

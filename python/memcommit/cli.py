@@ -292,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         command = f"memcommit {args.command}"
         handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        path = getattr(args, "path", None)
+        # Every command on a store (serve too) reports a damaged log in one line.
+        with _reading(path) if isinstance(path, str) else contextlib.nullcontext():
+            return handler(args)
     except CommandError as error:
         _fail(command, str(error))
         return error.code
@@ -439,7 +442,7 @@ def _reading(path: str) -> Iterator[None]:
 
 
 def _open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
-    """Open `path` to `verb` it; call inside :func:`_reading`."""
+    """Open `path` to `verb` it (``main`` reports a damaged log, see :func:`_reading`)."""
     _require_file(path)
     if os.path.getsize(path) == 0:
         raise CommandError(f"{_empty_file(path)}; there is nothing to {verb}")
@@ -462,7 +465,7 @@ def _check_before_writing(path: str) -> None:
 
 
 def _open_writer(path: str) -> memcommit.MemoryStore:
-    """Open an existing store as its writer; call inside :func:`_reading`."""
+    """Open an existing store as its writer (``main`` reports a damaged log)."""
     _require_file(path)
     _check_before_writing(path)
     return memcommit.open(path)
@@ -508,7 +511,7 @@ def _no_writer(path: str) -> Iterator[None]:
 
 def _run_info(args: argparse.Namespace) -> int:
     path: str = args.path
-    with _reading(path), _open_read_only(path, "show") as store:
+    with _open_read_only(path, "show") as store:
         info = dict(store.info())
         store_seals = store.seals()
     info["seals"] = len(store_seals)
@@ -569,7 +572,7 @@ def _run_compact(args: argparse.Namespace) -> int:
     retention: RetentionPolicy | None = None
     for p in policies:
         retention = p if retention is None else retention | p
-    with _reading(path), _open_writer(path) as store:
+    with _open_writer(path) as store:
         if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
             raise CommandError(
                 f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
@@ -611,7 +614,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     path: str = args.path
     out: str = args.out
     _check_out_file(out, "")
-    with _reading(path), _open_read_only(path, "snapshot") as store:
+    with _open_read_only(path, "snapshot") as store:
         try:
             store.save_snapshot(out)
         except OSError as error:
@@ -642,7 +645,7 @@ def _read_key(path: str | None) -> bytes | None:
 def _run_seal(args: argparse.Namespace) -> int:
     path: str = args.path
     key = _read_key(args.key_file)
-    with _reading(path), _open_writer(path) as store:
+    with _open_writer(path) as store:
         sealed = memcommit.seal(store, key=key)
     print(sealed.to_json())
     return EXIT_OK
@@ -659,7 +662,7 @@ def _run_verify(args: argparse.Namespace) -> int:
                 anchors.append(memcommit.Seal.from_json(f.read()))
             except ValueError as error:
                 raise CommandError(f"{anchor}: {error}") from None
-    with _reading(path), _open_read_only(path, "verify") as store:
+    with _open_read_only(path, "verify") as store:
         total = _as_int(store.info()["bytes"], "bytes")
         with Progress(total, "verify", unit="bytes") as bar:
 
@@ -729,7 +732,7 @@ def _run_export(args: argparse.Namespace) -> int:
     target: str | None = args.out
     if target is not None:
         _check_out_file(target, "--out ")
-    with _reading(path), _open_read_only(path, "export") as store:
+    with _open_read_only(path, "export") as store:
         total = _as_int(store.info().get("records", 0), "records")
         if target is None:
             # Draw no bar over records printed to the same terminal.
@@ -1113,8 +1116,7 @@ def _run_import(args: argparse.Namespace) -> int:
     lines, size, close = _read_lines(source)
     existed = {name for name in (path, _lock_path(path)) if os.path.lexists(name)}
     try:
-        with _reading(path):
-            store = memcommit.open(path, max_record_bytes=_MAX_RECORD_BYTES)
+        store = memcommit.open(path, max_record_bytes=_MAX_RECORD_BYTES)
         with store, Progress(size, "import", unit="bytes") as bar:
             records = _as_int(store.info()["records"], "records")
             if records:  # a writer committed between the check and the open: leave it be

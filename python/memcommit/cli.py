@@ -6,7 +6,17 @@ Subcommands: ``info``, ``export``, ``import``, ``repair``, ``compact``, ``snapsh
 
 Exit codes: 0 on success, 1 when the command failed (a missing file, a damaged log, a
 refused commit), 2 for a usage error (an unknown option or a bad value). Errors are one
-line on standard error, naming the path, line, LSN or byte offset involved; no tracebacks.
+line on standard error, naming the path, line, LSN or byte offset involved; no tracebacks,
+also for a record whose checksum is valid but whose payload does not decode.
+
+What a file is, every command agreeing: a missing or empty (0-byte) file is not yet a log.
+Writers (``import``, ``compact``, ``seal``) make an empty file a new, empty log, as
+``memcommit.open`` does; readers (``info``, ``export``, ``verify``, ``snapshot``) say it is
+empty and exit 1, and ``repair`` says there is nothing to repair. A file without a valid log
+header is not taken over by anything: every command says so and that ``repair`` cannot
+recover it. Damage after the header is what ``repair`` shows and cuts, and the other
+commands point to it only when ``repair`` finds damage to cut. A writer command refused
+before it opens the log creates nothing beside the file (no ``.lock``).
 
 Example:
     >>> from memcommit.cli import main
@@ -18,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -126,13 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     load = commands.add_parser(
         "import",
-        help="apply JSON lines written by export to a store",
+        help="restore JSON lines written by export into a new store",
         description="Apply the records in FILE (JSON lines as written by 'memcommit export') "
-        "to the store at PATH, creating it if missing. Records are committed in batches; a "
-        "bad line stops the import and nothing of its batch is written. The store assigns "
-        "new LSNs and timestamps.",
+        "to a new or empty store at PATH, creating it if missing: the memories with their "
+        "tiers and status, the finished tasks and every role's entities, so that the store "
+        "replays to the state that was exported. A store that holds records is refused. "
+        "Records are committed in batches; a bad line stops the import and nothing of its "
+        "batch is written, and if nothing was imported nothing is left at PATH. The store "
+        "assigns new LSNs and timestamps (a memory's created_at is the time of its import).",
     )
-    load.add_argument("path", metavar="PATH", help="the store file (created if missing)")
+    load.add_argument(
+        "path", metavar="PATH", help="the store file: new (created), empty, or a log of no records"
+    )
     load.add_argument("file", metavar="FILE", help="the JSON-lines file; '-' for stdin")
     load.add_argument(
         "--batch",
@@ -146,9 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     repair = commands.add_parser(
         "repair",
         help="check a log and cut a damaged tail, keeping a backup",
-        description="Check the log without opening the store. If a record is damaged, show "
-        "where, and (with --yes, or after typing 'yes' on a terminal) copy the file to "
-        "PATH.bak-<UTC time> and cut the log after its last good commit.",
+        description="Check the log without opening the store; refused while a writer has it "
+        "open. Zeros after the last commit are free space a writer wrote ahead, not damage. "
+        "If a record is damaged, show where, and (with --yes, or after typing 'yes' on a "
+        "terminal) copy the file to PATH.bak-<UTC time> and cut the log after its last good "
+        "commit.",
     )
     repair.add_argument("path", metavar="PATH", help="the store file")
     repair.add_argument(
@@ -274,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         command = f"memcommit {args.command}"
         handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        path = getattr(args, "path", None)
+        # Every command on a store (serve too) reports a damaged log in one line.
+        with _reading(path) if isinstance(path, str) else contextlib.nullcontext():
+            return handler(args)
     except CommandError as error:
         _fail(command, str(error))
         return error.code
@@ -334,15 +355,155 @@ def _require_file(path: str, what: str = "store") -> None:
         raise CommandError(f"{path}: no such {what} file")
 
 
-def _open_read_only(path: str) -> memcommit.MemoryStore:
-    _require_file(path)
+# --- what the file is: one judgement for every command ------------------------------------
+
+
+def _inspect(path: str) -> dict[str, Any]:
+    """The core's look at a log file, without opening a store or changing anything."""
+    from memcommit import _native
+
+    return _native.inspect_log(path)
+
+
+def _empty_file(path: str) -> str:
+    return (
+        f"{path} is an empty file (0 bytes), not yet a memcommit log; a writer opening it "
+        "(memcommit import, compact or seal, or memcommit.open) makes it a new, empty log"
+    )
+
+
+def _not_a_log(path: str, detail: object) -> str:
+    return (
+        f"{path} is not a memcommit log, or its header (the first 64 bytes) is damaged"
+        + (f" ({detail})" if detail else "")
+        + "; repair cannot recover a file without its header: check the path, "
+        "or restore the file from a backup"
+    )
+
+
+def _naming(path: str, message: str) -> str:
+    return message if path in message else f"{path}: {message}"
+
+
+def _damage_at(path: str, report: dict[str, Any]) -> str:
+    """The damage `report` found, in the words repair uses."""
+    offset = _as_int(report["damage_offset"], "damage_offset")
+    damage_lsn = report.get("damage_lsn")
+    at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
+    reason = report.get("damage_reason")
+    return f"{path}: damaged record at byte offset {offset:,}{at_lsn}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+def _advice(path: str, problem: str, *, decoded: bool = False) -> str:
+    """`problem` with the advice that agrees with what repair finds in the file now.
+
+    `decoded`: the problem is a record that does not decode behind a valid checksum, which
+    no writer in flight explains.
+    """
     try:
-        return memcommit.open(path, read_only=True)
+        if os.path.getsize(path) == 0:
+            return _empty_file(path)
+        report = _inspect(path)
+    except (OSError, memcommit.MemcommitError):
+        return problem
+    if not report["header_ok"]:
+        return _not_a_log(path, report.get("header_error"))
+    if report.get("damage_offset") is not None:
+        return f"{problem}; run 'memcommit repair {path}' to see the damage and cut it"
+    if decoded:
+        return (
+            f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut (the "
+            "record's checksum is valid): restore the log from a backup"
+        )
+    return (
+        f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut: if a writer "
+        "was committing, run the command again, otherwise restore the log from a backup"
+    )
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Report a damaged log as one line naming `path`, however the damage surfaced.
+
+    ``CorruptLog`` from the core, and the errors of decoding a record whose checksum is valid
+    but whose payload is not what its op says (text that is not UTF-8, data that is not JSON,
+    a time out of range), all become a :class:`CommandError`.
+    """
+    try:
+        yield
     except memcommit.CorruptLog as error:
-        message = str(error) if path in str(error) else f"{path}: {error}"
+        raise CommandError(_advice(path, _naming(path, str(error)))) from error
+    except (UnicodeError, json.JSONDecodeError, OverflowError) as error:
+        # Not every ValueError: an argument refused is not damage in the log.
+        problem = f"{path}: a record does not decode ({type(error).__name__}: {error})"
+        raise CommandError(_advice(path, problem, decoded=True)) from error
+
+
+def _open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
+    """Open `path` to `verb` it (``main`` reports a damaged log, see :func:`_reading`)."""
+    _require_file(path)
+    if os.path.getsize(path) == 0:
+        raise CommandError(f"{_empty_file(path)}; there is nothing to {verb}")
+    return memcommit.open(path, read_only=True)
+
+
+def _check_before_writing(path: str) -> None:
+    """Refuse what a writer's open would refuse, before that open creates ``PATH.lock``."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return  # a writer makes a missing or empty file a new log
+    report = _inspect(path)
+    if not report["header_ok"]:
+        raise CommandError(_not_a_log(path, report.get("header_error")))
+    if report.get("damage_mid_log") and not os.path.exists(_lock_path(path)):
+        # With a lock file, a writer may be appending: let the open judge (and say so).
         raise CommandError(
-            f"{message}; run 'memcommit repair {path}' to see the damage and cut it"
-        ) from error
+            f"{_damage_at(path, report)}; run 'memcommit repair {path}' to see the damage "
+            "and cut it"
+        )
+
+
+def _open_writer(path: str) -> memcommit.MemoryStore:
+    """Open an existing store as its writer (``main`` reports a damaged log)."""
+    _require_file(path)
+    _check_before_writing(path)
+    return memcommit.open(path)
+
+
+def _lock_path(path: str) -> str:
+    return f"{path}.lock"
+
+
+@contextlib.contextmanager
+def _no_writer(path: str) -> Iterator[None]:
+    """Hold the writer lock of `path` for the block, or refuse at once naming the lock.
+
+    Never creates the lock file: without one, no writer has the log open. Where ``flock`` is
+    not available the block runs unguarded (the core's truncate still refuses a held lock).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(_lock_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CommandError(
+                f"{path} is open for writing by another process (it holds the lock on "
+                f"{_lock_path(path)}): repair checked nothing and changed nothing; close the "
+                "writer and run repair again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 # --- info ---------------------------------------------------------------------------------
@@ -350,7 +511,7 @@ def _open_read_only(path: str) -> memcommit.MemoryStore:
 
 def _run_info(args: argparse.Namespace) -> int:
     path: str = args.path
-    with _open_read_only(path) as store:
+    with _open_read_only(path, "show") as store:
         info = dict(store.info())
         store_seals = store.seals()
     info["seals"] = len(store_seals)
@@ -411,7 +572,7 @@ def _run_compact(args: argparse.Namespace) -> int:
     retention: RetentionPolicy | None = None
     for p in policies:
         retention = p if retention is None else retention | p
-    with memcommit.open(path) as store:
+    with _open_writer(path) as store:
         if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
             raise CommandError(
                 f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
@@ -435,13 +596,32 @@ def _run_compact(args: argparse.Namespace) -> int:
 # --- snapshot -----------------------------------------------------------------------------
 
 
+def _check_out_file(out: str, option: str) -> None:
+    """Refuse an output path that cannot be written, naming it as the user gave it."""
+    if os.path.isdir(out):
+        raise CommandError(f"{option}{out}: is a directory; give the name of a file to write")
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise CommandError(f"{option}{out}: the directory {directory} does not exist")
+
+
+def _writing_error(out: str, error: OSError) -> CommandError:
+    """An error writing beside `out` (a temp file), told as an error writing `out`."""
+    return CommandError(f"{out}: cannot write it: {error.strerror or error}")
+
+
 def _run_snapshot(args: argparse.Namespace) -> int:
     path: str = args.path
-    with _open_read_only(path) as store:
-        store.save_snapshot(args.out)
+    out: str = args.out
+    _check_out_file(out, "")
+    with _open_read_only(path, "snapshot") as store:
+        try:
+            store.save_snapshot(out)
+        except OSError as error:
+            raise _writing_error(out, error) from error
         lsn, generation, memories = store.lsn, store.generation, len(store)
-    size = os.path.getsize(args.out)
-    print(f"snapshot: {args.out} ({size} bytes)")
+    size = os.path.getsize(out)
+    print(f"snapshot: {out} ({size} bytes)")
     print(f"lsn: {lsn}")
     print(f"generation: {generation}")
     print(f"memories: {memories}")
@@ -465,8 +645,7 @@ def _read_key(path: str | None) -> bytes | None:
 def _run_seal(args: argparse.Namespace) -> int:
     path: str = args.path
     key = _read_key(args.key_file)
-    _require_file(path)
-    with memcommit.open(path) as store:
+    with _open_writer(path) as store:
         sealed = memcommit.seal(store, key=key)
     print(sealed.to_json())
     return EXIT_OK
@@ -483,7 +662,7 @@ def _run_verify(args: argparse.Namespace) -> int:
                 anchors.append(memcommit.Seal.from_json(f.read()))
             except ValueError as error:
                 raise CommandError(f"{anchor}: {error}") from None
-    with _open_read_only(path) as store:
+    with _open_read_only(path, "verify") as store:
         total = _as_int(store.info()["bytes"], "bytes")
         with Progress(total, "verify", unit="bytes") as bar:
 
@@ -551,7 +730,9 @@ def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) 
 def _run_export(args: argparse.Namespace) -> int:
     path: str = args.path
     target: str | None = args.out
-    with _open_read_only(path) as store:
+    if target is not None:
+        _check_out_file(target, "--out ")
+    with _open_read_only(path, "export") as store:
         total = _as_int(store.info().get("records", 0), "records")
         if target is None:
             # Draw no bar over records printed to the same terminal.
@@ -580,9 +761,12 @@ def _run_export(args: argparse.Namespace) -> int:
                 out_file.flush()
                 os.fsync(out_file.fileno())
             os.replace(partial, target)
-        except BaseException:
-            if os.path.exists(partial):
+        except BaseException as error:
+            with contextlib.suppress(OSError):
                 os.remove(partial)
+            if isinstance(error, OSError) and error.filename in (None, partial, target):
+                # Name the file the user asked for, not the temp file beside it.
+                raise _writing_error(target, error) from error
             raise
     print(f"exported {count:,} records from {path} to {target}")
     return EXIT_OK
@@ -591,9 +775,21 @@ def _run_export(args: argparse.Namespace) -> int:
 # --- import -------------------------------------------------------------------------------
 
 
+# The largest record the importing store takes (memcommit.open's default), and the longest
+# key of a record (the format's limit): entity lines are checked against them before any of
+# their batch is written.
+_MAX_RECORD_BYTES = 16 * 1024 * 1024
+_MAX_KEY_BYTES = 1024
+
+
 @dataclass(frozen=True)
 class _Change:
-    """One record of an export file, checked and ready to apply."""
+    """One record of an export file, checked and ready to apply.
+
+    A put's `tier` and `status` are the memory's state as the put recorded it (None when the
+    line does not say): after log compaction a memory's last put is all that is left of the
+    moves and status changes before it, so import applies them from there.
+    """
 
     line: int
     op: str
@@ -601,12 +797,13 @@ class _Change:
     text: str = ""
     kind: str = "note"
     task: str | None = None
-    tier: str = "working"
+    tier: str | None = None
     data: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
-    status: str = ""
+    status: str | None = None
     reason: str | None = None
+    state: bytes | None = None  # an entity's new state as JSON; None removes it
 
 
 class _BadLine(Exception):
@@ -634,6 +831,44 @@ def _field_strings(fields: dict[str, Any], name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _field_status(fields: dict[str, Any], *, required: bool) -> str | None:
+    status = fields.get("status")
+    if status is None and not required:
+        return None
+    if status not in ("active", "stale"):
+        raise _BadLine(f"fields.status must be 'active' or 'stale', got {status!r}")
+    return str(status)
+
+
+def _entity_change(key: str, fields: dict[str, Any], line: int) -> _Change:
+    """An entity record: role entity `key` (``kind NUL key``) takes the state, or goes (null)."""
+    try:
+        key_bytes = len(key.encode())
+    except UnicodeEncodeError:
+        raise _BadLine("'key' is not valid Unicode (it holds a lone surrogate)") from None
+    if key_bytes > _MAX_KEY_BYTES:
+        raise _BadLine(
+            f"'key' is {key_bytes:,} bytes; a record's key is at most {_MAX_KEY_BYTES:,}"
+        )
+    if "state" not in fields:
+        raise _BadLine("an entity record must have fields.state (an object, or null to remove)")
+    state = fields["state"]
+    payload = None
+    if state is not None:
+        try:
+            # As the roles' log medium encodes a state.
+            text = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            payload = text.encode()
+        except (ValueError, UnicodeEncodeError) as error:
+            raise _BadLine(f"fields.state cannot be stored as JSON ({error})") from None
+        if len(payload) + 1 > _MAX_RECORD_BYTES:
+            raise _BadLine(
+                f"fields.state is {len(payload):,} bytes as JSON; the store takes at most "
+                f"{_MAX_RECORD_BYTES - 1:,}"
+            )
+    return _Change(line=line, op="entity", key=key, state=payload)
+
+
 def _parse_line(raw: bytes, line: int) -> _Change | None:
     """Check one line of an export file; returns None for a blank line."""
     if not raw.strip():
@@ -659,6 +894,9 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
         data = fields.get("data")
         if data is not None and not isinstance(data, dict):
             raise _BadLine(f"fields.data must be an object or null, got {data!r}")
+        tier = fields.get("tier")
+        if tier is not None and not isinstance(tier, str):
+            raise _BadLine(f"fields.tier must be a string, got {tier!r}")
         return _Change(
             line=line,
             op="put",
@@ -666,20 +904,18 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
             text=_field_str(fields, "text"),
             kind=_field_str(fields, "kind", default="note"),
             task=_field_optional_str(fields, "task"),
-            tier=_field_str(fields, "tier", default="working"),
+            tier=tier,
             data=data,
             tags=_field_strings(fields, "tags"),
             sources=_field_strings(fields, "sources"),
+            status=_field_status(fields, required=False),
         )
     if op == "status":
-        status = fields.get("status")
-        if status not in ("active", "stale"):
-            raise _BadLine(f"fields.status must be 'active' or 'stale', got {status!r}")
         return _Change(
             line=line,
             op="status",
             key=key,
-            status=str(status),
+            status=_field_status(fields, required=True),
             reason=_field_optional_str(fields, "reason"),
         )
     if op == "move":
@@ -688,30 +924,13 @@ def _parse_line(raw: bytes, line: int) -> _Change | None:
         if fields.get("finished", True) is not True:
             raise _BadLine("a task record must have fields.finished = true")
         return _Change(line=line, op="task", key=key)
-    raise _BadLine(f"unknown op {op!r} (expected put, status, move or task)")
+    if op == "entity":
+        return _entity_change(key, fields, line)
+    raise _BadLine(f"unknown op {op!r} (expected put, status, move, task, entity or seal)")
 
 
-def _apply_change(commit: memcommit.Commit, change: _Change) -> None:
-    if change.op == "put":
-        commit.put(
-            change.text,
-            kind=change.kind,
-            id=change.key,
-            task=change.task,
-            tier=change.tier,
-            data=change.data,
-            tags=change.tags,
-            sources=change.sources,
-        )
-    elif change.op == "status":
-        if change.status == "stale":
-            commit.stale(change.key, reason=change.reason)
-        else:
-            commit.restore(change.key)
-    elif change.op == "move":
-        commit.move(change.key, change.tier)
-    else:
-        commit.finish_task(change.key)
+# A memory's (tier, status), as the import has left it so far.
+_MemoryState = tuple[str, str]
 
 
 @dataclass
@@ -722,13 +941,13 @@ class _Import:
     source: str
     imported: int = 0
     commits: int = 0
-    first_lsn: int | None = None
     batch: list[_Change] = field(default_factory=list)
 
     def fail(self, line: int, problem: str) -> CommandError:
         first = self.batch[0].line if self.batch else line
         written = (
-            f"{self.imported:,} records from lines before {first} were imported"
+            f"{self.imported:,} records from lines before {first} were imported into "
+            f"{self.store.path} (import again only into a new store: remove it first)"
             if self.imported
             else "nothing was imported"
         )
@@ -738,26 +957,97 @@ class _Import:
         )
 
     def flush(self) -> None:
-        """Commit the current batch, or raise naming the line that was refused."""
+        """Commit the current batch, or raise naming the line that was refused.
+
+        The memory records go in one commit and the role entities in one more: the two are
+        independent state, so applying a batch's entities after its memories replays to the
+        same store. Every line was checked before either is written.
+        """
         if not self.batch:
             return
+        memories = [change for change in self.batch if change.op != "entity"]
+        entities = [change for change in self.batch if change.op == "entity"]
+        if memories:
+            self._commit_memories(memories)
+        if entities:
+            # No public call writes a role's entity records as they are; this is the one the
+            # roles' log medium (memcommit.roles.logmedium) writes them with.
+            native = self.store._native
+            try:
+                end = native.write_entities(
+                    self.store._now_us(), [(change.key, change.state) for change in entities]
+                )
+            except (ValueError, TypeError) as error:
+                raise self.fail(entities[-1].line, str(error)) from error
+            native.wait_durable(end)
+            self.commits += 1
+        self.imported += len(self.batch)
+        self.batch.clear()
+
+    def _commit_memories(self, changes: list[_Change]) -> None:
         current = 0
+        pending: dict[str, _MemoryState] = {}
         try:
             with self.store.commit() as commit:
-                for change in self.batch:
+                for change in changes:
                     current = change.line
-                    _apply_change(commit, change)
+                    self._apply(commit, change, pending)
                 current = 0
         except memcommit.Rejected as error:
             line = current or self._line_for(error)
-            raise self.fail(line or self.batch[-1].line, f"refused: {error}") from error
+            raise self.fail(line or changes[-1].line, f"refused: {error}") from error
         except (ValueError, TypeError) as error:
-            raise self.fail(current or self.batch[-1].line, str(error)) from error
-        if self.first_lsn is None and commit.lsn is not None:
-            self.first_lsn = commit.lsn - len(self.batch) + 1
-        self.imported += len(self.batch)
+            raise self.fail(current or changes[-1].line, str(error)) from error
         self.commits += 1
-        self.batch.clear()
+
+    def _state(self, key: str, pending: dict[str, _MemoryState]) -> _MemoryState | None:
+        """Memory `key`'s (tier, status) with this commit's earlier records applied."""
+        if key in pending:
+            return pending[key]
+        if key not in self.store:  # the common case, and cheaper than building a Memory
+            return None
+        memory = self.store.get(key)
+        return None if memory is None else (memory.tier, memory.status)
+
+    def _apply(
+        self, commit: memcommit.Commit, change: _Change, pending: dict[str, _MemoryState]
+    ) -> None:
+        key = change.key
+        before = self._state(key, pending)
+        if change.op == "put":
+            commit.put(
+                change.text,
+                kind=change.kind,
+                id=key,
+                task=change.task,
+                tier=change.tier or "working",
+                data=change.data,
+                tags=change.tags,
+                sources=change.sources,
+            )
+            # A new memory starts active in the put's tier; an existing one keeps both. The
+            # put says what they were: bring the memory there (after log compaction the
+            # moves and status changes before this put are no longer in the log).
+            tier, status = before if before is not None else (change.tier or "working", "active")
+            if change.tier is not None and change.tier != tier:
+                commit.move(key, change.tier)
+                tier = change.tier
+            if change.status is not None and change.status != status:
+                _set_status(commit, key, change.status, None)
+                status = change.status
+            pending[key] = (tier, status)
+        elif change.op == "status":
+            assert change.status is not None
+            _set_status(commit, key, change.status, change.reason)
+            if before is not None:
+                pending[key] = (before[0], change.status)
+        elif change.op == "move":
+            assert change.tier is not None
+            commit.move(key, change.tier)
+            if before is not None:
+                pending[key] = (change.tier, before[1])
+        else:
+            commit.finish_task(key)
 
     def _line_for(self, error: memcommit.Rejected) -> int:
         """Find the first line of the batch that touched the id a refused guard names."""
@@ -766,6 +1056,13 @@ class _Import:
             if change.key == guard_id and change.op in ("status", "move"):
                 return change.line
         return 0
+
+
+def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | None) -> None:
+    if status == "stale":
+        commit.stale(key, reason=reason)
+    else:
+        commit.restore(key)
 
 
 def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
@@ -777,31 +1074,72 @@ def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
     return iter(handle), os.fstat(handle.fileno()).st_size, handle.close
 
 
+def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
+    raise CommandError(
+        f"{path} already holds {records:,} records (LSN {lsn:,}); import restores an export "
+        "into a new or empty store, so nothing was written: give a path that does not exist "
+        "yet"
+    )
+
+
+def _check_import_target(path: str) -> None:
+    """Refuse a target that is not a new or empty store, before anything is created."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a store file")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    report = _inspect(path)
+    if not report["header_ok"]:
+        raise CommandError(_not_a_log(path, report.get("header_error")))
+    records = _as_int(report["records"], "records")
+    if records or report.get("damage_mid_log"):
+        _refuse_a_store_with_records(path, records, _as_int(report["lsn"], "lsn"))
+
+
+def _discard_new_files(path: str, existed: set[str]) -> None:
+    """Remove the files a refused import created: the log and its lock file.
+
+    Called while the store is still open, so the lock is held as they go: no writer can have
+    taken over a file that is removed.
+    """
+    for name in (path, _lock_path(path)):
+        if name not in existed:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name)
+
+
 def _run_import(args: argparse.Namespace) -> int:
     path: str = args.path
     source: str = args.file
     batch_size: int = args.batch
-    if os.path.isdir(path):
-        raise CommandError(f"{path}: is a directory, not a store file")
+    _check_import_target(path)
     lines, size, close = _read_lines(source)
+    existed = {name for name in (path, _lock_path(path)) if os.path.lexists(name)}
     try:
-        with (
-            memcommit.open(path) as store,
-            Progress(size, "import", unit="bytes") as bar,
-        ):
+        store = memcommit.open(path, max_record_bytes=_MAX_RECORD_BYTES)
+        with store, Progress(size, "import", unit="bytes") as bar:
+            records = _as_int(store.info()["records"], "records")
+            if records:  # a writer committed between the check and the open: leave it be
+                _refuse_a_store_with_records(path, records, store.lsn)
+            first_lsn = store.lsn + 1
             job = _Import(store=store, source=source)
-            for number, raw in enumerate(lines, start=1):
-                bar.update(len(raw))
-                try:
-                    change = _parse_line(raw, number)
-                except _BadLine as error:
-                    raise job.fail(number, str(error)) from None
-                if change is None:
-                    continue
-                job.batch.append(change)
-                if len(job.batch) >= batch_size:
-                    job.flush()
-            job.flush()
+            try:
+                for number, raw in enumerate(lines, start=1):
+                    bar.update(len(raw))
+                    try:
+                        change = _parse_line(raw, number)
+                    except _BadLine as error:
+                        raise job.fail(number, str(error)) from None
+                    if change is None:
+                        continue
+                    job.batch.append(change)
+                    if len(job.batch) >= batch_size:
+                        job.flush()
+                job.flush()
+            except BaseException:
+                if not job.imported:
+                    _discard_new_files(path, existed)
+                raise
             lsn = store.lsn
     finally:
         close()
@@ -809,7 +1147,7 @@ def _run_import(args: argparse.Namespace) -> int:
         print(
             f"imported {job.imported:,} records from {source} into {path} "
             f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
-            f"(LSN {job.first_lsn or 1:,}..{lsn:,})"
+            f"(LSN {first_lsn:,}..{lsn:,})"
         )
     else:
         print(f"imported 0 records from {source} into {path}: the file holds no records")
@@ -861,68 +1199,97 @@ def _confirm(prompt: str) -> bool | None:
     return answer.strip().lower() == "yes"
 
 
-def _run_repair(args: argparse.Namespace) -> int:
-    from memcommit import _native
+def _all_zeros(path: str, start: int, end: int) -> bool:
+    """Whether bytes `start`..`end` of `path` are all zero (a writer's space written ahead)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                return True  # the file is shorter now: nothing there to call damage
+            if chunk.strip(b"\0"):
+                return False
+            left -= len(chunk)
+    return True
 
+
+def _run_repair(args: argparse.Namespace) -> int:
     path: str = args.path
     _require_file(path)
-    report = _native.inspect_log(path)
-    size = os.path.getsize(path)
-    if not report["header_ok"]:
-        detail = report.get("header_error")
-        raise CommandError(
-            f"{path}: the file header (first 64 bytes) is damaged or this is not a memcommit "
-            + (f"log ({detail})" if detail else "log")
-            + "; repair cannot recover it, restore the file from a backup"
-        )
-    records = _as_int(report["records"], "records")
-    lsn = _as_int(report["lsn"], "lsn")
-    good_end = _as_int(report["good_end"], "good_end")
-    damage_offset = report.get("damage_offset")
-    if damage_offset is None and good_end >= size:
-        print(f"{path}: healthy: {records:,} records, LSN {lsn:,}, {size:,} bytes")
-        return EXIT_OK
-
-    cut = size - good_end
-    offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
-    reason = report.get("damage_reason")
-    because = f": {reason}" if reason else ""
-    mid_log = bool(report.get("damage_mid_log", damage_offset is not None))
-    if mid_log:
-        damage_lsn = report.get("damage_lsn")
-        at_lsn = f" (LSN {_as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
-        print(f"{path}: damaged record at byte offset {offset:,}{at_lsn}{because}")
-    else:
-        print(
-            f"{path}: torn tail at byte offset {offset:,}{because}; an unfinished commit that "
-            "was never acknowledged (a writer opening the store also cuts it)"
-        )
-    print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
-    print(
-        f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,})"
-        + (", including any intact records after the damage" if mid_log else "")
-    )
-    if not args.yes:
-        confirmed = _confirm(f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: ")
-        if confirmed is None:
-            raise CommandError(
-                f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+    # The writer lock first: a live writer's tail is a commit in flight or the zeros it
+    # wrote ahead, never damage to report or cut. Held until the backup is made, so no
+    # writer starts under the check.
+    with _no_writer(path):
+        size = os.path.getsize(path)
+        if size == 0:
+            print(f"{path}: nothing to repair: {_empty_file(path)}")
+            return EXIT_OK
+        report = _inspect(path)
+        if not report["header_ok"]:
+            raise CommandError(_not_a_log(path, report.get("header_error")))
+        records = _as_int(report["records"], "records")
+        lsn = _as_int(report["lsn"], "lsn")
+        good_end = _as_int(report["good_end"], "good_end")
+        damage_offset = report.get("damage_offset")
+        mid_log = bool(report.get("damage_mid_log", False)) and damage_offset is not None
+        healthy = f"{path}: healthy: {records:,} records, LSN {lsn:,}, {size:,} bytes"
+        if good_end >= size and damage_offset is None:
+            print(healthy)
+            return EXIT_OK
+        if not mid_log and _all_zeros(path, good_end, size):
+            # The format's free space (op 0 never parses): the last commit ends at good_end.
+            print(
+                f"{healthy}; the last {size - good_end:,} bytes are zeros a writer wrote "
+                "ahead, free space rather than damage (the next writer's open trims them)"
             )
-        if not confirmed:
-            raise CommandError(f"{path} was not changed (the answer was not 'yes')")
+            return EXIT_OK
 
-    backup = _backup(path)
-    print(f"backed up {path} to {backup} ({size:,} bytes)")
+        cut = size - good_end
+        offset = good_end if damage_offset is None else _as_int(damage_offset, "damage_offset")
+        reason = report.get("damage_reason")
+        because = f": {reason}" if reason else ""
+        if mid_log:
+            print(_damage_at(path, report))
+        else:
+            print(
+                f"{path}: torn tail at byte offset {offset:,}{because}; an unfinished commit "
+                "that was never acknowledged (a writer opening the store also cuts it)"
+            )
+        print(f"  last good commit ends at byte {good_end:,}: {records:,} records, LSN {lsn:,}")
+        print(
+            f"  repair would cut {cut:,} bytes (offsets {good_end:,}..{size:,})"
+            + (", including any intact records after the damage" if mid_log else "")
+        )
+        if not args.yes:
+            confirmed = _confirm(f"Back up {path} and cut {cut:,} bytes? Type 'yes' to go on: ")
+            if confirmed is None:
+                raise CommandError(
+                    f"{path} was not changed; pass --yes to back it up and cut the damaged part"
+                )
+            if not confirmed:
+                raise CommandError(f"{path} was not changed (the answer was not 'yes')")
+        backup = _backup(path)
+        print(f"backed up {path} to {backup} ({size:,} bytes)")
+
+    from memcommit import _native
+
+    if os.path.getsize(path) != size:
+        os.remove(backup)
+        raise CommandError(
+            f"{path} changed while repair ran (a writer opened it?), so nothing was cut and "
+            "the backup was removed; run repair again"
+        )
     try:
         _native.truncate_log(path, good_end)
     except memcommit.StoreLocked as error:
-        # A live writer owns the log: what looked like a torn tail is its commit in flight.
+        # A writer opened the log after the check: what looked damaged may be its commit.
         os.remove(backup)
         raise CommandError(
             f"{path} is open for writing by another process, so nothing was cut and the "
             f"backup was removed; close the writer and run repair again ({error})"
         ) from error
-    after = _native.inspect_log(path)
+    after = _inspect(path)
     if after.get("damage_offset") is not None:
         raise CommandError(f"{path}: still damaged after the cut; the original is in {backup}")
     print(

@@ -1,0 +1,240 @@
+"""`memcommit export` then `memcommit import` reproduces the store: memories and roles.
+
+Export/import is the backup path, so the imported store must replay to the state of the
+source: every memory's fields, tier and status, finished tasks and every role's entities. A
+refused import leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit.cli import main
+from memcommit.storage import compact
+
+
+def _memories(store: memcommit.MemoryStore) -> list[tuple[Any, ...]]:
+    """Every memory's state but its timestamps (the importing store's clock sets those)."""
+    return sorted(
+        (m.id, m.text, m.kind, m.task, m.tier, m.status, m.tags, m.sources, m.data)
+        for m in store.find(status=None)
+    )
+
+
+def _entities(store: memcommit.MemoryStore) -> dict[str, Any]:
+    """Every live role entity, decoded: what the roles replay from the log."""
+    return {key: json.loads(state) for key, state in store._native.entities()}
+
+
+def _state(path: Path) -> tuple[Any, ...]:
+    with memcommit.open(str(path), read_only=True) as store:
+        return _memories(store), _entities(store), store.is_task_finished("task-a")
+
+
+def _round_trip(tmp_path: Path, source: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    dump = tmp_path / "dump.jsonl"
+    copy = tmp_path / "copy.db"
+    assert main(["export", str(source), "--out", str(dump)]) == 0
+    assert main(["import", str(copy), str(dump), "--batch", "3"]) == 0, capsys.readouterr().err
+    return copy
+
+
+def _store_with_roles(path: Path, *, compacted: bool) -> dict[str, Any]:
+    """Memories with moves and status changes, and every kind of role entity."""
+    with memcommit.open(str(path)) as store:
+        fact = store.put("Acme bills in EUR.", kind="fact", task="task-a", tier="mid")
+        trace = store.put("agent-1 ran the refunds job", kind="trace", task="task-a")
+        note = store.put("Cutover on Friday.", tags=("ops",), sources=(fact,))
+        store.stale(fact, reason="superseded")
+        store.move(fact, "long")
+        # The last put of `fact` carries its tier and status: after log compaction it is all
+        # that is left of the stale and the move before it.
+        store.put("Acme bills in EUR and GBP.", kind="fact", id=fact, task="task-a")
+        store.move(note, "archive")
+        store.finish_task("task-a")
+
+        lease = store.locks.acquire("deploy", owner="agent-1", ttl_ms=3_600_000)
+        assert lease is not None
+        gone = store.locks.acquire("gone", owner="agent-1", ttl_ms=3_600_000)
+        assert gone is not None
+        store.locks.release("gone", token=gone.token)  # an entity removal
+        store.state.put(("team", "payments"), "owner", {"name": "ana"})
+        store.state.put(("team", "payments"), "owner", {"name": "bo"})
+        run = store.runs.create(agent_id="agent-1", input={"q": "refunds"})
+        claim = store.runs.claim(run.run_id, worker_id="w1", ttl_ms=3_600_000)
+        store.steps.start(run.run_id, "s1", name="fetch", token=claim.token)
+        store.checkpoints.put(run.run_id, state={"step": 1}, token=claim.token)
+        store.effects.record(run.run_id, "email", result={"sent": True}, token=claim.token)
+        store.idempotency.reserve("req-1", ttl_ms=3_600_000)
+        store.artifacts.save(("agent-1",), "report", b"\x00\x01 bytes")
+        conversation = store.conversations.create(agent_id="agent-1")
+        store.conversations.append(
+            conversation.conversation_id,
+            [{"role": "user", "content": "hi"}],
+            run_id=run.run_id,
+            token=claim.token,
+        )
+        store.agent_revisions.create_draft("agent-1", {"prompt": "be brief"})
+        if compacted:
+            compact(store)
+            # After the fold: records kept as they are.
+            store.stale(trace)
+            store.state.put(("team", "payments"), "owner", {"name": "cy"})
+    return {"fact": fact, "trace": trace, "note": note, "run": run.run_id}
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["log", "compacted-log"])
+def test_import_replays_to_the_state_of_the_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], compacted: bool
+) -> None:
+    source = tmp_path / "memory.db"
+    ids = _store_with_roles(source, compacted=compacted)
+    copy = _round_trip(tmp_path, source, capsys)
+
+    memories, entities, finished = _state(copy)
+    assert (memories, entities, finished) == _state(source)
+    assert finished
+    assert any(key.startswith("lock\x00") for key in entities)
+    assert not any("gone" in key and key.startswith("lock\x00") for key in entities)
+
+    with memcommit.open(str(source), read_only=True) as a, memcommit.open(str(copy)) as b:
+        fact_a, fact_b = a.get(ids["fact"]), b.get(ids["fact"])
+        assert fact_a is not None and fact_b is not None
+        assert (fact_b.status, fact_b.tier) == (fact_a.status, fact_a.tier) == ("stale", "long")
+        # The roles read the same state back.
+        assert b.locks.get("deploy") == a.locks.get("deploy")
+        assert b.state.get(("team", "payments"), "owner") == a.state.get(
+            ("team", "payments"), "owner"
+        )
+        assert b.runs.get(ids["run"]) == a.runs.get(ids["run"])
+        assert b.checkpoints.list(ids["run"]) == a.checkpoints.list(ids["run"])
+        assert b.artifacts.load(("agent-1",), "report") == a.artifacts.load(("agent-1",), "report")
+        # Counters came back too: a fencing token is never handed out twice.
+        held = b.locks.get("deploy")
+        assert held is not None
+        assert b.locks.release("deploy", token=held.token)
+        again = b.locks.acquire("deploy", owner="agent-2", ttl_ms=1000)
+        assert again is not None and again.token > held.token
+
+
+def test_a_stale_memory_comes_back_stale_after_log_compaction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "memory.db"
+    with memcommit.open(str(source)) as store:
+        stale = store.put("an old belief", tier="mid")
+        store.stale(stale, reason="disproved")
+        store.put("an old belief, reworded", id=stale)  # its last put says stale
+        moved = store.put("a summary")
+        store.move(moved, "long")
+        store.put("a summary, revised", id=moved)  # its last put says tier long
+        compact(store)
+        # Only the last puts are left: the status change and the move are folded into them.
+        assert [r.op for r in store.records() if r.op != "seal"] == ["put", "put"]
+    copy = _round_trip(tmp_path, source, capsys)
+    with memcommit.open(str(copy), read_only=True) as store:
+        a, b = store.get(stale), store.get(moved)
+        assert a is not None and b is not None
+        assert (a.status, a.tier, a.text) == ("stale", "mid", "an old belief, reworded")
+        assert (b.status, b.tier, b.text) == ("active", "long", "a summary, revised")
+        assert store.find() == [b]  # the stale one is not served as active
+
+
+def test_a_put_line_without_tier_or_status_keeps_the_memory_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    lines = [
+        {"op": "put", "key": "m1", "fields": {"text": "first", "tier": "mid"}},
+        {"op": "status", "key": "m1", "fields": {"status": "stale", "reason": "old"}},
+        {"op": "put", "key": "m1", "fields": {"text": "second"}},
+    ]
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    copy = tmp_path / "copy.db"
+    assert main(["import", str(copy), str(dump)]) == 0
+    with memcommit.open(str(copy), read_only=True) as store:
+        memory = store.get("m1")
+        assert memory is not None
+        assert (memory.text, memory.tier, memory.status) == ("second", "mid", "stale")
+
+
+def test_import_refuses_a_store_that_holds_records_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "memory.db"
+    _store_with_roles(source, compacted=False)
+    dump = tmp_path / "dump.jsonl"
+    assert main(["export", str(source), "--out", str(dump)]) == 0
+    target = tmp_path / "target.db"
+    with memcommit.open(str(target)) as store:
+        store.put("already here", id="m-existing")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+
+    assert main(["import", str(target), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{target} already holds 1 records" in err
+    assert "nothing was written" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_import_into_an_empty_file_or_an_empty_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(json.dumps({"op": "put", "key": "m1", "fields": {"text": "x"}}) + "\n")
+    empty_file = tmp_path / "empty.db"
+    empty_file.touch()
+    empty_log = tmp_path / "log.db"
+    memcommit.open(str(empty_log)).close()
+    for target in (empty_file, empty_log):
+        assert main(["import", str(target), str(dump)]) == 0
+        with memcommit.open(str(target), read_only=True) as store:
+            assert "m1" in store
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ({"op": "entity", "key": "lock\x00x", "fields": {}}, "fields.state"),
+        ({"op": "entity", "key": "lock\x00" + "k" * 1100, "fields": {"state": {}}}, "'key'"),
+        ({"op": "status", "key": "never-put", "fields": {"status": "stale"}}, "refused"),
+    ],
+    ids=["entity-without-state", "entity-key-too-long", "refused-by-the-store"],
+)
+def test_a_refused_import_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: dict[str, Any], problem: str
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    good = [
+        {"op": "put", "key": "m0", "fields": {"text": "fine"}},
+        {"op": "entity", "key": 'lock\x00["a"]', "fields": {"state": {"name": "a"}}},
+    ]
+    dump.write_text("".join(json.dumps(r) + "\n" for r in [*good, line]), encoding="utf-8")
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 3" in err
+    assert problem in err
+    assert "nothing was imported" in err
+    # The batch's memories and entities alike: no log, no lock file.
+    assert sorted(tmp_path.iterdir()) == [dump]
+
+
+def test_an_interrupted_import_of_nothing_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(json.dumps({"op": "put", "key": "m0", "fields": {"text": "x"}}) + "\n")
+
+    def interrupted(self: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("memcommit.cli._Import.flush", interrupted)
+    assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 130
+    assert sorted(tmp_path.iterdir()) == [dump]

@@ -100,6 +100,7 @@ def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
 ENTITY_EDITS = {
     "state is not UTF-8": (b"replica-a", b"replic\xff-a"),
     "state is not JSON": (b'"replica-a"', b'"replica-a,'),
+    "key is not UTF-8": (b'lock\x00["job"]', b'lock\x00["j\xffb"]'),
 }
 
 
@@ -116,3 +117,21 @@ def test_an_entity_that_does_not_decode_is_corrupt_log_at_open(
         assert_names(err.value, path, off, lsn)
     assert path.read_bytes() == before  # nothing cut, nothing written
     assert_repair_finds(path, off, capsys)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not a log at all, and long enough to hold a header" * 3, b"MEMCMLOG" + b"\x00" * 120],
+    ids=["foreign", "header-damaged"],
+)
+def test_a_writer_refuses_a_file_that_is_not_a_log_and_leaves_nothing_beside_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(memcommit.CorruptLog) as err:
+        memcommit.open(path)
+    assert str(path) in str(err.value)
+    assert "will not take over a file it does not recognise" in str(err.value)
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

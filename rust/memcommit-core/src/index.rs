@@ -478,6 +478,7 @@ impl Index {
                 self.seals.push(seal);
             }
             Op::Entity => {
+                std::str::from_utf8(rec.key).map_err(|_| "an entity whose key is not UTF-8")?;
                 memory::check_entity(rec.payload)?;
                 let live = memory::decode_entity(rec.payload).ok_or("malformed entity payload")?.is_some();
                 let before = if live {

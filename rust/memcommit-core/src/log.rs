@@ -298,6 +298,23 @@ fn lock_writer(path: &Path, display: &str) -> Result<File> {
     }
 }
 
+/// The header of the log file `file` and its bytes, or `Corrupt` for a file that does not
+/// start with one.
+fn read_header(file: &File, display: &str) -> Result<(FileHeader, [u8; HEADER_LEN])> {
+    let mut hb = [0u8; HEADER_LEN];
+    let n = ReadAt::read_at(file, &mut hb, 0).map_err(|e| Error::io(display, "read", e))?;
+    let header = FileHeader::decode(&hb[..n]).map_err(|reason| Error::Corrupt {
+        path: display.to_string(),
+        offset: 0,
+        lsn: 0,
+        reason: format!(
+            "{reason}. memcommit will not take over a file it does not recognise: check the path, \
+             or restore the log from a backup"
+        ),
+    })?;
+    Ok((header, hb))
+}
+
 /// Remove `<name>.tmp-*` files a crash left beside the log (a header that was never renamed
 /// into place). Called only by the writer, which holds the lock.
 fn remove_stale_temp_files(path: &Path) {
@@ -526,6 +543,15 @@ impl Log {
         let lock_file = if opts.read_only {
             None
         } else {
+            // A file that is there and is not a log is refused before the lock file is made,
+            // so nothing is left beside it.
+            if held.is_none() {
+                if let Ok(f) = File::open(path) {
+                    if f.metadata().is_ok_and(|m| m.len() > 0) {
+                        read_header(&f, &display)?;
+                    }
+                }
+            }
             let f = match held {
                 Some(f) => f,
                 None => lock_writer(path, &display)?,
@@ -545,17 +571,7 @@ impl Log {
             .open(path)
             .map_err(|e| Error::io(&display, "open", e))?;
         let file_len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
-        let mut hb = [0u8; HEADER_LEN];
-        let n = ReadAt::read_at(&file, &mut hb, 0).map_err(|e| Error::io(&display, "read", e))?;
-        let header = FileHeader::decode(&hb[..n]).map_err(|reason| Error::Corrupt {
-            path: display.clone(),
-            offset: 0,
-            lsn: 0,
-            reason: format!(
-                "{reason}. memcommit will not take over a file it does not recognise: check the path, \
-                 or restore the log from a backup"
-            ),
-        })?;
+        let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
         let mut st = State {
             header,

@@ -17,30 +17,10 @@ import pytest
 
 import memcommit
 from memcommit.cli import main
+from test_seals import crc32c
 
 READERS = ("info", "export", "verify", "snapshot")
 WRITERS = ("compact", "seal", "import")
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), as the log format checksums headers and records."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 def test_crc32c_matches_the_logs_own_checksums(tmp_path: Path) -> None:

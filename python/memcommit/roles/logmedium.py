@@ -132,12 +132,12 @@ class LogMedium:
         store's own index does); after a failed write or fsync every read raises
         :class:`~memcommit.WriterFailed`, since the cache may then hold what the disk does not.
         """
-        self._native.check_readable()
+        self._native.check_not_failed()
         return self._cache.get(kind, key)
 
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
         """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`."""
-        self._native.check_readable()
+        self._native.check_not_failed()
         return self._cache.scan(kind, prefix)
 
     def write(self, changes: Sequence[Change]) -> None:
@@ -165,5 +165,5 @@ class LogMedium:
 
     def count(self, kind: str | None = None) -> int:
         """Return how many entities there are (of `kind`, or of every kind)."""
-        self._native.check_readable()
+        self._native.check_not_failed()
         return self._cache.count(kind)

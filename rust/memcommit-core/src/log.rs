@@ -767,6 +767,13 @@ impl Log {
         if st.closed {
             return Err(Error::Closed { path: self.display.clone(), why: st.closed_why.clone() });
         }
+        self.check_not_failed()
+    }
+
+    /// Refuse a read once a write or fsync has failed (`WriterFailed`). Takes no lock (a flag),
+    /// so callers outside the core that keep state of their own (the roles' cache) can ask it
+    /// before every read.
+    pub fn check_not_failed(&self) -> Result<()> {
         if self.is_poisoned.load(Ordering::Acquire) {
             let reason = self.poisoned.lock().clone().unwrap_or_default();
             return Err(Error::WriterFailed {
@@ -778,12 +785,6 @@ impl Log {
             });
         }
         Ok(())
-    }
-
-    /// Whether the store may be read: `check_open` for callers outside the core that keep
-    /// state of their own (the roles' cache).
-    pub fn check_readable(&self) -> Result<()> {
-        self.check_open(&self.state.read())
     }
 
     pub(crate) fn check_writer(&self, st: &State) -> Result<()> {

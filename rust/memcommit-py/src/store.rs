@@ -399,10 +399,11 @@ impl NativeLog {
         self.run(py, |log| log.wait_durable(end))
     }
 
-    /// Raise unless the store may be read: closed (StoreClosed), or its writer failed
-    /// (WriterFailed: the state in memory may hold commits the disk does not).
-    fn check_readable(&self, py: Python<'_>) -> PyResult<()> {
-        self.run(py, |log| log.check_readable())
+    /// Raise WriterFailed if a write or fsync of this store has failed (the state in memory
+    /// may then hold commits the disk does not). Takes no lock and keeps the GIL: it is asked
+    /// before every read of the roles' cache.
+    fn check_not_failed(&self) -> PyResult<()> {
+        self.log().check_not_failed().map_err(to_py)
     }
 
     /// A number that changes whenever an entity may have changed.

@@ -646,6 +646,93 @@ def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) 
         process.terminate()
 
 
+def requests_served(url: str, path: str) -> int:
+    """How many requests for `path` the server has answered (its own metrics)."""
+    text = raw(url, "GET", "/v1/metrics")[2].decode()
+    prefix = f'memcommit_http_requests_total{{path="{path}",'
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("page_bytes", [None, 300])
+def test_a_new_client_sees_everything_committed_before_it_connected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_bytes: int | None
+) -> None:
+    if page_bytes is not None:  # small pages: the catch-up takes many requests
+        monkeypatch.setattr(memcommit.remote, "_READ_BYTES", page_bytes)
+    with ServerProcess(tmp_path / "full.db") as process:
+        with memcommit.RemoteStore(process.url) as writer:
+            ids = [writer.put(f"memory {i}", kind="fact", task="t") for i in range(100)]
+            for mid in ids[::3]:
+                writer.move(mid, "long")
+            for mid in ids[1::7]:
+                writer.stale(mid, "outdated")
+            writer.finish_task("t")
+            head = writer.lsn
+            want = {m.id: (m.tier, m.status, m.lsn) for m in writer.get_many(ids) if m}
+        with memcommit.RemoteStore(process.url) as reader:
+            assert reader.lsn == head
+            assert len(reader) == 100 and all(mid in reader for mid in ids)
+            got = {m.id: (m.tier, m.status, m.lsn) for m in reader.get_many(ids) if m}
+            assert got == want
+            assert reader.is_task_finished("t")
+            assert [r.lsn for r in reader.records()] == list(range(1, head + 1))
+
+
+def test_a_read_after_an_offline_compaction_rebuilds_the_replica(tmp_path: Path) -> None:
+    """No refresh(): the read itself notices the server's new generation."""
+    path = tmp_path / "offline.db"
+    process = ServerProcess(path)
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=20) as remote:
+            keep = remote.put("kept")
+            gone = remote.put("archived long ago")
+            remote.move(gone, "archive")
+            assert remote.get(gone) is not None and remote.generation == 0
+            port = process.port
+            process.terminate()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "memcommit",
+                    "compact",
+                    str(path),
+                    "--archived-older-than",
+                    "0",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            process = ServerProcess(path, port=port)
+            with pytest.raises(memcommit.Purged):
+                remote.get(gone)
+            assert remote.generation == 1 and remote.is_purged(gone)
+            assert gone not in remote and len(remote) == 1
+            assert [m.id for m in remote.find(status=None)] == [keep]
+            assert [m.id for m in remote.find(tier="archive", status=None)] == []
+    finally:
+        process.terminate()
+
+
+def test_reads_are_local_while_the_server_runs_and_served_while_it_is_away(
+    tmp_path: Path,
+) -> None:
+    process = ServerProcess(tmp_path / "local.db")
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=1) as remote:
+            mid = remote.put("read me")
+            asked = requests_served(process.url, "/v1/info")
+            for _ in range(20):
+                assert remote.get(mid) is not None and len(remote) == 1
+            # Reads asked the server nothing: the open connection vouches for the replica.
+            assert requests_served(process.url, "/v1/info") == asked
+            process.terminate()
+            assert remote.get(mid) is not None and remote.lsn == 1  # from the replica
+    finally:
+        process.terminate()
+
+
 def test_serve_help_names_its_options() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "memcommit", "serve", "--help"],

@@ -326,6 +326,118 @@ def test_a_malformed_request_gets_400_and_changes_nothing(
     assert headers["x-memcommit-lsn"] == head
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+NESTED_BODIES = {
+    "/v1/commit": [
+        "{inner}",
+        '{{"commits": {inner}}}',
+        '{{"commits": [{inner}]}}',
+        '{{"commits": [{{"id": {inner}, "ops": []}}]}}',
+        '{{"commits": [{{"id": "n", "ops": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "ops": [{inner}]}}]}}',
+        '{{"commits": [{{"id": "n", "ops": [["put", "a", {inner}, "note", null, "working", '
+        "null, [], []]]}}]}}",
+        '{{"commits": [{{"id": "n", "ops": [], "expect_lsn": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "role": {inner}, "method": "get"}}]}}',
+        '{{"commits": [{{"id": "n", "role": "locks", "method": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "role": "state", "method": "put", '
+        '"args": [["a"], "k", {inner}]}}]}}',
+        '{{"commits": [{{"id": "n", "role": "state", "method": "put", "args": [["a"], "k"], '
+        '"kwargs": {{"value": {inner}}}}}]}}',
+        '{{"commits": [{{"id": "n", "seal": true, "key": {inner}}}]}}',
+        '{{"commits": [], "retry_of": {inner}}}',
+    ],
+    "/v1/flush": ["{inner}", '{{"x": {inner}}}'],
+    "/v1/test/clock": ["{inner}", '{{"now_us": {inner}}}'],
+}
+NESTED_CASES = [
+    (path, template, depth)
+    for path, templates in NESTED_BODIES.items()
+    for template in templates
+    for depth in (memcommit.wire.MAX_DEPTH + 1, 100_000)
+]
+
+
+@pytest.fixture(scope="module")
+def clock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess(tmp_path_factory.mktemp("clocked") / "memory.db", "--test-clock") as p:
+        yield p
+
+
+@pytest.mark.parametrize(("path", "template", "depth"), NESTED_CASES)
+def test_a_deeply_nested_body_gets_400_and_changes_nothing(
+    clock_server: ServerProcess, path: str, template: str, depth: int
+) -> None:
+    before = json.loads(raw(clock_server.url, "GET", "/v1/info")[2])
+    clock = raw(clock_server.url, "GET", "/v1/test/clock")[2]
+    body = template.format(inner=nested(depth)).encode()
+    status, headers, answer = raw(clock_server.url, "POST", path, body)
+    assert status == 400, answer
+    error = json.loads(answer)["error"]
+    assert error["code"] == "bad_request"
+    assert f"nested more than {memcommit.wire.MAX_DEPTH} levels" in error["message"]
+    assert json.loads(raw(clock_server.url, "GET", "/v1/info")[2]) == before
+    assert headers["x-memcommit-lsn"] == str(before["lsn"])
+    assert raw(clock_server.url, "GET", "/v1/test/clock")[2] == clock
+    assert not any("Traceback" in line or "RecursionError" in line for line in clock_server.output)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"commits": [{"id": "u1", "ops": [[["put"]]]}]},
+        {"commits": [{"id": "u2", "ops": [[{"put": 1}]]}]},
+        {"commits": [{"id": "u3", "role": ["locks"], "method": "get"}]},
+        {"commits": [{"id": "u4", "role": {"a": 1}, "method": "get"}]},
+        {"commits": [{"id": "u5", "role": "locks", "method": ["get"]}]},
+    ],
+)
+def test_an_unhashable_name_gets_400_and_changes_nothing(
+    clock_server: ServerProcess, body: dict[str, Any]
+) -> None:
+    before = json.loads(raw(clock_server.url, "GET", "/v1/info")[2])
+    status, _, answer = raw(clock_server.url, "POST", "/v1/commit", json.dumps(body).encode())
+    assert status == 400, answer
+    assert json.loads(raw(clock_server.url, "GET", "/v1/info")[2]) == before
+    assert not any("Traceback" in line for line in clock_server.output)
+
+
+def test_a_flush_body_must_be_empty_or_an_object(server: ServerProcess) -> None:
+    assert raw(server.url, "POST", "/v1/flush")[0] == 200
+    assert raw(server.url, "POST", "/v1/flush", b"{}")[0] == 200
+    for body in (b"[]", b"not json", b"3"):
+        status, _, answer = raw(server.url, "POST", "/v1/flush", body)
+        assert status == 400, answer
+
+
+def test_values_nest_up_to_the_wire_limit_through_a_remote_store(
+    store: memcommit.RemoteStore,
+) -> None:
+    def value(depth: int) -> Any:
+        out: Any = "leaf"
+        for _ in range(depth):
+            out = [out]
+        return out
+
+    ns = ("deep", str(time.monotonic_ns()))
+    fits = value(memcommit.wire.MAX_DEPTH - 10)
+    assert store.state.put(ns, "fits", fits).value == fits
+    assert store.state.get(ns, "fits").value == fits
+    head = store.lsn
+    with pytest.raises(ServerError) as caught:
+        store.state.put(ns, "too-deep", value(memcommit.wire.MAX_DEPTH))
+    assert caught.value.status == 400 and "nested more than" in str(caught.value)
+    assert store.refresh() == 0 and store.lsn == head
+    assert store.state.get(ns, "too-deep") is None
+    # Data travels as JSON text: it nests as deep as a local store allows.
+    deep_data = {"d": value(500)}
+    mid = store.put("deep data", data=deep_data)
+    assert store.get(mid).data == deep_data
+
+
 def test_limits_on_request_size(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "small.db", "--max-request-bytes", "1000") as small:
         status, _, answer = raw(small.url, "POST", "/v1/commit", b"{" + b" " * 2000 + b"}")

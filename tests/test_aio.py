@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import memcommit
-from memcommit.aio import AsyncMemoryStore
+from memcommit.aio import AsyncMemoryStore, AsyncRole
 from memcommit.server import ServerProcess
+from memcommit.store import MemoryStore
 from memcommit.testing import ControllableClock
 
 
@@ -30,6 +31,71 @@ def test_every_store_method_is_a_coroutine(tmp_path: Path) -> None:
     assert "acquire" in dir(astore.locks)
     run(astore.close())
     assert astore.store.closed
+
+
+def public(cls: type) -> list[str]:
+    return sorted(name for name in dir(cls) if not name.startswith("_"))
+
+
+def forwards_everything(function: object) -> bool:
+    kinds = {p.kind for p in inspect.signature(function).parameters.values()}  # type: ignore[arg-type]
+    return {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD} <= kinds
+
+
+def test_the_facade_covers_every_public_member_of_a_store(tmp_path: Path) -> None:
+    """By reflection: each public name of MemoryStore is on AsyncMemoryStore, as its kind says."""
+    store = memcommit.open(tmp_path / "cover.db")
+    store.put("one memory")
+    astore = AsyncMemoryStore(store)
+    missing = [n for n in public(MemoryStore) if not hasattr(AsyncMemoryStore, n)]
+    assert missing == [], f"AsyncMemoryStore lacks {missing}"
+
+    async def check() -> None:
+        for name in public(MemoryStore):
+            sync = inspect.getattr_static(MemoryStore, name)
+            facade = inspect.getattr_static(AsyncMemoryStore, name)
+            if isinstance(sync, property):
+                # A property: a property, or a coroutine method of no arguments giving its value.
+                if isinstance(facade, property):
+                    assert getattr(astore, name) == getattr(store, name), name
+                else:
+                    assert inspect.iscoroutinefunction(facade), name
+                    assert list(inspect.signature(facade).parameters) == ["self"], name
+                    assert await getattr(astore, name)() == getattr(store, name), name
+                continue
+            assert inspect.isfunction(sync) and inspect.isfunction(facade), name
+            if not forwards_everything(facade):
+                assert list(inspect.signature(facade).parameters) == list(
+                    inspect.signature(sync).parameters
+                ), name
+            if not (inspect.iscoroutinefunction(facade) or inspect.isasyncgenfunction(facade)):
+                # Not awaited itself: it must give an async context manager (commit).
+                made = getattr(astore, name)()
+                assert hasattr(made, "__aenter__") and hasattr(made, "__aexit__"), name
+        # The roles (instance attributes, declared on the class) and the container protocol.
+        assert set(MemoryStore.__annotations__) <= set(AsyncMemoryStore.__annotations__)
+        for role in MemoryStore.__annotations__:
+            cls = type(getattr(store, role))
+            assert isinstance(getattr(astore, role), AsyncRole), role
+            methods = {n for n in public(cls) if inspect.isfunction(inspect.getattr_static(cls, n))}
+            assert methods <= set(dir(getattr(astore, role))), role
+        assert await astore.count() == len(store) and await astore.contains(store.find()[0].id)
+        await astore.close()
+
+    run(check())
+
+
+def test_snapshot_and_manifest_through_the_facade(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncMemoryStore(memcommit.open(tmp_path / "snap.db")) as astore:
+            mid = await astore.put("snapshotted")
+            await astore.save_snapshot(tmp_path / "state.json")
+            assert await astore.manifest() == [] and not await astore.is_purged(mid)
+            assert astore.path == str(tmp_path / "snap.db")
+
+    run(main())
+    with memcommit.open(tmp_path / "snap.db", snapshot=tmp_path / "state.json") as reopened:
+        assert [m.text for m in reopened.find()] == ["snapshotted"]
 
 
 def test_reads_writes_commits_and_roles(tmp_path: Path) -> None:
@@ -124,7 +190,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield process
 
 
-def test_an_async_remote_store(server: ServerProcess) -> None:
+def test_an_async_remote_store(server: ServerProcess, tmp_path: Path) -> None:
     async def main() -> None:
         async with AsyncMemoryStore(memcommit.RemoteStore(server.url)) as astore:
             ids = await asyncio.gather(*(astore.put(f"remote {i}") for i in range(20)))
@@ -136,5 +202,11 @@ def test_an_async_remote_store(server: ServerProcess) -> None:
             with pytest.raises(memcommit.ClaimLostError):
                 await astore.steps.start(run_.run_id, "1", name="n", token=claim.token + 1)
             assert await astore.refresh() >= 0
+            assert astore.path is None and astore.read_only is False
+            assert await astore.generation() == 0 and await astore.manifest() == []
+            assert await astore.store_id() == astore.store.store_id
+            assert not await astore.is_purged(ids[0])
+            with pytest.raises(memcommit.NotSupported):
+                await astore.save_snapshot(tmp_path / "remote.json")
 
     run(main())

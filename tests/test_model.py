@@ -1,7 +1,8 @@
 """Model-based test: random operations against a store and a plain-Python model of SPEC 3-4.
 
-A hypothesis state machine drives a file store (durability "none" for speed) and a model
-written from the spec alone:
+A hypothesis state machine drives a store of each kind (a log file with durability "none"
+for speed, ``:memory:``, and a ``RemoteStore`` on a ``memcommit serve --test-clock`` process
+of its own per example) and a model written from the spec alone:
 
 * ``put`` creates a memory, or replaces the content of an existing id (kind, text, data,
   task, tags, sources) keeping its tier, status, creation time and creation order;
@@ -13,26 +14,35 @@ written from the spec alone:
   rejected commit, or one whose block raises, writes nothing.
 
 After every step get/get_many/find/len/lsn/contains/history agree with the model; one
-rule closes and reopens the store and checks the whole log.
+rule closes and reopens the store (a new client, for a RemoteStore: it must catch up with
+the whole log) and checks the whole log.
 
-CI runs a modest number of examples; ``MEMCOMMIT_LONG=1`` runs many more.
+CI runs a modest number of examples per kind; ``MEMCOMMIT_LONG=1`` runs many more.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import memcommit
 from memcommit import Rejected
+from memcommit.clock import to_microseconds
+from memcommit.server import ServerProcess
 from memcommit.testing import ControllableClock
 
 LONG = os.environ.get("MEMCOMMIT_LONG") == "1"
@@ -195,19 +205,128 @@ def run_op(target: Any, op: tuple[Any, ...]) -> Any:
     raise AssertionError(op)
 
 
-class StoreMachine(RuleBasedStateMachine):
+# -- the store kinds ---------------------------------------------------------------------------
+
+
+class Kind:
+    """How one kind of store is opened, reopened and disposed of, for one example."""
+
+    clock: ControllableClock
+    store: Any
+
+    def reopen(self) -> Any:
+        """Close the store and return it opened again on the same log."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class FileKind(Kind):
     def __init__(self) -> None:
-        super().__init__()
         self.dir = tempfile.mkdtemp(prefix="memcommit-model-")
         self.path = os.path.join(self.dir, "model.db")
         self.clock = ControllableClock(START)
         self.store = memcommit.open(self.path, clock=self.clock, durability="none")
+
+    def reopen(self) -> Any:
+        self.store.close()
+        self.store = memcommit.open(self.path, clock=self.clock, durability="none")
+        return self.store
+
+    def close(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class MemoryKind(Kind):
+    def __init__(self) -> None:
+        self.clock = ControllableClock(START)
+        self.store = memcommit.open(":memory:", clock=self.clock)
+
+    def reopen(self) -> Any:
+        return self.store  # a RAM store has nothing to reopen from: it stays open
+
+
+class ServerClock(ControllableClock):
+    """A ControllableClock that moves the server's (``--test-clock``) clock with it."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(START)
+        self._url = url
+
+    def advance(self, ms: int | timedelta) -> None:
+        super().advance(ms)
+        body = json.dumps({"now_us": to_microseconds(self.now())}).encode()
+        request = urllib.request.Request(f"{self._url}/v1/test/clock", body, method="POST")
+        with urllib.request.urlopen(request) as answer:
+            assert answer.status == 200
+
+
+class Servers:
+    """Fresh ``memcommit serve`` processes, one per example, the next started ahead."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._count = 0
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="model-servers")
+        self._next: Future[ServerProcess] | None = None
+
+    def _start(self, path: Path) -> ServerProcess:
+        start_ms = str(int(START.timestamp() * 1000))
+        return ServerProcess(path, "--test-clock", start_ms, "--durability", "none")
+
+    def take(self) -> ServerProcess:
+        upcoming = self._next or self._pool.submit(self._start, self._path())
+        self._next = self._pool.submit(self._start, self._path())
+        return upcoming.result()
+
+    def _path(self) -> Path:
+        self._count += 1
+        return self._root / f"model-{self._count}.db"
+
+    def dispose(self, server: ServerProcess) -> None:
+        self._pool.submit(server.terminate)
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.result().terminate()
+        self._pool.shutdown(wait=True)
+
+
+class RemoteKind(Kind):
+    def __init__(self, servers: Servers) -> None:
+        self.servers = servers
+        self.server = servers.take()
+        self.clock = ServerClock(self.server.url)
+        try:
+            self.store = memcommit.RemoteStore(self.server.url)
+        except BaseException:
+            servers.dispose(self.server)
+            raise
+
+    def reopen(self) -> Any:
+        # A new client: its first read must see the whole log, with no refresh().
+        self.store.close()
+        self.store = memcommit.RemoteStore(self.server.url)
+        return self.store
+
+    def close(self) -> None:
+        self.store.close()
+        self.servers.dispose(self.server)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    def __init__(self, kind: Kind) -> None:
+        super().__init__()
+        self.kind = kind
+        self.clock = kind.clock
+        self.store = kind.store
         self.model = Model()
         self.generated: list[str] = []
 
     def teardown(self) -> None:
-        self.store.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.kind.close()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -489,8 +608,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.store.close()
-        self.store = memcommit.open(self.path, clock=self.clock, durability="none")
+        self.store = self.kind.reopen()
         self.check_log()
 
     # -- checks ----------------------------------------------------------------------------
@@ -573,10 +691,42 @@ class StoreMachine(RuleBasedStateMachine):
             self.check_memory(m, model.mems[m.id])
 
 
-StoreMachine.TestCase.settings = settings(
-    max_examples=2_000 if LONG else 150,
-    stateful_step_count=100 if LONG else 50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+# Examples per kind: CI keeps the whole file to a few tens of seconds; MEMCOMMIT_LONG=1
+# runs the long setting.
+EXAMPLES = (
+    {"file": 2_000, "memory": 2_000, "remote": 300}
+    if LONG
+    else {"file": 100, "memory": 50, "remote": 20}
 )
-TestStoreModel = StoreMachine.TestCase
+STEPS = 100 if LONG else 50
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    pool = Servers(tmp_path_factory.mktemp("model-served"))
+    yield pool
+    pool.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "memory", "remote"])
+def test_store_model(kind: str, request: pytest.FixtureRequest) -> None:
+    make: Callable[[], Kind]
+    if kind == "file":
+        make = FileKind
+    elif kind == "memory":
+        make = MemoryKind
+    else:
+        pool: Servers = request.getfixturevalue("servers")
+
+        def make() -> Kind:
+            return RemoteKind(pool)
+
+    run_state_machine_as_test(
+        lambda: StoreMachine(make()),
+        settings=settings(
+            max_examples=EXAMPLES[kind],
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

@@ -326,6 +326,118 @@ def test_a_malformed_request_gets_400_and_changes_nothing(
     assert headers["x-memcommit-lsn"] == head
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+NESTED_BODIES = {
+    "/v1/commit": [
+        "{inner}",
+        '{{"commits": {inner}}}',
+        '{{"commits": [{inner}]}}',
+        '{{"commits": [{{"id": {inner}, "ops": []}}]}}',
+        '{{"commits": [{{"id": "n", "ops": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "ops": [{inner}]}}]}}',
+        '{{"commits": [{{"id": "n", "ops": [["put", "a", {inner}, "note", null, "working", '
+        "null, [], []]]}}]}}",
+        '{{"commits": [{{"id": "n", "ops": [], "expect_lsn": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "role": {inner}, "method": "get"}}]}}',
+        '{{"commits": [{{"id": "n", "role": "locks", "method": {inner}}}]}}',
+        '{{"commits": [{{"id": "n", "role": "state", "method": "put", '
+        '"args": [["a"], "k", {inner}]}}]}}',
+        '{{"commits": [{{"id": "n", "role": "state", "method": "put", "args": [["a"], "k"], '
+        '"kwargs": {{"value": {inner}}}}}]}}',
+        '{{"commits": [{{"id": "n", "seal": true, "key": {inner}}}]}}',
+        '{{"commits": [], "retry_of": {inner}}}',
+    ],
+    "/v1/flush": ["{inner}", '{{"x": {inner}}}'],
+    "/v1/test/clock": ["{inner}", '{{"now_us": {inner}}}'],
+}
+NESTED_CASES = [
+    (path, template, depth)
+    for path, templates in NESTED_BODIES.items()
+    for template in templates
+    for depth in (memcommit.wire.MAX_DEPTH + 1, 100_000)
+]
+
+
+@pytest.fixture(scope="module")
+def clock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess(tmp_path_factory.mktemp("clocked") / "memory.db", "--test-clock") as p:
+        yield p
+
+
+@pytest.mark.parametrize(("path", "template", "depth"), NESTED_CASES)
+def test_a_deeply_nested_body_gets_400_and_changes_nothing(
+    clock_server: ServerProcess, path: str, template: str, depth: int
+) -> None:
+    before = json.loads(raw(clock_server.url, "GET", "/v1/info")[2])
+    clock = raw(clock_server.url, "GET", "/v1/test/clock")[2]
+    body = template.format(inner=nested(depth)).encode()
+    status, headers, answer = raw(clock_server.url, "POST", path, body)
+    assert status == 400, answer
+    error = json.loads(answer)["error"]
+    assert error["code"] == "bad_request"
+    assert f"nested more than {memcommit.wire.MAX_DEPTH} levels" in error["message"]
+    assert json.loads(raw(clock_server.url, "GET", "/v1/info")[2]) == before
+    assert headers["x-memcommit-lsn"] == str(before["lsn"])
+    assert raw(clock_server.url, "GET", "/v1/test/clock")[2] == clock
+    assert not any("Traceback" in line or "RecursionError" in line for line in clock_server.output)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"commits": [{"id": "u1", "ops": [[["put"]]]}]},
+        {"commits": [{"id": "u2", "ops": [[{"put": 1}]]}]},
+        {"commits": [{"id": "u3", "role": ["locks"], "method": "get"}]},
+        {"commits": [{"id": "u4", "role": {"a": 1}, "method": "get"}]},
+        {"commits": [{"id": "u5", "role": "locks", "method": ["get"]}]},
+    ],
+)
+def test_an_unhashable_name_gets_400_and_changes_nothing(
+    clock_server: ServerProcess, body: dict[str, Any]
+) -> None:
+    before = json.loads(raw(clock_server.url, "GET", "/v1/info")[2])
+    status, _, answer = raw(clock_server.url, "POST", "/v1/commit", json.dumps(body).encode())
+    assert status == 400, answer
+    assert json.loads(raw(clock_server.url, "GET", "/v1/info")[2]) == before
+    assert not any("Traceback" in line for line in clock_server.output)
+
+
+def test_a_flush_body_must_be_empty_or_an_object(server: ServerProcess) -> None:
+    assert raw(server.url, "POST", "/v1/flush")[0] == 200
+    assert raw(server.url, "POST", "/v1/flush", b"{}")[0] == 200
+    for body in (b"[]", b"not json", b"3"):
+        status, _, answer = raw(server.url, "POST", "/v1/flush", body)
+        assert status == 400, answer
+
+
+def test_values_nest_up_to_the_wire_limit_through_a_remote_store(
+    store: memcommit.RemoteStore,
+) -> None:
+    def value(depth: int) -> Any:
+        out: Any = "leaf"
+        for _ in range(depth):
+            out = [out]
+        return out
+
+    ns = ("deep", str(time.monotonic_ns()))
+    fits = value(memcommit.wire.MAX_DEPTH - 10)
+    assert store.state.put(ns, "fits", fits).value == fits
+    assert store.state.get(ns, "fits").value == fits
+    head = store.lsn
+    with pytest.raises(ServerError) as caught:
+        store.state.put(ns, "too-deep", value(memcommit.wire.MAX_DEPTH))
+    assert caught.value.status == 400 and "nested more than" in str(caught.value)
+    assert store.refresh() == 0 and store.lsn == head
+    assert store.state.get(ns, "too-deep") is None
+    # Data travels as JSON text: it nests as deep as a local store allows.
+    deep_data = {"d": value(500)}
+    mid = store.put("deep data", data=deep_data)
+    assert store.get(mid).data == deep_data
+
+
 def test_limits_on_request_size(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "small.db", "--max-request-bytes", "1000") as small:
         status, _, answer = raw(small.url, "POST", "/v1/commit", b"{" + b" " * 2000 + b"}")
@@ -642,6 +754,93 @@ def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) 
             process = ServerProcess(path, port=port)
             remote.refresh()
             assert remote.get(keep) is None and len(remote) == 0
+    finally:
+        process.terminate()
+
+
+def requests_served(url: str, path: str) -> int:
+    """How many requests for `path` the server has answered (its own metrics)."""
+    text = raw(url, "GET", "/v1/metrics")[2].decode()
+    prefix = f'memcommit_http_requests_total{{path="{path}",'
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("page_bytes", [None, 300])
+def test_a_new_client_sees_everything_committed_before_it_connected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_bytes: int | None
+) -> None:
+    if page_bytes is not None:  # small pages: the catch-up takes many requests
+        monkeypatch.setattr(memcommit.remote, "_READ_BYTES", page_bytes)
+    with ServerProcess(tmp_path / "full.db") as process:
+        with memcommit.RemoteStore(process.url) as writer:
+            ids = [writer.put(f"memory {i}", kind="fact", task="t") for i in range(100)]
+            for mid in ids[::3]:
+                writer.move(mid, "long")
+            for mid in ids[1::7]:
+                writer.stale(mid, "outdated")
+            writer.finish_task("t")
+            head = writer.lsn
+            want = {m.id: (m.tier, m.status, m.lsn) for m in writer.get_many(ids) if m}
+        with memcommit.RemoteStore(process.url) as reader:
+            assert reader.lsn == head
+            assert len(reader) == 100 and all(mid in reader for mid in ids)
+            got = {m.id: (m.tier, m.status, m.lsn) for m in reader.get_many(ids) if m}
+            assert got == want
+            assert reader.is_task_finished("t")
+            assert [r.lsn for r in reader.records()] == list(range(1, head + 1))
+
+
+def test_a_read_after_an_offline_compaction_rebuilds_the_replica(tmp_path: Path) -> None:
+    """No refresh(): the read itself notices the server's new generation."""
+    path = tmp_path / "offline.db"
+    process = ServerProcess(path)
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=20) as remote:
+            keep = remote.put("kept")
+            gone = remote.put("archived long ago")
+            remote.move(gone, "archive")
+            assert remote.get(gone) is not None and remote.generation == 0
+            port = process.port
+            process.terminate()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "memcommit",
+                    "compact",
+                    str(path),
+                    "--archived-older-than",
+                    "0",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            process = ServerProcess(path, port=port)
+            with pytest.raises(memcommit.Purged):
+                remote.get(gone)
+            assert remote.generation == 1 and remote.is_purged(gone)
+            assert gone not in remote and len(remote) == 1
+            assert [m.id for m in remote.find(status=None)] == [keep]
+            assert [m.id for m in remote.find(tier="archive", status=None)] == []
+    finally:
+        process.terminate()
+
+
+def test_reads_are_local_while_the_server_runs_and_served_while_it_is_away(
+    tmp_path: Path,
+) -> None:
+    process = ServerProcess(tmp_path / "local.db")
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=1) as remote:
+            mid = remote.put("read me")
+            asked = requests_served(process.url, "/v1/info")
+            for _ in range(20):
+                assert remote.get(mid) is not None and len(remote) == 1
+            # Reads asked the server nothing: the open connection vouches for the replica.
+            assert requests_served(process.url, "/v1/info") == asked
+            process.terminate()
+            assert remote.get(mid) is not None and remote.lsn == 1  # from the replica
     finally:
         process.terminate()
 

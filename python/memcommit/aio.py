@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -121,6 +122,14 @@ class AsyncCommit:
 
 class AsyncMemoryStore:
     """Every method of a store as a coroutine; writes in one worker thread, in order.
+
+    Every public member of :class:`~memcommit.MemoryStore` is here under the same name:
+    methods as coroutines (``records`` as an async iterator, ``commit`` as an ``async with``
+    block); the properties that read the store's state (``lsn``, ``generation``,
+    ``store_id``, ``recovered_bytes``) as coroutine methods, since reading them may catch a
+    :class:`~memcommit.RemoteStore` up over the network; ``path``, ``read_only`` and
+    ``closed``, fixed facts, as properties. ``len(store)`` is :meth:`count` and
+    ``id in store`` is :meth:`contains`.
 
     Args:
         store: The store to wrap (a :class:`~memcommit.MemoryStore` or a
@@ -306,7 +315,44 @@ class AsyncMemoryStore:
         """The seals of the current log generation (``store.seals()``)."""
         return await self._read(self.store.seals)
 
+    async def is_purged(self, id: str) -> bool:
+        """Whether log compaction purged memory `id` (``store.is_purged``)."""
+        return await self._read(lambda: self.store.is_purged(id))
+
+    async def manifest(self) -> list[dict[str, Any]]:
+        """The compaction manifest's entries, oldest first (``store.manifest()``)."""
+        return await self._read(self.store.manifest)
+
+    async def save_snapshot(self, path: str | os.PathLike[str]) -> None:
+        """Write the store's state as JSON to `path` (``store.save_snapshot``), off the loop.
+
+        It sees every write awaited before it.
+        """
+        await self._read(lambda: self.store.save_snapshot(path))
+
+    async def generation(self) -> int:
+        """The log generation (the store's ``generation``)."""
+        return await self._read(lambda: self.store.generation)
+
+    async def store_id(self) -> str:
+        """The store's random id (the store's ``store_id``)."""
+        return await self._read(lambda: self.store.store_id)
+
+    async def recovered_bytes(self) -> int:
+        """Bytes cut from the file's tail at open (the store's ``recovered_bytes``)."""
+        return await self._read(lambda: self.store.recovered_bytes)
+
     # -- the facade itself -------------------------------------------------------------------
+
+    @property
+    def path(self) -> str | None:
+        """The store's log file, or None (in RAM, or a RemoteStore): fixed at open."""
+        return self.store.path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only: fixed at open."""
+        return self.store.read_only
 
     @property
     def closed(self) -> bool:

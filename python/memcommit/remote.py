@@ -5,6 +5,8 @@ roles' compare-and-set hold across processes); memory reads are served from a **
 replica**: a read-only log in RAM fed with the server's raw records and checked by the same
 Rust code that replays a log file.
 
+* A new store starts with everything the server had committed when it connected (however
+  many requests the log takes to fetch).
 * Your own commits are visible to your next read: a read first pulls the log up to the
   newest commit this store made (read-your-writes), and nothing else.
 * :meth:`RemoteStore.refresh` pulls what other processes committed; ``refresh(wait=5)``
@@ -13,7 +15,11 @@ Rust code that replays a log file.
 * A refused commit raises :class:`~memcommit.Rejected` with the server's reason; a role error
   arrives as the same class the server raised, with its fields.
 * After a log compaction on the server (a new generation), or when the server's log is
-  another store's, the replica is rebuilt from a snapshot on the next read or refresh.
+  another store's, the replica is rebuilt from a snapshot on the next read or refresh. A
+  served log is compacted or replaced only while its server is stopped, so a read asks the
+  server nothing while a connection that server answered on is still open; once none is, it
+  asks which log the server serves (one small request) before reading, and reads from the
+  replica as it stands if the server cannot be reached.
 * Commits from many threads of one process are pipelined: the ones queued together travel in
   one request, and the server fsyncs them together.
 * A commit whose answer is lost (a reset connection, a timeout) is resent with the same
@@ -37,6 +43,7 @@ import inspect
 import itertools
 import os
 import secrets
+import select
 import socket
 import ssl
 import threading
@@ -68,10 +75,44 @@ class _MaybeSent(Exception):
     """The request may have reached the server; its answer was lost."""
 
 
+class _Connection(http.client.HTTPConnection):
+    """A keep-alive connection that remembers which server start last answered on it."""
+
+    heard: str | None = None
+
+
+class _TlsConnection(http.client.HTTPSConnection):
+    """An HTTPS keep-alive connection that remembers which server start last answered on it."""
+
+    heard: str | None = None
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle connection was closed (or written to) by the other end.
+
+    An idle HTTP/1.1 connection receives nothing until it sends a request, so a socket that
+    is readable now holds an end of stream (the server closed it: it stopped, or its
+    keep-alive ran out) or bytes no request asked for; either way it is done.
+    """
+    sock = conn.sock
+    if sock is None:
+        return True
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
 class _Http:
     """A small pool of keep-alive HTTP/1.1 connections to one server (stdlib ``http.client``).
 
-    Safe to share between threads: each request takes a connection of its own.
+    Safe to share between threads: each request takes a connection of its own. Each
+    connection remembers the server start (``X-Memcommit-Boot``) that last answered on it:
+    while such a connection stays open, that server process is still running
+    (:meth:`hears`).
     """
 
     def __init__(self, url: str, token: str | None, timeout: float, ca_file: str | None) -> None:
@@ -90,21 +131,21 @@ class _Http:
         self._headers = {"Content-Type": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._idle: list[http.client.HTTPConnection] = []
-        self._busy: set[http.client.HTTPConnection] = set()
+        self._idle: list[_Connection | _TlsConnection] = []
+        self._busy: set[_Connection | _TlsConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float) -> _Connection | _TlsConnection:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             if self._https:
-                conn = http.client.HTTPSConnection(
+                conn = _TlsConnection(
                     self._host, self._port, timeout=timeout, context=self._context
                 )
             else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+                conn = _Connection(self._host, self._port, timeout=timeout)
         if conn.sock is None:
             try:
                 conn.connect()
@@ -143,12 +184,31 @@ class _Http:
         finally:
             with self._lock:
                 self._busy.discard(conn)
+        conn.heard = response.headers.get(wire.H_BOOT) or None
         if response.will_close or self._closed:
             conn.close()
         else:
             with self._lock:
                 self._idle.append(conn)
         return response.status, response.headers, data
+
+    def hears(self, boot: str | None) -> bool:
+        """Whether an idle connection that server start `boot` last answered on is still open.
+
+        Open means that server process has been running ever since (a new process cannot
+        hold its predecessor's connections). Idle connections found closed are dropped.
+        """
+        if boot is None:
+            return False
+        with self._lock:
+            for conn in list(self._idle):
+                if conn.heard != boot:
+                    continue
+                if not _closed_by_peer(conn):
+                    return True
+                self._idle.remove(conn)
+                conn.close()
+        return False
 
     def close(self) -> None:
         """Close every connection; a request waiting on one (a long poll) fails at once."""
@@ -402,6 +462,9 @@ class RemoteStore(MemoryStore):
         self._resync_needed = False
         self._boot: str | None = None
         self._identity = ("", 0)
+        # The server start that last answered with the replica's store and generation: while
+        # a connection it answered on is open, the log cannot have been compacted or replaced.
+        self._confirmed: str | None = None
         self._scratch = _native.NativeLog.memory()
         self._commit_id = _CommitIds()
         self._pipe: list[_Pending] = []
@@ -412,7 +475,7 @@ class RemoteStore(MemoryStore):
         self._follower: threading.Thread | None = None
         self._manifest: list[dict[str, Any]] = []
         try:
-            replica = self._bootstrap(max_bytes=1)
+            replica = self._bootstrap()
         except BaseException:
             self._http.close()
             raise
@@ -444,8 +507,10 @@ class RemoteStore(MemoryStore):
         if boot:
             self._boot = boot
         store, generation = headers.get(wire.H_STORE), headers.get(wire.H_GENERATION)
-        if store and generation is not None and (store, int(generation)) != self._identity:
-            if self._identity[0]:
+        if store and generation is not None:
+            if (store, int(generation)) == self._identity:
+                self._confirmed = boot or None
+            elif self._identity[0]:
                 self._resync_needed = True
 
     def _request(
@@ -623,23 +688,65 @@ class RemoteStore(MemoryStore):
 
     # -- the replica -------------------------------------------------------------------------
 
-    def _bootstrap(self, max_bytes: int = _READ_BYTES) -> _native.NativeLog:
-        """Build a replica from the server's snapshot (the header and the first commits)."""
-        _, headers, data = self._request("GET", f"/v1/snapshot?max_bytes={max_bytes}")
-        replica = _native.NativeLog.replica(data[:64])
-        if len(data) > 64:
-            replica.apply_raw(data[64:])
-        # Purges happen only in log compaction, which starts a new generation and so a new
-        # bootstrap: the manifest read here stays right for this replica's life.
-        _, _, body = self._request("GET", "/v1/manifest")
+    def _bootstrap(self) -> _native.NativeLog:
+        """Build a replica of the server's log as it is now, however many pages it takes.
+
+        The snapshot gives the header, the first commits and the head at that instant; the
+        log is then read page after page up to that head. If the server's log changes
+        generation meanwhile, it starts over.
+        """
+        while True:
+            _, headers, data = self._request("GET", f"/v1/snapshot?max_bytes={_READ_BYTES}")
+            identity = (str(headers[wire.H_STORE]), int(headers[wire.H_GENERATION]))
+            head = int(headers[wire.H_LSN])
+            replica = _native.NativeLog.replica(data[:64])
+            try:
+                if len(data) > 64:
+                    replica.apply_raw(data[64:])
+                caught_up = self._catch_up(replica, identity, head)
+                if caught_up:
+                    # Purges happen only in log compaction, which starts a new generation and
+                    # so a new bootstrap: the manifest read here stays right for this
+                    # replica's life (if its answer is of the same log).
+                    _, answer, body = self._request("GET", "/v1/manifest")
+                    same = (answer.get(wire.H_STORE), answer.get(wire.H_GENERATION)) == (
+                        identity[0],
+                        str(identity[1]),
+                    )
+                    caught_up = same
+            except BaseException:
+                replica.close()
+                raise
+            if caught_up:
+                break
+            replica.close()
         manifest = wire.decode_value(wire.loads(body)["manifest"])
         purged = [str(i) for entry in manifest for i in entry.get("purged", ())]
         if purged:
             replica.add_purged(purged)
         self._manifest = manifest
-        self._identity = (str(headers[wire.H_STORE]), int(headers[wire.H_GENERATION]))
+        self._identity = identity
+        self._confirmed = answer.get(wire.H_BOOT) or None
         self._resync_needed = False
         return replica
+
+    def _catch_up(self, replica: _native.NativeLog, identity: tuple[str, int], head: int) -> bool:
+        """Apply the server's log to a new replica up to `head`, page by page.
+
+        Returns False if the server's log is no longer the one named by `identity` (or no
+        longer reaches `head`): the bootstrap must start over.
+        """
+        store, generation = identity
+        while replica.lsn < head:
+            query = (
+                f"/v1/log?after={replica.lsn}&store={store}&generation={generation}"
+                f"&max_bytes={_READ_BYTES}"
+            )
+            status, _, data = self._request("GET", query)
+            if status == 409 or not data:
+                return False
+            replica.apply_raw(data)
+        return True
 
     def _pull(self, target: int | None, wait: float = 0.0) -> int:
         """Apply the server's commits until the replica reaches `target` (None: the head).
@@ -717,10 +824,29 @@ class RemoteStore(MemoryStore):
             return int(replica.info()["records"])
 
     def _fresh(self) -> None:
-        """Catch the replica up with this store's own commits (and resync if it must)."""
+        """Before a read: make sure the replica is of the server's log, with our own commits.
+
+        The replica's log is still the server's as long as a connection the server answered
+        on (with this log's store and generation) is open: a log is compacted or replaced
+        only while its server is stopped, and a stopped server's connections are closed.
+        Otherwise one request asks the server which log it serves; a new generation or
+        another store's log rebuilds the replica before the read. If the server cannot be
+        reached, the read is served from the replica as it stands.
+        """
         self._check_open()
+        if not self._resync_needed and not self._http.hears(self._confirmed):
+            self._probe()
         if self._resync_needed or self._replica.lsn < self._want:
             self._pull(self._want)
+
+    def _probe(self) -> None:
+        """Ask the server once which log it serves (its answer's headers say); never wait."""
+        try:
+            status, headers, _ = self._http.request("GET", "/v1/info")
+        except (_NotSent, _MaybeSent):
+            return  # the server is away: the replica is the best this store knows
+        if status != 503:
+            self._note(headers)
 
     def refresh(self, wait: float = 0.0) -> int:
         """Apply what was committed on the server since the last look.

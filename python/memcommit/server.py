@@ -22,7 +22,8 @@ itself under ``--durability commit``; ``batch`` leaves the fsync to the engine's
 Security: the server binds loopback unless told otherwise and refuses any other address
 without a token (``--token-file``); the token is compared in constant time and a request
 without it gets 401. TLS with ``--tls-cert``/``--tls-key``. Requests are limited in size
-(``--max-request-bytes``); a malformed one gets 400 with a message and changes nothing.
+(``--max-request-bytes``, 413 above it) and in JSON nesting (:data:`memcommit.wire.MAX_DEPTH`
+levels); a malformed one gets 400 with a message and changes nothing.
 
 Shutdown: on SIGTERM (or SIGINT) the server stops taking commits (503), wakes every waiting
 reader, lets the commits already queued finish and be fsynced, answers them, then closes the
@@ -120,6 +121,9 @@ def role_methods() -> dict[str, frozenset[str]]:
             if not attr.startswith("_")
         )
     return out
+
+
+_NO_BODY = object()
 
 
 class _BadRequest(Exception):
@@ -383,6 +387,11 @@ def _data(text: Any) -> Any:
         return json.loads(text)
     except ValueError as e:
         raise ValueError(f"data is not JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(
+            "data: nested too deeply to store (Python's JSON gives up at its recursion limit); "
+            "flatten it"
+        ) from None
 
 
 # -- metrics ---------------------------------------------------------------------------------
@@ -691,12 +700,28 @@ class MemoryServer:
             },
         )
 
-    async def _body(self, request: Any) -> Any:
+    async def _body(self, request: Any, empty: Any = _NO_BODY) -> Any:
+        """The request's JSON body (`empty` for an empty body, if given).
+
+        Raises:
+            _BadRequest: Too large (413), not JSON, or nested deeper than wire.MAX_DEPTH.
+        """
         body = await _read_body(request, self.max_request_bytes)
+        if not body and empty is not _NO_BODY:
+            return empty
         try:
-            return wire.loads(body)
+            doc = wire.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise _BadRequest(f"the body is not JSON: {e}") from None
+        except RecursionError:
+            doc = None  # nested past what Python's JSON parser reads: deeper than the limit
+        else:
+            if not wire.too_deep(doc):
+                return doc
+        raise _BadRequest(
+            f"the body is JSON nested more than {wire.MAX_DEPTH} levels deep, the protocol's "
+            "limit; nothing was applied"
+        )
 
     async def _commit(self, request: Any) -> Any:
         try:
@@ -784,9 +809,9 @@ class MemoryServer:
 
     def _parse_call(self, spec: dict[str, Any], where: str) -> dict[str, Any]:
         role, method = spec.get("role"), spec.get("method")
-        if role not in self._methods:
+        if not isinstance(role, str) or role not in self._methods:
             raise _BadRequest(f"{where}.role {role!r} is not a role; the roles are {ROLE_NAMES}")
-        if method not in self._methods[role]:
+        if not isinstance(method, str) or method not in self._methods[role]:
             raise _BadRequest(f"{where}.method {method!r} is not a method of {role}")
         args, kwargs = spec.get("args", []), spec.get("kwargs", {})
         if not isinstance(args, list) or not isinstance(kwargs, dict):
@@ -886,6 +911,12 @@ class MemoryServer:
         return self._json(200, {"manifest": wire.encode_value(self._store.manifest())})
 
     async def _flush(self, request: Any) -> Any:
+        try:
+            doc = await self._body(request, empty={})
+            if not isinstance(doc, dict):
+                raise _BadRequest("the body must be empty or a JSON object")
+        except _BadRequest as e:
+            return self._error(e.status, e.code, str(e))
         if self._writer is None:
             return self._error(503, "starting", "the server is not ready")
         work = _Work(_FLUSH, None, _Group(asyncio.get_running_loop().create_future(), 1))
@@ -1065,7 +1096,12 @@ def _parse_ops(spec: dict[str, Any], where: str) -> dict[str, Any]:
     if expect_lsn is not None and (isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)):
         raise _BadRequest(f"{where}.expect_lsn must be an int or null")
     for j, op in enumerate(ops):
-        if not isinstance(op, list) or not op or op[0] not in _OP_ARITY:
+        if (
+            not isinstance(op, list)
+            or not op
+            or not isinstance(op[0], str)
+            or op[0] not in _OP_ARITY
+        ):
             raise _BadRequest(
                 f"{where}.ops[{j}] must be a list starting with one of {sorted(_OP_ARITY)}"
             )

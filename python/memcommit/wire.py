@@ -25,7 +25,8 @@ when the server has a token):
   start (about ``max_bytes``); the client goes on with ``/v1/log`` from there.
 * ``GET /v1/manifest``: ``{"manifest": [...]}``, the store's compaction manifest (the purged
   ids among it), which a replica needs to answer ``Purged``.
-* ``POST /v1/flush``: fsync everything, whatever the server's durability mode.
+* ``POST /v1/flush``: fsync everything, whatever the server's durability mode (the body is
+  empty or ``{}``).
 * ``GET /v1/metrics``: Prometheus text format.
 * ``POST /v1/test/clock``: ``{"now_us": N}`` sets the server's clock. Only on a server started
   with ``--test-clock`` (a testing aid for the contract suite); 404 otherwise.
@@ -35,6 +36,10 @@ Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, s
 ``["stale", id, reason]``, ``["restore", id]``, ``["move", id, tier]``,
 ``["finish_task", task]``, ``["expect", id, exists, status, tier, lsn]``. The client checks
 them as a local commit would; the server runs them in one native commit, all or nothing.
+
+A request body is JSON nested at most :data:`MAX_DEPTH` levels deep; a body that is too
+large (``413``), not JSON, too deeply nested or not of the shape above (``400``) changes
+nothing.
 
 Every answer carries the headers ``X-Memcommit-Store``, ``X-Memcommit-Generation``,
 ``X-Memcommit-Lsn`` (the durable head) and ``X-Memcommit-Boot``; a raw log answer adds
@@ -71,6 +76,7 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_PORT",
     "DEFAULT_REMEMBER",
+    "MAX_DEPTH",
     "PROTOCOL",
     "CommitOutcomeUnknown",
     "ServerError",
@@ -81,6 +87,7 @@ __all__ = [
     "encode_error",
     "encode_value",
     "loads",
+    "too_deep",
 ]
 
 PROTOCOL = 1
@@ -94,6 +101,14 @@ DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 DEFAULT_REMEMBER = 100_000
 """How many answers of commits that wrote a server remembers for resends."""
+
+MAX_DEPTH = 200
+"""How deeply a request body's JSON may nest lists and objects (400 beyond it).
+
+It bounds what the server parses and answers, so that a value accepted in a role call can
+always be sent back: the commit envelope takes about five levels and each tuple, set or
+dataclass in a value two more.
+"""
 
 H_STORE = "x-memcommit-store"
 H_GENERATION = "x-memcommit-generation"
@@ -162,6 +177,24 @@ def dumps(value: Any) -> bytes:
 def loads(data: bytes | str) -> Any:
     """Decode JSON text (NaN and infinities are read back as floats)."""
     return json.loads(data)
+
+
+def too_deep(doc: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether decoded JSON `doc` nests lists and objects more than `limit` levels deep.
+
+    Walks the document without recursion, so any depth is measured safely.
+    """
+    if type(doc) is not list and type(doc) is not dict:
+        return False
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in value.values() if type(value) is dict else value:
+            if type(child) is list or type(child) is dict:
+                stack.append((child, depth + 1))
+    return False
 
 
 # -- values ----------------------------------------------------------------------------------

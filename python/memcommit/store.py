@@ -316,7 +316,11 @@ class MemoryStore:
 
     @property
     def lsn(self) -> int:
-        """The newest committed LSN (0 for an empty store)."""
+        """The newest committed LSN (0 for an empty store).
+
+        Raises:
+            StoreClosed: The store is closed.
+        """
         return self._native.lsn
 
     def __len__(self) -> int:
@@ -421,7 +425,12 @@ class MemoryStore:
         self._native.flush()
 
     def close(self) -> None:
-        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice."""
+        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice.
+
+        When it returns the file is released: its lock, and every descriptor of the log, its
+        index file and any snapshot it was opened from are closed (the store object may live
+        on; every later call raises :class:`~memcommit.StoreClosed`).
+        """
         self._native.close()
 
     def __enter__(self) -> MemoryStore:

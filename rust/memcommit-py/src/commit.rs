@@ -258,7 +258,7 @@ impl Commit {
         } else {
             // Begin on the current log; if log compaction retired it while this waited for
             // its lock, begin again on the new generation (see `NativeLog::run_on`).
-            let mut log = native.log();
+            let mut log = native.log().map_err(to_py)?;
             loop {
                 let seen = native.compactions_ended();
                 let retired = match py.detach(|| log.begin(expect_lsn, at_us, hint)) {

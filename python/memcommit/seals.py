@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .commit import check_u64
 from .errors import SealMismatch
 
 if TYPE_CHECKING:
@@ -354,6 +355,7 @@ class AutoSeal:
         self._store = _store(store)
         if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
             raise ValueError(f"every must be a positive int, not {every!r}")
+        check_u64(every, "every")
         if getattr(self._store, "_auto_seal", None) is not None:
             raise ValueError("store already has an AutoSeal attached; close() it first")
         self.every = every

@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::convert::{get_opt_str, get_status, get_str, get_strs, get_tier, type_error};
+use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
 use crate::errors::{release, to_py};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
@@ -174,7 +174,11 @@ impl NativeLog {
         after: u64,
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, u64)> {
-        let (bytes, last) = self.run(py, |log| log.read_raw(after, max_bytes))?;
+        let (bytes, last) = self.run(py, |log| match after {
+            // No LSN lies above the largest (and the core's scan would look from `after + 1`).
+            u64::MAX => log.len().map(|_| (Vec::new(), after)),
+            _ => log.read_raw(after, max_bytes),
+        })?;
         Ok((pyo3::types::PyBytes::new(py, &bytes), last))
     }
 
@@ -244,19 +248,8 @@ impl NativeLog {
         let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
         let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
         let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
-        let limit = match limit.filter(|l| !l.is_none()) {
-            None => None,
-            Some(l) => {
-                if l.is_instance_of::<pyo3::types::PyBool>() {
-                    return Err(type_error("limit", "an int", l));
-                }
-                let n: i64 = l.extract().map_err(|_| type_error("limit", "an int", l))?;
-                if n < 0 {
-                    return Err(PyValueError::new_err(format!("limit: must not be negative, got {n}")));
-                }
-                Some(n as usize)
-            }
-        };
+        // A limit beyond what the address space can hold returns everything there is.
+        let limit = get_opt_u64(limit, "limit")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let (reads, log) = self.run_on(py, |log| {
             log.find(&Query {
                 tier,
@@ -286,7 +279,11 @@ impl NativeLog {
         start: u64,
         max: usize,
     ) -> PyResult<(Vec<Record>, u64)> {
-        let (recs, next) = self.run(py, |log| log.read_records(after, start, max))?;
+        let (recs, next) = self.run(py, |log| match after {
+            // No LSN lies above the largest (and the core's scan would look from `after + 1`).
+            u64::MAX => log.len().map(|_| (Vec::new(), start)),
+            _ => log.read_records(after, start, max),
+        })?;
         Ok((recs.into_iter().map(|b| record_from_bytes(py, b)).collect(), next))
     }
 

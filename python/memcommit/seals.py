@@ -11,6 +11,10 @@ An anchor is a seal kept somewhere else (``seal.to_json()``): ``verify(store, an
 checks that the log still holds it, which catches a rewrite of the whole file (seals
 included) or a rollback to an earlier copy.
 
+A store in RAM (``":memory:"``) keeps the same log, hash chain and seal records in memory, so
+everything here works on it too (to check in a test that the chain holds, say); nothing of it
+outlives the process.
+
 Example:
     >>> import memcommit
     >>> from memcommit.seals import seal, verify

@@ -481,7 +481,11 @@ def open(
     """Open the store in the log file `path` (created if missing), or ``":memory:"``.
 
     Args:
-        path: The log file, or ``":memory:"`` for a store in RAM (not durable).
+        path: The log file, or ``":memory:"`` for a store in RAM (not durable). A store in
+            RAM keeps the same hash-chained log, in memory, so everything works on it,
+            seals and :func:`~memcommit.seals.verify` included, except what needs a file:
+            `snapshot`, `read_only`, :meth:`MemoryStore.save_snapshot` and log compaction
+            raise :class:`NotSupported`.
         snapshot: A file written by :meth:`MemoryStore.save_snapshot`: restore the state it
             holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
             is not of this log (another store or generation, or another history).
@@ -498,6 +502,7 @@ def open(
     Raises:
         StoreLocked: Another writer has the file open.
         CorruptLog: A record inside the log is damaged (the message says where).
+        NotSupported: `snapshot` or `read_only` for a store in RAM.
     """
     if durability not in _DURABILITIES:
         raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
@@ -516,6 +521,11 @@ def open(
             raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
         snapshot_path = os.fspath(snapshot)
     if fspath == _MEMORY:
+        if read_only:
+            raise NotSupported(
+                "read_only: a store in RAM has no log file for a reader to share with a "
+                "writer; open a log file to read it beside its writer"
+            )
         return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
     native = _native.NativeLog.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path

@@ -340,6 +340,33 @@ def test_seal_fields_on_a_memory_store(clock: ControllableClock) -> None:
     assert (r.ok, r.seals_checked, r.records_checked, r.lsn) == (True, 2, 6, 6)
 
 
+def test_a_store_in_ram_seals_and_refuses_only_what_needs_a_file(tmp_path: Path) -> None:
+    # A store in RAM keeps the same hash-chained log in memory: sealing and verifying it is
+    # supported (a test can check its chain); what needs a log file raises NotSupported.
+    from memcommit.storage import compact
+
+    store = memcommit.open(":memory:")
+    store.put("a", id="a")
+    anchor = seal(store, key=b"secret")
+    store.put("b", id="b", sources=("a",))
+    with AutoSeal(store, every=1):
+        store.put("c")
+    assert check_seal(store).seal == store.seals()[-1]
+    r = verify(store, key=b"secret", anchors=[anchor.to_json()])
+    assert (r.ok, r.seals_checked, r.anchors_checked) == (True, len(store.seals()), 1)
+    assert len(store.seals()) == 2
+    for call, name in (
+        (lambda: memcommit.open(":memory:", read_only=True), "read_only"),
+        (lambda: memcommit.open(":memory:", snapshot=tmp_path / "s.json"), "snapshot"),
+        (lambda: store.save_snapshot(tmp_path / "s.json"), "save_snapshot"),
+        (lambda: compact(store), "compact"),
+    ):
+        with pytest.raises(memcommit.NotSupported, match=f"^{name}: a store in RAM"):
+            call()
+    assert list(tmp_path.iterdir()) == []
+    assert not store.read_only and len(store) == 3
+
+
 def test_seal_on_a_file_store_and_across_reopen(path: Path, clock: ControllableClock) -> None:
     with memcommit.open(path, clock=clock, durability="none") as store:
         assert store.seals() == []

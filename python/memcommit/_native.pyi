@@ -76,7 +76,12 @@ class Commit:
     lsn: int | None
     first_lsn: int | None
     def __new__(
-        cls, log: NativeLog, store: object, expect_lsn: int | None, id_ms: int
+        cls,
+        log: NativeLog,
+        store: object,
+        expect_lsn: int | None,
+        id_ms: int,
+        require_with: bool = False,
     ) -> Commit: ...
     def put(
         self,

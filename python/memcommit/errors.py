@@ -93,7 +93,12 @@ class WriterFailed(MemcommitError):
 
 
 class NotSupported(MemcommitError):
-    """The operation does not apply to this kind of store."""
+    """The operation does not apply to this kind of store.
+
+    A store in RAM (``":memory:"``) keeps its hash-chained log in memory, so seals and
+    ``verify`` work on it; what needs a log file does not: ``save_snapshot``, opening with
+    ``snapshot=`` or ``read_only=True``, and log compaction.
+    """
 
 
 class IntegrityError(MemcommitError):

@@ -11,6 +11,10 @@ An anchor is a seal kept somewhere else (``seal.to_json()``): ``verify(store, an
 checks that the log still holds it, which catches a rewrite of the whole file (seals
 included) or a rollback to an earlier copy.
 
+A store in RAM (``":memory:"``) keeps the same log, hash chain and seal records in memory, so
+everything here works on it too (to check in a test that the chain holds, say); nothing of it
+outlives the process.
+
 Example:
     >>> import memcommit
     >>> from memcommit.seals import seal, verify
@@ -30,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .commit import check_u64
 from .errors import SealMismatch
 
 if TYPE_CHECKING:
@@ -354,6 +359,7 @@ class AutoSeal:
         self._store = _store(store)
         if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
             raise ValueError(f"every must be a positive int, not {every!r}")
+        check_u64(every, "every")
         if getattr(self._store, "_auto_seal", None) is not None:
             raise ValueError("store already has an AutoSeal attached; close() it first")
         self.every = every

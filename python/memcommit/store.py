@@ -13,7 +13,7 @@ from typing import Any, Literal
 from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
-from .commit import Commit, check_id
+from .commit import Commit, check_id, check_ids, check_u64
 from .errors import NotSupported, Purged
 from .manifest import ManifestEntry, reconcile
 from .roles.artifacts import MemoryArtifactRepository
@@ -102,17 +102,24 @@ class MemoryStore:
     def commit(self, expect_lsn: int | None = None) -> Commit:
         """Start a commit: ``with store.commit(expect_lsn=head) as c: ...``.
 
+        The commit is written when its ``with`` block ends without an exception, so it must
+        be used as one: its methods raise :class:`RuntimeError` outside the block (a commit
+        used without ``with`` would never be written, and the ids it handed out would never
+        exist).
+
         Args:
             expect_lsn: Refuse the commit unless the store's newest LSN is this one.
 
         Returns:
             A :class:`Commit` to collect operations and guards on.
+
+        Raises:
+            TypeError: `expect_lsn` is not an int or None.
+            ValueError: `expect_lsn` is negative or above 2**64 - 1.
         """
-        if expect_lsn is not None and (
-            isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)
-        ):
-            raise TypeError(f"expect_lsn must be int or None, not {type(expect_lsn).__name__}")
-        return Commit(self._native, self, expect_lsn, self._now_us() // 1000)
+        if expect_lsn is not None:
+            check_u64(expect_lsn, "expect_lsn")
+        return Commit(self._native, self, expect_lsn, self._now_us() // 1000, require_with=True)
 
     def put(
         self,
@@ -273,11 +280,17 @@ class MemoryStore:
             native.set_auto_seal(self._auto_seal.every, self._auto_seal._key)
 
     def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
-        """Return the memories `ids` (None for each the store does not have), in one call."""
-        ids = list(ids)
-        for i in ids:
-            check_id(i)
-        return self._native.get_many(ids)
+        """Return the memories `ids` (None for each the store does not have), in one call.
+
+        Unlike :meth:`get`, a batch does not stop at an id that retention purged during log
+        compaction: its entry is None, as for an id never written, so the other entries
+        still come back; :meth:`is_purged` tells the two apart.
+
+        Raises:
+            TypeError: `ids` is a single str (wrap it in a list), or holds something not a str.
+            ValueError: An id is empty.
+        """
+        return self._native.get_many(check_ids(ids))
 
     def find(
         self,
@@ -300,12 +313,18 @@ class MemoryStore:
         return self._native.history(check_id(id))
 
     def records(self, after: int = 0) -> Iterator[Record]:
-        """Iterate over every record with an LSN above `after`, in LSN order."""
-        if isinstance(after, bool) or not isinstance(after, int):
-            raise TypeError(f"after must be int, not {type(after).__name__}")
+        """Iterate over every record with an LSN above `after`, in LSN order.
+
+        Raises:
+            TypeError: `after` is not an int.
+            ValueError: `after` is not an LSN (negative, or above 2**64 - 1).
+        """
+        return self._records(check_u64(after, "after"))
+
+    def _records(self, after: int) -> Iterator[Record]:
         start = 0
         while True:
-            batch, start = self._native.read_records(max(after, 0), start, _RECORD_BATCH)
+            batch, start = self._native.read_records(after, start, _RECORD_BATCH)
             yield from batch
             if len(batch) < _RECORD_BATCH:
                 return
@@ -316,7 +335,11 @@ class MemoryStore:
 
     @property
     def lsn(self) -> int:
-        """The newest committed LSN (0 for an empty store)."""
+        """The newest committed LSN (0 for an empty store).
+
+        Raises:
+            StoreClosed: The store is closed.
+        """
         return self._native.lsn
 
     def __len__(self) -> int:
@@ -421,7 +444,12 @@ class MemoryStore:
         self._native.flush()
 
     def close(self) -> None:
-        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice."""
+        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice.
+
+        When it returns the file is released: its lock, and every descriptor of the log, its
+        index file and any snapshot it was opened from are closed (the store object may live
+        on; every later call raises :class:`~memcommit.StoreClosed`).
+        """
         self._native.close()
 
     def __enter__(self) -> MemoryStore:
@@ -453,7 +481,11 @@ def open(
     """Open the store in the log file `path` (created if missing), or ``":memory:"``.
 
     Args:
-        path: The log file, or ``":memory:"`` for a store in RAM (not durable).
+        path: The log file, or ``":memory:"`` for a store in RAM (not durable). A store in
+            RAM keeps the same hash-chained log, in memory, so everything works on it,
+            seals and :func:`~memcommit.seals.verify` included, except what needs a file:
+            `snapshot`, `read_only`, :meth:`MemoryStore.save_snapshot` and log compaction
+            raise :class:`NotSupported`.
         snapshot: A file written by :meth:`MemoryStore.save_snapshot`: restore the state it
             holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
             is not of this log (another store or generation, or another history).
@@ -470,6 +502,7 @@ def open(
     Raises:
         StoreLocked: Another writer has the file open.
         CorruptLog: A record inside the log is damaged (the message says where).
+        NotSupported: `snapshot` or `read_only` for a store in RAM.
     """
     if durability not in _DURABILITIES:
         raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
@@ -477,10 +510,8 @@ def open(
         ("flush_interval_ms", flush_interval_ms),
         ("max_record_bytes", max_record_bytes),
     ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be int, not {type(value).__name__}")
-        if value <= 0:
-            raise ValueError(f"{name}: must be positive, got {value}")
+        if check_u64(value, name) == 0:
+            raise ValueError(f"{name}: must be positive, got 0")
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
@@ -490,6 +521,11 @@ def open(
             raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
         snapshot_path = os.fspath(snapshot)
     if fspath == _MEMORY:
+        if read_only:
+            raise NotSupported(
+                "read_only: a store in RAM has no log file for a reader to share with a "
+                "writer; open a log file to read it beside its writer"
+            )
         return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
     native = _native.NativeLog.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path

@@ -62,6 +62,11 @@ class LockRepository(Protocol):
 
         A free or expired lock gets a new lease with the next token. The live holder
         acquiring again gets the same token, expiring at ``now + ttl_ms``.
+
+        Raises:
+            TypeError: `ttl_ms` is not an int (a bool or a float included).
+            ValueError: `ttl_ms` is not positive, or longer than 100 years
+                (:data:`~memcommit.roles.values.MAX_TTL_MS`).
         """
         ...
 

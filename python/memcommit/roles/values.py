@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 __all__ = [
+    "MAX_TTL_MS",
     "Json",
     "Namespace",
     "canonical_json",
@@ -156,17 +157,27 @@ def copy_metadata(value: Mapping[str, Json]) -> dict[str, Json]:
     return {key: copy_json(item) for key, item in value.items()}
 
 
+#: The longest lease or retention window a role takes: 100 years of milliseconds. A longer
+#: one would put its expiry (now + ttl_ms) past what a datetime or a SQL bigint can hold.
+MAX_TTL_MS = 3_155_760_000_000  # 100 years of 365.25 days
+
+
 def check_ttl(ttl_ms: object, field: str = "ttl_ms") -> int:
-    """Return `ttl_ms` if it is a positive int of milliseconds.
+    """Return `ttl_ms` if it is a positive int of milliseconds, at most :data:`MAX_TTL_MS`.
 
     Raises:
         TypeError: `ttl_ms` is a bool, a float or anything but an int.
-        ValueError: `ttl_ms` is 0 or negative.
+        ValueError: `ttl_ms` is 0 or negative, or longer than 100 years.
     """
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
         raise TypeError(f"{field} must be an int of milliseconds, not {ttl_ms!r}")
     if ttl_ms <= 0:
         raise ValueError(f"{field}: must be positive, not {ttl_ms}")
+    if ttl_ms > MAX_TTL_MS:
+        shown = ttl_ms if ttl_ms.bit_length() <= 256 else f"an int of {ttl_ms.bit_length()} bits"
+        raise ValueError(
+            f"{field}: must be at most {MAX_TTL_MS} (100 years of milliseconds), not {shown}"
+        )
     return int(ttl_ms)
 
 

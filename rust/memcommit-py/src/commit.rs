@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use crate::convert::{status_from, tier_from, type_error};
+use crate::convert::{get_opt_u64, status_from, tier_from, type_error};
 use crate::errors::{release, to_py};
 use crate::store::IDS;
 
@@ -128,6 +128,9 @@ enum Op {
 ///
 /// Nothing is written until the block ends without an exception; then every operation is
 /// written with consecutive LSNs, or, when a guard fails, none is and `Rejected` is raised.
+/// A commit from `store.commit()` takes operations only inside its `with` block: used
+/// without `with` it could never be written, so its methods raise `RuntimeError` instead
+/// of returning ids of memories that would never exist.
 /// Guards are checked by the writer against the store's state including this commit's own
 /// earlier operations. `lsn` and `first_lsn` give the LSNs of its last and first record once
 /// it is written (None before, and for a commit that wrote nothing).
@@ -138,6 +141,11 @@ pub struct Commit {
     expect_lsn: Option<u64>,
     id_ms: u64,
     ops: Vec<Op>,
+    /// Whether operations are refused outside the `with` block (`store.commit()`); a commit
+    /// built only to check operations (a remote store's) takes them without one.
+    require_with: bool,
+    /// Whether the `with` block began.
+    entered: bool,
     done: bool,
     #[pyo3(get)]
     lsn: Option<u64>,
@@ -232,6 +240,12 @@ impl Commit {
                 "this commit has already ended; start a new one with store.commit()",
             ));
         }
+        if self.require_with && !self.entered {
+            return Err(PyRuntimeError::new_err(
+                "this commit is not open: use it as `with store.commit() as c:` (its operations \
+                 are written when the block ends; without `with` nothing would ever be written)",
+            ));
+        }
         self.ops.push(op);
         Ok(())
     }
@@ -258,7 +272,7 @@ impl Commit {
         } else {
             // Begin on the current log; if log compaction retired it while this waited for
             // its lock, begin again on the new generation (see `NativeLog::run_on`).
-            let mut log = native.log();
+            let mut log = native.log().map_err(to_py)?;
             loop {
                 let seen = native.compactions_ended();
                 let retired = match py.detach(|| log.begin(expect_lsn, at_us, hint)) {
@@ -465,23 +479,26 @@ pub fn put_one(
 #[pymethods]
 impl Commit {
     #[new]
-    #[pyo3(signature = (log, store, expect_lsn, id_ms))]
+    #[pyo3(signature = (log, store, expect_lsn, id_ms, require_with=false))]
     fn new(
         log: &Bound<'_, crate::store::NativeLog>,
         store: Py<PyAny>,
-        expect_lsn: Option<u64>,
+        expect_lsn: Option<&Bound<'_, PyAny>>,
         id_ms: u64,
-    ) -> Self {
-        Commit {
+        require_with: bool,
+    ) -> PyResult<Self> {
+        Ok(Commit {
             native: log.clone().unbind(),
             store,
-            expect_lsn,
+            expect_lsn: get_opt_u64(expect_lsn, "expect_lsn")?,
             id_ms,
             ops: Vec::new(),
+            require_with,
+            entered: false,
             done: false,
             lsn: None,
             first_lsn: None,
-        }
+        })
     }
 
     /// Create a memory, or replace the content of an existing one (its tier and status stay).
@@ -632,19 +649,12 @@ impl Commit {
             Some(t) if !t.is_none() => Some(tier_arg(t)?),
             _ => None,
         };
-        let lsn = match lsn {
-            Some(l) if !l.is_none() => {
-                if l.is_instance_of::<pyo3::types::PyBool>() {
-                    return Err(type_error("lsn", "int or None", l));
-                }
-                Some(l.extract::<u64>().map_err(|_| type_error("lsn", "a non-negative int", l))?)
-            }
-            _ => None,
-        };
+        let lsn = get_opt_u64(lsn, "lsn")?;
         self.add(Op::Expect { id, exists, status, tier, lsn })
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf.borrow_mut().entered = true;
         slf
     }
 

@@ -3,7 +3,7 @@
 use memcommit_core::memory::{Status, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBool, PyInt, PyString};
 
 pub fn type_error(field: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
     let name = got.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
@@ -55,4 +55,40 @@ pub fn status_from(s: &str) -> PyResult<Status> {
 
 pub fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
     status_from(obj.cast::<PyString>().map_err(|_| type_error("status", "str", obj))?.to_str()?)
+}
+
+/// The value of an int argument for a message: itself, or its size when it is too long to show.
+fn show_int(obj: &Bound<'_, PyAny>) -> String {
+    let bits = obj.call_method0("bit_length").and_then(|b| b.extract::<u64>()).unwrap_or(u64::MAX);
+    match obj.str() {
+        Ok(s) if bits <= 256 => s.to_string(),
+        _ => format!("an int of {bits} bits"),
+    }
+}
+
+/// Read an int argument that must lie in `0..=u64::MAX` (an LSN, a count): `TypeError` for
+/// anything but an int (a bool included), `ValueError`, naming `field`, for one out of range.
+/// (`memcommit.commit.check_u64` is the same check for the arguments Python reads.)
+fn u64_arg(obj: &Bound<'_, PyAny>, field: &str, want: &str) -> PyResult<u64> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_error(field, want, obj));
+    }
+    if obj.lt(0)? {
+        return Err(PyValueError::new_err(format!("{field}: must not be negative, got {}", show_int(obj))));
+    }
+    obj.extract::<u64>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{field}: must be at most {} (2**64 - 1), got {}",
+            u64::MAX,
+            show_int(obj)
+        ))
+    })
+}
+
+/// An int argument in `0..=u64::MAX`, or None (see `u64_arg`).
+pub fn get_opt_u64(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<u64>> {
+    match obj {
+        Some(o) if !o.is_none() => u64_arg(o, field, "an int or None").map(Some),
+        _ => Ok(None),
+    }
 }

@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::convert::{get_opt_str, get_status, get_str, get_strs, get_tier, type_error};
+use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
 use crate::errors::{release, to_py};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
@@ -25,9 +25,16 @@ use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 /// holder of this object goes on with the new one. A call that was waiting for the lock
 /// compaction held finds the old generation closed (`Closed` with a reason): `run` waits for
 /// the new one and makes the call again there, so no caller sees the swap.
+///
+/// `close` closes the log and lets go of it: the log's file, its index and its memory are
+/// freed as soon as a call still running on it ends, not when Python collects this object
+/// (a descriptor left open keeps a FUSE mount busy). Every later call raises `StoreClosed`.
 #[pyclass(frozen, module = "memcommit._native")]
 pub struct NativeLog {
-    log: parking_lot::RwLock<Arc<Log>>,
+    /// The current log; `None` once closed.
+    log: parking_lot::RwLock<Option<Arc<Log>>>,
+    /// The log's path (or ":memory:"), for the error of a call after close.
+    display: String,
     /// How many compactions have ended (swapped or not), and their waiters.
     ended: (parking_lot::Mutex<u64>, parking_lot::Condvar),
 }
@@ -37,12 +44,21 @@ const SWAP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl NativeLog {
     pub(crate) fn new(log: Arc<Log>) -> Self {
-        NativeLog { log: parking_lot::RwLock::new(log), ended: Default::default() }
+        let display = log.display().to_string();
+        NativeLog { log: parking_lot::RwLock::new(Some(log)), display, ended: Default::default() }
     }
 
-    /// The current log.
-    pub(crate) fn log(&self) -> Arc<Log> {
-        self.log.read().clone()
+    /// The current log, or `Closed` once `close` let go of it.
+    pub(crate) fn log(&self) -> memcommit_core::Result<Arc<Log>> {
+        self.log
+            .read()
+            .clone()
+            .ok_or_else(|| memcommit_core::Error::Closed { path: self.display.clone(), why: None })
+    }
+
+    /// Whether the current log is `log`.
+    fn holds(&self, log: &Arc<Log>) -> bool {
+        self.log.read().as_ref().is_some_and(|now| Arc::ptr_eq(now, log))
     }
 
     /// How many compactions have ended so far (read before a call that may need `successor`).
@@ -52,18 +68,18 @@ impl NativeLog {
 
     /// After a call on `old` failed because log compaction retired it (`Closed` with a
     /// reason): wait, without the GIL, for the compaction to end, and return the generation
-    /// that replaced `old` (`None` if none did). `seen` is `compactions_ended` from before the
-    /// call.
+    /// that replaced `old` (`None` if none did, or the store was closed meanwhile). `seen` is
+    /// `compactions_ended` from before the call.
     pub(crate) fn successor(&self, old: &Arc<Log>, seen: u64) -> Option<Arc<Log>> {
         let mut ended = self.ended.0.lock();
         let deadline = std::time::Instant::now() + SWAP_WAIT;
-        while *ended == seen && Arc::ptr_eq(&self.log(), old) {
+        while *ended == seen && self.holds(old) {
             if self.ended.1.wait_until(&mut ended, deadline).timed_out() {
                 break;
             }
         }
         drop(ended);
-        let now = self.log();
+        let now = self.log.read().clone()?;
         (!Arc::ptr_eq(&now, old)).then_some(now)
     }
 
@@ -76,7 +92,7 @@ impl NativeLog {
         f: impl Fn(&Log) -> memcommit_core::Result<T> + Send + Sync,
     ) -> PyResult<(T, Arc<Log>)> {
         py.detach(|| {
-            let mut log = self.log();
+            let mut log = self.log()?;
             loop {
                 let seen = self.compactions_ended();
                 match f(&log) {
@@ -144,9 +160,9 @@ impl NativeLog {
     }
 
     /// The log's 64-byte header.
-    fn header<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        let header = py.detach(|| self.log().header_bytes());
-        pyo3::types::PyBytes::new(py, &header)
+    fn header<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let header = self.run(py, |log| Ok(log.header_bytes()))?;
+        Ok(pyo3::types::PyBytes::new(py, &header))
     }
 
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
@@ -158,7 +174,11 @@ impl NativeLog {
         after: u64,
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, u64)> {
-        let (bytes, last) = self.run(py, |log| log.read_raw(after, max_bytes))?;
+        let (bytes, last) = self.run(py, |log| match after {
+            // No LSN lies above the largest (and the core's scan would look from `after + 1`).
+            u64::MAX => log.len().map(|_| (Vec::new(), after)),
+            _ => log.read_raw(after, max_bytes),
+        })?;
         Ok((pyo3::types::PyBytes::new(py, &bytes), last))
     }
 
@@ -228,19 +248,8 @@ impl NativeLog {
         let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
         let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
         let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
-        let limit = match limit.filter(|l| !l.is_none()) {
-            None => None,
-            Some(l) => {
-                if l.is_instance_of::<pyo3::types::PyBool>() {
-                    return Err(type_error("limit", "an int", l));
-                }
-                let n: i64 = l.extract().map_err(|_| type_error("limit", "an int", l))?;
-                if n < 0 {
-                    return Err(PyValueError::new_err(format!("limit: must not be negative, got {n}")));
-                }
-                Some(n as usize)
-            }
-        };
+        // A limit beyond what the address space can hold returns everything there is.
+        let limit = get_opt_u64(limit, "limit")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let (reads, log) = self.run_on(py, |log| {
             log.find(&Query {
                 tier,
@@ -270,14 +279,19 @@ impl NativeLog {
         start: u64,
         max: usize,
     ) -> PyResult<(Vec<Record>, u64)> {
-        let (recs, next) = self.run(py, |log| log.read_records(after, start, max))?;
+        let (recs, next) = self.run(py, |log| match after {
+            // No LSN lies above the largest (and the core's scan would look from `after + 1`).
+            u64::MAX => log.len().map(|_| (Vec::new(), start)),
+            _ => log.read_records(after, start, max),
+        })?;
         Ok((recs.into_iter().map(|b| record_from_bytes(py, b)).collect(), next))
     }
 
     /// Newest committed LSN.
     #[getter]
-    fn lsn(&self, py: Python<'_>) -> u64 {
-        py.detach(|| self.log().lsn())
+    fn lsn(&self, py: Python<'_>) -> PyResult<u64> {
+        // `len` is the cheapest call that checks the log is open.
+        self.run(py, |log| log.len().map(|_| log.lsn()))
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
@@ -360,7 +374,7 @@ impl NativeLog {
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let key = seal_key(key)?;
-        let log = self.log();
+        let log = self.log().map_err(to_py)?;
         let mut failed: Option<PyErr> = None;
         let done = {
             let mut call = |n: u64| {
@@ -407,8 +421,8 @@ impl NativeLog {
     }
 
     /// A number that changes whenever an entity may have changed.
-    fn entity_version(&self, py: Python<'_>) -> u64 {
-        py.detach(|| self.log().entity_version())
+    fn entity_version(&self, py: Python<'_>) -> PyResult<u64> {
+        self.run(py, |log| Ok(log.entity_version()))
     }
 
     /// Every live entity of the roles: (key, state JSON bytes).
@@ -437,14 +451,21 @@ impl NativeLog {
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, NativeLog>)> {
         let this = slf.get();
         let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
-        let log = this.log();
+        let log = this.log().map_err(to_py)?;
         let mut hooks = PyHooks { before_swap, step, progress, failed: None };
         let result = py.detach(|| log.compact(horizon, &retention, at_us, &mut hooks));
         // The new generation takes the old one's place here, and calls that waited for it
         // (`run_on`) go on there. A compaction that failed wakes them too: they see no swap
         // and report what they got.
+        // A store closed while it compacted closes the new generation too.
         if let Ok((_, reopened)) = &result {
-            *this.log.write() = reopened.clone();
+            let mut slot = this.log.write();
+            if slot.is_some() {
+                *slot = Some(reopened.clone());
+            } else {
+                drop(slot);
+                let _ = py.detach(|| reopened.close());
+            }
         }
         *this.ended.0.lock() += 1;
         this.ended.1.notify_all();
@@ -461,13 +482,16 @@ impl NativeLog {
     }
 
     /// Add ids to the purged set (from the compaction manifest).
-    fn add_purged(&self, py: Python<'_>, ids: Vec<String>) {
-        py.detach(|| self.log().add_purged(&ids));
+    fn add_purged(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<()> {
+        self.run(py, |log| {
+            log.add_purged(&ids);
+            Ok(())
+        })
     }
 
     /// Whether log compaction purged `id`.
-    fn is_purged(&self, py: Python<'_>, id: &str) -> bool {
-        py.detach(|| self.log().is_purged(id))
+    fn is_purged(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
+        self.run(py, |log| log.len().map(|_| log.is_purged(id)))
     }
 
     /// Whether log compaction replaced the file at this log's path (a reader must reopen).
@@ -485,20 +509,28 @@ impl NativeLog {
         self.run(py, |log| log.flush())
     }
 
-    /// Flush (unless durability is "none") and release the file.
+    /// Flush (unless durability is "none"), release the file and let go of the log: its
+    /// descriptor is closed when this returns (or, if another thread's call is still running
+    /// on it, when that call ends). Safe to call twice.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.run(py, |log| log.close())
+        let Some(log) = self.log.write().take() else { return Ok(()) };
+        release(py, || {
+            let closed = log.close();
+            // Dropped here, without the GIL: the last handle's drop closes the file.
+            drop(log);
+            closed
+        })
     }
 
     /// Whether the log is closed.
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.log().is_closed())
+        py.detach(|| self.log.read().as_ref().is_none_or(|log| log.is_closed()))
     }
 
     /// Bytes of heap the index holds.
-    fn index_heap_bytes(&self, py: Python<'_>) -> usize {
-        py.detach(|| self.log().index_heap_bytes())
+    fn index_heap_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        self.run(py, |log| Ok(log.index_heap_bytes()))
     }
 }
 

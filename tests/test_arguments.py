@@ -1,0 +1,290 @@
+"""Bad arguments get a clear error naming the argument, and nothing is written.
+
+``TypeError`` for a value of the wrong type, ``ValueError`` for a bad value of the right type;
+every entry point that takes the same kind of argument gives the same answer. And a message
+never contradicts itself ("lsn must be an int, not int") or reads as nonsense ("expected
+exists exists").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit import AutoSeal, Rejected
+from memcommit.roles.values import MAX_TTL_MS
+
+MAX_U64 = 2**64 - 1
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[memcommit.MemoryStore]:
+    where = str(tmp_path / "memory.db") if request.param == "file" else ":memory:"
+    with memcommit.open(where, durability="none") as s:
+        s.put("first", id="m1")
+        yield s
+
+
+def unchanged(
+    store: memcommit.MemoryStore, call: Callable[[], object], error: type, match: str
+) -> None:
+    """`call` raises `error` matching `match` and writes nothing."""
+    head, count = store.lsn, len(store)
+    with pytest.raises(error, match=match) as ei:
+        call()
+    assert error is not TypeError or " not int" not in str(ei.value), str(ei.value)
+    assert (store.lsn, len(store)) == (head, count)
+
+
+# -- LSNs and counts: the ints the engine keeps in 64 bits ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, r"^after: must not be negative, got -1$"),
+        (2**64, ValueError, r"^after: must be at most 18446744073709551615 \(2\*\*64 - 1\)"),
+        pytest.param(10**5000, ValueError, r"^after: .*an int of 16610 bits", id="huge"),
+        ("1", TypeError, r"^after must be an int, not str$"),
+        (True, TypeError, r"^after must be an int, not bool$"),
+        (1.0, TypeError, r"^after must be an int, not float$"),
+    ],
+)
+def test_records_after(store: memcommit.MemoryStore, value: Any, error: type, match: str) -> None:
+    # Raised by the call itself, before anything is iterated.
+    unchanged(store, lambda: store.records(after=value), error, match)
+    assert [r.lsn for r in store.records(after=MAX_U64)] == []
+    assert [r.lsn for r in store.records(after=0)] == [1]
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, r"^expect_lsn: must not be negative, got -1$"),
+        (2**64, ValueError, r"^expect_lsn: must be at most 18446744073709551615"),
+        ("1", TypeError, r"^expect_lsn must be an int, not str$"),
+        (True, TypeError, r"^expect_lsn must be an int, not bool$"),
+    ],
+)
+def test_commit_expect_lsn(
+    store: memcommit.MemoryStore, value: Any, error: type, match: str
+) -> None:
+    unchanged(store, lambda: store.commit(expect_lsn=value), error, match)
+    with pytest.raises(Rejected):
+        with store.commit(expect_lsn=MAX_U64) as c:
+            c.put("refused")
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, r"^lsn: must not be negative, got -1$"),
+        (2**64, ValueError, r"^lsn: must be at most 18446744073709551615"),
+        ("1", TypeError, r"^lsn must be an int or None, not str$"),
+        (False, TypeError, r"^lsn must be an int or None, not bool$"),
+    ],
+)
+def test_expect_lsn_guard(
+    store: memcommit.MemoryStore, value: Any, error: type, match: str
+) -> None:
+    def commit() -> None:
+        with store.commit() as c:
+            c.put("would be written", id="other")
+            c.expect("m1", lsn=value)
+
+    unchanged(store, commit, error, match)
+    assert "other" not in store
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, r"^limit: must not be negative, got -1$"),
+        (2**64, ValueError, r"^limit: must be at most 18446744073709551615"),
+        ("3", TypeError, r"^limit must be an int or None, not str$"),
+        (True, TypeError, r"^limit must be an int or None, not bool$"),
+    ],
+)
+def test_find_limit(store: memcommit.MemoryStore, value: Any, error: type, match: str) -> None:
+    unchanged(store, lambda: store.find(limit=value), error, match)
+    assert [m.id for m in store.find(limit=MAX_U64)] == ["m1"]
+    assert store.find(limit=0) == []
+
+
+def test_open_and_auto_seal_ints(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    for name in ("flush_interval_ms", "max_record_bytes"):
+        with pytest.raises(ValueError, match=f"^{name}: must be at most 18446744073709551615"):
+            memcommit.open(path, **{name: 2**64})
+        with pytest.raises(ValueError, match=f"^{name}: must be positive, got 0$"):
+            memcommit.open(path, **{name: 0})
+        with pytest.raises(TypeError, match=f"^{name} must be an int, not str$"):
+            memcommit.open(path, **{name: "1"})
+    assert not path.exists()
+    with memcommit.open(":memory:") as store:
+        with pytest.raises(ValueError, match=r"^every: must be at most 18446744073709551615"):
+            AutoSeal(store, every=2**64)
+        assert store.seals() == []
+
+
+# -- guards: the reason reads as a sentence ------------------------------------------------
+
+
+def refused(store: memcommit.MemoryStore, **guard: Any) -> Rejected:
+    with pytest.raises(Rejected) as ei:
+        with store.commit() as c:
+            c.expect(guard.pop("id", "m1"), **guard)
+    return ei.value
+
+
+def test_every_guard_reason_reads_well(store: memcommit.MemoryStore) -> None:
+    cases = {
+        "must exist": (
+            dict(id="ghost", exists=True),
+            'guard failed on memory "ghost": the commit expects it to exist, but the store '
+            "has no memory with that id; nothing was written",
+        ),
+        "must not exist": (
+            dict(exists=False),
+            'guard failed on memory "m1": the commit expects no memory with that id, but one '
+            "exists; nothing was written",
+        ),
+        "a field of a memory that does not exist": (
+            dict(id="ghost", status="active"),
+            'guard failed on memory "ghost": the commit expects it to exist, but the store '
+            "has no memory with that id; nothing was written",
+        ),
+        "status": (
+            dict(status="stale"),
+            'guard failed on memory "m1": the commit expects status stale, but it is active; '
+            "nothing was written",
+        ),
+        "tier": (
+            dict(tier="long"),
+            'guard failed on memory "m1": the commit expects tier long, but it is in tier '
+            "working; nothing was written",
+        ),
+        "lsn": (
+            dict(lsn=5),
+            'guard failed on memory "m1": the commit expects its newest record at LSN 5, but '
+            "that is at LSN 1 (another commit changed it: read it again and retry); nothing "
+            "was written",
+        ),
+    }
+    for name, (guard, reason) in cases.items():
+        err = refused(store, **guard)
+        assert err.reason == reason == str(err), name
+        assert "exists exists" not in err.reason
+    # The guard's values keep their natural types.
+    assert refused(store, id="ghost", exists=True).guard == memcommit.Guard(
+        "exists", "ghost", True, False
+    )
+    assert refused(store, lsn=5).guard == memcommit.Guard("lsn", "m1", 5, 1)
+    assert store.lsn == 1
+
+
+# -- ids -------------------------------------------------------------------------------------
+
+
+def test_get_many_refuses_a_single_str(store: memcommit.MemoryStore) -> None:
+    with pytest.raises(TypeError, match=r"^ids must be a sequence of ids, not a single str"):
+        store.get_many("m1")
+    with pytest.raises(TypeError, match=r"^ids\[1\] must be str, not int$"):
+        store.get_many(["m1", 1])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"^ids\[0\]: must not be empty$"):
+        store.get_many([""])
+    with pytest.raises(TypeError, match=r"^ids must be a sequence of ids, not int$"):
+        store.get_many(5)  # type: ignore[arg-type]
+    got = store.get_many(("m1", "none"))
+    assert got[0] is not None and got[0].id == "m1" and got[1] is None
+    assert store.get_many(iter(["m1"]))[0] is not None
+
+
+# -- a commit is a with block ----------------------------------------------------------------
+
+
+def test_a_commit_used_without_with_refuses_operations(store: memcommit.MemoryStore) -> None:
+    c = store.commit()
+    for op in (
+        lambda: c.put("never written"),
+        lambda: c.put_many(["never", "written"]),
+        lambda: c.stale("m1"),
+        lambda: c.restore("m1"),
+        lambda: c.move("m1", "long"),
+        lambda: c.finish_task("t"),
+        lambda: c.expect("m1", exists=True),
+    ):
+        unchanged(store, op, RuntimeError, r"with store\.commit\(\) as c:")
+    # Entered late, it works as any commit.
+    with c:
+        mid = c.put("written")
+    assert store.get(mid) is not None and c.lsn == store.lsn == 2
+
+
+# -- data ------------------------------------------------------------------------------------
+
+
+def nested(depth: int) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    inner = data
+    for _ in range(depth):
+        inner["a"] = {}
+        inner = inner["a"]
+    return data
+
+
+def test_deeply_nested_data_is_a_value_error_at_every_entry_point(
+    store: memcommit.MemoryStore,
+) -> None:
+    deep = nested(5_000)
+
+    def in_commit(put: Callable[[Any], object]) -> Callable[[], None]:
+        def run() -> None:
+            with store.commit() as c:
+                c.put("would be written", id="other")
+                put(c)
+
+        return run
+
+    for call in (
+        lambda: store.put("deep", data=deep),
+        in_commit(lambda c: c.put("deep", data=deep)),
+        in_commit(lambda c: c.put_many(["deep"], data=deep)),
+    ):
+        unchanged(store, call, ValueError, r"^data: nested too deeply to store")
+    assert "other" not in store
+    mid = store.put("shallow enough", data=nested(100))
+    assert store.get(mid).data == nested(100)
+
+
+# -- the roles: a lease's length -------------------------------------------------------------
+
+
+def test_a_lease_longer_than_a_century_is_refused(store: memcommit.MemoryStore) -> None:
+    for ttl in (10**30, MAX_TTL_MS + 1, 10**5000):
+        unchanged(
+            store,
+            lambda ttl=ttl: store.locks.acquire("job", "a", ttl),
+            ValueError,
+            "^ttl_ms: must be at most",
+        )
+    assert store.locks.get("job") is None
+    lease = store.locks.acquire("job", "a", MAX_TTL_MS)
+    assert lease is not None
+    unchanged(
+        store,
+        lambda: store.locks.renew("job", token=lease.token, ttl_ms=10**30),
+        ValueError,
+        "^ttl_ms: must be at most",
+    )
+    store.runs.create(agent_id="a", run_id="r1")
+    unchanged(
+        store,
+        lambda: store.runs.claim("r1", worker_id="w", ttl_ms=10**30),
+        ValueError,
+        "^ttl_ms: must be at most",
+    )

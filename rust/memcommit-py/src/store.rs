@@ -414,10 +414,10 @@ impl NativeLog {
     }
 
     /// Raise WriterFailed if a write or fsync of this store has failed (the state in memory
-    /// may then hold commits the disk does not). Takes no lock and keeps the GIL: it is asked
-    /// before every read of the roles' cache.
+    /// may then hold commits the disk does not), StoreClosed after close. Takes no lock of the
+    /// log's and keeps the GIL: it is asked before every read of the roles' cache.
     fn check_not_failed(&self) -> PyResult<()> {
-        self.log().check_not_failed().map_err(to_py)
+        self.log().and_then(|log| log.check_not_failed()).map_err(to_py)
     }
 
     /// A number that changes whenever an entity may have changed.

@@ -161,6 +161,42 @@ def test_seals_are_written_by_the_server_and_verified_by_the_replica(
         store.save_snapshot("anywhere.json")
 
 
+def test_a_remote_commit_used_without_with_refuses_operations(
+    store: memcommit.RemoteStore,
+) -> None:
+    head = store.lsn
+    c = store.commit()
+    for op in (
+        lambda: c.put("never written"),
+        lambda: c.put_many(["never", "written"]),
+        lambda: c.stale("m1"),
+        lambda: c.move("m1", "long"),
+        lambda: c.finish_task("t"),
+        lambda: c.expect("m1", exists=True),
+    ):
+        with pytest.raises(RuntimeError, match=r"with store\.commit\(\) as c:"):
+            op()
+    assert store.lsn == head
+    with c:
+        mid = c.put("written")
+    assert store.get(mid) is not None and c.lsn == store.lsn == head + 1
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (-1, ValueError, r"^expect_lsn: must not be negative, got -1$"),
+        (2**64, ValueError, r"^expect_lsn: must be at most 18446744073709551615"),
+        ("1", TypeError, r"^expect_lsn must be an int, not str$"),
+    ],
+)
+def test_a_remote_commits_expect_lsn_is_checked_as_a_local_one(
+    store: memcommit.RemoteStore, value: Any, error: type, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        store.commit(expect_lsn=value)
+
+
 def test_put_many_and_ids_made_by_the_client(store: memcommit.RemoteStore) -> None:
     with store.commit() as c:
         ids = c.put_many(["a", "b", "c"], kind=["note", "fact", "note"], task="bulk")

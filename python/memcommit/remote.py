@@ -54,7 +54,7 @@ from typing import Any, Literal, cast
 
 from . import _native, wire
 from ._native import Memory, Record
-from .commit import Commit, as_str_tuple, encode_data
+from .commit import Commit, as_str_tuple, check_u64, encode_data
 from .errors import NotSupported, StoreClosed
 from .roles.logmedium import LogMedium
 from .roles.roleset import ROLE_NAMES, RoleSet
@@ -276,6 +276,7 @@ class RemoteCommit:
         # is never written (its block is never ended).
         self._check = Commit(store._scratch, store, None, time.time_ns() // 1_000_000)
         self._ops: list[list[Any]] = []
+        self._entered = False
         self._ended = False
         self.lsn: int | None = None
         self.first_lsn: int | None = None
@@ -283,6 +284,11 @@ class RemoteCommit:
     def _add(self, op: list[Any]) -> None:
         if self._ended:
             raise RuntimeError("this commit has already ended; start a new one with store.commit()")
+        if not self._entered:
+            raise RuntimeError(
+                "this commit is not open: use it as `with store.commit() as c:` (its operations "
+                "are written when the block ends; without `with` nothing would ever be written)"
+            )
         self._ops.append(op)
 
     def put(
@@ -389,6 +395,7 @@ class RemoteCommit:
         self._add([wire.OP_EXPECT, id, exists, status, tier, lsn])
 
     def __enter__(self) -> RemoteCommit:
+        self._entered = True
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> Literal[False]:
@@ -910,10 +917,8 @@ class RemoteStore(MemoryStore):
             A :class:`RemoteCommit` with the methods of :class:`~memcommit.Commit`.
         """
         self._check_open()
-        if expect_lsn is not None and (
-            isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)
-        ):
-            raise TypeError(f"expect_lsn must be int or None, not {type(expect_lsn).__name__}")
+        if expect_lsn is not None:
+            check_u64(expect_lsn, "expect_lsn")
         return RemoteCommit(self, expect_lsn)
 
     def put(

@@ -14,7 +14,7 @@ from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
-from .errors import NotSupported, Purged
+from .errors import MemcommitError, NotSupported, Purged
 from .manifest import ManifestEntry, reconcile
 from .roles.artifacts import MemoryArtifactRepository
 from .roles.checkpoints import MemoryCheckpointRepository
@@ -208,10 +208,7 @@ class MemoryStore:
         """
         m = self._native.get(id)
         if m is None and self._native.is_purged(id):
-            raise Purged(
-                f"memory {id!r} was purged by a retention policy during log compaction; "
-                "store.manifest() lists when and why"
-            )
+            raise _purged(id)
         return m
 
     def save_snapshot(self, path: str | os.PathLike[str]) -> None:
@@ -282,15 +279,18 @@ class MemoryStore:
     def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
         """Return the memories `ids` (None for each the store does not have), in one call.
 
-        Unlike :meth:`get`, a batch does not stop at an id that retention purged during log
-        compaction: its entry is None, as for an id never written, so the other entries
-        still come back; :meth:`is_purged` tells the two apart.
-
         Raises:
+            Purged: Retention purged one of `ids` during log compaction (as :meth:`get` does;
+                the message names the first such id). :meth:`is_purged` tells which.
             TypeError: `ids` is a single str (wrap it in a list), or holds something not a str.
             ValueError: An id is empty.
         """
-        return self._native.get_many(check_ids(ids))
+        ids = check_ids(ids)
+        out = self._native.get_many(ids)
+        for id, m in zip(ids, out, strict=True):
+            if m is None and self._native.is_purged(id):
+                raise _purged(id)
+        return out
 
     def find(
         self,
@@ -468,6 +468,14 @@ class MemoryStore:
         return f"<MemoryStore {self._path or _MEMORY} {state}>"
 
 
+def _purged(id: str) -> Purged:
+    """The error for a read of `id`, which retention purged."""
+    return Purged(
+        f"memory {id!r} was purged by a retention policy during log compaction; "
+        "store.manifest() lists when and why"
+    )
+
+
 def open(
     path: str | os.PathLike[str],
     *,
@@ -530,7 +538,14 @@ def open(
     native = _native.NativeLog.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path
     )
-    store = MemoryStore(native, clock=clock, path=fspath)
+    try:
+        store = MemoryStore(native, clock=clock, path=fspath)
+    except BaseException:
+        # Let go of the file and the writer lock now, not when the collector finds the cycle
+        # the half-built store left: a second open must not find it locked.
+        with contextlib.suppress(MemcommitError):
+            native.close()
+        raise
     store._open_args = (durability, read_only, flush_interval_ms, max_record_bytes)
     return store
 

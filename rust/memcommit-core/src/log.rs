@@ -480,7 +480,7 @@ impl State {
     /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
     /// before it, its offset).
     pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
-        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after + 1);
+        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
         if i == 0 {
             (0, HEADER_LEN as u64)
         } else {

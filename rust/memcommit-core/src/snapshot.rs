@@ -597,22 +597,20 @@ fn check_records(
         }
     }
     let mut points = Vec::with_capacity(entries.len() + entities.len() + seals.len() + sparse.len());
-    for (n, e) in entries.iter().enumerate() {
-        let n = n as u32;
-        points.push((e.put_off, Points::Put(n)));
-        if e.status_off != NO_OFFSET {
-            points.push((e.status_off, Points::Status(n)));
-        }
-        if e.move_off != NO_OFFSET {
-            points.push((e.move_off, Points::Move(n)));
-        }
-    }
+    // Puts, then status records, then moves: each mostly in offset order already, so the
+    // (stable, run-merging) sort below mostly merges a few runs.
+    let numbered = || entries.iter().enumerate().map(|(n, e)| (n as u32, e));
+    points.extend(numbered().map(|(n, e)| (e.put_off, Points::Put(n))));
+    let status = numbered().filter(|(_, e)| e.status_off != NO_OFFSET);
+    points.extend(status.map(|(n, e)| (e.status_off, Points::Status(n))));
+    let moves = numbered().filter(|(_, e)| e.move_off != NO_OFFSET);
+    points.extend(moves.map(|(n, e)| (e.move_off, Points::Move(n))));
     points.extend(entities.iter().enumerate().map(|(n, (_, (off, _)))| (*off, Points::Entity(n as u32))));
     points.extend(seals.iter().enumerate().map(|(n, s)| (s.offset, Points::Seal(n as u32))));
     points.extend(sparse.iter().enumerate().map(|(n, &(_, off))| (off, Points::Sparse(n as u32))));
     // Two pointers at one record are a lie but for the sparse index's: the one that is not a
     // put's is checked first, so the message says which record is not what it claims.
-    points.sort_unstable_by_key(|&(off, what)| (off, matches!(what, Points::Put(_) | Points::Sparse(_))));
+    points.sort_by_key(|&(off, what)| (off, matches!(what, Points::Put(_) | Points::Sparse(_))));
 
     // Two threads when there is much to read: each record is checked on its own.
     let salt = header.salt();

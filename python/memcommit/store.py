@@ -215,8 +215,9 @@ class MemoryStore:
         """Write the store's state as JSON to `path`, atomically, to open from later.
 
         The snapshot holds the LSN, log generation and chain hash it was taken at, and the
-        index (every memory's fields and where its records are; texts stay in the log).
-        ``memcommit.open(log, snapshot=path)`` then replays only the records after it.
+        index (every memory's fields and where its records are; texts stay in the log), and
+        ends with a checksum of every byte before it. ``memcommit.open(log, snapshot=path)``
+        checks it, and every record it points to, then replays only the records after it.
         Written to a temp file beside `path`, fsynced, renamed over it, the directory fsynced.
 
         Raises:
@@ -496,7 +497,9 @@ def open(
             raise :class:`NotSupported`.
         snapshot: A file written by :meth:`MemoryStore.save_snapshot`: restore the state it
             holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
-            is not of this log (another store or generation, or another history).
+            is not of this log (another store or generation, or another history), or was
+            changed after it was written (its checksum, or a record it points to, disagrees
+            with it), or predates snapshot checksums.
         clock: The time source for records (default: the system clock, UTC).
         durability: ``"commit"`` (default): a commit returns once its records are on stable
             storage; concurrent commits share one fsync. ``"batch"``: fsync every

@@ -8,25 +8,46 @@
 //! column by column (one JSON array per field), which keeps a snapshot of a million memories
 //! compact and quick to parse.
 //!
-//! Opening with a snapshot checks it against the log: the same store and generation, a file
-//! long enough, and at the snapshot's end the same last record (LSN, bytes' digest, commit
-//! end). Anything else is `SnapshotMismatch`. Then only the records after it are replayed, and
-//! the chain thread continues from the snapshot's chain value; `verify` recomputes the chain
-//! from the log's first record, so a snapshot whose chain value lies is caught there.
+//! The text ends with its checksum, `,"checksum":"<64 hex digits>"}`: the blake3 hash of every
+//! byte before that member. A snapshot of version 1 (before the checksum) is refused: nothing
+//! says it is unchanged, and a snapshot is only a cache of what the log holds.
+//!
+//! Opening with a snapshot checks it against the log: the checksum, the same store and
+//! generation, a file long enough, and at the snapshot's end the same last record (LSN, bytes'
+//! digest, commit end). Then every record it points to is read (in offset order, 256 KiB at a
+//! time, on two threads for a large snapshot) and must be what the snapshot says: each memory's put, status and move records are
+//! records of that id whose fields (kind, task, tags, creation, tier, status, LSN and time of
+//! the newest) give the memory's entry; each entity's record is that entity's, of that length;
+//! each seal is that seal; each sparse-index entry names a record of that LSN. Anything else is
+//! `SnapshotMismatch`, naming the snapshot and what differs. Then only the records after it are
+//! replayed, and the chain thread continues from the snapshot's chain value; `verify`
+//! recomputes the chain from the log's first record, so a snapshot whose chain value lies is
+//! caught there. What pointers cannot show, a snapshot whose checksum was recomputed by hand
+//! could still hide (a memory or entity left out, a finished task added, a pointer to an older
+//! record of the same id that agrees with the lie, or into a memory's text where bytes were
+//! crafted to parse as a record): only a full replay rules those out.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{self, ChainValue};
 use crate::error::{Error, Result};
-use crate::format::{self, FileHeader};
+use crate::format::{self, FileHeader, Op, RecordView};
 use crate::index::{Entry, Index, Parts, NO_OFFSET};
-use crate::log::{Log, State};
-use crate::memory::{Status, Tier};
+use crate::log::{Log, Options, State};
+use crate::memory::{self, Status, Tier};
 use crate::scan::ReadAt;
 use crate::seal::{self, SealEntry};
 
 const FORMAT: &str = "memcommit-snapshot";
-const VERSION: u32 = 1;
+/// 2: the text ends with its checksum.
+const VERSION: u32 = 2;
+/// What comes between the body and the checksum's hex digits.
+const CHECKSUM_KEY: &[u8] = b",\"checksum\":\"";
+/// The checksum member and the closing brace, at the end of the text.
+const CHECKSUM_SUFFIX_LEN: usize = CHECKSUM_KEY.len() + 64 + 2;
 
 /// A snapshot as its JSON says it.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -56,6 +77,9 @@ pub struct Snapshot {
     entities: Vec<(String, u64, u32)>,
     seals: Vec<SealJson>,
     sparse: Vec<(u64, u64)>,
+    /// The name of the snapshot's file, for messages.
+    #[serde(skip)]
+    file: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -182,8 +206,66 @@ impl Log {
                 })
                 .collect(),
             sparse,
+            file: String::new(),
         };
-        serde_json::to_string(&snap).map_err(|e| Error::invalid("snapshot", e.to_string()))
+        let body = serde_json::to_string(&snap).map_err(|e| Error::invalid("snapshot", e.to_string()))?;
+        Ok(seal_text(body))
+    }
+
+    /// Open with the snapshot in the file `snapshot` (see `open_with_snapshot`); every
+    /// `SnapshotMismatch` names that file.
+    pub fn open_with_snapshot_file(path: &Path, opts: Options, snapshot: &Path) -> Result<Arc<Log>> {
+        let name = snapshot.display().to_string();
+        let text = std::fs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
+        Log::open_inner(path, opts, None, Some(parse(&text, &name)?))
+    }
+}
+
+/// A snapshot's JSON body (an object) with its checksum appended as the last member.
+fn seal_text(mut body: String) -> String {
+    debug_assert!(body.ends_with('}'));
+    body.pop();
+    let sum = seal::hex(blake3::hash(body.as_bytes()).as_bytes());
+    body.push_str(std::str::from_utf8(CHECKSUM_KEY).expect("ASCII"));
+    body.push_str(&sum);
+    body.push_str("\"}");
+    body
+}
+
+/// Whether the text ends with a checksum member that matches the bytes before it.
+fn checksum_matches(text: &[u8]) -> bool {
+    let Some(split) = text.len().checked_sub(CHECKSUM_SUFFIX_LEN) else { return false };
+    let (body, suffix) = text.split_at(split);
+    let Some(hex) = suffix.strip_prefix(CHECKSUM_KEY).and_then(|s| s.strip_suffix(b"\"}")) else {
+        return false;
+    };
+    seal::hex(blake3::hash(body).as_bytes()).as_bytes() == hex
+}
+
+/// Why a text whose checksum does not check out is refused.
+fn why_unchecked(text: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Head {
+        format: Option<serde_json::Value>,
+        version: Option<serde_json::Value>,
+    }
+    let head: Head = match serde_json::from_slice(text) {
+        Ok(h) => h,
+        Err(e) => return format!("not a snapshot: {e}"),
+    };
+    if head.format.as_ref().and_then(|f| f.as_str()) != Some(FORMAT) {
+        return "not a snapshot: it does not say it is a memcommit snapshot".into();
+    }
+    match head.version.as_ref().and_then(|v| v.as_u64()) {
+        Some(v) if v < VERSION as u64 => format!(
+            "it is of snapshot version {v}, which carries no checksum, so nothing shows it is unchanged; \
+             take a new snapshot (it is only a cache: the log holds the truth)"
+        ),
+        Some(v) if v == VERSION as u64 => {
+            "its checksum does not match its contents: it was changed after it was written".into()
+        }
+        Some(v) => format!("it is of snapshot version {v}, and this memcommit reads version {VERSION}"),
+        None => "not a snapshot: it has no version".into(),
     }
 }
 
@@ -222,21 +304,22 @@ pub(crate) struct Restored {
     pub chain: ChainValue,
 }
 
-/// Parse a snapshot's JSON.
-pub fn parse(text: &[u8], display: &str) -> Result<Snapshot> {
-    let snap: Snapshot = serde_json::from_slice(text).map_err(|e| Error::SnapshotMismatch {
-        path: display.into(),
-        reason: format!("not a snapshot: {e}"),
-    })?;
-    if snap.format != FORMAT || snap.version != VERSION {
-        return Err(Error::SnapshotMismatch {
-            path: display.into(),
-            reason: format!(
-                "not a memcommit snapshot of version {VERSION} ({} {})",
-                snap.format, snap.version
-            ),
-        });
+/// Parse a snapshot's JSON and check its checksum; `name` (the snapshot's file) is what its
+/// errors, now and when it is checked against the log, name.
+pub fn parse(text: &[u8], name: &str) -> Result<Snapshot> {
+    let mismatch = |reason: String| Error::SnapshotMismatch { path: name.into(), reason };
+    if !checksum_matches(text) {
+        return Err(mismatch(why_unchecked(text)));
     }
+    let mut snap: Snapshot =
+        serde_json::from_slice(text).map_err(|e| mismatch(format!("not a snapshot: {e}")))?;
+    if snap.format != FORMAT || snap.version != VERSION {
+        return Err(mismatch(format!(
+            "not a memcommit snapshot of version {VERSION} ({} {})",
+            snap.format, snap.version
+        )));
+    }
+    snap.file = name.into();
     Ok(snap)
 }
 
@@ -287,13 +370,14 @@ pub(crate) fn check_end(
 
 /// Check a snapshot against the log's file and header, and rebuild its index.
 pub(crate) fn restore(
-    snap: Snapshot,
-    file: &dyn ReadAt,
+    mut snap: Snapshot,
+    file: &(dyn ReadAt + Sync),
     file_len: u64,
     header: &FileHeader,
     display: &str,
 ) -> Result<Restored> {
-    let mismatch = |reason: String| Error::SnapshotMismatch { path: display.into(), reason };
+    let name = std::mem::take(&mut snap.file);
+    let mismatch = |reason: String| Error::SnapshotMismatch { path: name.clone(), reason };
     if snap.store_id != seal::hex(&header.store_id) {
         return Err(mismatch(format!(
             "the snapshot is of store {}, the log is store {}",
@@ -400,6 +484,7 @@ pub(crate) fn restore(
         seals,
     };
     let index = Index::from_parts(parts).map_err(mismatch)?;
+    check_records(&index, &snap.sparse, file, header, snap.end).map_err(mismatch)?;
     Ok(Restored {
         index,
         end: snap.end,
@@ -408,4 +493,317 @@ pub(crate) fn restore(
         sparse: snap.sparse.clone(),
         chain,
     })
+}
+
+/// The bytes read at a time when checking the records a snapshot points to (a buffer small
+/// enough to stay in the cache; fresh memory costs more than the extra reads).
+const WINDOW: usize = 256 << 10;
+
+/// Reads records by offset, in ascending order, through a window of a few MiB: the records
+/// a snapshot points to are read with a few large reads, not one small read each.
+struct Window<'a> {
+    file: &'a (dyn ReadAt + Sync),
+    salt: u32,
+    /// Where the snapshot's records end.
+    end: u64,
+    buf: Vec<u8>,
+    off: u64,
+    len: usize,
+}
+
+impl Window<'_> {
+    /// Make bytes `at..at + n` (or up to `end`) be in the window.
+    fn ensure(&mut self, at: u64, n: usize) -> std::result::Result<(), String> {
+        if at >= self.off && at + n as u64 <= self.off + self.len as u64 {
+            return Ok(());
+        }
+        let want = n.max(WINDOW).min((self.end - at) as usize);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        self.len = self
+            .file
+            .read_at(&mut self.buf[..want], at)
+            .map_err(|e| format!("cannot read the log at byte {at}: {e}"))?;
+        self.off = at;
+        Ok(())
+    }
+
+    /// The whole, valid record at `at`, which must end by `end`; `Err` says why not.
+    fn record(&mut self, at: u64) -> std::result::Result<RecordView<'_>, String> {
+        let header = format::RECORD_HEADER_LEN;
+        if at < format::HEADER_LEN as u64 || at + header as u64 > self.end {
+            return Err(format!("byte {at} is outside the records the snapshot covers"));
+        }
+        self.ensure(at, header)?;
+        let rel = (at - self.off) as usize;
+        let b = &self.buf[rel..self.len];
+        if b.len() < header {
+            return Err(format!("the log ends before byte {}", at + header as u64));
+        }
+        let key_len = u16::from_le_bytes([b[24], b[25]]) as u64;
+        let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as u64;
+        let total = format::RECORD_OVERHEAD as u64 + key_len + len;
+        if at + total > self.end {
+            return Err(format!(
+                "the log holds no record at byte {at} (one there would run past the snapshot's end)"
+            ));
+        }
+        self.ensure(at, total as usize)?;
+        let rel = (at - self.off) as usize;
+        let b = &self.buf[rel..self.len.min(rel + total as usize)];
+        format::parse_record(b, self.salt, format::MAX_PAYLOAD_LEN).map_err(|e| {
+            let why = match e {
+                format::ParseError::Incomplete => "the log ends inside it",
+                format::ParseError::Invalid(why) => why,
+            };
+            format!("the log holds no record at byte {at} ({why})")
+        })
+    }
+}
+
+/// What a snapshot says is at a byte offset: a memory's last put, status or move record (by
+/// entry number), an entity's newest record, a seal, a sparse-index entry (by number).
+#[derive(Clone, Copy)]
+enum Points {
+    Put(u32),
+    Status(u32),
+    Move(u32),
+    Entity(u32),
+    Seal(u32),
+    Sparse(u32),
+}
+
+/// Check every record the restored index (and the snapshot's sparse index) points to: it is
+/// there, before the snapshot's end, of the right op and key, and says what the entry says.
+///
+/// The records are read in offset order. Offsets follow LSNs in a log, so which of a memory's
+/// put, status and move records is the newer is known from the entry's offsets alone, and each
+/// record is checked as it is read: the newest of them gives the entry's LSN and time, a status
+/// or move record after the put gives its status or tier, else the put does.
+fn check_records(
+    index: &Index,
+    sparse: &[(u64, u64)],
+    file: &(dyn ReadAt + Sync),
+    header: &FileHeader,
+    end: u64,
+) -> std::result::Result<(), String> {
+    let entries = index.entries();
+    let entities: Vec<(&[u8], (u64, u32))> = index.entities().collect();
+    let seals = index.seals();
+    for w in sparse.windows(2) {
+        if w[1].0 <= w[0].0 || w[1].1 <= w[0].1 {
+            return Err("its sparse index is not in LSN and offset order".into());
+        }
+    }
+    let mut points = Vec::with_capacity(entries.len() + entities.len() + seals.len() + sparse.len());
+    // Puts, then status records, then moves: each mostly in offset order already, so the
+    // (stable, run-merging) sort below mostly merges a few runs.
+    let numbered = || entries.iter().enumerate().map(|(n, e)| (n as u32, e));
+    points.extend(numbered().map(|(n, e)| (e.put_off, Points::Put(n))));
+    let status = numbered().filter(|(_, e)| e.status_off != NO_OFFSET);
+    points.extend(status.map(|(n, e)| (e.status_off, Points::Status(n))));
+    let moves = numbered().filter(|(_, e)| e.move_off != NO_OFFSET);
+    points.extend(moves.map(|(n, e)| (e.move_off, Points::Move(n))));
+    points.extend(entities.iter().enumerate().map(|(n, (_, (off, _)))| (*off, Points::Entity(n as u32))));
+    points.extend(seals.iter().enumerate().map(|(n, s)| (s.offset, Points::Seal(n as u32))));
+    points.extend(sparse.iter().enumerate().map(|(n, &(_, off))| (off, Points::Sparse(n as u32))));
+    // Two pointers at one record are a lie but for the sparse index's: the one that is not a
+    // put's is checked first, so the message says which record is not what it claims.
+    points.sort_by_key(|&(off, what)| (off, matches!(what, Points::Put(_) | Points::Sparse(_))));
+
+    // Two threads when there is much to read: each record is checked on its own.
+    let salt = header.salt();
+    let seen = Seen { index, entities: &entities, sparse };
+    if points.len() < PARALLEL_FROM {
+        return seen.check(&points, file, salt, end);
+    }
+    let (a, b) = points.split_at(points.len() / 2);
+    std::thread::scope(|s| {
+        let second = s.spawn(|| seen.check(b, file, salt, end));
+        let first = seen.check(a, file, salt, end);
+        // The first error in offset order.
+        first.and(second.join().unwrap_or_else(|_| Err("checking the snapshot's records failed".into())))
+    })
+}
+
+/// Below this many records to check, one thread reads them all.
+const PARALLEL_FROM: usize = 16_384;
+
+/// What the checks of records read: the restored index, its entities, the sparse index.
+#[derive(Clone, Copy)]
+struct Seen<'a> {
+    index: &'a Index,
+    entities: &'a [(&'a [u8], (u64, u32))],
+    sparse: &'a [(u64, u64)],
+}
+
+impl Seen<'_> {
+    /// Check the records at `points` (in offset order).
+    fn check(
+        &self,
+        points: &[(u64, Points)],
+        file: &(dyn ReadAt + Sync),
+        salt: u32,
+        end: u64,
+    ) -> std::result::Result<(), String> {
+        let Seen { index, entities, sparse } = *self;
+        let entries = index.entries();
+        let seals = index.seals();
+        let mut window = Window { file, salt, end, buf: Vec::new(), off: 0, len: 0 };
+        let mut tags = Vec::new();
+        for &(off, what) in points {
+            let rec = window.record(off).map_err(|why| {
+                format!("{} is at byte {off}, but {why}", whose(index, entities, sparse, what))
+            })?;
+            let not = |want: &str| {
+                format!(
+                    "{} is at byte {off}, but the record there is a {} record of {:?} (LSN {}), not {want}",
+                    whose(index, entities, sparse, what),
+                    rec.op.name(),
+                    rec.key_str(),
+                    rec.lsn
+                )
+            };
+            match what {
+                Points::Put(n) | Points::Status(n) | Points::Move(n) => {
+                    let e = &entries[n as usize];
+                    let id = index.id_of(e);
+                    let (op, name) = match what {
+                        Points::Put(_) => (Op::Put, "put"),
+                        Points::Status(_) => (Op::Status, "status"),
+                        _ => (Op::Move, "move"),
+                    };
+                    if rec.op != op || rec.key != id.as_bytes() {
+                        return Err(not(&format!("a {name} of {id:?}")));
+                    }
+                    let bad = |field: &str, snap: &dyn std::fmt::Debug, log: &dyn std::fmt::Debug| {
+                        format!(
+                            "memory {id:?}: it says {field} {snap:?}, but its {name} record at byte {off} \
+                             (LSN {}) says {log:?}",
+                            rec.lsn
+                        )
+                    };
+                    let later = |o: u64| o != NO_OFFSET && o > off;
+                    let (status_later, move_later) = (later(e.status_off), later(e.move_off));
+                    let put_later = e.put_off > off;
+                    match op {
+                        Op::Put => {
+                            let head = memory::decode_put_head_only(rec.payload)
+                                .ok_or_else(|| not("a put whose payload decodes"))?;
+                            if rec.bytes.len() as u64 != u64::from(e.put_len) {
+                                return Err(bad("a put length of", &e.put_len, &rec.bytes.len()));
+                            }
+                            if head.kind != index.kinds.name(e.kind) {
+                                return Err(bad("kind", &index.kinds.name(e.kind), &head.kind));
+                            }
+                            if head.task != index.task_of(e) {
+                                return Err(bad("task", &index.task_of(e), &head.task));
+                            }
+                            tags.clear();
+                            tags.extend(head.tags.iter().map(|t| index.tags.lookup(t).unwrap_or(u32::MAX)));
+                            tags.sort_unstable();
+                            tags.dedup();
+                            if tags[..] != index.tagsets[e.tags as usize][..] {
+                                return Err(bad("tags", &index.tags_of(e).collect::<Vec<_>>(), &head.tags));
+                            }
+                            let st = head.state;
+                            let created_lsn = if st.created_lsn == 0 { rec.lsn } else { st.created_lsn };
+                            if e.created_lsn != created_lsn {
+                                return Err(bad("created_lsn", &e.created_lsn, &created_lsn));
+                            }
+                            if e.created_at != st.created_at {
+                                return Err(bad("created_at", &e.created_at, &st.created_at));
+                            }
+                            if !status_later && e.status != st.status {
+                                return Err(bad("status", &e.status.name(), &st.status.name()));
+                            }
+                            if !move_later && e.tier != st.tier {
+                                return Err(bad("tier", &e.tier.name(), &st.tier.name()));
+                            }
+                            if !move_later && e.moved_at != st.moved_at {
+                                return Err(bad("moved_at", &e.moved_at, &st.moved_at));
+                            }
+                        }
+                        Op::Status => {
+                            let (status, _) = memory::decode_status(rec.payload)
+                                .ok_or_else(|| not("a status that decodes"))?;
+                            if !put_later && e.status != status {
+                                return Err(bad("status", &e.status.name(), &status.name()));
+                            }
+                        }
+                        _ => {
+                            let tier =
+                                memory::decode_move(rec.payload).ok_or_else(|| not("a move that decodes"))?;
+                            if !put_later && e.tier != tier {
+                                return Err(bad("tier", &e.tier.name(), &tier.name()));
+                            }
+                            if !put_later && e.moved_at != rec.at {
+                                return Err(bad("moved_at", &e.moved_at, &rec.at));
+                            }
+                        }
+                    }
+                    // The newest of its records gives its LSN and time.
+                    let newest = !put_later && !status_later && !move_later;
+                    if newest && (e.lsn, e.updated_at) != (rec.lsn, rec.at) {
+                        return Err(format!(
+                            "memory {id:?}: it says its newest record is LSN {} at {}, but its newest, \
+                             the {name} record at byte {off}, is LSN {} at {}",
+                            e.lsn, e.updated_at, rec.lsn, rec.at
+                        ));
+                    }
+                }
+                Points::Entity(n) => {
+                    let (key, (_, len)) = entities[n as usize];
+                    let live = matches!(memory::decode_entity(rec.payload), Some(Some(_)));
+                    if rec.op != Op::Entity || rec.key != key || !live {
+                        return Err(not("that entity's live state"));
+                    }
+                    if rec.bytes.len() as u64 != u64::from(len) {
+                        return Err(format!(
+                            "{} at byte {off} is {} bytes long, the snapshot says {len}",
+                            whose(index, entities, sparse, what),
+                            rec.bytes.len()
+                        ));
+                    }
+                }
+                Points::Seal(n) => {
+                    if rec.op != Op::Seal {
+                        return Err(not("a seal"));
+                    }
+                    if seal::decode(&rec, off).as_ref() != Some(&seals[n as usize]) {
+                        return Err(format!(
+                            "{} at byte {off} is another seal than the snapshot says",
+                            whose(index, entities, sparse, what)
+                        ));
+                    }
+                }
+                Points::Sparse(n) => {
+                    let lsn = sparse[n as usize].0;
+                    if rec.lsn != lsn {
+                        return Err(format!(
+                            "its sparse index puts LSN {lsn} at byte {off}, where the log holds LSN {}",
+                            rec.lsn
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a snapshot says a record is, for a message.
+fn whose(index: &Index, entities: &[(&[u8], (u64, u32))], sparse: &[(u64, u64)], what: Points) -> String {
+    let memory = |n: u32| format!("memory {:?}", index.id_of(&index.entries()[n as usize]));
+    match what {
+        Points::Put(n) => format!("{}: its last put record", memory(n)),
+        Points::Status(n) => format!("{}: its last status record", memory(n)),
+        Points::Move(n) => format!("{}: its last move record", memory(n)),
+        Points::Entity(n) => {
+            format!("entity {:?}: its record", String::from_utf8_lossy(entities[n as usize].0))
+        }
+        Points::Seal(n) => format!("the seal of LSN {}: its record", index.seals()[n as usize].lsn),
+        Points::Sparse(n) => format!("its sparse index entry for LSN {}", sparse[n as usize].0),
+    }
 }

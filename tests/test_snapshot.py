@@ -305,11 +305,6 @@ def test_a_snapshot_of_version_1_without_a_checksum_is_refused(tmp_path: Path) -
     assert "version 1" in message and "take a new snapshot" in message, message
 
 
-@pytest.mark.xfail(
-    reason="the binding reads the snapshot file itself and hands the core only its text; "
-    "NativeLog.open must call Log::open_with_snapshot_file for the core to name the file",
-    strict=True,
-)
 def test_a_refused_snapshot_is_named_in_the_message(tmp_path: Path) -> None:
     log, snap, data = _tamper_setup(tmp_path)
     data["memories"]["tier"][0] = 3

@@ -112,7 +112,7 @@ pub enum Error {
     },
     /// A snapshot that does not belong to the log it was opened with.
     SnapshotMismatch {
-        /// The log file.
+        /// The snapshot file (the log's, for a snapshot given as text).
         path: String,
         /// What does not match.
         reason: String,

@@ -138,14 +138,7 @@ impl NativeLog {
         let opts =
             Options { durability, flush_interval_ms, max_record_bytes, read_only, ..Options::default() };
         let log = release(py, || match &snapshot {
-            Some(snap) => {
-                let text = std::fs::read(snap).map_err(|e| memcommit_core::Error::Io {
-                    path: snap.display().to_string(),
-                    action: "read",
-                    source: e,
-                })?;
-                Log::open_with_snapshot(&path, opts, &text)
-            }
+            Some(snap) => Log::open_with_snapshot_file(&path, opts, snap),
             None => Log::open(&path, opts),
         })?;
         Ok(NativeLog::new(log))

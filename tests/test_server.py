@@ -53,6 +53,16 @@ def put_op(id: str, text: str) -> list[Any]:
     return ["put", id, text, "note", None, "working", None, [], []]
 
 
+def compact_offline(path: Path) -> None:
+    """Compact a served log while its server is stopped, as the README says to."""
+    subprocess.run(
+        [sys.executable, "-m", "memcommit", "compact", str(path), "--archived-older-than", "0"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess(tmp_path_factory.mktemp("served") / "memory.db") as process:
@@ -757,20 +767,7 @@ def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) 
             generation = remote.generation
             assert len(remote.history(keep)) == 11
             process.terminate()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "memcommit",
-                    "compact",
-                    str(path),
-                    "--archived-older-than",
-                    "0",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
+            compact_offline(path)
             process = ServerProcess(path, port=port)
             remote.refresh()
             assert remote.generation == generation + 1
@@ -838,20 +835,7 @@ def test_a_read_after_an_offline_compaction_rebuilds_the_replica(tmp_path: Path)
             assert remote.get(gone) is not None and remote.generation == 0
             port = process.port
             process.terminate()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "memcommit",
-                    "compact",
-                    str(path),
-                    "--archived-older-than",
-                    "0",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
+            compact_offline(path)
             process = ServerProcess(path, port=port)
             with pytest.raises(memcommit.Purged):
                 remote.get(gone)

@@ -5,77 +5,11 @@ use std::path::Path;
 
 mod common;
 
-use common::{opts, Quiet, T0};
+use common::{opts, run_history, step, Quiet, T0};
 use memcommit_core::compact::{Compacted, Retention};
 use memcommit_core::format::{self, FileHeader, Op, HEADER_LEN};
 use memcommit_core::{Command, Log, PutCommand, Status, Tier};
 use proptest::prelude::*;
-
-#[derive(Clone, Debug)]
-enum Step {
-    Put(u8, u8),
-    Stale(u8),
-    Restore(u8),
-    Move(u8, u8),
-    Task(u8),
-    Entity(u8, Option<u8>),
-}
-
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        4 => (0u8..12, 0u8..4).prop_map(|(i, v)| Step::Put(i, v)),
-        2 => (0u8..12).prop_map(Step::Stale),
-        1 => (0u8..12).prop_map(Step::Restore),
-        2 => (0u8..12, 0u8..4).prop_map(|(i, t)| Step::Move(i, t)),
-        1 => (0u8..3).prop_map(Step::Task),
-        1 => (0u8..4, proptest::option::of(0u8..9)).prop_map(|(k, v)| Step::Entity(k, v)),
-    ]
-}
-
-const TIERS: [Tier; 4] = [Tier::Working, Tier::Mid, Tier::Long, Tier::Archive];
-
-/// Apply steps as commits (skipping ones the store refuses); returns nothing.
-fn run(log: &Log, steps: &[Vec<Step>]) {
-    for (n, commit) in steps.iter().enumerate() {
-        let mut cmds: Vec<Command> = Vec::new();
-        let mut ents: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-        for s in commit {
-            match s {
-                Step::Put(i, v) => cmds.push(Command::Put(PutCommand::<String> {
-                    id: format!("m{i}"),
-                    kind: if i % 2 == 0 { "trace".into() } else { "fact".into() },
-                    text: format!("text {i} v{v}"),
-                    tags: vec![format!("v{v}")],
-                    ..PutCommand::default()
-                })),
-                Step::Stale(i) => cmds.push(Command::<String>::SetStatus {
-                    id: format!("m{i}"),
-                    status: Status::Stale,
-                    reason: None,
-                }),
-                Step::Restore(i) => cmds.push(Command::<String>::SetStatus {
-                    id: format!("m{i}"),
-                    status: Status::Active,
-                    reason: None,
-                }),
-                Step::Move(i, t) => {
-                    cmds.push(Command::<String>::Move { id: format!("m{i}"), tier: TIERS[*t as usize] })
-                }
-                Step::Task(t) => cmds.push(Command::<String>::FinishTask { task: format!("t{t}") }),
-                Step::Entity(k, v) => {
-                    ents.push((format!("lock\0e{k}"), v.map(|v| format!("{{\"v\":{v}}}").into_bytes())))
-                }
-            }
-        }
-        // Drop commands about memories that do not exist yet (the store would refuse them).
-        let _ = log.commit(&cmds, None, T0 + n as i64 * 1_000_000);
-        if !ents.is_empty() {
-            let refs: Vec<(&str, Option<&[u8]>)> =
-                ents.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
-            log.write_entities(&refs, T0).unwrap();
-        }
-    }
-}
 
 /// Everything replay builds that users can see.
 /// (memories, entities, finished tasks).
@@ -127,13 +61,13 @@ proptest! {
 
     #[test]
     fn compacted_logs_replay_to_the_same_state(
-        commits in proptest::collection::vec(proptest::collection::vec(step(), 1..4), 1..40),
+        commits in proptest::collection::vec(proptest::collection::vec(step(12, 4), 1..4), 1..40),
         cut in 0.0f64..=1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.log");
         let log = Log::open(&path, opts()).unwrap();
-        run(&log, &commits);
+        run_history(&log, &commits, T0);
         let want = state(&log);
         let head = log.lsn();
         let horizon = (head as f64 * cut) as u64;

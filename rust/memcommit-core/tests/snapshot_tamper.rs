@@ -7,10 +7,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fill, opts, view, Quiet, T0};
+use common::{fill, opts, run_history, step, view, Quiet, T0};
 use memcommit_core::compact::Retention;
 use memcommit_core::format::{self, FileHeader, Op, HEADER_LEN};
-use memcommit_core::{Command, Error, Log, PutCommand, Query, Status, Tier};
+use memcommit_core::{Error, Log, Query};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -279,69 +279,6 @@ fn a_snapshot_given_as_text_is_checked_the_same_way() {
 // Every snapshot a store writes passes the checks: histories with puts over moves and status
 // changes, restores, entities, seals, and log compaction.
 
-#[derive(Clone, Debug)]
-enum Step {
-    Put(u8, u8),
-    Stale(u8),
-    Restore(u8),
-    Move(u8, u8),
-    Task(u8),
-    Entity(u8, Option<u8>),
-    Seal,
-}
-
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        4 => (0u8..10, 0u8..4).prop_map(|(i, v)| Step::Put(i, v)),
-        2 => (0u8..10).prop_map(Step::Stale),
-        1 => (0u8..10).prop_map(Step::Restore),
-        2 => (0u8..10, 0u8..4).prop_map(|(i, t)| Step::Move(i, t)),
-        1 => (0u8..3).prop_map(Step::Task),
-        1 => (0u8..3, proptest::option::of(0u8..9)).prop_map(|(k, v)| Step::Entity(k, v)),
-        1 => Just(Step::Seal),
-    ]
-}
-
-const TIERS: [Tier; 4] = [Tier::Working, Tier::Mid, Tier::Long, Tier::Archive];
-
-fn run(log: &Log, steps: &[Vec<Step>], t: i64) {
-    for (n, commit) in steps.iter().enumerate() {
-        let at = t + n as i64 * 1_000;
-        let mut cmds: Vec<Command> = Vec::new();
-        for s in commit {
-            match s {
-                Step::Put(i, v) => cmds.push(Command::Put(PutCommand::<String> {
-                    id: format!("m{i}"),
-                    kind: if v % 2 == 0 { "trace".into() } else { "fact".into() },
-                    text: format!("text {i} v{v}"),
-                    task: (*v > 1).then(|| format!("t{v}")),
-                    tags: (0..*v).map(|k| format!("g{k}")).collect(),
-                    tier: (*v == 3).then_some(Tier::Mid),
-                    ..PutCommand::default()
-                })),
-                Step::Stale(i) | Step::Restore(i) => cmds.push(Command::<String>::SetStatus {
-                    id: format!("m{i}"),
-                    status: if matches!(s, Step::Stale(_)) { Status::Stale } else { Status::Active },
-                    reason: None,
-                }),
-                Step::Move(i, tier) => {
-                    cmds.push(Command::<String>::Move { id: format!("m{i}"), tier: TIERS[*tier as usize] })
-                }
-                Step::Task(k) => cmds.push(Command::<String>::FinishTask { task: format!("t{k}") }),
-                Step::Entity(k, v) => {
-                    let state = v.map(|v| format!("{{\"v\":{v}}}").into_bytes());
-                    log.write_entities(&[(&format!("lock\0e{k}"), state.as_deref())], at).unwrap();
-                }
-                Step::Seal => {
-                    let _ = log.seal(None, at);
-                }
-            }
-        }
-        // Commands about memories that do not exist yet are refused: the commit is dropped.
-        let _ = log.commit(&cmds, None, at);
-    }
-}
-
 fn state(log: &Log) -> String {
     let ids: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
     let mems: Vec<String> = log
@@ -380,21 +317,21 @@ proptest! {
 
     #[test]
     fn every_snapshot_a_store_writes_opens_to_the_state_of_a_full_replay(
-        before in proptest::collection::vec(proptest::collection::vec(step(), 1..4), 1..30),
-        after in proptest::collection::vec(proptest::collection::vec(step(), 1..4), 0..10),
+        before in proptest::collection::vec(proptest::collection::vec(step(10, 3), 1..4), 1..30),
+        after in proptest::collection::vec(proptest::collection::vec(step(10, 3), 1..4), 0..10),
         compact_at in proptest::option::of(0.0f64..=1.0),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.log");
         let mut log = Log::open(&path, opts()).unwrap();
-        run(&log, &before, T0);
+        run_history(&log, &before, T0);
         if let Some(cut) = compact_at {
             let horizon = (log.lsn() as f64 * cut) as u64;
             log = log.compact(Some(horizon), &Retention::default(), T0, &mut Quiet).unwrap().1;
-            run(&log, &before[..before.len() / 2], T0 + 10_000_000);
+            run_history(&log, &before[..before.len() / 2], T0 + 10_000_000);
         }
         let snap = log.snapshot_json().unwrap();
-        run(&log, &after, T0 + 20_000_000);
+        run_history(&log, &after, T0 + 20_000_000);
         log.close().unwrap();
         let full = Log::open(&path, opts()).unwrap();
         let want = state(&full);

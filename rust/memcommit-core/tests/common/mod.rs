@@ -1,5 +1,5 @@
-//! What several test files share: a clock reading, quiet compaction hooks, options, and a
-//! history of memories to fill a log with.
+//! What several test files share: a clock reading, quiet compaction hooks, options, a
+//! history of memories to fill a log with, and random histories for property tests.
 #![allow(dead_code)]
 
 use memcommit_core::compact::{Compacted, Hooks};
@@ -94,5 +94,75 @@ pub fn assert_same(got: &[String], want: &[String]) {
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(g == w, "item {i}:\n got {}\nwant {}", &g[..g.len().min(400)], &w[..w.len().min(400)]);
+    }
+}
+
+/// One step of a random history (property tests): a put of memory `m{i}` in version `v`
+/// (version decides kind, task, tags and tier), a stale, a restore, a move, a finished task, an
+/// entity's new state (or its removal), or a seal.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Put(u8, u8),
+    Stale(u8),
+    Restore(u8),
+    Move(u8, u8),
+    Task(u8),
+    Entity(u8, Option<u8>),
+    Seal,
+}
+
+/// A step on memories `m0..m{ids}`, tasks `t0..t2` and entities `lock\0e0..e{keys}`.
+pub fn step(ids: u8, keys: u8) -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0..ids, 0u8..4).prop_map(|(i, v)| Step::Put(i, v)),
+        2 => (0..ids).prop_map(Step::Stale),
+        1 => (0..ids).prop_map(Step::Restore),
+        2 => (0..ids, 0u8..4).prop_map(|(i, t)| Step::Move(i, t)),
+        1 => (0u8..3).prop_map(Step::Task),
+        1 => (0..keys, proptest::option::of(0u8..9)).prop_map(|(k, v)| Step::Entity(k, v)),
+        1 => Just(Step::Seal),
+    ]
+}
+
+const TIERS: [Tier; 4] = [Tier::Working, Tier::Mid, Tier::Long, Tier::Archive];
+
+/// Apply `steps`, one commit per inner list, from time `t` one millisecond apart. A commit the
+/// store refuses (about a memory not written yet) is dropped, as a user's would be; entities
+/// and seals are written as they come.
+pub fn run_history(log: &Log, steps: &[Vec<Step>], t: i64) {
+    for (n, commit) in steps.iter().enumerate() {
+        let at = t + n as i64 * 1_000;
+        let mut cmds: Vec<Command> = Vec::new();
+        for s in commit {
+            match s {
+                Step::Put(i, v) => cmds.push(Command::Put(PutCommand::<String> {
+                    id: format!("m{i}"),
+                    kind: if v % 2 == 0 { "trace".into() } else { "fact".into() },
+                    text: format!("text {i} v{v}"),
+                    task: (*v > 1).then(|| format!("t{v}")),
+                    tags: (0..*v).map(|k| format!("g{k}")).collect(),
+                    tier: (*v == 3).then_some(Tier::Mid),
+                    ..PutCommand::default()
+                })),
+                Step::Stale(i) | Step::Restore(i) => cmds.push(Command::<String>::SetStatus {
+                    id: format!("m{i}"),
+                    status: if matches!(s, Step::Stale(_)) { Status::Stale } else { Status::Active },
+                    reason: None,
+                }),
+                Step::Move(i, tier) => {
+                    cmds.push(Command::<String>::Move { id: format!("m{i}"), tier: TIERS[*tier as usize] })
+                }
+                Step::Task(k) => cmds.push(Command::<String>::FinishTask { task: format!("t{k}") }),
+                Step::Entity(k, v) => {
+                    let state = v.map(|v| format!("{{\"v\":{v}}}").into_bytes());
+                    log.write_entities(&[(&format!("lock\0e{k}"), state.as_deref())], at).unwrap();
+                }
+                Step::Seal => {
+                    let _ = log.seal(None, at);
+                }
+            }
+        }
+        let _ = log.commit(&cmds, None, at);
     }
 }

@@ -4,7 +4,8 @@ A buggy tool, or someone who recomputed the CRC after editing a record, can leav
 framing accepts and memcommit never writes: text or data that is not UTF-8, data or a role's
 state that is not JSON. Such a record is damage like any other: ``CorruptLog`` naming the
 path, the byte offset and the LSN (at open for entity records, which open decodes; at read
-for a memory, whose text and data only a read decodes), and ``memcommit repair`` finds it.
+for a memory's key and text, and when its ``data`` is asked for), and ``memcommit repair``
+finds it.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
                 store.get(mid).data  # noqa: B018 (the read is the test)
             assert_names(err.value, path, off, lsn)
             with pytest.raises(memcommit.CorruptLog):
-                store.get_many([mid])
+                store.get_many([mid])[0].data  # noqa: B018 (the read is the test)
     assert_repair_finds(path, off, capsys)
 
 

@@ -49,6 +49,9 @@ pub struct Memory {
     #[pyo3(get)]
     text: Py<PyString>,
     data_json: Option<String>,
+    /// Where `data_json` was read (the log, the put's offset), for the error if it does not
+    /// decode; only a memory with data keeps it.
+    origin: Option<(Py<PyString>, u64)>,
     #[pyo3(get)]
     task: Option<Py<PyString>>,
     #[pyo3(get)]
@@ -69,12 +72,26 @@ pub struct Memory {
 #[pymethods]
 impl Memory {
     /// The memory's JSON object, decoded afresh on every access, or None.
+    ///
+    /// Decoded here, not when the memory is read: text whose checksum matched but that is not
+    /// JSON (a tool wrote it, not memcommit) is `CorruptLog` naming the log, offset and LSN.
     #[getter]
     fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.data_json {
-            Some(s) => json_loads(py, s),
-            None => Ok(py.None().into_bound(py)),
-        }
+        let Some(text) = &self.data_json else { return Ok(py.None().into_bound(py)) };
+        json_loads(py, text).map_err(|e| match &self.origin {
+            Some((log, off))
+                if e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+                    || e.is_instance_of::<pyo3::exceptions::PyRecursionError>(py) =>
+            {
+                damaged_put(
+                    &log.bind(py).to_string_lossy(),
+                    *off,
+                    self.lsn,
+                    "a put whose data is not valid JSON",
+                )
+            }
+            _ => e,
+        })
     }
 
     /// When the memory was created (aware UTC datetime from the store's clock).
@@ -137,24 +154,19 @@ pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<M
     let rec = format::view_trusted(&m.put);
     // Checked in full on every read: replay keeps only the head of a put, so a record whose
     // checksum matches but whose text or data does not decode is found here.
-    let body = memory::check_contents(&rec)
-        .and_then(|()| memory::decode_put(rec.payload).ok_or("malformed put payload"));
-    let body = body.map_err(|reason| {
-        CorruptLog::new_err(format!(
-            "{}: damaged log at byte offset {} (LSN {}): {reason}, though its checksum matches; \
-             `memcommit repair {}` can back up the file and cut it there",
-            log.display(),
-            m.entry.put_off,
-            rec.lsn,
-            log.display()
-        ))
-    })?;
+    let damaged = |reason: &str| damaged_put(log.display(), m.entry.put_off, rec.lsn, reason);
+    if std::str::from_utf8(rec.key).is_err() {
+        return Err(damaged("the record's key is not UTF-8"));
+    }
+    let body = memory::decode_put(rec.payload)
+        .ok_or_else(|| damaged("malformed put payload (or text that is not UTF-8)"))?;
     let e = &m.entry;
     Ok(Memory {
         id: PyString::new(py, rec.key_str()).unbind(),
         kind: PyString::intern(py, body.head.kind).unbind(),
         text: PyString::new(py, body.text).unbind(),
         data_json: body.data.map(str::to_owned),
+        origin: body.data.map(|_| (PyString::intern(py, log.display()).unbind(), m.entry.put_off)),
         task: body.head.task.map(|t| PyString::intern(py, t).unbind()),
         tier: e.tier.name(),
         status: e.status.name(),
@@ -165,6 +177,14 @@ pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<M
         moved_us: e.moved_at,
         lsn: e.lsn,
     })
+}
+
+/// A put record whose checksum matched but whose contents do not decode.
+fn damaged_put(log: &str, offset: u64, lsn: u64, reason: &str) -> PyErr {
+    CorruptLog::new_err(format!(
+        "{log}: damaged log at byte offset {offset} (LSN {lsn}): {reason}, though its checksum matches; \
+         `memcommit repair {log}` can back up the file and cut it there"
+    ))
 }
 
 /// One record of the log. `fields` is decoded afresh on every access.

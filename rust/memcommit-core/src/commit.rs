@@ -11,7 +11,7 @@ use parking_lot::RwLockWriteGuard;
 
 use crate::appender::Arrival;
 use crate::chain::ChainValue;
-use crate::error::{Error, GuardKind, Rejection, Result};
+use crate::error::{Error, GuardKind, GuardValue, Rejection, Result};
 use crate::format::{self, encode_record, Op};
 use crate::index::{Mark, Slot};
 use crate::log::{Log, Medium, State, SPARSE_EVERY};
@@ -58,17 +58,12 @@ impl Log {
         self.check_writer(&st)?;
         if let Some(want) = expect_lsn {
             if want != st.lsn {
-                return Err(Error::Rejected(Rejection {
-                    kind: GuardKind::ExpectLsn,
-                    id: None,
-                    expected: want.to_string(),
-                    actual: st.lsn.to_string(),
-                    reason: format!(
-                        "the store's LSN is {} but the commit expected {want}: another commit came first; \
-                         read again and retry",
-                        st.lsn
-                    ),
-                }));
+                return Err(Error::Rejected(Rejection::new(
+                    GuardKind::ExpectLsn,
+                    None,
+                    GuardValue::Lsn(want),
+                    GuardValue::Lsn(st.lsn),
+                )));
             }
         }
         if hint > 1 {
@@ -294,64 +289,54 @@ impl Drop for Commit<'_> {
 }
 
 fn unknown(id: &str, what: &str, purged: bool) -> Error {
-    let (actual, why) = if purged {
-        ("purged", "it was purged by a retention policy during log compaction (see store.manifest())")
+    use crate::error::GuardValue as V;
+    let actual = if purged { V::Purged } else { V::Exists(false) };
+    let r = Rejection::new(GuardKind::UnknownId, Some(id), V::Exists(true), actual);
+    let why = if purged {
+        "it was purged by a retention policy during log compaction (see store.manifest())"
     } else {
-        ("no such memory", "the store has no memory with that id")
+        "the store has no memory with that id"
     };
     Error::Rejected(Rejection {
-        kind: GuardKind::UnknownId,
-        id: Some(id.to_string()),
-        expected: "a memory that exists".to_string(),
-        actual: actual.to_string(),
         reason: format!("cannot {what} memory {id:?}: {why}; nothing was written"),
+        ..r
     })
 }
 
-fn refuse(kind: GuardKind, id: &str, expected: String, actual: String) -> Error {
-    let reason = format!(
-        "guard failed on memory {id:?}: expected {} {expected}, found {actual}; nothing was written",
-        kind.name()
-    );
-    Error::Rejected(Rejection { kind, id: Some(id.to_string()), expected, actual, reason })
+fn refuse(kind: GuardKind, id: &str, expected: GuardValue, actual: GuardValue) -> Error {
+    Error::Rejected(Rejection::new(kind, Some(id), expected, actual))
 }
 
 fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>, log: &Log) -> Result<()> {
     let id = x.id.as_ref();
     let e = st.index.get(id);
     if e.is_none() && log.is_purged(id) {
-        let reason = format!(
-            "guard failed on memory {id:?}: it was purged by a retention policy during log compaction \
-             (see store.manifest()); nothing was written"
-        );
-        return Err(Error::Rejected(Rejection {
-            kind: GuardKind::Exists,
-            id: Some(id.to_string()),
-            expected: "exists".into(),
-            actual: "purged".into(),
-            reason,
-        }));
+        return Err(refuse(GuardKind::Exists, id, GuardValue::Exists(true), GuardValue::Purged));
     }
     if let Some(want) = x.exists {
         if want != e.is_some() {
-            let show = |b: bool| if b { "exists" } else { "does not exist" }.to_string();
-            return Err(refuse(GuardKind::Exists, id, show(want), show(e.is_some())));
+            return Err(refuse(
+                GuardKind::Exists,
+                id,
+                GuardValue::Exists(want),
+                GuardValue::Exists(e.is_some()),
+            ));
         }
     }
     if x.status.is_none() && x.tier.is_none() && x.lsn.is_none() {
         return Ok(());
     }
     let Some(e) = e else {
-        return Err(refuse(GuardKind::Exists, id, "exists".into(), "does not exist".into()));
+        return Err(refuse(GuardKind::Exists, id, GuardValue::Exists(true), GuardValue::Exists(false)));
     };
     if let Some(s) = x.status.filter(|s| *s != e.status) {
-        return Err(refuse(GuardKind::Status, id, s.name().into(), e.status.name().into()));
+        return Err(refuse(GuardKind::Status, id, GuardValue::Status(s), GuardValue::Status(e.status)));
     }
     if let Some(t) = x.tier.filter(|t| *t != e.tier) {
-        return Err(refuse(GuardKind::Tier, id, t.name().into(), e.tier.name().into()));
+        return Err(refuse(GuardKind::Tier, id, GuardValue::Tier(t), GuardValue::Tier(e.tier)));
     }
     if let Some(l) = x.lsn.filter(|l| *l != e.lsn) {
-        return Err(refuse(GuardKind::Lsn, id, l.to_string(), e.lsn.to_string()));
+        return Err(refuse(GuardKind::Lsn, id, GuardValue::Lsn(l), GuardValue::Lsn(e.lsn)));
     }
     Ok(())
 }

@@ -34,6 +34,21 @@ impl GuardKind {
     }
 }
 
+/// What a guard asked for, or what the store had, in its own type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardValue {
+    /// An LSN (`expect_lsn`, the `lsn` guard).
+    Lsn(u64),
+    /// Whether the memory exists.
+    Exists(bool),
+    /// The memory was purged by retention (it does not exist, and never will again).
+    Purged,
+    /// A status.
+    Status(crate::memory::Status),
+    /// A tier.
+    Tier(crate::memory::Tier),
+}
+
 /// A refused commit: which guard, on what, expected and found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
@@ -42,11 +57,60 @@ pub struct Rejection {
     /// The memory it is about, if any.
     pub id: Option<String>,
     /// What the guard asked for.
-    pub expected: String,
+    pub expected: GuardValue,
     /// What the store had.
-    pub actual: String,
-    /// A sentence for the user.
+    pub actual: GuardValue,
+    /// A sentence for the user: what the guard asked of the memory and what it found.
     pub reason: String,
+}
+
+impl Rejection {
+    /// A refusal of `kind` about memory `id` (or the store, for `expect_lsn`), its sentence
+    /// composed from the typed values.
+    pub fn new(kind: GuardKind, id: Option<&str>, expected: GuardValue, actual: GuardValue) -> Rejection {
+        use GuardValue as V;
+        let what = match (kind, expected, actual) {
+            (GuardKind::ExpectLsn, V::Lsn(want), V::Lsn(have)) => {
+                return Rejection {
+                    kind,
+                    id: id.map(str::to_string),
+                    expected,
+                    actual,
+                    reason: format!(
+                        "the store's LSN is {have} but the commit expected {want}: another commit came \
+                         first; read again and retry"
+                    ),
+                };
+            }
+            (_, _, V::Purged) => {
+                "it was purged by a retention policy during log compaction (see store.manifest())".to_string()
+            }
+            (GuardKind::UnknownId, ..) => "the store has no memory with that id".to_string(),
+            (_, V::Exists(true), _) => {
+                "the commit expects it to exist, but the store has no memory with that id".to_string()
+            }
+            (_, V::Exists(false), _) => {
+                "the commit expects no memory with that id, but one exists".to_string()
+            }
+            (_, V::Status(want), V::Status(have)) => {
+                format!("the commit expects status {}, but it is {}", want.name(), have.name())
+            }
+            (_, V::Tier(want), V::Tier(have)) => {
+                format!("the commit expects tier {}, but it is in tier {}", want.name(), have.name())
+            }
+            (_, V::Lsn(want), V::Lsn(have)) => format!(
+                "the commit expects its newest record at LSN {want}, but that is at LSN {have} (another \
+                 commit changed it: read it again and retry)"
+            ),
+            (_, want, have) => format!("the commit expects {want:?}, but found {have:?}"),
+        };
+        let who = id.unwrap_or_default();
+        let reason = match kind {
+            GuardKind::UnknownId => format!("cannot change memory {who:?}: {what}; nothing was written"),
+            _ => format!("guard failed on memory {who:?}: {what}; nothing was written"),
+        };
+        Rejection { kind, id: id.map(str::to_string), expected, actual, reason }
+    }
 }
 
 /// Everything that can go wrong in the core.

@@ -24,7 +24,7 @@ mod slab;
 pub mod snapshot;
 
 pub use commit::{Commit, Committed};
-pub use error::{Error, GuardKind, Rejection, Result};
+pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use index::{Entry, Query};
 pub use log::{inspect, truncate, Durability, Inspection, Log, LogInfo, MemoryRead, Options};
 pub use memory::{Command, Expect, PutCommand, Status, Tier};

@@ -47,57 +47,28 @@ pub fn to_py(err: Error) -> PyErr {
 }
 
 fn rejected(r: Rejection) -> PyErr {
-    use memcommit_core::GuardKind as K;
+    use memcommit_core::GuardValue as V;
     Python::attach(|py| {
-        // The guard's values in their natural types: LSNs as int, existence as bool.
-        let value = |v: &str| -> PyResult<Py<PyAny>> {
-            Ok(match r.kind {
-                K::ExpectLsn | K::Lsn => {
-                    v.parse::<u64>().unwrap_or_default().into_pyobject(py)?.into_any().unbind()
-                }
-                K::Exists | K::UnknownId => pyo3::types::PyBool::new(
-                    py,
-                    v.starts_with("exists") || v.starts_with("a memory that exists"),
-                )
-                .to_owned()
-                .into_any()
-                .unbind(),
-                K::Status | K::Tier => PyString::new(py, v).into_any().unbind(),
+        // The guard's values in their natural types: LSNs as int, existence as bool (a purged
+        // memory does not exist), status and tier by name.
+        let value = |v: V| -> PyResult<Py<PyAny>> {
+            Ok(match v {
+                V::Lsn(n) => n.into_pyobject(py)?.into_any().unbind(),
+                V::Exists(b) => pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind(),
+                V::Purged => pyo3::types::PyBool::new(py, false).to_owned().into_any().unbind(),
+                V::Status(s) => PyString::new(py, s.name()).into_any().unbind(),
+                V::Tier(t) => PyString::new(py, t.name()).into_any().unbind(),
             })
         };
         let guard = (|| {
             let cls = py.import("memcommit.errors")?.getattr("Guard")?;
-            cls.call1((r.kind.name(), r.id.clone(), value(&r.expected)?, value(&r.actual)?))
+            cls.call1((r.kind.name(), r.id.clone(), value(r.expected)?, value(r.actual)?))
         })();
         match guard {
-            Ok(g) => Rejected::new_err((reason(&r), g.unbind())),
+            Ok(g) => Rejected::new_err((r.reason, g.unbind())),
             Err(e) => e,
         }
     })
-}
-
-/// The sentence a refused commit raises: what the guard asked of the memory and what it
-/// found, in words (the core's reasons for a purged memory, an unknown id and `expect_lsn`
-/// already read so; for the other guards it composes "expected exists exists").
-fn reason(r: &Rejection) -> String {
-    use memcommit_core::GuardKind as K;
-    let Some(id) = &r.id else { return r.reason.clone() };
-    let (want, have) = (r.expected.as_str(), r.actual.as_str());
-    let what = match r.kind {
-        K::Exists if have == "purged" => return r.reason.clone(),
-        K::Exists if want == "exists" => {
-            "the commit expects it to exist, but the store has no memory with that id".to_string()
-        }
-        K::Exists => "the commit expects no memory with that id, but one exists".to_string(),
-        K::Status => format!("the commit expects status {want}, but it is {have}"),
-        K::Tier => format!("the commit expects tier {want}, but it is in tier {have}"),
-        K::Lsn => format!(
-            "the commit expects its newest record at LSN {want}, but that is at LSN {have} \
-             (another commit changed it: read it again and retry)"
-        ),
-        K::ExpectLsn | K::UnknownId => return r.reason.clone(),
-    };
-    format!("guard failed on memory {id:?}: {what}; nothing was written")
 }
 
 /// Run core work with the GIL released, then map its error.

@@ -80,8 +80,11 @@ pub struct Compacted {
 
 /// The caller's part of the protocol.
 pub trait Hooks {
-    /// Bytes of the old log read so far, of `total`.
-    fn progress(&mut self, _done: u64, _total: u64) {}
+    /// Bytes of the old log read so far, of `total`. An error stops the compaction there (the
+    /// old log stays, the copy is removed): how an interrupt ends it.
+    fn progress(&mut self, _done: u64, _total: u64) -> Result<()> {
+        Ok(())
+    }
     /// The new log is written and durable; write the manifest durably now. An error aborts
     /// the compaction (the old log stays).
     fn before_swap(&mut self, done: &Compacted) -> Result<()>;
@@ -287,7 +290,7 @@ impl Log {
                     }
                     if off - reported >= 4 << 20 {
                         reported = off;
-                        hooks.progress(off, st.end);
+                        hooks.progress(off, st.end)?;
                     }
                 }
             })();
@@ -310,7 +313,7 @@ impl Log {
             after += 1;
             let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
             file.sync_all().map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
-            hooks.progress(st.end, st.end);
+            hooks.progress(st.end, st.end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {
                 horizon,

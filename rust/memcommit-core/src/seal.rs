@@ -185,6 +185,8 @@ pub enum Failure {
         /// The last LSN the last seal before it that matched covers.
         after_lsn: u64,
     },
+    /// The caller's progress callback stopped the check (an interrupt), with its error.
+    Stopped(crate::error::Error),
 }
 
 impl From<io::Error> for Failure {
@@ -213,7 +215,7 @@ pub struct CheckOptions<'a> {
     /// Collect every `sources` entry of every put (for the reference check).
     pub references: bool,
     /// Called after each chunk with the bytes checked so far.
-    pub progress: Option<&'a mut dyn FnMut(u64)>,
+    pub progress: Option<&'a mut dyn FnMut(u64) -> Result<()>>,
     /// Check only the seal whose record has this LSN (the others are hashed, not checked).
     pub only: Option<u64>,
 }
@@ -375,7 +377,8 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
             done.references.extend(c.refs);
             spare = c.buf;
             if let Some(p) = progress.as_mut() {
-                p(done.bytes);
+                // The caller may stop the check here (an interrupt): its error ends it.
+                p(done.bytes).map_err(Failure::Stopped)?;
             }
         }
         pending = next;
@@ -614,6 +617,7 @@ impl Log {
     fn failure(&self, f: Failure) -> Error {
         match f {
             Failure::Io(e) => Error::io(&self.display, "read", e),
+            Failure::Stopped(e) => e,
             Failure::Corrupt { offset, lsn, reason } => self.damaged(offset, lsn, &reason),
             Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
                 path: self.display.clone(),
@@ -691,7 +695,7 @@ impl Log {
     pub fn verify<'a>(
         &self,
         key: Option<&'a SealKey>,
-        progress: Option<&'a mut dyn FnMut(u64)>,
+        progress: Option<&'a mut dyn FnMut(u64) -> Result<()>>,
     ) -> Result<Checked> {
         let st = self.state.read();
         self.check_open(&st)?;

@@ -251,3 +251,28 @@ fn a_commit_waiting_for_compaction_is_never_acknowledged_on_the_replaced_generat
         );
     }
 }
+
+#[test]
+fn a_progress_hook_that_fails_stops_compaction_and_leaves_the_old_log() {
+    struct Stop;
+    impl memcommit_core::compact::Hooks for Stop {
+        fn progress(&mut self, _: u64, _: u64) -> memcommit_core::Result<()> {
+            Err(memcommit_core::Error::Invalid { field: "interrupted", message: "stopped".into() })
+        }
+        fn before_swap(&mut self, _: &Compacted) -> memcommit_core::Result<()> {
+            panic!("compaction went on past a failed progress hook");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.log");
+    let log = Log::open(&path, opts()).unwrap();
+    common::fill(&log, 0, 200);
+    log.flush().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = log.compact(None, &Retention::default(), T0, &mut Stop).err().expect("stopped");
+    assert!(matches!(err, memcommit_core::Error::Invalid { field: "interrupted", .. }), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(names.iter().all(|n| !n.to_string_lossy().contains("tmp")), "{names:?}");
+    assert_eq!(log.info().unwrap().generation, 0);
+}

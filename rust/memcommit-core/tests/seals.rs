@@ -181,3 +181,31 @@ fn a_source_that_never_existed_is_a_forged_reference() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_progress_callback_that_fails_stops_verify_at_once_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(&dir.path().join("m.log"), opts()).unwrap();
+    // Several chunks of records, so verify reports progress more than once.
+    let text = "x".repeat(64 << 10);
+    for i in 0..200 {
+        log.commit(&[put(&format!("m{i}"), &text)], None, T0).unwrap();
+    }
+    let mut calls = 0;
+    let mut stop = |_done: u64| {
+        calls += 1;
+        Err(Error::Invalid { field: "interrupted", message: "stopped by the caller".into() })
+    };
+    match log.verify(None, Some(&mut stop)) {
+        Err(Error::Invalid { field: "interrupted", .. }) => {}
+        other => panic!("expected the callback's error, got {other:?}"),
+    }
+    assert_eq!(calls, 1, "verify went on after its callback said stop");
+    let mut seen = 0;
+    let mut count = |_done: u64| {
+        seen += 1;
+        Ok(())
+    };
+    log.verify(None, Some(&mut count)).unwrap();
+    assert!(seen > 1, "a 12 MiB log is checked in more than one chunk");
+}

@@ -12,7 +12,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::convert::{get_opt_u64, status_from, tier_from, type_error};
-use crate::errors::{release, to_py};
+use crate::errors::to_py;
+use crate::gate::{self, release};
 use crate::store::IDS;
 
 /// A `put_many` field: one value for every memory, or one per memory (a list as long as the
@@ -275,12 +276,12 @@ impl Commit {
             let mut log = native.log().map_err(to_py)?;
             loop {
                 let seen = native.compactions_ended();
-                let retired = match py.detach(|| log.begin(expect_lsn, at_us, hint)) {
+                let retired = match gate::detach(py, || log.begin(expect_lsn, at_us, hint)) {
                     Ok(c) => break self.stream(py, &log, c)?,
                     Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => e,
                     Err(e) => return Err(to_py(e)),
                 };
-                log = py.detach(|| native.successor(&log, seen)).ok_or_else(|| to_py(retired))?;
+                log = gate::detach(py, || native.successor(&log, seen)).ok_or_else(|| to_py(retired))?;
             }
         };
         if let Some((first, last)) = span {

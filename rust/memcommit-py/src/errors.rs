@@ -1,5 +1,4 @@
-//! One mapping from core errors to the exception classes of `memcommit.errors`, and the one
-//! place that releases the GIL for core work.
+//! One mapping from core errors to the exception classes of `memcommit.errors`.
 
 use memcommit_core::error::{Error, Rejection};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError, PyValueError};
@@ -69,9 +68,4 @@ fn rejected(r: Rejection) -> PyErr {
             Err(e) => e,
         }
     })
-}
-
-/// Run core work with the GIL released, then map its error.
-pub fn release<T: Send>(py: Python<'_>, f: impl FnOnce() -> memcommit_core::Result<T> + Send) -> PyResult<T> {
-    py.detach(f).map_err(to_py)
 }

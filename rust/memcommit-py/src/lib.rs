@@ -1,12 +1,13 @@
 //! The PyO3 binding that builds `memcommit._native`.
 //!
 //! Thin by design: Python inputs are read into core values (`convert`), the GIL is released
-//! for the core's work (I/O, fsync, replay, hashing) and core errors are mapped to the
-//! exception classes of `memcommit.errors` in one place (`errors`).
+//! for the core's work (I/O, fsync, replay, hashing) in one gate (`gate`), and core errors are
+//! mapped to the exception classes of `memcommit.errors` in one place (`errors`).
 
 mod commit;
 mod convert;
 mod errors;
+mod gate;
 mod store;
 mod values;
 

@@ -12,7 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
-use crate::errors::{release, to_py};
+use crate::errors::to_py;
+use crate::gate::{self, release};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
 /// An open log: the store's engine. `memcommit.MemoryStore` wraps it.
@@ -91,7 +92,7 @@ impl NativeLog {
         py: Python<'_>,
         f: impl Fn(&Log) -> memcommit_core::Result<T> + Send + Sync,
     ) -> PyResult<(T, Arc<Log>)> {
-        py.detach(|| {
+        gate::detach(py, || {
             let mut log = self.log()?;
             loop {
                 let seen = self.compactions_ended();
@@ -368,21 +369,19 @@ impl NativeLog {
     ) -> PyResult<Bound<'py, PyDict>> {
         let key = seal_key(key)?;
         let log = self.log().map_err(to_py)?;
+        // Between chunks: the caller's callback, and a check for Ctrl-C (see `gate`).
         let mut failed: Option<PyErr> = None;
-        let done = {
-            let mut call = |n: u64| {
-                if let (Some(cb), None) = (&progress, &failed) {
-                    failed = Python::attach(|py| cb.call1(py, (n,)).err());
-                }
+        let result = {
+            let mut step = |n: u64| {
+                gate::between_steps(&mut failed, |py| match &progress {
+                    Some(cb) => cb.call1(py, (n,)).map(|_| ()),
+                    None => Ok(()),
+                })
             };
-            let cb: Option<&mut (dyn FnMut(u64) + Send)> =
-                if progress.is_some() { Some(&mut call) } else { None };
-            release(py, || log.verify(key.as_ref(), cb.map(|c| c as &mut dyn FnMut(u64))))?
+            let step: &mut (dyn FnMut(u64) -> memcommit_core::Result<()> + Send) = &mut step;
+            gate::detach(py, || log.verify(key.as_ref(), Some(step)))
         };
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        report(py, &done)
+        report(py, &gate::finish(failed, result)?)
     }
 
     /// Append the roles' entity changes ((key, state JSON bytes or None)) as one commit,
@@ -446,7 +445,7 @@ impl NativeLog {
         let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
         let log = this.log().map_err(to_py)?;
         let mut hooks = PyHooks { before_swap, step, progress, failed: None };
-        let result = py.detach(|| log.compact(horizon, &retention, at_us, &mut hooks));
+        let result = gate::detach(py, || log.compact(horizon, &retention, at_us, &mut hooks));
         // The new generation takes the old one's place here, and calls that waited for it
         // (`run_on`) go on there. A compaction that failed wakes them too: they see no swap
         // and report what they got.
@@ -457,7 +456,7 @@ impl NativeLog {
                 *slot = Some(reopened.clone());
             } else {
                 drop(slot);
-                let _ = py.detach(|| reopened.close());
+                let _ = gate::detach(py, || reopened.close());
             }
         }
         *this.ended.0.lock() += 1;
@@ -518,7 +517,7 @@ impl NativeLog {
     /// Whether the log is closed.
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.log.read().as_ref().is_none_or(|log| log.is_closed()))
+        gate::detach(py, || self.log.read().as_ref().is_none_or(|log| log.is_closed()))
     }
 
     /// Bytes of heap the index holds.
@@ -608,23 +607,18 @@ struct PyHooks {
 
 impl PyHooks {
     fn call(&mut self, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> memcommit_core::Result<()> {
-        match Python::attach(f) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let message = Python::attach(|py| e.value(py).to_string());
-                self.failed = Some(e);
-                Err(memcommit_core::Error::Invalid { field: "compact", message })
-            }
-        }
+        gate::between_steps(&mut self.failed, f)
     }
 }
 
 impl Hooks for PyHooks {
-    fn progress(&mut self, done: u64, total: u64) {
-        if let Some(p) = &self.progress {
-            let p = Python::attach(|py| p.clone_ref(py));
-            let _ = self.call(|py| p.call1(py, (done, total)).map(|_| ()));
-        }
+    /// Between chunks: the caller's callback, and a check for Ctrl-C (see `gate`).
+    fn progress(&mut self, done: u64, total: u64) -> memcommit_core::Result<()> {
+        let p = Python::attach(|py| self.progress.as_ref().map(|p| p.clone_ref(py)));
+        self.call(|py| match p {
+            Some(p) => p.call1(py, (done, total)).map(|_| ()),
+            None => Ok(()),
+        })
     }
 
     fn before_swap(&mut self, done: &Compacted) -> memcommit_core::Result<()> {

@@ -1,0 +1,56 @@
+//! The one gate between Python and the core's work: the GIL is released here and nowhere
+//! else (clippy's `disallowed_methods` keeps `Python::detach` out of every other file), core
+//! errors are mapped on the way out (`errors::to_py`), and long work that reports progress
+//! takes the GIL back between its steps only to run the caller's callback and check for
+//! signals, so Ctrl-C stops a long verify or compaction. (`NativeLog::run_on` adds the retry
+//! across a log generation swap on top of `release`.)
+
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+
+/// Run work with the GIL released.
+#[allow(clippy::disallowed_methods)] // the one place the GIL is released
+pub fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    py.detach(f)
+}
+
+/// Run core work with the GIL released, then map its error.
+pub fn release<T: Send>(py: Python<'_>, f: impl FnOnce() -> memcommit_core::Result<T> + Send) -> PyResult<T> {
+    detach(py, f).map_err(to_py)
+}
+
+/// Between two steps of long core work running without the GIL: take the GIL for a moment,
+/// check for signals (a pending Ctrl-C raises KeyboardInterrupt) and run `f` (the caller's
+/// progress callback). The first Python error is kept in `failed`, for the caller to raise in
+/// place of the core's, and the work is told to stop.
+pub fn between_steps(
+    failed: &mut Option<PyErr>,
+    f: impl FnOnce(Python<'_>) -> PyResult<()>,
+) -> memcommit_core::Result<()> {
+    if failed.is_some() {
+        return Err(stopped("an earlier step failed".into()));
+    }
+    match Python::attach(|py| py.check_signals().and_then(|()| f(py))) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let message = Python::attach(|py| e.value(py).to_string());
+            *failed = Some(e);
+            Err(stopped(message))
+        }
+    }
+}
+
+/// The core error that stops work a Python error interrupted (replaced by that error).
+fn stopped(message: String) -> memcommit_core::Error {
+    memcommit_core::Error::Invalid { field: "interrupted", message }
+}
+
+/// The result of work `between_steps` may have stopped: the Python error that stopped it,
+/// else the work's own result.
+pub fn finish<T>(failed: Option<PyErr>, result: memcommit_core::Result<T>) -> PyResult<T> {
+    match failed {
+        Some(e) => Err(e),
+        None => result.map_err(to_py),
+    }
+}

@@ -1,0 +1,80 @@
+"""Ctrl-C stops a long verify or compaction, and a progress callback's error stops it too.
+
+Long work runs in the core without the GIL; between its chunks the binding's one gate takes
+the GIL back for a moment to run the caller's progress callback and check for signals. A
+pending KeyboardInterrupt (or any error the callback raises) ends the work there: verify
+raises it instead of going on to the end, and compaction leaves the old log as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+import memcommit
+from memcommit import ForgedReference, verify
+from memcommit.storage import compact
+
+
+@pytest.fixture
+def big_log(tmp_path: Path) -> Path:
+    """A log of about 100 MB (many verify chunks) whose last put names an id never written,
+    so a verify that reaches the end raises ForgedReference."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(path, durability="none") as store:
+        text = "x" * (1 << 20)
+        for _ in range(4):
+            with store.commit() as c:
+                c.put_many([text] * 25)
+        store.put("names a memory that never was", sources=("01NEVERWRITTEN0000000000000",))
+    return path
+
+
+def test_an_interrupt_in_a_progress_callback_stops_verify_before_the_end(big_log: Path) -> None:
+    calls = []
+
+    def progress(done: int) -> None:
+        calls.append(done)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # as a user's Ctrl-C, during the first chunk
+
+    with memcommit.open(big_log, read_only=True) as store:
+        with pytest.raises(KeyboardInterrupt) as info:
+            verify(store, progress=progress)
+    # It stopped there: it did not go on to the end, where the forged reference is.
+    assert not isinstance(info.value.__context__, ForgedReference)
+    assert len(calls) == 1
+
+
+def test_ctrl_c_stops_verify_without_a_callback(big_log: Path) -> None:
+    with memcommit.open(big_log, read_only=True) as store:
+        with pytest.raises(ForgedReference):
+            verify(store)  # the log is as the fixture says: a whole verify ends in this
+        timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt) as info:
+                verify(store)
+        finally:
+            timer.cancel()
+    assert not isinstance(info.value.__context__, ForgedReference)
+
+
+def test_a_failing_progress_callback_stops_compaction_and_leaves_the_old_log(
+    big_log: Path,
+) -> None:
+    before = big_log.read_bytes()
+
+    def progress(done: int, total: int) -> None:
+        raise RuntimeError("stop here")
+
+    with memcommit.open(big_log) as store:
+        with pytest.raises(RuntimeError, match="stop here"):
+            compact(store, progress=progress)
+        assert store.generation == 0
+    assert big_log.read_bytes() == before
+    assert sorted(p.name for p in big_log.parent.iterdir() if "tmp" in p.name) == []

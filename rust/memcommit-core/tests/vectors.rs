@@ -1,9 +1,18 @@
 //! Golden vectors: the on-disk format, frozen.
 //!
-//! A deterministic log (fixed store id, fixed times, every op and flag, a three-record commit)
-//! is built here with the format functions directly and compared byte for byte with
-//! `tests/vectors/log-v1.bin` at the repository root, and with `tests/vectors/log-v1.json`,
-//! which describes each record (LSN, op, key, offset, length, bytes, chain value after it).
+//! Two deterministic logs (fixed store ids, fixed times) are built here with the format
+//! functions directly and compared byte for byte with the files in `tests/vectors/` at the
+//! repository root, each with a JSON file that describes every record (LSN, op, key, offset,
+//! length, bytes, chain value after it):
+//!
+//! * `log-v1.bin` / `log-v1.json`: puts, statuses, moves, tasks and seals, every flag, a
+//!   three-record commit;
+//! * `log-v1-entities.bin` / `log-v1-entities.json`: the roles' entity records (op 6): a
+//!   commit of two live entities, a removal, a state with non-ASCII text, beside a put and
+//!   under a seal.
+//!
+//! Together they cover every op. The roles' entity JSON itself is frozen per role by
+//! `tests/vectors/entities/` (`tests/test_entity_vectors.py`).
 //!
 //! To (re)generate the files after an intended format change (which is a new format version):
 //!
@@ -20,12 +29,41 @@ use memcommit_core::memory::{self, PutState};
 use memcommit_core::seal;
 use memcommit_core::{Command, Durability, Expect, Log, Options, PutCommand, Status, Tier};
 
-const BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.bin");
-const JSON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.json");
 const REGENERATE: &str = "MEMCOMMIT_WRITE_VECTORS=1 cargo test -p memcommit-core --test vectors";
 
-/// The store id of the vector log: 16 ASCII bytes, so the salt is b"memc".
-const STORE_ID: [u8; 16] = *b"memcommit-vec-v1";
+/// One golden vector: a log built from `commits`, and where its files are.
+struct Spec {
+    /// The file name without its extension (`log-v1`).
+    name: &'static str,
+    bin: &'static str,
+    json: &'static str,
+    /// 16 ASCII bytes starting with "memc", so the salt is b"memc".
+    store_id: [u8; 16],
+    commits: fn() -> Vec<VCommit>,
+}
+
+/// The log of ops 1-5.
+const MEMORIES: Spec = Spec {
+    name: "log-v1",
+    bin: concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.bin"),
+    json: concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1.json"),
+    store_id: *b"memcommit-vec-v1",
+    commits,
+};
+
+/// The log of entity records (op 6).
+const ENTITIES: Spec = Spec {
+    name: "log-v1-entities",
+    bin: concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1-entities.bin"),
+    json: concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/log-v1-entities.json"),
+    store_id: *b"memcommit-vec-e1",
+    commits: entity_commits,
+};
+
+const SPECS: [&Spec; 2] = [&MEMORIES, &ENTITIES];
+
+/// The store id of the first vector log.
+const STORE_ID: [u8; 16] = MEMORIES.store_id;
 /// 2023-11-14T22:13:20Z in microseconds; commit `n` happens `n` seconds later.
 const AT0: i64 = 1_700_000_000_000_000;
 
@@ -41,12 +79,15 @@ enum Rec {
     Task(&'static str),
     /// A seal over every record before it, keyed with this secret if given.
     Seal(Option<&'static str>),
+    /// An entity record: its key (`kind NUL key`) and its state's JSON, or `None` for a removal.
+    Entity(&'static str, Option<&'static str>),
 }
 
 struct VCommit {
     at: i64,
     records: Vec<Rec>,
-    /// The same commit as the engine takes it (guards included, which write nothing).
+    /// The same commit as the engine takes it (guards included, which write nothing); empty
+    /// for a seal and for a commit of entity records (`Log::write_entities` takes those).
     commands: Vec<Command>,
 }
 
@@ -211,6 +252,50 @@ fn commits() -> Vec<VCommit> {
     ]
 }
 
+/// The entity vector log's commits: 5 commits, 6 records. The keys and states are of the
+/// shapes the roles write (see `python/memcommit/roles/medium.py`).
+fn entity_commits() -> Vec<VCommit> {
+    let m1 = PutCommand { id: s("m1"), kind: s("note"), text: s("hello"), ..Default::default() };
+    vec![
+        // LSN 1: a put, so memories and entities share the log.
+        VCommit {
+            at: at(1),
+            records: vec![Rec::Put(m1.clone(), new_state(Tier::Working, at(1)))],
+            commands: vec![Command::Put(m1)],
+        },
+        // LSNs 2-3: one commit of two live entities (a lock and the counter of its tokens);
+        // only the last carries COMMIT_END.
+        VCommit {
+            at: at(2),
+            records: vec![
+                Rec::Entity("counter\0[\"locks.token\",\"job\"]", Some(r#"{"value":1}"#)),
+                Rec::Entity(
+                    "lock\0[\"job\"]",
+                    Some(
+                        r#"{"name":"job","owner":"worker-1","token":1,"acquired_at_ms":1700000002000,"expires_at_ms":1700000032000}"#,
+                    ),
+                ),
+            ],
+            commands: vec![],
+        },
+        // LSN 4: the lock removed (payload 0).
+        VCommit { at: at(3), records: vec![Rec::Entity("lock\0[\"job\"]", None)], commands: vec![] },
+        // LSN 5: a state entity whose key and JSON hold non-ASCII text (UTF-8, not escaped).
+        VCommit {
+            at: at(4),
+            records: vec![Rec::Entity(
+                "state\0[[\"agent\",\"préfs\"],\"greeting\"]",
+                Some(
+                    r#"{"namespace":["agent","préfs"],"key":"greeting","value":"héllo ✓","version":1,"updated_at_ms":1700000004000}"#,
+                ),
+            )],
+            commands: vec![],
+        },
+        // LSN 6: a seal over LSNs 1-5.
+        VCommit { at: at(5), records: vec![Rec::Seal(None)], commands: vec![] },
+    ]
+}
+
 /// One record as the JSON describes it.
 struct RecordInfo {
     lsn: u64,
@@ -231,15 +316,15 @@ struct Vectors {
     final_chain: ChainValue,
 }
 
-fn build() -> Vectors {
-    let header = FileHeader { store_id: STORE_ID, generation: 0, dense_from: 0 }.encode();
+fn build(spec: &Spec) -> Vectors {
+    let header = FileHeader { store_id: spec.store_id, generation: 0, dense_from: 0 }.encode();
     let salt = FileHeader::decode(&header).unwrap().salt();
     let mut bin = header.to_vec();
     let chain_start = chain::start(&header);
     let mut value = chain_start;
     let mut records = Vec::new();
     let mut lsn = 0;
-    for c in commits() {
+    for c in (spec.commits)() {
         let n = c.records.len();
         for (i, r) in c.records.iter().enumerate() {
             lsn += 1;
@@ -250,6 +335,7 @@ fn build() -> Vectors {
                 Rec::Move(id, _) => (Op::Move, *id),
                 Rec::Task(t) => (Op::Task, *t),
                 Rec::Seal(_) => (Op::Seal, ""),
+                Rec::Entity(key, _) => (Op::Entity, *key),
             };
             let sealed = value;
             let range = encode_record(&mut bin, op, flags, salt, lsn, c.at, key.as_bytes(), |o| match r {
@@ -261,6 +347,7 @@ fn build() -> Vectors {
                     let key = secret.map(|x| seal::derive_key(x.as_bytes()));
                     seal::encode_payload(o, lsn - 1, &sealed, key.as_ref())
                 }
+                Rec::Entity(_, state) => memory::encode_entity(o, state.map(str::as_bytes)),
             });
             let bytes = bin[range.clone()].to_vec();
             value = chain::step(&value, &bytes);
@@ -302,17 +389,18 @@ fn json_str(s: &str) -> String {
     out
 }
 
-fn to_json(v: &Vectors) -> String {
+fn to_json(spec: &Spec, v: &Vectors) -> String {
     let mut out = String::new();
     out.push_str("{\n");
-    out.push_str(
-        "  \"description\": \"memcommit log format v1 golden vector: log-v1.bin, record by record. ",
-    );
+    out.push_str(&format!(
+        "  \"description\": \"memcommit log format v1 golden vector: {}.bin, record by record. ",
+        spec.name
+    ));
     out.push_str("Generated by rust/memcommit-core/tests/vectors.rs; regenerate with ");
     out.push_str(REGENERATE);
     out.push_str("\",\n");
     out.push_str(&format!("  \"format_version\": {},\n", format::FORMAT_VERSION));
-    out.push_str(&format!("  \"store_id\": \"{}\",\n", hex(&STORE_ID)));
+    out.push_str(&format!("  \"store_id\": \"{}\",\n", hex(&spec.store_id)));
     out.push_str(&format!("  \"header\": \"{}\",\n", hex(&v.header)));
     out.push_str(&format!("  \"chain_start\": \"{}\",\n", hex(&v.chain_start)));
     out.push_str("  \"records\": [\n");
@@ -530,138 +618,216 @@ fn read_golden(path: &str) -> Vec<u8> {
     }
 }
 
-/// The committed files: (the binary log, the JSON text). With MEMCOMMIT_WRITE_VECTORS=1 they
-/// are (re)written first, once per test run.
-fn golden() -> (Vec<u8>, String) {
-    static WRITTEN: std::sync::Once = std::sync::Once::new();
-    WRITTEN.call_once(|| {
-        if std::env::var("MEMCOMMIT_WRITE_VECTORS").as_deref() == Ok("1") {
-            let v = build();
-            std::fs::create_dir_all(Path::new(BIN).parent().unwrap()).unwrap();
-            std::fs::write(BIN, &v.bin).unwrap();
-            std::fs::write(JSON, to_json(&v)).unwrap();
-            eprintln!("wrote {BIN} ({} bytes) and {JSON}", v.bin.len());
+/// The committed files of `spec`: (the binary log, the JSON text). With
+/// MEMCOMMIT_WRITE_VECTORS=1 they are (re)written first, once per test run.
+fn golden(spec: &Spec) -> (Vec<u8>, String) {
+    static WRITTEN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut written = WRITTEN.lock().unwrap();
+        if !written.contains(&spec.name) && std::env::var("MEMCOMMIT_WRITE_VECTORS").as_deref() == Ok("1") {
+            let v = build(spec);
+            std::fs::create_dir_all(Path::new(spec.bin).parent().unwrap()).unwrap();
+            std::fs::write(spec.bin, &v.bin).unwrap();
+            std::fs::write(spec.json, to_json(spec, &v)).unwrap();
+            eprintln!("wrote {} ({} bytes) and {}", spec.bin, v.bin.len(), spec.json);
         }
-    });
-    let bin = read_golden(BIN);
-    let text = String::from_utf8(read_golden(JSON)).expect("the JSON is UTF-8");
+        written.push(spec.name);
+    }
+    let bin = read_golden(spec.bin);
+    let text = String::from_utf8(read_golden(spec.json)).expect("the JSON is UTF-8");
     (bin, text)
 }
 
 /// The bytes this build writes are the committed ones.
 #[test]
 fn log_bytes_match_the_golden_files() {
-    let v = build();
-    let json = to_json(&v);
-    let (bin, text) = golden();
-    if bin != v.bin {
-        let at = first_difference(&bin, &v.bin);
-        panic!(
-            "{BIN} differs from the bytes this build writes (first difference at byte {at}; file {} bytes, \
-             built {} bytes). The on-disk format changed: if that is intended it is a new format version; \
-             regenerate with `{REGENERATE}`.",
-            bin.len(),
-            v.bin.len()
-        );
-    }
-    if text != json {
-        let line = text.lines().zip(json.lines()).position(|(a, b)| a != b).unwrap_or(0) + 1;
-        panic!(
-            "{JSON} differs from what this build generates (line {line}); regenerate with `{REGENERATE}`."
-        );
+    for spec in SPECS {
+        let v = build(spec);
+        let json = to_json(spec, &v);
+        let (bin, text) = golden(spec);
+        if bin != v.bin {
+            let at = first_difference(&bin, &v.bin);
+            panic!(
+                "{} differs from the bytes this build writes (first difference at byte {at}; file {} bytes, \
+                 built {} bytes). The on-disk format changed: if that is intended it is a new format version; \
+                 regenerate with `{REGENERATE}`.",
+                spec.bin,
+                bin.len(),
+                v.bin.len()
+            );
+        }
+        if text != json {
+            let line = text.lines().zip(json.lines()).position(|(a, b)| a != b).unwrap_or(0) + 1;
+            panic!(
+                "{} differs from what this build generates (line {line}); regenerate with `{REGENERATE}`.",
+                spec.json
+            );
+        }
     }
 }
 
 /// The committed JSON, read as JSON, agrees with the committed binary on every record.
 #[test]
 fn golden_json_describes_the_golden_log() {
-    let (bin, text) = golden();
-    let j = parse_json(&text);
-    assert_eq!(j.get("format_version").num(), format::FORMAT_VERSION as i128);
-    assert_eq!(unhex(j.get("header").str()), bin[..HEADER_LEN]);
-    let header = FileHeader::decode(&bin).unwrap();
-    assert_eq!(unhex(j.get("store_id").str()), header.store_id);
-    assert_eq!((header.generation, header.dense_from), (0, 0));
-    let mut value = chain::start(&bin[..HEADER_LEN]);
-    assert_eq!(unhex(j.get("chain_start").str()), value);
-    let mut off = HEADER_LEN;
-    let mut ops = std::collections::HashSet::new();
-    let mut flags_seen = std::collections::HashSet::new();
-    let recs = j.get("records").arr();
-    for (i, r) in recs.iter().enumerate() {
-        let bytes = unhex(r.get("hex").str());
-        assert_eq!(r.get("offset").num(), off as i128, "record {i}");
-        assert_eq!(r.get("length").num(), bytes.len() as i128, "record {i}");
-        assert_eq!(bin[off..off + bytes.len()], bytes, "record {i}");
-        let rec = format::parse_record(&bin[off..], header.salt(), format::MAX_PAYLOAD_LEN).unwrap();
-        assert_eq!(rec.bytes, &bytes[..], "record {i}");
-        assert_eq!(rec.lsn as i128, r.get("lsn").num(), "record {i}");
-        assert_eq!(rec.lsn, i as u64 + 1, "record {i}");
-        assert_eq!(rec.op.name(), r.get("op").str(), "record {i}");
-        assert_eq!(rec.flags as i128, r.get("flags").num(), "record {i}");
-        assert_eq!(rec.at as i128, r.get("at").num(), "record {i}");
-        assert_eq!(rec.key_str(), r.get("key").str(), "record {i}");
-        value = chain::step(&value, &bytes);
-        assert_eq!(unhex(r.get("chain").str()), value, "record {i}");
-        ops.insert(rec.op.name());
-        flags_seen.insert(rec.flags);
-        off += bytes.len();
+    let mut every_op = std::collections::HashSet::new();
+    for spec in SPECS {
+        let (bin, text) = golden(spec);
+        let j = parse_json(&text);
+        assert_eq!(j.get("format_version").num(), format::FORMAT_VERSION as i128);
+        assert_eq!(unhex(j.get("header").str()), bin[..HEADER_LEN]);
+        let header = FileHeader::decode(&bin).unwrap();
+        assert_eq!(unhex(j.get("store_id").str()), header.store_id);
+        assert_eq!(header.store_id, spec.store_id);
+        assert_eq!((header.generation, header.dense_from), (0, 0));
+        let mut value = chain::start(&bin[..HEADER_LEN]);
+        assert_eq!(unhex(j.get("chain_start").str()), value);
+        let mut off = HEADER_LEN;
+        let mut ops = std::collections::HashSet::new();
+        let mut flags_seen = std::collections::HashSet::new();
+        let recs = j.get("records").arr();
+        for (i, r) in recs.iter().enumerate() {
+            let bytes = unhex(r.get("hex").str());
+            assert_eq!(r.get("offset").num(), off as i128, "{} record {i}", spec.name);
+            assert_eq!(r.get("length").num(), bytes.len() as i128, "{} record {i}", spec.name);
+            assert_eq!(bin[off..off + bytes.len()], bytes, "{} record {i}", spec.name);
+            let rec = format::parse_record(&bin[off..], header.salt(), format::MAX_PAYLOAD_LEN).unwrap();
+            assert_eq!(rec.bytes, &bytes[..], "{} record {i}", spec.name);
+            assert_eq!(rec.lsn as i128, r.get("lsn").num(), "{} record {i}", spec.name);
+            assert_eq!(rec.lsn, i as u64 + 1, "{} record {i}", spec.name);
+            assert_eq!(rec.op.name(), r.get("op").str(), "{} record {i}", spec.name);
+            assert_eq!(rec.flags as i128, r.get("flags").num(), "{} record {i}", spec.name);
+            assert_eq!(rec.at as i128, r.get("at").num(), "{} record {i}", spec.name);
+            assert_eq!(rec.key_str(), r.get("key").str(), "{} record {i}", spec.name);
+            assert_eq!(memory::check_contents(&rec), Ok(()), "{} record {i}", spec.name);
+            value = chain::step(&value, &bytes);
+            assert_eq!(unhex(r.get("chain").str()), value, "{} record {i}", spec.name);
+            ops.insert(rec.op.name());
+            flags_seen.insert(rec.flags);
+            off += bytes.len();
+        }
+        assert_eq!(off, bin.len());
+        assert_eq!(j.get("file_length").num(), bin.len() as i128);
+        assert_eq!(unhex(j.get("final_chain").str()), value);
+        if spec.name == MEMORIES.name {
+            assert_eq!(ops.len(), 5, "ops 1-5 are covered");
+        }
+        assert_eq!(flags_seen.len(), 2, "records with and without COMMIT_END");
+        assert!(recs.last().unwrap().get("flags").num() == FLAG_COMMIT_END as i128);
+        every_op.extend(ops);
     }
-    assert_eq!(off, bin.len());
-    assert_eq!(j.get("file_length").num(), bin.len() as i128);
-    assert_eq!(unhex(j.get("final_chain").str()), value);
-    assert_eq!(ops.len(), 5, "every op is covered");
-    assert_eq!(flags_seen.len(), 2, "records with and without COMMIT_END");
-    assert!(recs.last().unwrap().get("flags").num() == FLAG_COMMIT_END as i128);
+    let all = [Op::Put, Op::Status, Op::Move, Op::Task, Op::Seal, Op::Entity];
+    assert_eq!(every_op, all.iter().map(|o| o.name()).collect(), "every op is covered");
+    assert!((0..=u8::MAX).filter_map(Op::from_u8).all(|o| all.contains(&o)), "no op left out");
 }
 
 /// The engine, given the same commands at the same times, writes the same records (all but
 /// the salt and checksum, which come from its random store id).
 #[test]
 fn the_engine_writes_what_the_vectors_freeze() {
-    let v = build();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("engine.log");
-    let log = Log::open(&path, Options { durability: Durability::None, ..Options::default() }).unwrap();
-    let mut lsn = 0;
-    for c in commits() {
-        if let [Rec::Seal(secret)] = c.records[..] {
-            let key = secret.map(|x| seal::derive_key(x.as_bytes()));
-            let sealed = log.seal(key.as_ref(), c.at).unwrap();
-            assert_eq!((sealed.lsn, sealed.record_lsn), (lsn, lsn + 1));
-            lsn += 1;
-            continue;
+    for spec in SPECS {
+        let v = build(spec);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("engine.log");
+        let log = Log::open(&path, Options { durability: Durability::None, ..Options::default() }).unwrap();
+        let mut lsn = 0;
+        for c in (spec.commits)() {
+            if let [Rec::Seal(secret)] = c.records[..] {
+                let key = secret.map(|x| seal::derive_key(x.as_bytes()));
+                let sealed = log.seal(key.as_ref(), c.at).unwrap();
+                assert_eq!((sealed.lsn, sealed.record_lsn), (lsn, lsn + 1));
+                lsn += 1;
+                continue;
+            }
+            let entities: Vec<(&str, Option<&[u8]>)> = c
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    Rec::Entity(key, state) => Some((*key, state.map(str::as_bytes))),
+                    _ => None,
+                })
+                .collect();
+            let (first, last) = if entities.is_empty() {
+                log.commit(&c.commands, Some(lsn), c.at).unwrap().unwrap()
+            } else {
+                assert_eq!(entities.len(), c.records.len(), "a commit of entity records holds nothing else");
+                let done = log.write_entities(&entities, c.at).unwrap().unwrap();
+                (done.first_lsn, done.last_lsn)
+            };
+            assert_eq!((first, last), (lsn + 1, lsn + c.records.len() as u64));
+            lsn = last;
         }
-        let (first, last) = log.commit(&c.commands, Some(lsn), c.at).unwrap().unwrap();
-        assert_eq!((first, last), (lsn + 1, lsn + c.records.len() as u64));
-        lsn = last;
+        let engine = log.read_records(0, 0, usize::MAX).unwrap().0;
+        let salt = FileHeader::decode(&std::fs::read(&path).unwrap()).unwrap().salt();
+        assert_eq!(engine.len(), v.records.len());
+        for (i, (e, g)) in engine.iter().zip(&v.records).enumerate() {
+            let e = format::parse_record(e, salt, format::MAX_PAYLOAD_LEN).unwrap();
+            let g_view =
+                format::parse_record(&g.bytes, u32::from_le_bytes(*b"memc"), format::MAX_PAYLOAD_LEN)
+                    .expect("the vector salt is the first four bytes of its store id");
+            // A seal's chain value and keyed hash depend on the store id, which differs: compare
+            // its version, flags and LSN here; `verify` checks the values below.
+            let n = if e.op == Op::Seal { 10 } else { e.payload.len() };
+            assert_eq!(
+                (e.op, e.flags, e.lsn, e.at, e.key, &e.payload[..n]),
+                (g.op, g.flags, g.lsn, g.at, g_view.key, &g_view.payload[..n.min(g_view.payload.len())]),
+                "{} record {i}",
+                spec.name
+            );
+        }
+        let key = seal::derive_key(b"vector secret");
+        let checked = log.verify(Some(&key), None).unwrap();
+        let seals = v.records.iter().filter(|r| r.op == Op::Seal).count() as u64;
+        assert_eq!((checked.seals_checked, checked.records), (seals, v.records.len() as u64));
+        log.close().unwrap();
     }
-    let engine = log.read_records(0, 0, usize::MAX).unwrap().0;
-    let salt = FileHeader::decode(&std::fs::read(&path).unwrap()).unwrap().salt();
-    assert_eq!(engine.len(), v.records.len());
-    for (i, (e, g)) in engine.iter().zip(&v.records).enumerate() {
-        let e = format::parse_record(e, salt, format::MAX_PAYLOAD_LEN).unwrap();
-        let g_view = format::parse_record(&g.bytes, u32::from_le_bytes(*b"memc"), format::MAX_PAYLOAD_LEN)
-            .expect("the vector salt is the first four bytes of its store id");
-        // A seal's chain value and keyed hash depend on the store id, which differs: compare
-        // its version, flags and LSN here; `verify` checks the values below.
-        let n = if e.op == Op::Seal { 10 } else { e.payload.len() };
-        assert_eq!(
-            (e.op, e.flags, e.lsn, e.at, e.key, &e.payload[..n]),
-            (g.op, g.flags, g.lsn, g.at, g_view.key, &g_view.payload[..n.min(g_view.payload.len())]),
-            "record {i}"
-        );
-    }
-    let key = seal::derive_key(b"vector secret");
-    let checked = log.verify(Some(&key), None).unwrap();
-    assert_eq!((checked.seals_checked, checked.records), (2, 16));
+}
+
+/// The golden entity log opens with the engine and holds the entities it should: the lock is
+/// gone, the counter and the state are live, each with its exact JSON.
+#[test]
+fn golden_entity_log_opens_with_the_engine() {
+    let (bin, text) = golden(&ENTITIES);
+    let final_chain = unhex(parse_json(&text).get("final_chain").str());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log-v1-entities.bin");
+    std::fs::write(&path, &bin).unwrap();
+
+    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (6, 6, 1, bin.len() as u64));
+    assert_eq!(log.entity_version(), 4, "four entity records applied");
+    let mut live = log.entities().unwrap();
+    live.sort();
+    let live: Vec<(&str, &str)> =
+        live.iter().map(|(k, j)| (k.as_str(), std::str::from_utf8(j).unwrap())).collect();
+    assert_eq!(
+        live,
+        [
+            ("counter\0[\"locks.token\",\"job\"]", r#"{"value":1}"#),
+            (
+                "state\0[[\"agent\",\"préfs\"],\"greeting\"]",
+                r#"{"namespace":["agent","préfs"],"key":"greeting","value":"héllo ✓","version":1,"updated_at_ms":1700000004000}"#
+            ),
+        ]
+    );
+    let checked = log.verify(None, None).unwrap();
+    assert_eq!((checked.seals_checked, checked.records), (1, 6));
+    assert_eq!(checked.value[..], final_chain[..]);
+    assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
     log.close().unwrap();
+
+    // A writer opens it too, cuts nothing, and agrees on the entities.
+    let log = Log::open(&path, Options::default()).unwrap();
+    assert_eq!((log.info().unwrap().records, log.info().unwrap().recovered_bytes), (6, 0));
+    assert_eq!(log.entities().unwrap().len(), 2);
+    log.close().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bin, "opening must not change the file");
 }
 
 /// The golden file opens with the engine and holds the memories it should.
 #[test]
 fn golden_log_opens_with_the_engine() {
-    let (bin, text) = golden();
+    let (bin, text) = golden(&MEMORIES);
     let final_chain = unhex(parse_json(&text).get("final_chain").str());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log-v1.bin");

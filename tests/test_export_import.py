@@ -235,6 +235,6 @@ def test_an_interrupted_import_of_nothing_leaves_nothing_behind(
     def interrupted(self: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("memcommit.cli._Import.flush", interrupted)
+    monkeypatch.setattr("memcommit.cli.transfer._Import.flush", interrupted)
     assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 130
     assert sorted(tmp_path.iterdir()) == [dump]

@@ -1,0 +1,234 @@
+"""What every command shares: its error, exit codes, path checks and what a file is.
+
+The one judgement of what a file is (missing, empty, not a log, damaged) and the words
+every command uses for it live here, so that ``info``, ``export``, ``import``, ``repair``,
+``compact``, ``snapshot``, ``seal``, ``verify`` and ``serve`` agree (see the package
+docstring of :mod:`memcommit.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import memcommit
+from memcommit import _native
+from memcommit.progress import Progress
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A failure the command line reports as one line of text, without a traceback.
+
+    Args:
+        message: What went wrong and what the user can do, naming the path or line.
+        code: The exit code: 1 for a failure, 2 for a usage error.
+
+    """
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Subcommands(Protocol):
+    """Where a command group adds its subcommands: ``ArgumentParser.add_subparsers()``."""
+
+    def add_parser(
+        self, name: str, *, help: str | None = ..., description: str | None = ...
+    ) -> argparse.ArgumentParser:
+        """Add the subcommand `name` and return its parser."""
+        ...
+
+
+def add_store_command(
+    commands: Subcommands,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """Add the subcommand `name`, run by `handler`, whose first argument is the store file.
+
+    Returns:
+        The subcommand's parser, to add its options to.
+
+    """
+    parser = commands.add_parser(name, help=help, description=description)
+    parser.add_argument("path", metavar="PATH", help="the store file")
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def positive_count(text: str) -> int:
+    """An argument type: a whole number of at least 1 (``--batch``, ``--agents``...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def as_int(value: object, name: str) -> int:
+    """`value`, a count the store reported as `name`, checked to be an int."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CommandError(f"unexpected {name} value {value!r} from the store")
+    return value
+
+
+def require_file(path: str, what: str = "store") -> None:
+    """Refuse a `path` that is a directory or does not exist, calling it a `what` file."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a {what} file")
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such {what} file")
+
+
+def lock_path(path: str) -> str:
+    """The lock file a writer of the store at `path` holds."""
+    return f"{path}.lock"
+
+
+def progress_to(bar: Progress) -> Callable[..., None]:
+    """A progress callback that moves `bar` to the units done, its first argument."""
+
+    def progress(done: int, *_rest: int) -> None:
+        bar.update(done - bar.count)
+
+    return progress
+
+
+def inspect_log(path: str) -> dict[str, Any]:
+    """The core's look at a log file, without opening a store or changing anything."""
+    return _native.inspect_log(path)
+
+
+def empty_file(path: str) -> str:
+    """What an empty (0-byte) file at `path` is, and what makes it a log."""
+    return (
+        f"{path} is an empty file (0 bytes), not yet a memcommit log; a writer opening it "
+        "(memcommit import, compact or seal, or memcommit.open) makes it a new, empty log"
+    )
+
+
+def not_a_log(path: str, detail: object) -> str:
+    """What a file without a valid log header is, `detail` saying what the core found."""
+    return (
+        f"{path} is not a memcommit log, or its header (the first 64 bytes) is damaged"
+        + (f" ({detail})" if detail else "")
+        + "; repair cannot recover a file without its header: check the path, "
+        "or restore the file from a backup"
+    )
+
+
+def _naming(path: str, message: str) -> str:
+    return message if path in message else f"{path}: {message}"
+
+
+def damage_at(path: str, report: dict[str, Any]) -> str:
+    """The damage `report` found, in the words repair uses."""
+    offset = as_int(report["damage_offset"], "damage_offset")
+    damage_lsn = report.get("damage_lsn")
+    at_lsn = f" (LSN {as_int(damage_lsn, 'damage_lsn'):,})" if damage_lsn is not None else ""
+    reason = report.get("damage_reason")
+    return f"{path}: damaged record at byte offset {offset:,}{at_lsn}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+def _advice(path: str, problem: str, *, decoded: bool = False) -> str:
+    """`problem` with the advice that agrees with what repair finds in the file now.
+
+    `decoded`: the problem is a record that does not decode behind a valid checksum, which
+    no writer in flight explains.
+    """
+    try:
+        if os.path.getsize(path) == 0:
+            return empty_file(path)
+        report = inspect_log(path)
+    except (OSError, memcommit.MemcommitError):
+        return problem
+    if not report["header_ok"]:
+        return not_a_log(path, report.get("header_error"))
+    if report.get("damage_offset") is not None:
+        return f"{problem}; run 'memcommit repair {path}' to see the damage and cut it"
+    if decoded:
+        return (
+            f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut (the "
+            "record's checksum is valid): restore the log from a backup"
+        )
+    return (
+        f"{problem}; 'memcommit repair {path}' finds no damaged bytes to cut: if a writer "
+        "was committing, run the command again, otherwise restore the log from a backup"
+    )
+
+
+@contextlib.contextmanager
+def reporting_damage(path: str) -> Iterator[None]:
+    """Report a damaged log as one line naming `path`, however the damage surfaced.
+
+    ``CorruptLog`` from the core, and the errors of decoding a record whose checksum is valid
+    but whose payload is not what its op says (text that is not UTF-8, data that is not JSON,
+    a time out of range), all become a :class:`CommandError`.
+    """
+    try:
+        yield
+    except memcommit.CorruptLog as error:
+        raise CommandError(_advice(path, _naming(path, str(error)))) from error
+    except (UnicodeError, json.JSONDecodeError, OverflowError) as error:
+        # Not every ValueError: an argument refused is not damage in the log.
+        problem = f"{path}: a record does not decode ({type(error).__name__}: {error})"
+        raise CommandError(_advice(path, problem, decoded=True)) from error
+
+
+def open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
+    """Open `path` to `verb` it (``main`` reports a damaged log, see :func:`reporting_damage`)."""
+    require_file(path)
+    if os.path.getsize(path) == 0:
+        raise CommandError(f"{empty_file(path)}; there is nothing to {verb}")
+    return memcommit.open(path, read_only=True)
+
+
+def _check_before_writing(path: str) -> None:
+    """Refuse what a writer's open would refuse, before that open creates ``PATH.lock``."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return  # a writer makes a missing or empty file a new log
+    report = inspect_log(path)
+    if not report["header_ok"]:
+        raise CommandError(not_a_log(path, report.get("header_error")))
+    if report.get("damage_mid_log") and not os.path.exists(lock_path(path)):
+        # With a lock file, a writer may be appending: let the open judge (and say so).
+        raise CommandError(
+            f"{damage_at(path, report)}; run 'memcommit repair {path}' to see the damage and cut it"
+        )
+
+
+def open_writer(path: str) -> memcommit.MemoryStore:
+    """Open an existing store as its writer (``main`` reports a damaged log)."""
+    require_file(path)
+    _check_before_writing(path)
+    return memcommit.open(path)
+
+
+def check_out_file(out: str, option: str) -> None:
+    """Refuse an output path that cannot be written, naming it as the user gave it."""
+    if os.path.isdir(out):
+        raise CommandError(f"{option}{out}: is a directory; give the name of a file to write")
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise CommandError(f"{option}{out}: the directory {directory} does not exist")
+
+
+def writing_error(out: str, error: OSError) -> CommandError:
+    """An error writing beside `out` (a temp file), told as an error writing `out`."""
+    return CommandError(f"{out}: cannot write it: {error.strerror or error}")

@@ -1,0 +1,134 @@
+"""``memcommit compact`` and ``memcommit snapshot``: rewrite the log, or save its state."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from memcommit.cli._common import (
+    EXIT_OK,
+    CommandError,
+    Subcommands,
+    add_store_command,
+    as_int,
+    check_out_file,
+    open_read_only,
+    open_writer,
+    progress_to,
+    require_file,
+    writing_error,
+)
+from memcommit.progress import Progress
+from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy, compact
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """Parse an age: ``30d``, ``12h``, ``45m``, ``90s``, ``2w`` or plain seconds."""
+    raw = text.strip().lower()
+    unit = _AGE_UNITS.get(raw[-1:], None)
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age; use a number with d, h, m, s or w (e.g. 30d)"
+        ) from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: an age must be a finite number >= 0")
+    return value
+
+
+def _kind_age(text: str) -> tuple[str, float]:
+    kind, sep, age = text.partition("=")
+    if not sep or not kind:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KIND=AGE (e.g. trace=7d)")
+    return kind, _age(age)
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Add ``compact`` and ``snapshot`` to the command line's subcommands."""
+    compact_cmd = add_store_command(
+        commands,
+        "compact",
+        _run_compact,
+        help="rewrite the log into what replay needs, purging what retention names",
+        description="Compact the log: up to the horizon (default the newest LSN) keep only the "
+        "records replay needs, keep every later record as it is, and purge the memories the "
+        "retention options name that have no record after the horizon. The compaction "
+        "manifest (PATH.manifest) records what was done. Ages: 30d, 12h, 45m, 90s or seconds.",
+    )
+    compact_cmd.add_argument(
+        "--archived-older-than",
+        metavar="AGE",
+        type=_age,
+        help="purge archived memories whose last move is at least AGE old",
+    )
+    compact_cmd.add_argument(
+        "--kinds-after",
+        metavar="KIND=AGE",
+        action="append",
+        default=[],
+        type=_kind_age,
+        help="purge memories of KIND created at least AGE ago (repeatable)",
+    )
+    compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
+    snapshot_cmd = add_store_command(
+        commands,
+        "snapshot",
+        _run_snapshot,
+        help="write the store's state as JSON, to open it quickly later",
+        description="Write a snapshot of the store at PATH to OUT (atomically): its state as "
+        "JSON with the LSN, log generation and chain hash it covers. "
+        "memcommit.open(PATH, snapshot=OUT) then replays only the records after it.",
+    )
+    snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    path: str = args.path
+    require_file(path)
+    policies: list[RetentionPolicy] = []
+    if args.archived_older_than is not None:
+        policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
+    if args.kinds_after:
+        policies.append(KindsAfter(dict(args.kinds_after)))
+    retention: RetentionPolicy | None = None
+    for p in policies:
+        retention = p if retention is None else retention | p
+    with open_writer(path) as store:
+        if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
+            raise CommandError(
+                f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
+            )
+        total = as_int(store.info()["bytes"], "bytes")
+        with Progress(total, "compact", unit="bytes") as bar:
+            report = compact(
+                store, retention=retention, horizon=args.horizon, progress=progress_to(bar)
+            )
+    print(f"compacted: {path} (generation {report.generation})")
+    print(f"records: {report.before} -> {report.after}")
+    print(f"bytes: {report.bytes_before} -> {report.bytes_after}")
+    print(f"horizon: {report.horizon}")
+    print(f"purged: {len(report.purged)}")
+    print(f"seconds: {report.seconds:.3f}")
+    return EXIT_OK
+
+
+def _run_snapshot(args: argparse.Namespace) -> int:
+    path: str = args.path
+    out: str = args.out
+    check_out_file(out, "")
+    with open_read_only(path, "snapshot") as store:
+        try:
+            store.save_snapshot(out)
+        except OSError as error:
+            raise writing_error(out, error) from error
+        lsn, generation, memories = store.lsn, store.generation, len(store)
+    size = os.path.getsize(out)
+    print(f"snapshot: {out} ({size} bytes)")
+    print(f"lsn: {lsn}")
+    print(f"generation: {generation}")
+    print(f"memories: {memories}")
+    return EXIT_OK

@@ -1,0 +1,67 @@
+"""``memcommit demo``: the command's options and output; the workload is :mod:`memcommit.demo`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from memcommit import demo as demo_workload
+from memcommit.cli._common import EXIT_OK, CommandError, Subcommands, positive_count
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Add ``demo`` to the command line's subcommands."""
+    demo = commands.add_parser(
+        "demo",
+        help="write a realistic fleet workload to a new store",
+        description="Create a store and run a fleet of agents on it: tasks, traces, facts, "
+        "notes and episodes, stale/restore/move histories and guarded commits. Prints what "
+        "was written and how fast.",
+    )
+    demo.add_argument("--path", default="memory.db", help="store file (default memory.db)")
+    demo.add_argument("--agents", type=positive_count, default=100, help="agents (default 100)")
+    demo.add_argument("--tasks", type=positive_count, default=1000, help="tasks (default 1000)")
+    demo.add_argument(
+        "--memories", type=positive_count, default=100_000, help="memories (default 100000)"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument(
+        "--durability",
+        choices=sorted(demo_workload.DURABILITY_NOTES),
+        default="batch",
+        help="store durability mode (default batch)",
+    )
+    demo.add_argument("--force", action="store_true", help="replace an existing file")
+    demo.set_defaults(handler=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    options = demo_workload.DemoOptions(
+        path=args.path,
+        agents=args.agents,
+        tasks=args.tasks,
+        memories=args.memories,
+        seed=args.seed,
+        durability=args.durability,
+        force=args.force,
+    )
+    if os.path.lexists(options.path) and not options.force:
+        raise CommandError(
+            f"{options.path} already exists; pass --force to replace it "
+            "or --path to write somewhere else"
+        )
+    print(
+        f"memcommit demo: {options.agents:,} agents, {options.tasks:,} tasks, "
+        f"{options.memories:,} memories, seed {options.seed} -> {options.path}"
+    )
+    print(f"durability: {demo_workload.DURABILITY_NOTES[options.durability]}")
+    sys.stdout.flush()
+    report = demo_workload.run_demo(options)
+    print(demo_workload.format_report(report))
+    if not report.reopen_matches:
+        raise CommandError(
+            f"{options.path}: reopened with {report.reopened_memories:,} memories, "
+            f"expected {options.memories:,}"
+        )
+    return EXIT_OK

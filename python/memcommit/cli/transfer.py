@@ -1,0 +1,365 @@
+"""``memcommit export`` and ``memcommit import``: a store to JSON lines and back.
+
+The format of a line, both ways, is :mod:`memcommit.cli.export_format`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, NoReturn
+
+import memcommit
+from memcommit.cli._common import (
+    EXIT_OK,
+    CommandError,
+    Subcommands,
+    add_store_command,
+    as_int,
+    check_out_file,
+    inspect_log,
+    lock_path,
+    not_a_log,
+    open_read_only,
+    positive_count,
+    require_file,
+    writing_error,
+)
+from memcommit.cli.export_format import MAX_RECORD_BYTES, BadLine, Change, parse_line, record_line
+from memcommit.progress import Progress
+
+# Records per commit during import: large enough that the per-commit fsync is noise,
+# small enough that a bad line far into a big file costs at most one batch.
+DEFAULT_IMPORT_BATCH = 10_000
+
+# Lines written to the export stream per write call.
+_EXPORT_CHUNK = 1024
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Add ``export`` and ``import`` to the command line's subcommands."""
+    export = add_store_command(
+        commands,
+        "export",
+        _run_export,
+        help="write every record as JSON lines",
+        description="Write every record of the store, in LSN order, as one JSON object per "
+        "line: lsn, op, at (ISO-8601, UTC), key and fields.",
+    )
+    export.add_argument(
+        "--out", metavar="FILE", help="write to FILE (replaced only when complete), not stdout"
+    )
+    load = commands.add_parser(
+        "import",
+        help="restore JSON lines written by export into a new store",
+        description="Apply the records in FILE (JSON lines as written by 'memcommit export') "
+        "to a new or empty store at PATH, creating it if missing: the memories with their "
+        "tiers and status, the finished tasks and every role's entities, so that the store "
+        "replays to the state that was exported. A store that holds records is refused. "
+        "Records are committed in batches; a bad line stops the import and nothing of its "
+        "batch is written, and if nothing was imported nothing is left at PATH. The store "
+        "assigns new LSNs and timestamps (a memory's created_at is the time of its import).",
+    )
+    load.add_argument(
+        "path", metavar="PATH", help="the store file: new (created), empty, or a log of no records"
+    )
+    load.add_argument("file", metavar="FILE", help="the JSON-lines file; '-' for stdin")
+    load.add_argument(
+        "--batch",
+        type=positive_count,
+        default=DEFAULT_IMPORT_BATCH,
+        metavar="N",
+        help=f"records per commit (default {DEFAULT_IMPORT_BATCH:,})",
+    )
+    load.set_defaults(handler=_run_import)
+
+
+def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) -> int:
+    count = 0
+    chunk: list[str] = []
+    for record in store.records():
+        chunk.append(record_line(record))
+        if len(chunk) >= _EXPORT_CHUNK:
+            out.write(("\n".join(chunk) + "\n").encode())
+            count += len(chunk)
+            bar.update(len(chunk))
+            chunk.clear()
+    if chunk:
+        out.write(("\n".join(chunk) + "\n").encode())
+        count += len(chunk)
+        bar.update(len(chunk))
+    return count
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    path: str = args.path
+    target: str | None = args.out
+    if target is not None:
+        check_out_file(target, "--out ")
+    with open_read_only(path, "export") as store:
+        total = as_int(store.info().get("records", 0), "records")
+        if target is None:
+            # Draw no bar over records printed to the same terminal.
+            enabled = None if not sys.stdout.isatty() else False
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            try:
+                with Progress(total, "export", unit="records", enabled=enabled) as bar:
+                    _write_records(store, out, bar)
+                out.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as error:
+                raise CommandError(
+                    f"writing {path}'s records to standard output: {error.strerror or error}"
+                ) from error
+            return EXIT_OK
+        # Write beside the target and rename at the end, so FILE is never half written.
+        partial = f"{target}.partial"
+        try:
+            with (
+                open(partial, "wb") as out_file,
+                Progress(total, "export", unit="records") as bar,
+            ):
+                count = _write_records(store, out_file, bar)
+                out_file.flush()
+                os.fsync(out_file.fileno())
+            os.replace(partial, target)
+        except BaseException as error:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            if isinstance(error, OSError) and error.filename in (None, partial, target):
+                # Name the file the user asked for, not the temp file beside it.
+                raise writing_error(target, error) from error
+            raise
+    print(f"exported {count:,} records from {path} to {target}")
+    return EXIT_OK
+
+
+# A memory's (tier, status), as the import has left it so far.
+_MemoryState = tuple[str, str]
+
+
+@dataclass
+class _Import:
+    """The state of one import: where it reads, what it wrote so far."""
+
+    store: memcommit.MemoryStore
+    source: str
+    imported: int = 0
+    commits: int = 0
+    batch: list[Change] = field(default_factory=list)
+
+    def fail(self, line: int, problem: str) -> CommandError:
+        first = self.batch[0].line if self.batch else line
+        written = (
+            f"{self.imported:,} records from lines before {first} were imported into "
+            f"{self.store.path} (import again only into a new store: remove it first)"
+            if self.imported
+            else "nothing was imported"
+        )
+        lines = f"line {line}" if first == line else f"lines {first}-{line}"
+        return CommandError(
+            f"{self.source}, line {line}: {problem}; nothing from {lines} was written, {written}"
+        )
+
+    def flush(self) -> None:
+        """Commit the current batch, or raise naming the line that was refused.
+
+        The memory records go in one commit and the role entities in one more: the two are
+        independent state, so applying a batch's entities after its memories replays to the
+        same store. Every line was checked before either is written.
+        """
+        if not self.batch:
+            return
+        memories = [change for change in self.batch if change.op != "entity"]
+        entities = [change for change in self.batch if change.op == "entity"]
+        if memories:
+            self._commit_memories(memories)
+        if entities:
+            # No public call writes a role's entity records as they are; this is the one the
+            # roles' log medium (memcommit.roles.logmedium) writes them with.
+            native = self.store._native
+            try:
+                end = native.write_entities(
+                    self.store._now_us(), [(change.key, change.state) for change in entities]
+                )
+            except (ValueError, TypeError) as error:
+                raise self.fail(entities[-1].line, str(error)) from error
+            native.wait_durable(end)
+            self.commits += 1
+        self.imported += len(self.batch)
+        self.batch.clear()
+
+    def _commit_memories(self, changes: list[Change]) -> None:
+        current = 0
+        pending: dict[str, _MemoryState] = {}
+        try:
+            with self.store.commit() as commit:
+                for change in changes:
+                    current = change.line
+                    self._apply(commit, change, pending)
+                current = 0
+        except memcommit.Rejected as error:
+            line = current or self._line_for(error)
+            raise self.fail(line or changes[-1].line, f"refused: {error}") from error
+        except (ValueError, TypeError) as error:
+            raise self.fail(current or changes[-1].line, str(error)) from error
+        self.commits += 1
+
+    def _state(self, key: str, pending: dict[str, _MemoryState]) -> _MemoryState | None:
+        """Memory `key`'s (tier, status) with this commit's earlier records applied."""
+        if key in pending:
+            return pending[key]
+        if key not in self.store:  # the common case, and cheaper than building a Memory
+            return None
+        memory = self.store.get(key)
+        return None if memory is None else (memory.tier, memory.status)
+
+    def _apply(
+        self, commit: memcommit.Commit, change: Change, pending: dict[str, _MemoryState]
+    ) -> None:
+        key = change.key
+        before = self._state(key, pending)
+        if change.op == "put":
+            commit.put(
+                change.text,
+                kind=change.kind,
+                id=key,
+                task=change.task,
+                tier=change.tier or "working",
+                data=change.data,
+                tags=change.tags,
+                sources=change.sources,
+            )
+            # A new memory starts active in the put's tier; an existing one keeps both. The
+            # put says what they were: bring the memory there (after log compaction the
+            # moves and status changes before this put are no longer in the log).
+            tier, status = before if before is not None else (change.tier or "working", "active")
+            if change.tier is not None and change.tier != tier:
+                commit.move(key, change.tier)
+                tier = change.tier
+            if change.status is not None and change.status != status:
+                _set_status(commit, key, change.status, None)
+                status = change.status
+            pending[key] = (tier, status)
+        elif change.op == "status":
+            assert change.status is not None
+            _set_status(commit, key, change.status, change.reason)
+            if before is not None:
+                pending[key] = (before[0], change.status)
+        elif change.op == "move":
+            assert change.tier is not None
+            commit.move(key, change.tier)
+            if before is not None:
+                pending[key] = (change.tier, before[1])
+        else:
+            commit.finish_task(key)
+
+    def _line_for(self, error: memcommit.Rejected) -> int:
+        """Find the first line of the batch that touched the id a refused guard names."""
+        guard_id = getattr(getattr(error, "guard", None), "id", None)
+        for change in self.batch:
+            if change.key == guard_id and change.op in ("status", "move"):
+                return change.line
+        return 0
+
+
+def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | None) -> None:
+    if status == "stale":
+        commit.stale(key, reason=reason)
+    else:
+        commit.restore(key)
+
+
+def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
+    """Open the import source; returns its lines, its size (0 if unknown) and a closer."""
+    if source == "-":
+        return iter(sys.stdin.buffer), 0, lambda: None
+    require_file(source, "import")
+    handle = open(source, "rb")
+    return iter(handle), os.fstat(handle.fileno()).st_size, handle.close
+
+
+def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
+    raise CommandError(
+        f"{path} already holds {records:,} records (LSN {lsn:,}); import restores an export "
+        "into a new or empty store, so nothing was written: give a path that does not exist "
+        "yet"
+    )
+
+
+def _check_import_target(path: str) -> None:
+    """Refuse a target that is not a new or empty store, before anything is created."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a store file")
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    report = inspect_log(path)
+    if not report["header_ok"]:
+        raise CommandError(not_a_log(path, report.get("header_error")))
+    records = as_int(report["records"], "records")
+    if records or report.get("damage_mid_log"):
+        _refuse_a_store_with_records(path, records, as_int(report["lsn"], "lsn"))
+
+
+def _discard_new_files(path: str, existed: set[str]) -> None:
+    """Remove the files a refused import created: the log and its lock file.
+
+    Called while the store is still open, so the lock is held as they go: no writer can have
+    taken over a file that is removed.
+    """
+    for name in (path, lock_path(path)):
+        if name not in existed:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    path: str = args.path
+    source: str = args.file
+    batch_size: int = args.batch
+    _check_import_target(path)
+    lines, size, close = _read_lines(source)
+    existed = {name for name in (path, lock_path(path)) if os.path.lexists(name)}
+    try:
+        store = memcommit.open(path, max_record_bytes=MAX_RECORD_BYTES)
+        with store, Progress(size, "import", unit="bytes") as bar:
+            records = as_int(store.info()["records"], "records")
+            if records:  # a writer committed between the check and the open: leave it be
+                _refuse_a_store_with_records(path, records, store.lsn)
+            first_lsn = store.lsn + 1
+            job = _Import(store=store, source=source)
+            try:
+                for number, raw in enumerate(lines, start=1):
+                    bar.update(len(raw))
+                    try:
+                        change = parse_line(raw, number)
+                    except BadLine as error:
+                        raise job.fail(number, str(error)) from None
+                    if change is None:
+                        continue
+                    job.batch.append(change)
+                    if len(job.batch) >= batch_size:
+                        job.flush()
+                job.flush()
+            except BaseException:
+                if not job.imported:
+                    _discard_new_files(path, existed)
+                raise
+            lsn = store.lsn
+    finally:
+        close()
+    if job.imported:
+        print(
+            f"imported {job.imported:,} records from {source} into {path} "
+            f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
+            f"(LSN {first_lsn:,}..{lsn:,})"
+        )
+    else:
+        print(f"imported 0 records from {source} into {path}: the file holds no records")
+    return EXIT_OK

@@ -23,7 +23,8 @@ use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN}
 use crate::index::{Entry, Index, Query, Undo};
 use crate::index_file::{self, IndexFileStatus};
 use crate::memory::{self, Command};
-use crate::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
+use crate::recovery::replay;
+use crate::scan::{Item, ReadAt, Scanner};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,35 +157,6 @@ pub struct LogInfo {
     pub index_file: IndexFileStatus,
 }
 
-/// Facts about a log file read without opening a store.
-#[derive(Clone, Debug)]
-pub struct Inspection {
-    /// Whether the header parsed.
-    pub header_ok: bool,
-    /// What is wrong with the header, if anything.
-    pub header_error: Option<String>,
-    /// Whole committed records before any damage.
-    pub records: u64,
-    /// LSN of the last good commit.
-    pub lsn: u64,
-    /// File size.
-    pub bytes: u64,
-    /// Log generation.
-    pub generation: u64,
-    /// The store id, hex.
-    pub store_id: String,
-    /// The offset after the last good commit.
-    pub good_end: u64,
-    /// Where damage starts, if anywhere.
-    pub damage_offset: Option<u64>,
-    /// The LSN expected there.
-    pub damage_lsn: Option<u64>,
-    /// Whether valid records follow the damage (damage in committed data, not a torn tail).
-    pub damage_mid_log: bool,
-    /// What is wrong there.
-    pub damage_reason: Option<String>,
-}
-
 /// The `Batch` timer thread and the flag that stops it.
 type Flusher = (JoinHandle<()>, Arc<(std::sync::Mutex<bool>, Condvar)>);
 
@@ -225,7 +197,7 @@ pub struct AutoSeal {
     pub key: Option<crate::seal::SealKey>,
 }
 
-fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -338,141 +310,6 @@ fn create_log_file(path: &Path, display: &str) -> Result<()> {
     let header = FileHeader { store_id, generation: 0, dense_from: 0 };
     write_file_durably(&temp_path(path, "create"), path, |f| f.write_all(&header.encode()))
         .map_err(|e| Error::io(display, "create the log", e))
-}
-
-/// Whether `lsn` may follow `prev`: strictly +1, except inside a compacted prefix.
-pub(crate) fn lsn_follows(prev: u64, lsn: u64, dense_from: u64) -> bool {
-    if prev >= dense_from {
-        lsn == prev + 1
-    } else {
-        lsn > prev
-    }
-}
-
-fn describe(err: format::ParseError) -> String {
-    match err {
-        format::ParseError::Incomplete => "the record is cut short".to_string(),
-        format::ParseError::Invalid(r) => r.to_string(),
-    }
-}
-
-/// What the spot at `off` is, where the record after LSN `prev` should start but none that
-/// follows does: `scan::judge`, the one rule open, refresh and `inspect` share. `ahead` when
-/// a valid record of the log's future (an LSN past the next) stands there: a missing record,
-/// unless a live writer was writing the spot when it was read.
-fn judge_spot(
-    src: &(impl ReadAt + ?Sized),
-    off: u64,
-    file_len: u64,
-    (salt, dense_from): (u32, u64),
-    prev: u64,
-    ahead: bool,
-) -> io::Result<Stop> {
-    let follows = |lsn| lsn_follows(prev, lsn, dense_from);
-    if ahead {
-        let now = record_at(src, off, file_len, salt)?;
-        return Ok(if now.is_some_and(follows) { Stop::Changed } else { Stop::Damage(off) });
-    }
-    judge(src, off, file_len, salt, prev, &follows)
-}
-
-/// Why the record at `off` does not follow LSN `prev`: (the reason, whether it is from the
-/// log's future).
-fn not_following(prev: u64, lsn: u64) -> (String, bool) {
-    if lsn > prev {
-        (format!("LSN {lsn} follows LSN {prev}: a record is missing"), true)
-    } else {
-        (format!("a stale record (LSN {lsn}) where LSN {} belongs", prev + 1), false)
-    }
-}
-
-/// What to do about damage that is not a torn tail.
-fn mid_log_hint(display: &str) -> String {
-    format!(
-        "this is damage in committed data, not a torn tail; `memcommit repair {display}` can back up the \
-         file and cut it there"
-    )
-}
-
-/// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
-/// finish are taken back. Damage followed by any valid record is `Corrupt`.
-/// Returns the offset after the last complete commit.
-fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u64> {
-    let salt = st.header.salt();
-    let dense_from = st.header.dense_from;
-    let State { medium, index, undo, sparse, .. } = st;
-    let src = medium.source();
-    let mut sc = Scanner::new(src, start, file_len, salt, format::MAX_PAYLOAD_LEN);
-    let mut prev = st.lsn;
-    let mut good_end = start;
-    let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
-    undo.clear();
-    let mut mark = index.mark();
-    let ids = (salt, dense_from);
-    loop {
-        let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
-        // The id table's slot for the next record is a likely cache miss: start loading it now,
-        // while this record is applied.
-        if !next_key.is_empty() {
-            index.prefetch(next_key);
-        }
-        let (off, reason, ahead) = match item {
-            Item::End => break,
-            Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, dense_from) => {
-                let (reason, ahead) = not_following(prev, rec.lsn);
-                (off, reason, ahead)
-            }
-            Item::Record(off, rec) => {
-                index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: rec.lsn,
-                    reason: format!(
-                        "{reason}: the record's checksum matches, but it does not decode or does not fit \
-                         the records before it: {}",
-                        mid_log_hint(display)
-                    ),
-                })?;
-                if records.is_multiple_of(SPARSE_EVERY) {
-                    sparse.push((rec.lsn, off));
-                }
-                records += 1;
-                prev = rec.lsn;
-                if rec.closes_commit(dense_from) {
-                    undo.clear();
-                    mark = index.mark();
-                    good_end = off + rec.bytes.len() as u64;
-                    committed_lsn = rec.lsn;
-                    committed_records = records;
-                }
-                continue;
-            }
-            Item::Bad(off, err) => (off, describe(err), false),
-        };
-        match judge_spot(src, off, file_len, ids, prev, ahead).map_err(|e| Error::io(display, "read", e))? {
-            Stop::FreeSpace | Stop::Torn => break,
-            Stop::Changed => sc = Scanner::new(src, off, file_len, salt, format::MAX_PAYLOAD_LEN),
-            Stop::Damage(later) => {
-                let evidence = if later == off {
-                    String::new()
-                } else {
-                    format!(" and a valid record follows at byte {later}")
-                };
-                return Err(Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: prev + 1,
-                    reason: format!("{reason}{evidence}: {}", mid_log_hint(display)),
-                });
-            }
-        }
-    }
-    index.rollback(mark, undo);
-    sparse.retain(|&(_, off)| off < good_end);
-    st.lsn = committed_lsn;
-    st.records = committed_records;
-    st.end = good_end;
-    Ok(good_end)
 }
 
 impl State {
@@ -1281,102 +1118,6 @@ impl Drop for Log {
     fn drop(&mut self) {
         let _ = self.close();
     }
-}
-
-/// Read a log file without opening a store and without changing it: how far it is good,
-/// and where and how it is damaged.
-pub fn inspect(path: &Path) -> Result<Inspection> {
-    let display = path.display().to_string();
-    let file = File::open(path).map_err(|e| Error::io(&display, "open", e))?;
-    let len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
-    let mut hb = [0u8; HEADER_LEN];
-    let n = ReadAt::read_at(&file, &mut hb, 0).map_err(|e| Error::io(&display, "read", e))?;
-    let mut out = Inspection {
-        header_ok: false,
-        header_error: None,
-        records: 0,
-        lsn: 0,
-        bytes: len,
-        generation: 0,
-        store_id: String::new(),
-        good_end: 0,
-        damage_offset: None,
-        damage_lsn: None,
-        damage_mid_log: false,
-        damage_reason: None,
-    };
-    let header = match FileHeader::decode(&hb[..n]) {
-        Ok(h) => h,
-        Err(reason) => {
-            out.header_error = Some(reason.to_string());
-            out.damage_offset = Some(0);
-            out.damage_reason = Some(reason.to_string());
-            out.damage_mid_log = true;
-            return Ok(out);
-        }
-    };
-    out.header_ok = true;
-    out.generation = header.generation;
-    out.store_id = hex(&header.store_id);
-    let salt = header.salt();
-    let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
-    let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
-    let mut data_end = len;
-    let ids = (salt, header.dense_from);
-    loop {
-        let (off, reason, ahead) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
-            Item::End => break,
-            Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, header.dense_from) => {
-                let (reason, ahead) = not_following(prev, rec.lsn);
-                (off, reason, ahead)
-            }
-            Item::Record(off, rec) => {
-                if let Err(reason) = memory::check_contents(&rec) {
-                    // Valid framing and checksum over contents that do not decode: damage in
-                    // committed data, whatever follows it.
-                    out.damage_offset = Some(off);
-                    out.damage_lsn = Some(rec.lsn);
-                    out.damage_reason = Some(format!("{reason} (its checksum matches)"));
-                    out.damage_mid_log = true;
-                    break;
-                }
-                records += 1;
-                prev = rec.lsn;
-                if rec.closes_commit(header.dense_from) {
-                    good_end = off + rec.bytes.len() as u64;
-                    good_records = records;
-                    out.lsn = rec.lsn;
-                }
-                continue;
-            }
-            Item::Bad(off, err) => (off, describe(err), false),
-        };
-        let stop =
-            judge_spot(&file, off, len, ids, prev, ahead).map_err(|e| Error::io(&display, "read", e))?;
-        match stop {
-            Stop::Changed => sc = Scanner::new(&file, off, len, salt, format::MAX_PAYLOAD_LEN),
-            Stop::FreeSpace => {
-                // Space written ahead for the next commits: the data ends here.
-                data_end = off;
-                break;
-            }
-            Stop::Torn | Stop::Damage(_) => {
-                out.damage_offset = Some(off);
-                out.damage_lsn = Some(prev + 1);
-                out.damage_reason = Some(reason);
-                out.damage_mid_log = matches!(stop, Stop::Damage(_));
-                break;
-            }
-        }
-    }
-    if out.damage_offset.is_none() && good_end < data_end {
-        out.damage_offset = Some(good_end);
-        out.damage_lsn = Some(out.lsn + 1);
-        out.damage_reason = Some("a commit that never finished".to_string());
-    }
-    out.records = good_records;
-    out.good_end = good_end;
-    Ok(out)
 }
 
 /// Cut a log file at `good_end` and fsync it (what `memcommit repair` does after its backup).

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
-use crate::log::{lsn_follows, Log, Medium, Options, SPARSE_EVERY};
+use crate::log::{Log, Medium, Options, SPARSE_EVERY};
+use crate::recovery::lsn_follows;
 use crate::scan::{Item, Scanner};
 
 impl Log {

@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use crate::chain::{self, ChainValue};
 use crate::format::{self, parse_record, Op, ParseError, RecordView, RECORD_HEADER_LEN};
-use crate::log::lsn_follows;
 use crate::memory;
+use crate::recovery::lsn_follows;
 use crate::scan::ReadAt;
 
 /// The payload version this build writes and reads.

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 import memcommit
-from memcommit.server import ServerProcess, is_loopback
+from memcommit.server import is_loopback
+from memcommit.testing import ServerProcess
 from memcommit.wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
 
 TOKEN = "a-test-token-that-is-long-enough"

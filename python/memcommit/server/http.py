@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import wire
-from ..clock import Clock
+from ..clock import Clock, to_microseconds
 from ..errors import MemcommitError
 from ..store import Durability, MemoryStore
 from ..store import open as open_store
@@ -446,7 +446,6 @@ class MemoryServer:
         return self._json(200, {"ok": True})
 
     async def _clock_endpoint(self, request: Any) -> Any:
-        from ..clock import to_microseconds
         from ..testing.clock import ControllableClock
 
         clock = self._clock

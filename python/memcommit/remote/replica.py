@@ -242,15 +242,7 @@ class Replica:
         self._pipeline.ask_once("GET", "/v1/info")
 
     def refresh(self, wait: float = 0.0) -> int:
-        """Apply what was committed on the server since the last look.
-
-        Args:
-            wait: Seconds to wait for a commit when there is none yet (a long poll); 0 returns
-                at once.
-
-        Returns:
-            How many records were applied (after a resync: how many the new replica holds).
-        """
+        """Pull the server's new commits, as :meth:`memcommit.RemoteStore.refresh` documents."""
         self._pipeline.check_open()
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
             raise ValueError(f"wait: must be a number of seconds >= 0, got {wait!r}")

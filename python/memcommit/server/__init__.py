@@ -37,8 +37,9 @@ endpoint does not exist.
 
 The package, one idea a module: :mod:`.http` (:class:`MemoryServer`, its routes),
 :mod:`.requests` (what a request must be), :mod:`.writer` (the writer thread and group
-commit), :mod:`.auth` (loopback, token, TLS), :mod:`.metrics` (Prometheus),
-:mod:`.listen` (uvicorn, signals) and :mod:`.command` (``memcommit serve``).
+commit), :mod:`.resends` (a resent commit is answered, not applied twice), :mod:`.auth`
+(loopback, token, TLS), :mod:`.metrics` (Prometheus), :mod:`.listen` (uvicorn, signals)
+and :mod:`.command` (``memcommit serve``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The server's HTTP side: :class:`MemoryServer`, its routes and how each is answered.
 
 A route checks its request (:mod:`.requests`), hands the work to the writer thread
-(:mod:`.writer`) and answers once the writer is done; answers of commits that wrote are
-remembered by commit id, so a resend is answered, not applied again. The protocol is
+(:mod:`.writer`) and answers once the writer is done; a resent commit is answered, not
+applied again (:mod:`.resends`). The protocol is
 :mod:`memcommit.wire`; the design is in :mod:`memcommit.server`.
 """
 
@@ -14,7 +14,6 @@ import os
 import secrets
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -38,6 +37,7 @@ from .requests import (
     read_json,
     role_methods,
 )
+from .resends import Resends
 from .writer import FLUSH, READ, SNAPSHOT, WRITES, Group, Identity, Work, Writer
 
 __all__ = ["TEST_CLOCK_START", "MemoryServer"]
@@ -123,7 +123,6 @@ class MemoryServer:
         self._clock = clock
         self._test_clock = test_clock
         self.max_request_bytes = max_request_bytes
-        self._remember = remember
         self.boot = secrets.token_hex(8)
         self._methods = role_methods()
         self._store: MemoryStore | None = None
@@ -131,9 +130,8 @@ class MemoryServer:
         self._identity = Identity("", 0, 0)
         self._changed: asyncio.Event | None = None
         self._closing = False
-        self._inflight: dict[str, Work] = {}
-        self._remembered: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._metrics = Metrics()
+        self._resends = Resends(self.boot, remember, self._metrics)
         self._started = time.time()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.app = self._build_app()
@@ -227,12 +225,7 @@ class MemoryServer:
                         waiter.set_result(result)
             if work.kind in WRITES:
                 m.answered(work.kind, result, now - work.queued_at)
-                if work.commit_id is not None:
-                    self._inflight.pop(work.commit_id, None)
-                    if work.wrote:
-                        self._remembered[work.commit_id] = result
-                        if len(self._remembered) > self._remember:
-                            self._remembered.popitem(last=False)
+                self._resends.finished(work)
         if identity.store_id:
             self._identity = identity
         if self._changed is not None and any(w.wrote for w in batch):
@@ -322,25 +315,16 @@ class MemoryServer:
         new: list[Work] = []
         waits: list[asyncio.Future[Any]] = [group.future]
         for kind, commit_id, spec in works:
-            known = self._remembered.get(commit_id)
-            inflight = self._inflight.get(commit_id)
-            if known is not None:
-                self._metrics.resends += 1
-                answers.append(known)
-            elif inflight is not None:
-                self._metrics.resends += 1
-                waiter: asyncio.Future[Any] = loop.create_future()
-                inflight.waiters = [*(inflight.waiters or ()), waiter]
-                answers.append(waiter)
-                waits.append(waiter)
-            elif retry_of is not None and retry_of != self.boot:
-                self._metrics.unknown += 1
-                answers.append({"ok": False, "error": _unknown(commit_id)})
-            else:
+            earlier = self._resends.answer(commit_id, retry_of, loop)
+            if earlier is None:
                 work = Work(kind, spec, group, commit_id)
-                self._inflight[commit_id] = work
+                self._resends.started(work)
                 answers.append(work)
                 new.append(work)
+            else:
+                answers.append(earlier)
+                if isinstance(earlier, asyncio.Future):
+                    waits.append(earlier)
         group.remaining = len(new)
         if new:
             self._writer.submit(new)
@@ -482,14 +466,3 @@ class MemoryServer:
         return self._metrics.text(
             up=not self._closing, ident=self._identity, writer=self._writer, started=self._started
         )
-
-
-def _unknown(commit_id: str) -> dict[str, Any]:
-    return wire.encode_error(
-        wire.CommitOutcomeUnknown(
-            f"commit {commit_id}: its answer was lost and the server has restarted since it was "
-            "sent, so whether it was applied is unknown; refresh and check before committing "
-            "it again",
-            commit_id=commit_id,
-        )
-    )

@@ -396,10 +396,7 @@ class MemoryServer:
     async def _read(self, kind: int, spec: Any) -> Any:
         if self._writer is None:
             return self._error(503, "starting", "the server is not ready")
-        work = Work(kind, spec, Group(asyncio.get_running_loop().create_future(), 1))
-        self._writer.submit([work])
-        await asyncio.wait([work.group.future])
-        outcome = work.result
+        outcome = await _run_one(self._writer, kind, spec)
         if isinstance(outcome, BaseException):
             return self._json(500, {"error": wire.encode_error(outcome)})
         return outcome
@@ -421,10 +418,7 @@ class MemoryServer:
             return self._error(e.status, e.code, str(e))
         if self._writer is None:
             return self._error(503, "starting", "the server is not ready")
-        work = Work(FLUSH, None, Group(asyncio.get_running_loop().create_future(), 1))
-        self._writer.submit([work])
-        await asyncio.wait([work.group.future])
-        failure = work.result
+        failure = await _run_one(self._writer, FLUSH, None)
         if failure is not None:
             return self._json(500, failure)
         return self._json(200, {"ok": True})
@@ -466,3 +460,11 @@ class MemoryServer:
         return self._metrics.text(
             up=not self._closing, ident=self._identity, writer=self._writer, started=self._started
         )
+
+
+async def _run_one(writer: Writer, kind: int, spec: Any) -> Any:
+    """Have the writer run one work of `kind` and return its result."""
+    work = Work(kind, spec, Group(asyncio.get_running_loop().create_future(), 1))
+    writer.submit([work])
+    await asyncio.wait([work.group.future])
+    return work.result

@@ -12,9 +12,8 @@ import pytest
 
 import memcommit
 from memcommit.aio import AsyncMemoryStore, AsyncRole
-from memcommit.server import ServerProcess
 from memcommit.store import MemoryStore
-from memcommit.testing import ControllableClock
+from memcommit.testing import ControllableClock, ServerProcess
 
 
 def run(coroutine: object) -> object:

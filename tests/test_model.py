@@ -42,8 +42,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import memcommit
 from memcommit import Rejected
 from memcommit.clock import to_microseconds
-from memcommit.server import ServerProcess
-from memcommit.testing import ControllableClock
+from memcommit.testing import ControllableClock, ServerProcess
 
 LONG = os.environ.get("MEMCOMMIT_LONG") == "1"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -20,7 +20,7 @@ import pytest
 
 import memcommit
 from memcommit.cli import build_parser
-from memcommit.server import ServerProcess
+from memcommit.testing import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

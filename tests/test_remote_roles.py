@@ -19,8 +19,7 @@ import pytest
 
 import memcommit
 from memcommit.clock import to_microseconds
-from memcommit.server import ServerProcess
-from memcommit.testing import Backend, ControllableClock, Harness, race
+from memcommit.testing import Backend, ControllableClock, Harness, ServerProcess, race
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

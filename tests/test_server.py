@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 import memcommit
-from memcommit.server import ServerProcess, is_loopback
+import memcommit.remote.replica
+from memcommit.server import is_loopback
+from memcommit.testing import ServerProcess
 from memcommit.wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
 
 TOKEN = "a-test-token-that-is-long-enough"
@@ -563,7 +565,7 @@ def test_a_remote_store_resends_through_a_dropped_connection(store: memcommit.Re
         answer = real(method, path, body, timeout)
         if path == "/v1/commit" and not calls:
             calls.append("dropped")
-            from memcommit.remote import _MaybeSent
+            from memcommit.remote.pipeline import MaybeSent as _MaybeSent
 
             raise _MaybeSent("connection reset (injected)")
         return answer
@@ -803,7 +805,7 @@ def test_a_new_client_sees_everything_committed_before_it_connected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page_bytes: int | None
 ) -> None:
     if page_bytes is not None:  # small pages: the catch-up takes many requests
-        monkeypatch.setattr(memcommit.remote, "_READ_BYTES", page_bytes)
+        monkeypatch.setattr(memcommit.remote.replica, "_READ_BYTES", page_bytes)
     with ServerProcess(tmp_path / "full.db") as process:
         with memcommit.RemoteStore(process.url) as writer:
             ids = [writer.put(f"memory {i}", kind="fact", task="t") for i in range(100)]

@@ -70,7 +70,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import MemcommitError
+from . import errors, roles
+from .errors import Guard, MemcommitError
+from .roles.errors import RoleError, error_from_wire
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
@@ -207,9 +209,6 @@ _OPAQUE: dict[str, type[Any]] = {}
 def _dataclasses() -> dict[str, type[Any]]:
     """The dataclasses a value may be: every one :mod:`memcommit.roles` exports, and Guard."""
     if not _DATACLASSES:
-        from . import roles
-        from .errors import Guard
-
         for name in roles.__all__:
             cls = getattr(roles, name)
             if isinstance(cls, type) and dataclasses.is_dataclass(cls):
@@ -352,8 +351,6 @@ _BUILTIN_ERRORS: dict[str, type[Exception]] = {
 
 
 def _memcommit_errors() -> dict[str, type[MemcommitError]]:
-    from . import errors
-
     return {
         name: cls
         for name, cls in vars(errors).items()
@@ -368,8 +365,6 @@ def encode_error(error: BaseException) -> dict[str, Any]:
     ``TypeError``, ``ValueError`` and a few other built-in errors (or the nearest of them a
     subclass derives from) with their message. Anything else is a server bug: ``internal``.
     """
-    from .roles.errors import RoleError
-
     if isinstance(error, RoleError):
         return {"kind": "role", **encode_value(error.to_wire())}
     if isinstance(error, ServerError):
@@ -390,8 +385,6 @@ def encode_error(error: BaseException) -> dict[str, Any]:
 
 def decode_error(data: Mapping[str, Any], url: str = "") -> BaseException:
     """Rebuild the error :func:`encode_error` described (an error to raise, not raised)."""
-    from .roles.errors import error_from_wire
-
     kind = data.get("kind")
     message = str(data.get("message", ""))
     try:

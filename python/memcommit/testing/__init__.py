@@ -3,6 +3,7 @@
 * :class:`ControllableClock`: a clock that moves only when told to; pass it to the store and
   to the code under test.
 * :func:`race`: run a function on many threads released together.
+* :class:`ServerProcess`: a ``memcommit serve`` child process on a free port.
 * The contract suite every store's agent-runtime roles must pass
   (:mod:`memcommit.testing.contract`): run it with ``pytest --pyargs memcommit.testing``, or
   on your own store with :func:`run_contract`.
@@ -22,11 +23,13 @@ from .contract.harness import (
     store_memory_backend,
 )
 from .race import race
+from .server import ServerProcess
 
 __all__ = [
     "Backend",
     "ControllableClock",
     "Harness",
+    "ServerProcess",
     "log_backend",
     "memory_backend",
     "race",

@@ -1,0 +1,449 @@
+"""The road to the server: keep-alive connections, retries, and commits that travel together.
+
+* :class:`Http` is a small pool of HTTP/1.1 keep-alive connections (stdlib ``http.client``).
+* :class:`Pipeline` sends requests over it: a read is retried while the server is away
+  (:meth:`Pipeline.request`); commits and role calls from many threads of one process are
+  pipelined (:meth:`Pipeline.submit`): the ones queued together travel in one request, and
+  the server fsyncs them together.
+* A commit whose answer is lost (a reset connection, a timeout) is resent with the same
+  commit id and is not applied twice: the resend names the server start it may have reached
+  (``retry_of``), and a server started since then answers
+  :class:`~memcommit.wire.CommitOutcomeUnknown` rather than guess. If no answer comes back
+  within the retry window, the outcome is unknown too and that error is raised here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import secrets
+import select
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, cast
+
+from .. import wire
+from ..errors import StoreClosed
+
+__all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
+
+_MAX_BATCH = 512  # commits per request from one store
+
+
+class NotSent(Exception):
+    """The request surely did not reach the server (it could not connect)."""
+
+
+class MaybeSent(Exception):
+    """The request may have reached the server; its answer was lost."""
+
+
+class _Connection(http.client.HTTPConnection):
+    """A keep-alive connection that remembers which server start last answered on it."""
+
+    heard: str | None = None
+
+
+class _TlsConnection(http.client.HTTPSConnection):
+    """An HTTPS keep-alive connection that remembers which server start last answered on it."""
+
+    heard: str | None = None
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle connection was closed (or written to) by the other end.
+
+    An idle HTTP/1.1 connection receives nothing until it sends a request, so a socket that
+    is readable now holds an end of stream (the server closed it: it stopped, or its
+    keep-alive ran out) or bytes no request asked for; either way it is done.
+    """
+    sock = conn.sock
+    if sock is None:
+        return True
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class Http:
+    """A small pool of keep-alive HTTP/1.1 connections to one server (stdlib ``http.client``).
+
+    Safe to share between threads: each request takes a connection of its own. Each
+    connection remembers the server start (``X-Memcommit-Boot``) that last answered on it:
+    while such a connection stays open, that server process is still running
+    (:meth:`hears`).
+    """
+
+    def __init__(self, url: str, token: str | None, timeout: float, ca_file: str | None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url: {url!r} is not an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        self._timeout = timeout
+        self._context: ssl.SSLContext | None = None
+        if self._https:
+            self._context = ssl.create_default_context(cafile=ca_file)
+        self._headers = {"Content-Type": "application/json"}
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._idle: list[_Connection | _TlsConnection] = []
+        self._busy: set[_Connection | _TlsConnection] = set()
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def _connection(self, timeout: float) -> _Connection | _TlsConnection:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            if self._https:
+                conn = _TlsConnection(
+                    self._host, self._port, timeout=timeout, context=self._context
+                )
+            else:
+                conn = _Connection(self._host, self._port, timeout=timeout)
+        if conn.sock is None:
+            try:
+                conn.connect()
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise NotSent(str(e) or type(e).__name__) from e
+            sock: socket.socket | None = conn.sock
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float | None = None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """Send one request; return status, headers and body.
+
+        Raises:
+            NotSent: No connection could be made.
+            MaybeSent: The connection failed after the request may have been sent.
+        """
+        conn = self._connection(self._timeout if timeout is None else timeout)
+        with self._lock:
+            self._busy.add(conn)
+        response: http.client.HTTPResponse | None = None
+        try:
+            conn.request(method, self._prefix + path, body, self._headers)
+            response = conn.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as e:
+            if response is not None:
+                response.close()
+            conn.close()
+            raise MaybeSent(str(e) or type(e).__name__) from e
+        finally:
+            with self._lock:
+                self._busy.discard(conn)
+        conn.heard = response.headers.get(wire.H_BOOT) or None
+        if response.will_close or self.closed:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        return response.status, response.headers, data
+
+    def hears(self, boot: str | None) -> bool:
+        """Whether an idle connection that server start `boot` last answered on is still open.
+
+        Open means that server process has been running ever since (a new process cannot
+        hold its predecessor's connections). Idle connections found closed are dropped.
+        """
+        if boot is None:
+            return False
+        with self._lock:
+            for conn in list(self._idle):
+                if conn.heard != boot:
+                    continue
+                if not _closed_by_peer(conn):
+                    return True
+                self._idle.remove(conn)
+                conn.close()
+        return False
+
+    def close(self) -> None:
+        """Close every connection; a request waiting on one (a long poll) fails at once."""
+        with self._lock:
+            self.closed = True
+            idle, self._idle = self._idle, []
+            busy = list(self._busy)
+        for conn in idle:
+            conn.close()
+        for conn in busy:
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Pending:
+    """A commit or role call waiting in the pipeline for its answer.
+
+    Its thread sleeps on `gate`, a plain lock used as a binary semaphore (far cheaper than an
+    Event under many threads): whoever sets `result`, `error` or `leader` then calls
+    :meth:`wake`; a wake that finds the gate open already is dropped, since the sleeper reads
+    the fields after waking anyway.
+    """
+
+    __slots__ = ("error", "gate", "leader", "result", "spec")
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.gate = threading.Lock()
+        self.gate.acquire()
+        self.leader = False
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already open: the sleeper will see the news
+            self.gate.release()
+
+
+class CommitIds:
+    """Commit ids: a random prefix per store and a counter (unique without a syscall each)."""
+
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._next = itertools.count(1).__next__
+
+    def __call__(self) -> str:
+        """A new commit id."""
+        return f"{self._prefix}-{self._next():x}"
+
+
+class Pipeline:
+    """Requests to one server: reads retried while it is away, commits pipelined.
+
+    Args:
+        url: The server, e.g. ``"http://127.0.0.1:7411"``.
+        token: The server's bearer token, if it has one.
+        timeout: Seconds to wait for an answer to one request.
+        retry_seconds: How long to keep resending when the server cannot be reached.
+        ca_file: A PEM file of the certificate authority to trust for ``https://``.
+        max_in_flight: Requests kept in flight at once (commits of many threads ride along).
+        on_answer: Called with the headers of every answer but a 503 (the log it names).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float,
+        retry_seconds: float,
+        ca_file: str | None,
+        max_in_flight: int,
+        on_answer: Callable[[http.client.HTTPMessage], None],
+    ) -> None:
+        self.http = Http(url, token, timeout, ca_file)
+        self.new_id = CommitIds()
+        self.boot: str | None = None
+        """The server start that last answered (``X-Memcommit-Boot``)."""
+        self.closed = False
+        self._retry_seconds = retry_seconds
+        self._max_in_flight = max_in_flight
+        self._on_answer = on_answer
+        self._pipe: list[_Pending] = []
+        self._pipe_lock = threading.Lock()
+        self._senders = 0
+
+    @property
+    def url(self) -> str:
+        """The server's URL."""
+        return self.http.url
+
+    def check_open(self) -> None:
+        """Raise StoreClosed once :meth:`close` was called."""
+        if self.closed:
+            raise StoreClosed(f"{self.url}: this RemoteStore is closed; make a new one")
+
+    def close(self) -> None:
+        """Close every connection; a request waiting on one fails at once."""
+        self.closed = True
+        self.http.close()
+
+    def _note(self, headers: http.client.HTTPMessage) -> None:
+        boot = headers.get(wire.H_BOOT)
+        if boot:
+            self.boot = boot
+        self._on_answer(headers)
+
+    def ask_once(self, method: str, path: str) -> tuple[int, http.client.HTTPMessage] | None:
+        """Send one request, never retried; None if the server could not be reached."""
+        try:
+            status, headers, _ = self.http.request(method, path)
+        except (NotSent, MaybeSent):
+            return None
+        if status != 503:
+            self._note(headers)
+        return status, headers
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float | None = None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """Send a request that is safe to repeat (a read), retrying while the server is away."""
+        deadline = time.monotonic() + self._retry_seconds
+        delay = 0.02
+        while True:
+            try:
+                status, headers, data = self.http.request(method, path, body, timeout)
+            except (NotSent, MaybeSent) as e:
+                if time.monotonic() + delay > deadline or self.closed:
+                    raise wire.ServerUnavailable(
+                        f"{self.url}: the server cannot be reached ({e}); is "
+                        "'memcommit serve' running there?",
+                        url=self.url,
+                        code="unavailable",
+                    ) from None
+            else:
+                if status != 503:
+                    self._note(headers)
+                    if status >= 400 and status != 409:
+                        raise self.error(status, data)
+                    return status, headers, data
+                if time.monotonic() + delay > deadline:
+                    raise self.error(status, data)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def error(self, status: int, data: bytes) -> wire.ServerError:
+        """The error an answer with `status` and body `data` stands for."""
+        code, message = "http_error", data[:500].decode("utf-8", "replace")
+        try:
+            error = wire.loads(data)["error"]
+            if "kind" in error:
+                decoded = wire.decode_error(error, self.url)
+                if isinstance(decoded, wire.ServerError):
+                    return decoded
+                message = str(decoded)
+            code, message = str(error.get("code", code)), str(error.get("message", message))
+        except (ValueError, KeyError, TypeError):
+            pass
+        return wire.ServerError(
+            f"{self.url}: HTTP {status} ({code}): {message}", status=status, code=code, url=self.url
+        )
+
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Send one commit or role call (pipelined with other threads'); return its result."""
+        self.check_open()
+        pending = _Pending(spec)
+        with self._pipe_lock:
+            self._pipe.append(pending)
+            if self._senders < self._max_in_flight:
+                self._senders += 1
+                pending.leader = True
+        while True:
+            if pending.leader:
+                self._lead(pending)
+            if pending.error is not None:
+                raise pending.error
+            if pending.result is not None:
+                result = pending.result
+                if not result.get("ok"):
+                    raise wire.decode_error(result.get("error", {}), self.url)
+                return result
+            pending.gate.acquire()
+
+    def _lead(self, me: _Pending) -> None:
+        """Send what is queued, batch after batch, until `me` is answered; then hand over."""
+        while True:
+            # Let the threads just answered queue their next commits first (yield the GIL while
+            # the queue keeps growing), so that they travel together instead of one alone and
+            # the rest a round trip later.
+            queued = -1
+            while queued != len(self._pipe) and queued < _MAX_BATCH:
+                queued = len(self._pipe)
+                time.sleep(0)
+            with self._pipe_lock:
+                batch = self._pipe[:_MAX_BATCH]
+                del self._pipe[:_MAX_BATCH]
+                if not batch:
+                    self._senders -= 1
+                    me.leader = False
+                    return
+            self._send(batch)
+            if me.result is not None or me.error is not None:
+                with self._pipe_lock:
+                    me.leader = False
+                    successor = next((p for p in self._pipe if not p.leader), None)
+                    if successor is not None:
+                        successor.leader = True  # this sender's slot passes to it
+                        successor.wake()
+                    else:
+                        self._senders -= 1
+                return
+
+    def _send(self, batch: list[_Pending]) -> None:
+        try:
+            results = self._post_commits([p.spec for p in batch])
+            for pending, result in zip(batch, results, strict=True):
+                pending.result = result
+        except BaseException as e:
+            for pending in batch:
+                pending.error = e
+        for pending in batch:
+            pending.wake()
+
+    def _post_commits(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + self._retry_seconds
+        delay = 0.02
+        retry_of: str | None = None
+        while True:
+            body = wire.dumps({"commits": specs, "retry_of": retry_of})
+            try:
+                status, headers, data = self.http.request("POST", "/v1/commit", body)
+            except NotSent as e:
+                failure: Exception = e
+            except MaybeSent as e:
+                # It may have been applied: resend with the same ids, saying to which server
+                # start, so a restarted server does not apply it a second time.
+                retry_of = retry_of or self.boot or "unknown"
+                failure = e
+            else:
+                self._note(headers)
+                if status == 200:
+                    results = wire.loads(data)["results"]
+                    if len(results) != len(specs):
+                        raise wire.ServerError(
+                            f"{self.url}: {len(results)} answers for {len(specs)} commits",
+                            url=self.url,
+                        )
+                    return cast(list[dict[str, Any]], results)
+                if status != 503:
+                    raise self.error(status, data)
+                failure = self.error(status, data)
+            if self.closed or time.monotonic() + delay > deadline:
+                if retry_of is not None:
+                    raise wire.CommitOutcomeUnknown(
+                        f"{self.url}: {len(specs)} commit(s) were sent but no answer came back "
+                        f"within {self._retry_seconds:g} s ({failure}); whether they were "
+                        "applied is unknown: refresh and check before committing again",
+                        commit_id=str(specs[0]["id"]),
+                        url=self.url,
+                    )
+                raise wire.ServerUnavailable(
+                    f"{self.url}: the server cannot be reached ({failure}); nothing was "
+                    "committed; is 'memcommit serve' running there?",
+                    url=self.url,
+                    code="unavailable",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)

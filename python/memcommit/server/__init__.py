@@ -1,0 +1,65 @@
+"""The server: one process owns the log and runs every commit, for many client processes.
+
+``memcommit serve memory.db`` (or ``python -m memcommit serve``) runs a :class:`MemoryServer`.
+Clients use :class:`~memcommit.remote.RemoteStore`; the protocol is in :mod:`memcommit.wire`.
+
+How a commit travels: the HTTP layer (Starlette on uvicorn) checks the request's shape and
+queues each commit for **the writer**, one thread that takes everything queued, runs it in
+arrival order (each commit's guards checked against the state its predecessors left, each
+role call under the store's one roles lock), then makes the whole batch durable with **one
+fsync**, and only then answers every client in the batch. Many clients, one fsync: group
+commit. LSNs come from one place, so a guard or a role's compare-and-set holds across
+processes exactly as it holds across threads of one process.
+
+Why one thread rather than the engine's own group commit from many threads: the order in
+which commits are checked is then the order they arrived, a role call never waits on another
+thread's lock, and log reads can be served between batches, when everything in the log is on
+disk, so a reader never sees a commit that a crash could still take back. The log is opened
+with the engine's ``durability="none"`` and the writer calls ``flush()`` (one fsync) per batch
+itself under ``--durability commit``; ``batch`` leaves the fsync to the engine's timer and
+``none`` to the OS, with the loss bounds :func:`memcommit.open` documents.
+
+Security: the server binds loopback unless told otherwise and refuses any other address
+without a token (``--token-file``); the token is compared in constant time and a request
+without it gets 401. TLS with ``--tls-cert``/``--tls-key``. Requests are limited in size
+(``--max-request-bytes``, 413 above it) and in JSON nesting (:data:`memcommit.wire.MAX_DEPTH`
+levels); a malformed one gets 400 with a message and changes nothing.
+
+Shutdown: on SIGTERM (or SIGINT) the server stops taking commits (503), wakes every waiting
+reader, lets the commits already queued finish and be fsynced, answers them, then closes the
+log and exits. A ``kill -9`` loses no acknowledged commit: a commit is answered only after its
+fsync.
+
+``--test-clock [START]`` makes the server read a :class:`~memcommit.testing.ControllableClock`
+that ``POST /v1/test/clock`` sets: a testing aid, so a test can move the clock the server's
+roles decide by (the contract suite runs that way on a ``RemoteStore``). Without the flag the
+endpoint does not exist.
+
+The package, one idea a module: :mod:`.http` (:class:`MemoryServer`, its routes),
+:mod:`.requests` (what a request must be), :mod:`.writer` (the writer thread and group
+commit), :mod:`.resends` (a resent commit is answered, not applied twice), :mod:`.auth`
+(loopback, token, TLS), :mod:`.metrics` (Prometheus), :mod:`.listen` (uvicorn, signals)
+and :mod:`.command` (``memcommit serve``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .auth import is_loopback
+from .command import add_serve_command
+from .http import MemoryServer
+from .requests import role_methods
+
+__all__ = ["MemoryServer", "ServerProcess", "add_serve_command", "is_loopback", "role_methods"]
+
+
+def __getattr__(name: str) -> Any:
+    # ServerProcess is a testing aid and lives in memcommit.testing (which this package
+    # does not import, so a server does not load the testing tools); the name stays here
+    # for the scripts that import it from memcommit.server.
+    if name == "ServerProcess":
+        from ..testing.server import ServerProcess
+
+        return ServerProcess
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,133 @@
+"""Who may talk to the server: the loopback rule, the bearer token and the TLS pair.
+
+The server binds loopback unless told otherwise and refuses any other address without a
+token; the token is compared in constant time (its SHA-256, so the time does not depend on
+its length either) and a request without it gets 401. ``/v1/health`` needs no token, so a
+probe can ask; it says nothing but whether the server takes commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from .. import wire
+
+__all__ = [
+    "MIN_TOKEN_CHARS",
+    "App",
+    "Receive",
+    "Scope",
+    "Send",
+    "TokenGuard",
+    "check_access",
+    "is_loopback",
+    "token_digest",
+]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+"""An ASGI application."""
+
+MIN_TOKEN_CHARS = 16
+
+
+def is_loopback(host: str) -> bool:
+    """Return whether `host` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_access(host: str, token: str | None, tls_cert: str | None, tls_key: str | None) -> None:
+    """Refuse a server that would be open to others, or half configured for TLS.
+
+    Raises:
+        ValueError: A short token, a non-loopback `host` without a token, or one of
+            `tls_cert` and `tls_key` without the other.
+    """
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(
+            f"token: {len(token)} characters is too short; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    if not is_loopback(host) and token is None:
+        raise ValueError(
+            f"host: {host!r} is not a loopback address; serving it needs a token "
+            "(--token-file), or bind 127.0.0.1"
+        )
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls: give both --tls-cert and --tls-key, or neither")
+
+
+def token_digest(token: str | None) -> bytes | None:
+    """The SHA-256 of `token`, which the guard compares requests' tokens with."""
+    return None if token is None else hashlib.sha256(token.encode()).digest()
+
+
+class TokenGuard:
+    """ASGI middleware: the token check (constant time); tells `on_response` each status.
+
+    Args:
+        app: The application behind the guard.
+        digest: The token's :func:`token_digest`; None lets every request through.
+        on_response: Called with the path and status of every answer, 401s included.
+    """
+
+    def __init__(
+        self, app: App, digest: bytes | None, on_response: Callable[[str, int], None]
+    ) -> None:
+        self._app = app
+        self._digest = digest
+        self._on_response = on_response
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 401 to a request without the token; pass the others to the app."""
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        path = scope["path"]
+
+        async def counting_send(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self._on_response(path, int(message["status"]))
+            await send(message)
+
+        if self._digest is not None and path != "/v1/health" and not self._authorized(scope):
+            body = wire.dumps(
+                {"error": {"code": "unauthorized", "message": "a valid bearer token is required"}}
+            )
+            await counting_send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"www-authenticate", b'Bearer realm="memcommit"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self._app(scope, receive, counting_send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self._digest is not None
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                given = value
+                break
+        scheme, _, token = given.partition(b" ")
+        # Hash first so the comparison takes the same time whatever the token's length.
+        digest = hashlib.sha256(token.strip()).digest()
+        return hmac.compare_digest(digest, self._digest) and scheme.lower() == b"bearer"

@@ -1,0 +1,140 @@
+"""The server's metrics: counters kept by the event loop, served as ``GET /v1/metrics``.
+
+The text is the Prometheus exposition format (version 0.0.4): every metric is named
+``memcommit_*`` and has a ``# HELP`` and a ``# TYPE`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .writer import CALL, Identity, Writer
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
+"""The bounds (seconds) of the ``commit_seconds`` histogram's buckets."""
+
+
+class Metrics:
+    """Counters for ``/v1/metrics`` (Prometheus text format), kept by the event loop."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, int], int] = {}
+        self.commits: dict[str, int] = {"ok": 0, "rejected": 0, "error": 0}
+        self.calls: dict[str, int] = {"ok": 0, "error": 0}
+        self.resends = 0
+        self.unknown = 0
+        self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+        self.latency_count = 0
+        self.log_reads = 0
+        self.log_bytes = 0
+        self.waiting_readers = 0
+
+    def request(self, path: str, status: int) -> None:
+        """Count an answer to a request for `path` (paths outside ``/v1/`` count as other)."""
+        counted = path if path.startswith("/v1/") and len(path) < 32 else "other"
+        key = (counted, status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+
+    def answered(self, kind: int, result: dict[str, Any], seconds: float) -> None:
+        """Count a commit, role call or seal answered `seconds` after it arrived."""
+        self.observe(seconds)
+        ok = bool(result.get("ok"))
+        if kind != CALL:
+            err = None if ok else result["error"].get("class")
+            self.commits["ok" if ok else "rejected" if err == "Rejected" else "error"] += 1
+        else:
+            self.calls["ok" if ok else "error"] += 1
+
+    def observe(self, seconds: float) -> None:
+        """Add one commit latency to the histogram."""
+        for i, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                self.latency[i] += 1
+                break
+        else:
+            self.latency[-1] += 1
+        self.latency_sum += seconds
+        self.latency_count += 1
+
+    def text(self, *, up: bool, ident: Identity, writer: Writer | None, started: float) -> str:
+        """The metrics in the Prometheus text exposition format.
+
+        Args:
+            up: Whether the server takes commits.
+            ident: The log served and its durable head.
+            writer: The writer whose batches and fsyncs to report (None before it starts).
+            started: When the server started (seconds since the epoch).
+        """
+        m, w = self, writer
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, help: str, samples: Sequence[tuple[str, float]]) -> None:
+            lines.append(f"# HELP memcommit_{name} {help}")
+            lines.append(f"# TYPE memcommit_{name} {kind}")
+            for labels, value in samples:
+                lines.append(f"memcommit_{name}{labels} {value:g}")
+
+        metric("up", "gauge", "1 while the server takes commits.", [("", 1 if up else 0)])
+        metric("lsn", "gauge", "The durable head LSN.", [("", ident.head)])
+        metric("generation", "gauge", "The log generation.", [("", ident.generation)])
+        metric(
+            "commits_total",
+            "counter",
+            "Memory commits answered, by outcome.",
+            [(f'{{result="{k}"}}', v) for k, v in m.commits.items()],
+        )
+        metric(
+            "role_calls_total",
+            "counter",
+            "Role calls answered, by outcome.",
+            [(f'{{result="{k}"}}', v) for k, v in m.calls.items()],
+        )
+        metric(
+            "resends_total", "counter", "Resent commits answered from memory.", [("", m.resends)]
+        )
+        metric(
+            "outcome_unknown_total",
+            "counter",
+            "Resends from before a restart, answered commit_outcome_unknown.",
+            [("", m.unknown)],
+        )
+        batches = w.batches if w else 0
+        metric("batches_total", "counter", "Batches the writer ran.", [("", batches)])
+        metric("fsyncs_total", "counter", "fsyncs the writer made.", [("", w.fsyncs if w else 0)])
+        metric(
+            "batched_commits_total",
+            "counter",
+            "Commits and role calls the writer ran (divide by batches for the group size).",
+            [("", w.batched_commits if w else 0)],
+        )
+        cumulative, samples = 0, list[tuple[str, float]]()
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), m.latency, strict=True):
+            cumulative += count
+            le = "+Inf" if bound == float("inf") else f"{bound:g}"
+            samples.append((f'_bucket{{le="{le}"}}', cumulative))
+        samples += [("_sum", m.latency_sum), ("_count", m.latency_count)]
+        metric(
+            "commit_seconds",
+            "histogram",
+            "From a commit's arrival to its durable answer.",
+            samples,
+        )
+        metric(
+            "log_reads_total", "counter", "Log reads answered with records.", [("", m.log_reads)]
+        )
+        metric("log_bytes_total", "counter", "Raw log bytes sent to replicas.", [("", m.log_bytes)])
+        metric("waiting_readers", "gauge", "Long polls waiting now.", [("", m.waiting_readers)])
+        metric(
+            "http_requests_total",
+            "counter",
+            "HTTP requests, by path and status.",
+            [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())],
+        )
+        metric("start_time_seconds", "gauge", "When the server started.", [("", started)])
+        return "\n".join(lines) + "\n"

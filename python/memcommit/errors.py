@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "CommandError",
     "CorruptLog",
     "ForgedReference",
     "Guard",
@@ -29,6 +30,23 @@ __all__ = [
 
 class MemcommitError(Exception):
     """The base of every error memcommit raises on purpose."""
+
+
+class CommandError(Exception):
+    """A failure the command line reports as one line of text, without a traceback.
+
+    Raised by the commands (``memcommit.cli`` and the server's ``serve``), never by the
+    library's API.
+
+    Args:
+        message: What went wrong and what the user can do, naming the path or line.
+        code: The exit code: 1 for a failure, 2 for a usage error.
+
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)

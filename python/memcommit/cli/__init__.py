@@ -40,10 +40,10 @@ from memcommit.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
-    CommandError,
     Subcommands,
     reporting_damage,
 )
+from memcommit.errors import CommandError
 
 __all__ = ["CommandError", "build_parser", "main"]
 
@@ -82,8 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_serve_command(commands: Subcommands) -> None:
     # The server's options live beside it. Imported when the parser is built, not at the
-    # top: memcommit.server raises this package's CommandError, so the two import each other,
-    # and with both imports at the top whichever is imported first would fail.
+    # top, so a command other than serve does not load the web server's packages.
     from memcommit.server import add_serve_command
 
     add_serve_command(commands)

@@ -17,25 +17,12 @@ from typing import Any, Protocol
 
 import memcommit
 from memcommit import _native
+from memcommit.errors import CommandError
 from memcommit.progress import Progress
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-
-
-class CommandError(Exception):
-    """A failure the command line reports as one line of text, without a traceback.
-
-    Args:
-        message: What went wrong and what the user can do, naming the path or line.
-        code: The exit code: 1 for a failure, 2 for a usage error.
-
-    """
-
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Subcommands(Protocol):

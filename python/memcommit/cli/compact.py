@@ -7,7 +7,6 @@ import os
 
 from memcommit.cli._common import (
     EXIT_OK,
-    CommandError,
     Subcommands,
     add_store_command,
     as_int,
@@ -18,6 +17,7 @@ from memcommit.cli._common import (
     require_file,
     writing_error,
 )
+from memcommit.errors import CommandError
 from memcommit.progress import Progress
 from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy, compact
 

@@ -7,7 +7,8 @@ import os
 import sys
 
 from memcommit import demo as demo_workload
-from memcommit.cli._common import EXIT_OK, CommandError, Subcommands, positive_count
+from memcommit.cli._common import EXIT_OK, Subcommands, positive_count
+from memcommit.errors import CommandError
 
 
 def add_commands(commands: Subcommands) -> None:

@@ -14,7 +14,6 @@ import memcommit
 from memcommit import _native
 from memcommit.cli._common import (
     EXIT_OK,
-    CommandError,
     Subcommands,
     add_store_command,
     as_int,
@@ -25,6 +24,7 @@ from memcommit.cli._common import (
     not_a_log,
     require_file,
 )
+from memcommit.errors import CommandError
 
 
 def add_commands(commands: Subcommands) -> None:

@@ -7,7 +7,6 @@ import argparse
 import memcommit
 from memcommit.cli._common import (
     EXIT_OK,
-    CommandError,
     Subcommands,
     add_store_command,
     as_int,
@@ -16,6 +15,7 @@ from memcommit.cli._common import (
     progress_to,
     require_file,
 )
+from memcommit.errors import CommandError
 from memcommit.progress import Progress
 
 

@@ -16,7 +16,6 @@ from typing import IO, NoReturn
 import memcommit
 from memcommit.cli._common import (
     EXIT_OK,
-    CommandError,
     Subcommands,
     add_store_command,
     as_int,
@@ -30,6 +29,7 @@ from memcommit.cli._common import (
     writing_error,
 )
 from memcommit.cli.export_format import MAX_RECORD_BYTES, BadLine, Change, parse_line, record_line
+from memcommit.errors import CommandError
 from memcommit.progress import Progress
 
 # Records per commit during import: large enough that the per-commit fsync is noise,

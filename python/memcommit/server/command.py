@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import wire
+from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
 from .http import TEST_CLOCK_START, MemoryServer
@@ -64,10 +65,6 @@ def add_serve_command(commands: Any) -> None:
 
 def _refuse(message: str, code: int = 1) -> Exception:
     """The command line's one-line error, exit code `code` (1 a failure, 2 a usage error)."""
-    # memcommit.cli imports this module to add the command; the cycle goes when
-    # CommandError moves below both (tests/test_layout.py lists it as pending).
-    from ..cli import CommandError
-
     return CommandError(message, code)
 
 

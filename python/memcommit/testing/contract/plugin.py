@@ -75,7 +75,7 @@ def memcommit_backend(request: pytest.FixtureRequest) -> Backend:
 
 
 def _contract_test_names() -> set[str]:
-    from .suite import CONTRACT_CLASSES
+    from .classes import CONTRACT_CLASSES
 
     names = set()
     for cls in CONTRACT_CLASSES:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import memcommit
-from memcommit.server import ServerProcess
+from memcommit.testing import ServerProcess
 
 TEXT = "The user asked to keep the summary short and to cite the source documents. " * 2
 

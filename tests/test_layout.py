@@ -16,11 +16,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "python" / "memcommit"
 
-# The one cycle left, waiting on the engine interface (issue: one engine interface): the
-# store's convenience methods (context, lineage, descendants, seals) call the modules that
-# build on the store, and those check their argument is a MemoryStore.
-KNOWN_CYCLES = [["memcommit.lineage", "memcommit.seals", "memcommit.store", "memcommit.tiers"]]
-
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -118,19 +113,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_no_import_cycle_but_the_known_one() -> None:
-    assert [c for c in cycles(import_graph()) if c not in KNOWN_CYCLES] == []
-
-
-def test_the_known_cycles_are_still_there() -> None:
-    """A known cycle that is gone should leave KNOWN_CYCLES too."""
-    found = cycles(import_graph())
-    assert all(c in found for c in KNOWN_CYCLES)
-
-
-# The store's private API that the server still uses until an engine interface replaces it:
-# the writer reads the store's log and clock (store._native, store._now_us).
-STORE_PRIVATE = {("memcommit.server.writer", "_native"), ("memcommit.server.writer", "_now_us")}
+def test_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
 
 
 def _private(name: str) -> bool:
@@ -170,18 +154,31 @@ def private_reads(module: str, tree: ast.AST) -> list[str]:
             ]
         elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in here:
             own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
-            if not own and (module, node.attr) not in STORE_PRIVATE:
+            if not own:
                 found.append(f"line {node.lineno}: .{node.attr}")
     return found
 
 
 # The modules held to public names so far (the rest still reach into the store's private API
 # until the engine interface replaces it).
-PUBLIC_ONLY = ("memcommit.server", "memcommit.remote", "memcommit.wire", "memcommit.testing.server")
+PUBLIC_ONLY = (
+    "memcommit.server",
+    "memcommit.remote",
+    "memcommit.wire",
+    "memcommit.testing.server",
+    "memcommit.seals",
+    "memcommit.storage",
+    "memcommit.tiers",
+    "memcommit.lineage",
+    "memcommit.summarize",
+    "memcommit.cli",
+    "memcommit.integrations",
+    "memcommit.aio",
+)
 
 
-def test_the_server_and_remote_packages_read_no_other_modules_private_names() -> None:
-    """Their modules meet through public names (the store's listed private API excepted)."""
+def test_the_modules_built_on_the_store_read_no_other_modules_private_names() -> None:
+    """They meet the store and each other through public names (`store.engine`, ...)."""
     found = {}
     for name, path in sorted(_modules().items()):
         if any(name == m or name.startswith(m + ".") for m in PUBLIC_ONLY):

@@ -466,7 +466,7 @@ def test_seal_on_a_read_only_store_raises(path: Path) -> None:
                 seal(ro)
             with pytest.raises(ReadOnlyStore):
                 AutoSeal(ro, every=2)
-            assert ro._auto_seal is None
+            assert ro.auto_seal is None
             assert ro.seals() == []
             # Reading the seals is fine.
             s = seal(w)
@@ -748,7 +748,7 @@ def test_auto_seal_every_n_single_record_commits(path: Path) -> None:
             assert auto.every == 5
             for i in range(23):
                 store.put(f"note {i}")
-        assert store._auto_seal is None
+        assert store.auto_seal is None
         got = store.seals()
         # After puts 1..5 a seal is record 6, then every 6th record.
         assert [x.record_lsn for x in got] == [6, 12, 18, 24]
@@ -790,7 +790,7 @@ def test_only_one_auto_seal_per_store(path: Path) -> None:
         first = AutoSeal(store, every=4)
         with pytest.raises(ValueError, match="already"):
             AutoSeal(store, every=2)
-        assert store._auto_seal is first
+        assert store.auto_seal is first
         for i in range(4):
             store.put(f"note {i}")
         assert [x.record_lsn for x in store.seals()] == [5]
@@ -801,7 +801,7 @@ def test_only_one_auto_seal_per_store(path: Path) -> None:
             store.put(f"more {i}")
         assert [x.record_lsn for x in store.seals()] == [5, 8]
         first.close()  # closing a detached AutoSeal leaves the attached one alone
-        assert store._auto_seal is second
+        assert store.auto_seal is second
         store.put("x")
         store.put("y")
         assert [x.record_lsn for x in store.seals()] == [5, 8, 11]
@@ -811,7 +811,7 @@ def test_only_one_auto_seal_per_store(path: Path) -> None:
                 AutoSeal(store, every=bad)  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             AutoSeal("store", every=2)  # type: ignore[arg-type]
-        assert store._auto_seal is None
+        assert store.auto_seal is None
 
 
 def test_auto_seal_stops_when_closed_and_is_not_persisted(path: Path) -> None:

@@ -36,9 +36,10 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
+from . import _native
 from ._native import Memory, Record
 from .roles.roleset import ROLE_NAMES
-from .seals import Seal
+from .seals import AutoSeal, Seal
 from .store import MemoryStore
 
 __all__ = ["AsyncCommit", "AsyncMemoryStore", "AsyncRole"]
@@ -353,6 +354,25 @@ class AsyncMemoryStore:
     def read_only(self) -> bool:
         """Whether the store was opened read-only: fixed at open."""
         return self.store.read_only
+
+    @property
+    def engine(self) -> _native.NativeLog:
+        """The engine under the store (the store's ``engine``)."""
+        return self.store.engine
+
+    @property
+    def auto_seal(self) -> AutoSeal | None:
+        """The AutoSeal attached to the store, or None (the store's ``auto_seal``)."""
+        return self.store.auto_seal
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the store can do beyond reads and commits (the store's ``capabilities``)."""
+        return self.store.capabilities
+
+    async def now_us(self) -> int:
+        """The store's clock, in microseconds (the store's ``now_us()``)."""
+        return await self._read(self.store.now_us)
 
     @property
     def closed(self) -> bool:

@@ -20,9 +20,13 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._native import Memory
 from .commit import check_id
-from .store import MemoryStore
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
 
 __all__ = ["descendants", "lineage"]
 

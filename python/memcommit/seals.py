@@ -28,11 +28,12 @@ Example:
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .commit import check_u64
 from .errors import SealMismatch
@@ -177,11 +178,20 @@ def _seal(store: MemoryStore, t: _SealTuple) -> Seal:
 
 
 def _store(store: object) -> MemoryStore:
-    from .store import MemoryStore
-
-    if not isinstance(store, MemoryStore):
+    # Checked by what a store has (its engine and clock), so this module needs the store
+    # module only for types: the store's seals() calls into here, not the other way round.
+    if not all(hasattr(store, a) for a in ("engine", "now_us", "store_id", "generation")):
         raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
-    return store
+    return cast("MemoryStore", store)
+
+
+# The AutoSeal attached to each store (at most one), without a field on the store.
+_ATTACHED: weakref.WeakKeyDictionary[MemoryStore, AutoSeal] = weakref.WeakKeyDictionary()
+
+
+def attached_auto_seal(store: MemoryStore) -> AutoSeal | None:
+    """The :class:`AutoSeal` attached to `store`, or None (``store.auto_seal``)."""
+    return _ATTACHED.get(store)
 
 
 def seal(store: MemoryStore, key: bytes | str | None = None) -> Seal:
@@ -198,13 +208,13 @@ def seal(store: MemoryStore, key: bytes | str | None = None) -> Seal:
         The seal written.
     """
     s = _store(store)
-    return _seal(s, s._native.seal(s._now_us(), _key(key)))
+    return _seal(s, s.engine.seal(s.now_us(), _key(key)))
 
 
 def seals(store: MemoryStore) -> list[Seal]:
     """The seals of the store's current log generation, oldest first."""
     s = _store(store)
-    return [_seal(s, t) for t in s._native.seals()]
+    return [_seal(s, t) for t in s.engine.seals()]
 
 
 def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyReport:
@@ -223,7 +233,7 @@ def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyRepo
         ValueError: The log holds no seal, or the newest is keyed and no key was given.
     """
     s = _store(store)
-    newest, r = s._native.check_seal(_key(key))
+    newest, r = s.engine.check_seal(_key(key))
     return _report(r, seal=_seal(s, newest))
 
 
@@ -255,7 +265,7 @@ def verify(
     """
     s = _store(store)
     wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
-    r = s._native.verify(_key(key), progress)
+    r = s.engine.verify(_key(key), progress)
     found = {(t[0], t[5], t[4]) for t in r["seals"]}
     superseded = 0
     for a in wanted:
@@ -360,19 +370,19 @@ class AutoSeal:
         if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
             raise ValueError(f"every must be a positive int, not {every!r}")
         check_u64(every, "every")
-        if getattr(self._store, "_auto_seal", None) is not None:
+        if _ATTACHED.get(self._store) is not None:
             raise ValueError("store already has an AutoSeal attached; close() it first")
         self.every = every
         self._key = _key(key)
-        self._store._native.set_auto_seal(every, self._key)
-        self._store._auto_seal = self
+        self._store.engine.set_auto_seal(every, self._key)
+        _ATTACHED[self._store] = self
 
     def close(self) -> None:
         """Detach: no more automatic seals. Idempotent."""
-        if getattr(self._store, "_auto_seal", None) is self:
-            self._store._auto_seal = None
+        if _ATTACHED.get(self._store) is self:
+            del _ATTACHED[self._store]
             if not self._store.closed:
-                self._store._native.set_auto_seal(None)
+                self._store.engine.set_auto_seal(None)
 
     def __enter__(self) -> AutoSeal:
         return self

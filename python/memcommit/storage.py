@@ -202,9 +202,7 @@ def compact(
 
     if not isinstance(store, MemoryStore):
         raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
-    from .remote import RemoteStore
-
-    if isinstance(store, RemoteStore):
+    if "remote" in store.capabilities:
         raise NotSupported(
             "compact: a RemoteStore's log belongs to its server; stop the server, run "
             "'memcommit compact PATH' on the log, and start it again (clients resync)"
@@ -217,7 +215,7 @@ def compact(
         raise ValueError(f"horizon must be >= 0, not {horizon}")
     if retention is not None and not isinstance(retention, RetentionPolicy):
         raise TypeError(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
-    now = store._clock.now()
+    now = _EPOCH + timedelta(microseconds=store.now_us())
     archived: float | None = None
     kinds: dict[str, float] = {}
     custom: list[RetentionPolicy] = []
@@ -262,18 +260,17 @@ def compact(
         _manifest.write_manifest(path, store_id, [*old, entry])
 
     started = time.perf_counter()
-    report, native = store._native.compact(
+    report, _ = store.engine.compact(
         horizon,
         None if archived is None else round(archived * 1e6),
         [(k, round(v * 1e6)) for k, v in kinds.items()],
         ids,
         _us(now),
-        store._now_us(),
+        store.now_us(),
         before_swap,
         _failpoint,
         progress,
     )
-    store._adopt(native)
     return CompactionReport(
         before=int(report["before"]),
         after=int(report["after"]),

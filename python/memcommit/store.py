@@ -28,7 +28,7 @@ from .roles.roleset import RoleSet
 from .roles.runs import MemoryRunRepository
 from .roles.state import MemoryStateRepository
 from .roles.steps import MemoryStepRepository
-from .seals import AutoSeal, Seal, seals
+from .seals import AutoSeal, Seal, attached_auto_seal, seals
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 
@@ -70,14 +70,14 @@ class MemoryStore:
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
         self._path = path
-        self._auto_seal: AutoSeal | None = None
         # (durability, read_only, flush_interval_ms, max_record_bytes) of a file store, to
         # open it again (a reader after log compaction replaced the file).
         self._open_args: tuple[str, bool, int, int] | None = None
         self._manifest: list[ManifestEntry] = []
+        self._manifest_generation = 0
         if path is not None:
             self._load_manifest(at_open=True)
-        self._medium = LogMedium(native, self._now_us)
+        self._medium = LogMedium(native, self.now_us)
         roles = RoleSet(clock=self._clock, medium=self._medium)
         self.runs = roles.runs
         self.steps = roles.steps
@@ -90,12 +90,47 @@ class MemoryStore:
         self.agent_revisions = roles.agent_revisions
         self.conversations = roles.conversations
 
-    # -- time and ids ---------------------------------------------------------------------
+    # -- the engine and its clock ---------------------------------------------------------
 
-    def _now_us(self) -> int:
+    @property
+    def engine(self) -> _native.NativeLog:
+        """The engine under the store: the native log, or a remote store's view of the server's.
+
+        The native log keeps a file or RAM; a :class:`~memcommit.RemoteStore`'s engine reads
+        its replica and sends what it writes to the server. It is the seam the modules built
+        on the store (seals, log compaction, memory compaction, the server, import) use,
+        instead of the store's private attributes.
+        """
+        return self._native
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this store can do beyond reads and commits, by name.
+
+        ``"file"``: a log file (snapshots, an index file, a read-only reader beside the
+        writer); ``"compact"``: log compaction here, in this process; ``"seal"``: seals written
+        by this store's writer or its server; ``"remote"``: a server runs the commits.
+        """
+        if self._path is None:
+            return frozenset({"seal"})
+        return frozenset({"file", "compact", "seal"})
+
+    @property
+    def auto_seal(self) -> AutoSeal | None:
+        """The :class:`~memcommit.AutoSeal` sealing this store as it grows, or None."""
+        return attached_auto_seal(self)
+
+    def now_us(self) -> int:
+        """The store's clock, in microseconds since the Unix epoch (what commits record)."""
         if self._system_clock is not None:
             return self._system_clock.now_us()
         return to_microseconds(self._clock.now())
+
+    def _reopened(self, engine: _native.NativeLog) -> None:
+        """Go on with `engine`: the log file reopened after log compaction replaced it."""
+        self._native = engine
+        self._load_manifest()
+        self._medium.rebind(engine)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -119,7 +154,7 @@ class MemoryStore:
         """
         if expect_lsn is not None:
             check_u64(expect_lsn, "expect_lsn")
-        return Commit(self._native, self, expect_lsn, self._now_us() // 1000, require_with=True)
+        return Commit(self._native, self, expect_lsn, self.now_us() // 1000, require_with=True)
 
     def put(
         self,
@@ -254,6 +289,8 @@ class MemoryStore:
         Each has its time, horizon, counts, purged ids and the old log's chain (see
         :mod:`memcommit.manifest`).
         """
+        if self._path is not None and self._manifest_generation != self.generation:
+            self._load_manifest()  # log compaction wrote a new entry and a new generation
         return copy.deepcopy(self._manifest)
 
     def _load_manifest(self, *, at_open: bool = False) -> None:
@@ -265,17 +302,10 @@ class MemoryStore:
         info = self._native.info()
         write = at_open and not info["read_only"]
         self._manifest = reconcile(self._path, info["store_id"], info["generation"], write=write)
+        self._manifest_generation = int(info["generation"])
         purged = [i for e in self._manifest for i in e.get("purged", ())]
         if purged:
             self._native.add_purged(purged)
-
-    def _adopt(self, native: _native.NativeLog) -> None:
-        """Continue on `native`: the same store reopened (after log compaction)."""
-        self._native = native
-        self._load_manifest()
-        self._medium.rebind(native)
-        if self._auto_seal is not None:
-            native.set_auto_seal(self._auto_seal.every, self._auto_seal._key)
 
     def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
         """Return the memories `ids` (None for each the store does not have), in one call.
@@ -433,7 +463,7 @@ class MemoryStore:
             durability, read_only, interval, max_bytes = self._open_args
             native = _native.NativeLog.open(self._path, durability, read_only, interval, max_bytes)
             self._native.close()
-            self._adopt(native)
+            self._reopened(native)
             return int(native.info()["records"])
         applied = self._native.refresh()
         if applied:

@@ -47,12 +47,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._native import Memory
 from .errors import Rejected
-from .store import MemoryStore
 from .summarize import Summarizer, default_summarizer
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
 
 __all__ = [
     "MemoryCompactionReport",
@@ -300,7 +302,7 @@ def compact_memory(
     Raises:
         TypeError: `store`, `policy` or `summarizer` has the wrong type.
     """
-    if not all(hasattr(store, a) for a in ("find", "commit", "is_task_finished", "_now_us")):
+    if not all(hasattr(store, a) for a in ("find", "commit", "is_task_finished", "now_us")):
         raise TypeError(f"store must be a MemoryStore, not {type(store).__name__}")
     if policy is None:
         policy = TierPolicy()
@@ -311,7 +313,7 @@ def compact_memory(
     elif not callable(summarizer):
         raise TypeError(f"summarizer must be callable, not {type(summarizer).__name__}")
     made_by = _name_of(summarizer)
-    now_us = store._now_us()
+    now_us = store.now_us()
     fold = _Step(store, "fold", "working", summarizer, made_by).run(_fold_groups(store))
     consolidate = _Step(store, "consolidate", "mid", summarizer, made_by).run(
         _cold_segments(store, policy, now_us)

@@ -183,10 +183,10 @@ class _Import:
         if entities:
             # No public call writes a role's entity records as they are; this is the one the
             # roles' log medium (memcommit.roles.logmedium) writes them with.
-            native = self.store._native
+            native = self.store.engine
             try:
                 end = native.write_entities(
-                    self.store._now_us(), [(change.key, change.state) for change in entities]
+                    self.store.now_us(), [(change.key, change.state) for change in entities]
                 )
             except (ValueError, TypeError) as error:
                 raise self.fail(entities[-1].line, str(error)) from error

@@ -272,7 +272,7 @@ class RemoteStore(MemoryStore):
 
     def _replaced(self, log: _native.NativeLog, manifest: list[dict[str, Any]]) -> None:
         """A resync replaced the replica's log."""
-        self._medium = LogMedium(log, self._now_us)
+        self._medium = LogMedium(log, self.now_us)
         self._manifest = manifest
 
     def _fresh(self) -> None:
@@ -315,6 +315,14 @@ class RemoteStore(MemoryStore):
             How many records were applied (after a resync: how many the new replica holds).
         """
         return self._replica.refresh(wait)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """``"remote"`` and ``"seal"``: the server runs the commits and writes the seals.
+
+        The log file, and so log compaction and snapshots, are the server's.
+        """
+        return frozenset({"remote", "seal"})
 
     # What the rest of memcommit sees as the store's log (MemoryStore's reads, seals.py):
     # the replica, caught up with this store's own commits first, behind a view that sends

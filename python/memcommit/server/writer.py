@@ -112,7 +112,7 @@ class Writer:
     @property
     def _native(self) -> Any:
         # Looked up each time: log compaction in this process swaps the store's log.
-        return self._store._native
+        return self._store.engine
 
     def start(self) -> None:
         """Start the thread."""
@@ -224,7 +224,7 @@ class Writer:
 
     def _seal(self, work: Work) -> dict[str, Any]:
         try:
-            sealed = self._native.seal(self._store._now_us(), work.spec["key"])
+            sealed = self._native.seal(self._store.now_us(), work.spec["key"])
         except Exception as e:
             return {"ok": False, "error": wire.encode_error(e)}
         work.wrote = True

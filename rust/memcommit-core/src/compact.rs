@@ -370,6 +370,8 @@ impl Log {
         let reopened = Log::open_inner(&path, self.options().clone(), lock, None)?;
         reopened.add_purged(&done.purged);
         reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());
+        // Automatic sealing goes on as it was set.
+        *reopened.auto_seal.lock() = *self.auto_seal.lock();
         Ok((done, reopened))
     }
 }

@@ -254,7 +254,7 @@ impl Commit {
     /// Write the collected operations: take the writer lock with the GIL released, read each
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
-        let at_us: i64 = self.store.bind(py).call_method0("_now_us")?.extract()?;
+        let at_us: i64 = self.store.bind(py).call_method0("now_us")?.extract()?;
         let hint: usize =
             self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
         let native = self.native.get();

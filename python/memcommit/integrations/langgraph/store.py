@@ -230,7 +230,7 @@ class MemcommitStore(BaseStore):
         self.store = store
         self.ttl_config = ttl
         self._medium = store._medium
-        self._now_us = store._now_us
+        self._now_us = store.now_us
         self._thread_writes = writes_block(store)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()

@@ -100,3 +100,24 @@ def test_importing_memcommit_needs_no_extra() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.xfail(
+    reason="memcommit serve does not call _extras.require('server') yet", strict=True
+)
+def test_serve_without_the_server_extra_names_it_and_writes_nothing(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "served.db")
+    code = (
+        "import sys\n"
+        "for m in ('starlette', 'uvicorn', 'httptools', 'uvloop'):\n"
+        "    sys.modules[m] = None\n"
+        "from memcommit.cli import main\n"
+        f"sys.exit(main(['serve', {path!r}, '--port', '0']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode != 0
+    assert "pip install 'memcommit[server]'" in out.stderr, out.stderr
+    assert not os.path.exists(path)

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 CARGO ?= cargo
 
-.PHONY: help install dev test test-rust test-python lint fmt bench bench-quick demo clean
+.PHONY: help install dev test test-rust test-python lint fmt bench bench-quick demo wheel wheel-test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -13,7 +13,7 @@ install:  ## build (release) and install the package
 dev:  ## install the package editable with the test and lint tools
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
-test: dev lint test-rust test-python  ## everything CI runs: lint, Rust tests, Python tests
+test: dev lint test-rust test-python wheel-test  ## everything CI runs: lint, Rust tests, Python tests, the wheel
 
 test-rust:  ## the core's cargo tests
 	$(CARGO) test --locked -p memcommit-core
@@ -44,6 +44,18 @@ bench-quick:  ## the same at a small size
 
 demo:  ## the README's main job
 	memcommit demo
+
+WHEEL_DIR ?= dist
+
+wheel:  ## a manylinux2014 wheel for this CPython in dist/, linked with zig; auditwheel checks the tag
+	$(PYTHON) -m pip install -q 'maturin>=1.7,<2' ziglang auditwheel
+	rm -f $(WHEEL_DIR)/memcommit-*.whl
+	$(PYTHON) -m maturin build --release --locked --zig --compatibility manylinux2014 --out $(WHEEL_DIR)
+	$(PYTHON) -m auditwheel show $(WHEEL_DIR)/memcommit-*.whl | tee $(WHEEL_DIR)/auditwheel.txt
+	grep -q '"manylinux_2_17_' $(WHEEL_DIR)/auditwheel.txt
+
+wheel-test: wheel  ## install that wheel in a fresh virtualenv (no cargo on PATH): demo and contract suite
+	MEMCOMMIT_WHEEL="$$(ls $(WHEEL_DIR)/memcommit-*.whl)" $(PYTHON) -m pytest -q -m wheel tests/test_wheel.py
 
 clean:
 	$(CARGO) clean

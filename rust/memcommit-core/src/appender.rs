@@ -18,7 +18,15 @@
 //! one over bytes that only overwrite already-written blocks does not, and costs 25-40% less
 //! here. While a writer is open the file may therefore end in zeros: op 0 is reserved, so they
 //! never parse as a record, and a reader treats an all-zero tail as free space, not a torn
-//! write. `close` cuts them; after a crash the next writer's open does.
+//! write. `close` cuts them; after a crash the next writer's open does. The zeros are written
+//! (`pwrite`), not reserved with `posix_fallocate`/`fallocate`: a reserved but unwritten
+//! extent must still be converted to written at the first write into it, a journal commit
+//! of its own, which is the cost the preallocation is there to avoid; and writing zeros
+//! works the same on every Unix (macOS has no `posix_fallocate`).
+//!
+//! Per platform: `sync_file_range` (a writeback hint) exists only on Linux and is a no-op
+//! elsewhere; durability comes from [`sync_data`], which is `fdatasync` on Linux and
+//! `fcntl(F_FULLFSYNC)` on macOS.
 
 use std::fs::File;
 use std::io;
@@ -75,6 +83,73 @@ static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// The longest a syncing thread waits for committers on their way.
 const MAX_GATHER: Duration = Duration::from_micros(200);
+
+/// Make the bytes written to `file` durable: on the disk itself, not only handed to it.
+///
+/// * Linux and other Unixes: `fdatasync` (`File::sync_data`): the data and the metadata
+///   needed to read it back (the file's size), with the drive's write cache flushed.
+/// * macOS and iOS: `fcntl(F_FULLFSYNC)`. There `fsync`/`fdatasync` hand the data to the
+///   drive but do not make the drive write its cache to the medium, so a power loss can still
+///   lose (or reorder) acknowledged commits. A file system that does not support
+///   `F_FULLFSYNC` (some network and FAT file systems answer `ENOTSUP` or `EINVAL`) gets
+///   `fsync`, the most it offers, as SQLite does; any other error is returned as it is.
+pub fn sync_data(file: &File) -> io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    {
+        full_fsync(file)
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        file.sync_data()
+    }
+}
+
+/// Make `file` durable with all of its metadata (a new file, before it is renamed into
+/// place): `fsync` on Linux, `fcntl(F_FULLFSYNC)` on macOS (see [`sync_data`]).
+pub fn sync_all(file: &File) -> io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    {
+        full_fsync(file)
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        file.sync_all()
+    }
+}
+
+#[cfg(target_vendor = "apple")]
+fn full_fsync(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: F_FULLFSYNC takes no argument and touches no memory of ours; `fd` is open
+        // for as long as `file` is borrowed.
+        let rc = unsafe { libc::fcntl(fd, libc::F_FULLFSYNC) };
+        if rc != -1 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ENOTSUP | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOTTY) => break,
+            _ => return Err(e),
+        }
+    }
+    // Plain fsync(2): std's `sync_all` is F_FULLFSYNC itself on Apple targets.
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: as above.
+        let rc = unsafe { libc::fsync(fd) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
 
 /// Counts one committer as arriving until it queues its bytes or gives up.
 pub struct Arrival<'a>(&'a AtomicUsize);
@@ -252,7 +327,7 @@ impl FileAppender {
             self.drain()?;
             let target = self.written.load(Ordering::Acquire);
             self.last_batch.store(self.queued_commits.swap(0, Ordering::AcqRel), Ordering::Release);
-            self.file.sync_data()?;
+            sync_data(&self.file)?;
             self.synced.store(target, Ordering::Release);
             self.syncs.fetch_add(1, Ordering::Relaxed);
             Ok(())

@@ -25,8 +25,9 @@
 //! * The rest, small: interned kinds, tasks and tags, tag sets, finished tasks, live
 //!   entities, seals, the sparse LSN index.
 //!
-//! Each section starts on a page boundary, zeros between. Open maps the three large sections
-//! (`slab`) instead of copying them, and uses them in place once two threads have checked
+//! Each section starts on a 4 KiB boundary (whatever the machine's page size), zeros
+//! between. Open maps the three large sections (`slab`) instead of copying them, and uses
+//! them in place once two threads have checked
 //! their CRCs and every entry: one takes most entries, the other the ids, the table and the
 //! last entries, a megabyte at a time while the bytes are in cache.
 
@@ -44,7 +45,7 @@ use crate::log::{temp_path, write_file_durably, Log, Medium, State};
 use crate::memory::{Status, Tier};
 use crate::scan::ReadAt;
 use crate::seal::SealEntry;
-use crate::slab::{Region, Slab, PAGE};
+use crate::slab::{Region, Slab, ALIGN};
 use crate::snapshot::{check_end, last_record, Restored, SavedEnd};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
@@ -176,22 +177,23 @@ impl Head {
         Ok(h)
     }
 
-    // Each large section starts on a page of its own, so it can be mapped where it is; the
-    // bytes between sections are zeros.
+    // Each large section starts on a 4 KiB boundary of its own (`ALIGN`, fixed whatever the
+    // machine's page size, so files are portable), so it can be mapped where it is; the bytes
+    // between sections are zeros.
     fn entries_at(&self) -> u64 {
-        PAGE as u64
+        ALIGN as u64
     }
 
     fn arena_at(&self) -> u64 {
-        (self.entries_at() + self.entries * ENTRY_BYTES as u64).next_multiple_of(PAGE as u64)
+        (self.entries_at() + self.entries * ENTRY_BYTES as u64).next_multiple_of(ALIGN as u64)
     }
 
     fn slots_at(&self) -> u64 {
-        (self.arena_at() + self.arena).next_multiple_of(PAGE as u64)
+        (self.arena_at() + self.arena).next_multiple_of(ALIGN as u64)
     }
 
     fn small_at(&self) -> u64 {
-        (self.slots_at() + self.slots * 8).next_multiple_of(PAGE as u64)
+        (self.slots_at() + self.slots * 8).next_multiple_of(ALIGN as u64)
     }
 }
 
@@ -419,8 +421,8 @@ impl<W: Write> Sections<W> {
 
     /// Zeros up to the next page (not part of any section's CRC).
     fn pad_to_page(&mut self) -> io::Result<()> {
-        let pad = (self.at.next_multiple_of(PAGE as u64) - self.at) as usize;
-        self.w.write_all(&[0u8; PAGE][..pad])?;
+        let pad = (self.at.next_multiple_of(ALIGN as u64) - self.at) as usize;
+        self.w.write_all(&[0u8; ALIGN][..pad])?;
         self.at += pad as u64;
         Ok(())
     }
@@ -477,8 +479,8 @@ impl Log {
         write_file_durably(&temp_path(path, "index"), &dest, |f| {
             // The first page: the header (written last, once the CRCs are known), then zeros.
             let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0, at: 0 };
-            s.w.write_all(&[0u8; PAGE])?;
-            s.at = PAGE as u64;
+            s.w.write_all(&[0u8; ALIGN])?;
+            s.at = ALIGN as u64;
             let mut buf = Vec::with_capacity(CHUNK_ENTRIES * ENTRY_BYTES);
             for chunk in idx.entries.chunks(CHUNK_ENTRIES) {
                 buf.clear();
@@ -567,7 +569,7 @@ fn check_entries(
     Ok(EntriesRead { crc, len: bytes.len() as u64, sorted, first_created, last_created })
 }
 
-/// Map `len` bytes at `at` (a page boundary), with room to grow to `reserve` bytes in all.
+/// Map `len` bytes at `at` (a 4 KiB boundary), with room to grow to `reserve` bytes in all.
 fn map_bytes(f: &File, at: u64, len: u64, reserve: u64, what: &str) -> std::result::Result<Region, String> {
     let too_large = || format!("its {what} are too large to map");
     let len = usize::try_from(len).map_err(|_| too_large())?;
@@ -637,7 +639,7 @@ pub(crate) fn load(
         return Err("index files are read on little-endian machines only".into());
     }
     let size = f.metadata().map_err(|e| format!("cannot stat it: {e}"))?.len();
-    let mut first_page = vec![0u8; PAGE];
+    let mut first_page = vec![0u8; ALIGN];
     f.read_exact_at(&mut first_page, 0).map_err(|_| "it is shorter than its header".to_string())?;
     let h = Head::decode(first_page[..HEADER_BYTES].try_into().expect("a header's bytes"))?;
     check_padding(&first_page[HEADER_BYTES..], "header")?;
@@ -694,7 +696,7 @@ pub(crate) fn load(
             let arena = map_section(&f, h.arena_at(), h.arena, 2 * h.arena, h.crcs[1], "ids")?;
             let slots = map_section(&f, h.slots_at(), h.slots * 8, h.slots * 8, h.crcs[2], "id table")?;
             #[allow(unsafe_code)]
-            // SAFETY: a page is aligned for u64, and any 8 bytes are a valid u64.
+            // SAFETY: a 4 KiB boundary is aligned for u64, and any 8 bytes are a valid u64.
             let slots: Slab<u64> = unsafe { Slab::from_region(slots, h.slots as usize) };
             let table =
                 IdTable::from_slots(slots, n as u32).ok_or("its id table does not fit its entries")?;
@@ -710,7 +712,7 @@ pub(crate) fn load(
     #[allow(unsafe_code)]
     // SAFETY: `check_entries` found a valid tier and status in every row (the only fields
     // with invalid bit patterns), rows are laid out as `Entry` is (`repr(C)`, checked at
-    // compile time, little-endian: see `load`), and a page is aligned for it.
+    // compile time, little-endian: see `load`), and a 4 KiB boundary is aligned for it.
     let entries: Slab<Entry> = unsafe { Slab::from_region(entries, n as usize) };
     #[allow(unsafe_code)]
     // SAFETY: any byte is a valid u8.

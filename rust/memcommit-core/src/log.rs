@@ -204,7 +204,7 @@ pub(crate) fn hex(b: &[u8]) -> String {
 /// fsync the directory that holds `path` (after a rename into it, or a file created in it).
 pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    File::open(dir)?.sync_all()
+    crate::appender::sync_all(&File::open(dir)?)
 }
 
 /// Put a new file at `dest` whole or not at all: `write` fills the new temp file `tmp`, which
@@ -218,7 +218,7 @@ pub(crate) fn write_file_durably(
     let res = (|| -> io::Result<()> {
         let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
         write(&mut f)?;
-        f.sync_all()?;
+        crate::appender::sync_all(&f)?;
         drop(f);
         fs::rename(tmp, dest)?;
         fsync_dir(dest)
@@ -251,9 +251,10 @@ pub fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Take the writer's lock on `<path>.lock`, at once or not at all. `flock` locks belong to an
-/// open file description, so a second open in the same process is refused too. The lock is
-/// held as long as the returned file stays open.
+/// Take the writer's lock on `<path>.lock`, at once or not at all. `File::try_lock` is
+/// `flock(LOCK_EX | LOCK_NB)` on Linux and macOS; `flock` locks belong to an open file
+/// description, so a second open in the same process is refused too. The lock is held as long
+/// as the returned file stays open.
 fn lock_writer(path: &Path, display: &str) -> Result<File> {
     let lp = lock_path(path);
     let f = OpenOptions::new()

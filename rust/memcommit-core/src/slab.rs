@@ -12,22 +12,52 @@
 //! The one rule that keeps a mapping sound: the file is never changed in place while mapped.
 //! memcommit writes an index file whole under a temporary name and renames it, so a mapped
 //! file is never written again (the mapping keeps the old file alive after the rename).
+//!
+//! Page sizes: the index file aligns its sections to [`ALIGN`] (4 KiB) whatever the machine,
+//! so a file written on one machine opens on another. `mmap` needs offsets that are multiples
+//! of the OS's page size, which is larger on some machines (16 KiB on Apple silicon, 64 KiB on
+//! some aarch64 Linux kernels): a section is mapped from the page boundary at or before it,
+//! and its values start that many bytes into the mapping.
+
+#[cfg(not(unix))]
+compile_error!(
+    "memcommit's engine runs on Unix (Linux, macOS) only for now: it maps files with mmap, \
+     reads and writes with pread/pwrite (std::os::unix::fs::FileExt) and has no Windows port yet"
+);
 
 use std::fs::File;
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
-/// A page, the unit of mappings (4 KiB on the machines memcommit runs on; `map` checks).
-pub const PAGE: usize = 4096;
+/// The alignment of the sections of an index file on disk: a fixed constant, not the machine's
+/// page size, so that files stay portable. Mappings use [`os_page`].
+pub const ALIGN: usize = 4096;
 
-/// Reserved memory: a mapping of `bytes` at `base`, unmapped on drop.
+/// The OS's page size (`sysconf(_SC_PAGESIZE)`), the unit `mmap` offsets come in.
+pub(crate) fn os_page() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page).ok().filter(|p| p.is_power_of_two()).unwrap_or(ALIGN)
+    })
+}
+
+/// Reserved memory: a mapping of `bytes` at `base`, unmapped on drop. The values start at
+/// `base + start`.
 #[derive(Debug)]
 pub(crate) struct Region {
     base: NonNull<u8>,
     bytes: usize,
-    /// Bytes at the start that come from the file (the rest is anonymous).
+    /// Where the values start in the mapping: the distance from the page boundary the file
+    /// was mapped from to the asked offset (0 when it is on a page boundary).
+    start: usize,
+    /// Bytes from `start` on that come from the file, the asked length rounded up to
+    /// [`ALIGN`] (the rest is other bytes of the file or anonymous memory).
     file_bytes: usize,
 }
 
@@ -51,18 +81,30 @@ impl Drop for Region {
 }
 
 impl Region {
-    /// Map `len` bytes of `file` at `offset` (a multiple of `PAGE`) privately and writably, at
-    /// the start of `reserve` bytes (at least `len`) of reserved memory.
+    /// Map `len` bytes of `file` at `offset` (a multiple of [`ALIGN`]) privately and writably,
+    /// at the start of `reserve` bytes (at least `len`) of reserved memory. The file must hold
+    /// at least `len` rounded up to [`ALIGN`] bytes at `offset`.
     pub(crate) fn map(file: &File, offset: u64, len: usize, reserve: usize) -> io::Result<Region> {
-        #[allow(unsafe_code)]
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if page != PAGE as libc::c_long || !(offset as usize).is_multiple_of(PAGE) {
-            return Err(io::Error::other("the mapping is not page-aligned"));
+        Region::map_with_page(file, offset, len, reserve, os_page())
+    }
+
+    /// `map` for a page size of `page` bytes (a power of two, at least the OS's).
+    fn map_with_page(
+        file: &File,
+        offset: u64,
+        len: usize,
+        reserve: usize,
+        page: usize,
+    ) -> io::Result<Region> {
+        let offset = usize::try_from(offset).map_err(io::Error::other)?;
+        if !offset.is_multiple_of(ALIGN) {
+            return Err(io::Error::other("the mapping does not start on a 4 KiB boundary"));
         }
-        let file_bytes = len.next_multiple_of(PAGE);
-        let bytes = reserve.max(len).next_multiple_of(PAGE).max(PAGE);
-        let offset = libc::off_t::try_from(offset).map_err(io::Error::other)?;
+        let start = offset % page;
+        let file_bytes = len.next_multiple_of(ALIGN);
+        let file_map = if file_bytes > 0 { (start + file_bytes).next_multiple_of(page) } else { 0 };
+        let bytes = (start + reserve.max(len)).next_multiple_of(page).max(file_map).max(page);
+        let map_at = libc::off_t::try_from(offset - start).map_err(io::Error::other)?;
         #[allow(unsafe_code)]
         // SAFETY: a fresh anonymous mapping at an address the kernel picks: it overlaps
         // nothing. MAP_NORESERVE: untouched pages cost nothing.
@@ -79,20 +121,26 @@ impl Region {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let region =
-            Region { base: NonNull::new(base.cast()).expect("mmap never returns null"), bytes, file_bytes };
-        if file_bytes > 0 {
+        let region = Region {
+            base: NonNull::new(base.cast()).expect("mmap never returns null"),
+            bytes,
+            start,
+            file_bytes,
+        };
+        if file_map > 0 {
             #[allow(unsafe_code)]
             // SAFETY: MAP_FIXED replaces the start of the range reserved just above, which this
-            // function owns and nothing references yet.
+            // function owns and nothing references yet. `map_at` is a multiple of the page
+            // size. The file holds `offset + file_bytes` bytes, so the last page mapped holds
+            // some of the file (no page lies wholly past its end, which would fault).
             let at = unsafe {
                 libc::mmap(
                     base,
-                    file_bytes,
+                    file_map,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_FIXED,
                     file.as_raw_fd(),
-                    offset,
+                    map_at,
                 )
             };
             if at == libc::MAP_FAILED {
@@ -102,13 +150,22 @@ impl Region {
         Ok(region)
     }
 
-    /// The bytes mapped from the file (up to the page after the asked length).
+    /// Where the values start.
+    fn data(&self) -> *mut u8 {
+        #[allow(unsafe_code)]
+        // SAFETY: `start` is less than a page, and the mapping is at least a page long.
+        unsafe {
+            self.base.as_ptr().add(self.start)
+        }
+    }
+
+    /// The bytes mapped from the file: the asked length and its padding up to [`ALIGN`].
     pub(crate) fn file_bytes(&self) -> &[u8] {
         #[allow(unsafe_code)]
-        // SAFETY: the first `file_bytes` bytes are mapped readable, live as long as `self`,
-        // and are only written through `&mut` of the slab that owns `self`.
+        // SAFETY: the `file_bytes` bytes from `start` on are mapped readable, live as long as
+        // `self`, and are only written through `&mut` of the slab that owns `self`.
         unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr(), self.file_bytes)
+            std::slice::from_raw_parts(self.data(), self.file_bytes)
         }
     }
 }
@@ -139,14 +196,15 @@ impl<T: Copy> Slab<T> {
     ///
     /// # Safety
     ///
-    /// The region must start at an address aligned for `T` (a page is), and its first
+    /// The region's values must start at an address aligned for `T` (an [`ALIGN`] boundary
+    /// is), and its first
     /// `len * size_of::<T>()` bytes must each be a valid `T`: checked by the caller (for an
     /// index entry: its tier and status bytes).
     #[allow(unsafe_code)]
     pub(crate) unsafe fn from_region(region: Region, len: usize) -> Slab<T> {
         let size = std::mem::size_of::<T>().max(1);
         assert!(len * size <= region.file_bytes, "the values lie inside the mapped file");
-        let cap = region.bytes / size;
+        let cap = (region.bytes - region.start) / size;
         Slab::Mapped { region, len, cap, _t: std::marker::PhantomData }
     }
 
@@ -183,7 +241,7 @@ impl<T: Copy> Slab<T> {
                 // SAFETY: `len < cap`, so the slot lies inside the region, which is writable
                 // and aligned for `T`; it becomes part of the slab by the `len` increment.
                 unsafe {
-                    region.base.as_ptr().cast::<T>().add(*len).write(value);
+                    region.data().cast::<T>().add(*len).write(value);
                 }
                 *len += 1;
             }
@@ -263,7 +321,7 @@ impl<T: Copy> Deref for Slab<T> {
                 // SAFETY: the first `len` values are initialized and valid (`from_region`'s
                 // contract, then written by `push`), aligned, and live as long as `self`.
                 unsafe {
-                    std::slice::from_raw_parts(region.base.as_ptr().cast::<T>(), *len)
+                    std::slice::from_raw_parts(region.data().cast::<T>(), *len)
                 }
             }
         }
@@ -279,7 +337,7 @@ impl<T: Copy> DerefMut for Slab<T> {
                 // SAFETY: as in `deref`; the mapping is writable (private: writes stay in this
                 // process), and `&mut self` makes this the only reference.
                 unsafe {
-                    std::slice::from_raw_parts_mut(region.base.as_ptr().cast::<T>(), *len)
+                    std::slice::from_raw_parts_mut(region.data().cast::<T>(), *len)
                 }
             }
         }
@@ -295,11 +353,11 @@ mod tests {
     fn a_mapped_slab_reads_the_file_and_grows_in_place_then_on_the_heap() {
         let mut f = tempfile::tempfile().unwrap();
         let values: Vec<u64> = (0..3000u64).collect();
-        let mut bytes = vec![0u8; PAGE];
+        let mut bytes = vec![0u8; ALIGN];
         bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-        bytes.resize(bytes.len().next_multiple_of(PAGE), 0);
+        bytes.resize(bytes.len().next_multiple_of(ALIGN), 0);
         f.write_all(&bytes).unwrap();
-        let region = Region::map(&f, PAGE as u64, 3000 * 8, 2 * PAGE * 8).unwrap();
+        let region = Region::map(&f, ALIGN as u64, 3000 * 8, 2 * ALIGN * 8).unwrap();
         assert_eq!(&region.file_bytes()[..8], &0u64.to_le_bytes());
         #[allow(unsafe_code)]
         // SAFETY: any 8 bytes are a valid u64, and a page is aligned for one.
@@ -314,7 +372,7 @@ mod tests {
         assert!(s.is_mapped() && s.len() == 2999 && s[7] == 70);
         // The file is untouched by writes to the private mapping.
         let mut back = vec![0u8; 8];
-        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, (PAGE + 7 * 8) as u64).unwrap();
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, (ALIGN + 7 * 8) as u64).unwrap();
         assert_eq!(u64::from_le_bytes(back.try_into().unwrap()), 7);
         // Growing past the reserve moves to the heap with every value.
         let cap = s.capacity();
@@ -324,5 +382,51 @@ mod tests {
         assert!(!s.is_mapped());
         assert_eq!(s[7], 70);
         assert_eq!(s[2998], 2998);
+    }
+
+    /// A file written with 4 KiB alignment maps on machines with larger pages (16 KiB on
+    /// Apple silicon, 64 KiB on some aarch64 kernels): the mapping starts at the page boundary
+    /// before the section, and the section's values and padding are exactly its own.
+    #[test]
+    fn a_section_maps_at_a_4k_offset_whatever_the_page_size() {
+        let mut f = tempfile::tempfile().unwrap();
+        // Sections at 4, 8 and 20 KiB, each padded to the next: none on a 16 or 64 KiB boundary.
+        let sections: [(u64, u64); 3] = [(1, 500), (2, 1500), (5, 300)];
+        let mut bytes = vec![0u8; 6 * ALIGN + 4 * ALIGN];
+        bytes[..ALIGN].fill(0xEE); // a header page that is not zeros
+        for (page, n) in sections {
+            let at = page as usize * ALIGN;
+            for v in 0..n {
+                let i = at + v as usize * 8;
+                bytes[i..i + 8].copy_from_slice(&(page * 1_000_000 + v).to_le_bytes());
+            }
+        }
+        bytes[9 * ALIGN..].fill(0xAB); // the file's tail (the index file's small section)
+        f.write_all(&bytes).unwrap();
+        for page in [ALIGN, 4 * ALIGN, 16 * ALIGN] {
+            for (at, n) in sections {
+                let len = n as usize * 8;
+                let region = Region::map_with_page(&f, at * ALIGN as u64, len, 2 * len, page).unwrap();
+                assert_eq!(region.file_bytes().len(), len.next_multiple_of(ALIGN));
+                assert!(region.file_bytes()[len..].iter().all(|&b| b == 0), "page {page}: the padding");
+                #[allow(unsafe_code)]
+                // SAFETY: any 8 bytes are a valid u64, and an ALIGN boundary is aligned for one.
+                let mut s: Slab<u64> = unsafe { Slab::from_region(region, n as usize) };
+                let want: Vec<u64> = (0..n).map(|v| at * 1_000_000 + v).collect();
+                assert_eq!(&s[..], &want[..], "page {page}, section at {at}");
+                for v in 0..n {
+                    s.push(v);
+                }
+                assert!(s.is_mapped(), "page {page}: grows in place up to its reserve");
+                assert_eq!(s[n as usize * 2 - 1], n - 1);
+                assert_eq!(s[0], at * 1_000_000);
+            }
+        }
+        // The file is untouched by the writes to the private mappings.
+        let mut back = vec![0u8; bytes.len()];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, 0).unwrap();
+        assert!(back == bytes);
+        // An offset off the on-disk alignment is refused.
+        assert!(Region::map_with_page(&f, 100, 8, 8, ALIGN).is_err());
     }
 }

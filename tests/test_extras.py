@@ -102,9 +102,6 @@ def test_importing_memcommit_needs_no_extra() -> None:
     assert out.stdout.strip() == "ok"
 
 
-@pytest.mark.xfail(
-    reason="memcommit serve does not call _extras.require('server') yet", strict=True
-)
 def test_serve_without_the_server_extra_names_it_and_writes_nothing(tmp_path: object) -> None:
     path = os.path.join(str(tmp_path), "served.db")
     code = (

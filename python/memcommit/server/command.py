@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import wire
+from .._extras import require
 from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
@@ -90,6 +91,7 @@ def _parse_start(text: str) -> datetime:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    require("server")  # before anything is read or opened
     token = _read_token(args.token_file) if args.token_file else None
     clock = None
     if args.test_clock is not None:

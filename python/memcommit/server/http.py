@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import wire
+from .._extras import require
 from ..clock import Clock, to_microseconds
 from ..errors import MemcommitError
 from ..store import Durability, MemoryStore
@@ -97,6 +98,7 @@ class MemoryServer:
         max_request_bytes: int = wire.DEFAULT_MAX_REQUEST_BYTES,
         remember: int = wire.DEFAULT_REMEMBER,
     ) -> None:
+        require("server")  # starlette and uvicorn: the 'server' extra
         check_access(host, token, tls_cert, tls_key)
         if durability not in ("commit", "batch", "none"):
             raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")

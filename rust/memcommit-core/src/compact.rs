@@ -312,7 +312,8 @@ impl Log {
             written += buf.len() as u64;
             after += 1;
             let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
-            file.sync_all().map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
+            crate::appender::sync_all(&file)
+                .map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
             hooks.progress(st.end, st.end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {

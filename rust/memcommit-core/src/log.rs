@@ -467,7 +467,7 @@ impl Log {
             // so the bytes after it are a write that never finished, never acknowledged, or
             // zeros a writer wrote ahead and did not get to trim.
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
-            file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+            crate::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
         }
         // A writer appends after the last commit; a reader reads whatever the file holds.
@@ -1131,7 +1131,7 @@ pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     }
     let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
-    f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+    crate::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
 }
 

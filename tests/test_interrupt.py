@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -50,18 +51,57 @@ def test_an_interrupt_in_a_progress_callback_stops_verify_before_the_end(big_log
     assert len(calls) == 1
 
 
-def test_ctrl_c_stops_verify_without_a_callback(big_log: Path) -> None:
-    with memcommit.open(big_log, read_only=True) as store:
+def _bytes_read() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+@pytest.fixture
+def many_records_log(tmp_path: Path) -> Path:
+    """A log of a million small records (verify takes a while on it), whose last put names an
+    id never written, so a verify that reaches the end raises ForgedReference."""
+    path = tmp_path / "many.db"
+    with memcommit.open(path, durability="none") as store:
+        for _ in range(50):
+            with store.commit() as c:
+                c.put_many(["y" * 60] * 20_000)
+        store.put("names a memory that never was", sources=("01NEVERWRITTEN0000000000000",))
+    return path
+
+
+def test_ctrl_c_stops_verify_without_a_callback(many_records_log: Path) -> None:
+    size = many_records_log.stat().st_size
+    with memcommit.open(many_records_log, read_only=True) as store:
         with pytest.raises(ForgedReference):
             verify(store)  # the log is as the fixture says: a whole verify ends in this
-        timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
+        # Ctrl-C once verify has read its first chunks (so it is running, with most of the
+        # log still ahead): the interrupt arrives while the core works without the GIL.
+        start = _bytes_read()
+        done = threading.Event()
+        at_signal: list[int] = []
+
+        def interrupt() -> None:
+            while not done.is_set():
+                read = _bytes_read()
+                if read - start >= 8 << 20:
+                    at_signal.append(read)
+                    os.kill(os.getpid(), signal.SIGINT)
+                    return
+                time.sleep(0.0005)
+
+        thread = threading.Thread(target=interrupt)
+        thread.start()
         try:
             with pytest.raises(KeyboardInterrupt) as info:
                 verify(store)
         finally:
-            timer.cancel()
+            done.set()
+            thread.join()
+        read_after_signal = _bytes_read() - at_signal[0]
+    assert size > 100 << 20
     assert not isinstance(info.value.__context__, ForgedReference)
+    # It stopped within a few of its 4 MiB chunks of the signal, not at the end of the log.
+    assert read_after_signal < size // 2, (read_after_signal, size)
 
 
 def test_a_failing_progress_callback_stops_compaction_and_leaves_the_old_log(

@@ -8,15 +8,19 @@ Endpoints (all under ``/v1``; every one but ``health`` needs ``Authorization: Be
 when the server has a token):
 
 * ``GET /v1/health``: ``{"status": "ok"}``; no token needed (for probes); says nothing else.
+  ``503`` with ``{"status": "stopping"}`` or ``{"status": "failed"}`` while the server shuts
+  down or after its writer failed.
 * ``GET /v1/info``: ``store_id``, ``generation``, ``lsn`` (the durable head), ``boot`` (a
-  random id per server start), ``durability``, ``max_request_bytes``.
+  random id per server start), ``durability``, ``max_request_bytes``, ``protocol`` and
+  ``test_clock``.
 * ``POST /v1/commit``: ``{"commits": [...], "retry_of": BOOT | null}``; each commit is either
   memory operations ``{"id", "expect_lsn", "ops": [[name, ...], ...]}`` or a role call
   ``{"id", "role", "method", "args", "kwargs"}``. The answer is ``{"results": [...]}``, one
   per commit, in order: ``{"ok": true, "first_lsn", "lsn"}`` (memory operations),
   ``{"ok": true, "value", "lsn"}`` (a role call; ``lsn`` null when it wrote nothing), or
   ``{"ok": false, "error": {...}}`` (see :func:`encode_error`). A commit may also be a seal,
-  ``{"id", "seal": true, "key": BYTES | null}``, answered ``{"ok": true, "seal": [...]}``.
+  ``{"id", "seal": true, "key": BYTES | null}``, answered ``{"ok": true, "seal": [...],
+  "first_lsn", "lsn"}``.
 * ``GET /v1/log?after=LSN&store=ID&generation=N&wait=SECONDS&max_bytes=N``: the raw bytes of
   the whole commits after ``after`` (``application/octet-stream``), waiting up to ``wait``
   seconds for one when there is none yet (a long poll). ``409`` with code ``resync`` when the
@@ -28,8 +32,9 @@ when the server has a token):
 * ``POST /v1/flush``: fsync everything, whatever the server's durability mode (the body is
   empty or ``{}``).
 * ``GET /v1/metrics``: Prometheus text format.
-* ``POST /v1/test/clock``: ``{"now_us": N}`` sets the server's clock. Only on a server started
-  with ``--test-clock`` (a testing aid for the contract suite); 404 otherwise.
+* ``POST /v1/test/clock``: ``{"now_us": N}`` sets the server's clock (never back); ``GET``
+  answers ``{"now_us"}``. Only on a server started with ``--test-clock`` (a testing aid for the
+  contract suite); 404 otherwise.
 
 Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, sources]``
 (``data`` as JSON text), ``["put_many", ids, texts, kind, task, tier, data, tags, sources]``,
@@ -41,7 +46,8 @@ A request body is JSON nested at most :data:`MAX_DEPTH` levels deep; a body that
 large (``413``), not JSON, too deeply nested or not of the shape above (``400``) changes
 nothing.
 
-Every answer carries the headers ``X-Memcommit-Store``, ``X-Memcommit-Generation``,
+Every answer of an endpoint (not a 401 for a missing token, nor a 404 of an unknown path)
+carries the headers ``X-Memcommit-Store``, ``X-Memcommit-Generation``,
 ``X-Memcommit-Lsn`` (the durable head) and ``X-Memcommit-Boot``; a raw log answer adds
 ``X-Memcommit-Last`` (the LSN of its last record, ``after`` when it holds none).
 

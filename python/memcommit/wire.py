@@ -74,11 +74,10 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from . import errors, roles
-from .errors import Guard, MemcommitError
-from .roles.errors import RoleError, error_from_wire
+from .errors import CommitOutcomeUnknown, Guard, ServerError, ServerUnavailable
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
@@ -132,46 +131,6 @@ OP_RESTORE = "restore"
 OP_MOVE = "move"
 OP_FINISH = "finish_task"
 OP_EXPECT = "expect"
-
-
-class ServerError(MemcommitError):
-    """The server refused a request or failed (not a refused commit: that is ``Rejected``).
-
-    Attributes:
-        status: The HTTP status (401 without the right token, 400 for a malformed request,
-            413 for one over the size limit, 503 while shutting down, 500 for a server bug),
-            or None when there was no answer.
-        code: A stable identifier of the failure (``unauthorized``, ``bad_request``...).
-        url: The server.
-    """
-
-    def __init__(
-        self, message: str, *, status: int | None = None, code: str = "server_error", url: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.url = url
-
-
-class ServerUnavailable(ServerError):
-    """The server could not be reached (refused, reset or timed out) within the retry window."""
-
-
-class CommitOutcomeUnknown(ServerError):
-    """A commit was sent, its answer was lost, and the server restarted before it was resent.
-
-    The commit may or may not be in the log: the server that could have applied it is gone,
-    and a resend cannot be told apart from a new commit. Read the store (``refresh()``) to
-    find out before committing it again.
-
-    Attributes:
-        commit_id: The commit's id.
-    """
-
-    def __init__(self, message: str, *, commit_id: str = "", url: str = "") -> None:
-        super().__init__(message, status=None, code="commit_outcome_unknown", url=url)
-        self.commit_id = commit_id
 
 
 # -- JSON ------------------------------------------------------------------------------------
@@ -341,77 +300,31 @@ def decode_value(data: Any) -> Any:
 
 # -- errors ----------------------------------------------------------------------------------
 
-_BUILTIN_ERRORS: dict[str, type[Exception]] = {
-    cls.__name__: cls
-    for cls in (
-        TypeError,
-        ValueError,
-        KeyError,
-        IndexError,
-        LookupError,
-        OverflowError,
-        NotImplementedError,
-        RuntimeError,
-    )
-}
-
-
-def _memcommit_errors() -> dict[str, type[MemcommitError]]:
-    return {
-        name: cls
-        for name, cls in vars(errors).items()
-        if isinstance(cls, type) and issubclass(cls, MemcommitError)
-    }
-
 
 def encode_error(error: BaseException) -> dict[str, Any]:
     """Describe `error` for the wire, so that :func:`decode_error` raises the same class.
 
-    Role errors travel as their ``to_wire()``; memcommit's other errors with their attributes;
-    ``TypeError``, ``ValueError`` and a few other built-in errors (or the nearest of them a
-    subclass derives from) with their message. Anything else is a server bug: ``internal``.
+    The description is :func:`memcommit.errors.to_wire`'s, its fields as wire values.
     """
-    if isinstance(error, RoleError):
-        return {"kind": "role", **encode_value(error.to_wire())}
-    if isinstance(error, ServerError):
-        return {"kind": "server", "class": type(error).__name__, "message": str(error)}
-    if isinstance(error, MemcommitError):
-        known = _memcommit_errors()
-        cls: type[BaseException] = type(error)
-        while cls.__name__ not in known or known[cls.__name__] is not cls:
-            cls = cls.__mro__[1]
-        attrs = {k: encode_value(v) for k, v in vars(error).items() if not k.startswith("_")}
-        return {"kind": "memcommit", "class": cls.__name__, "message": str(error), "attrs": attrs}
-    for cls in type(error).__mro__:
-        if cls.__name__ in _BUILTIN_ERRORS and _BUILTIN_ERRORS[cls.__name__] is cls:
-            message = error.args[0] if len(error.args) == 1 else str(error)
-            return {"kind": "builtin", "class": cls.__name__, "message": str(message)}
-    return {"kind": "internal", "class": type(error).__name__, "message": str(error)}
+    return cast(dict[str, Any], encode_value(errors.to_wire(error)))
 
 
 def decode_error(data: Mapping[str, Any], url: str = "") -> BaseException:
-    """Rebuild the error :func:`encode_error` described (an error to raise, not raised)."""
-    kind = data.get("kind")
-    message = str(data.get("message", ""))
+    """Rebuild the error :func:`encode_error` described (an error to raise, not raised).
+
+    A server error rebuilt without a server's address gets `url`; what no error's code names
+    (``internal``: a server bug) is a :class:`ServerError` with status 500.
+    """
     try:
-        if kind == "role":
-            return error_from_wire(decode_value({k: v for k, v in data.items() if k != "kind"}))
-        if kind == "builtin":
-            return _BUILTIN_ERRORS[str(data["class"])](message)
-        if kind == "memcommit":
-            cls = _memcommit_errors()[str(data["class"])]
-            error = cls.__new__(cls)
-            Exception.__init__(error, message)
-            for name, value in dict(data.get("attrs", {})).items():
-                setattr(error, str(name), decode_value(value))
-            return error
-        if kind == "server" and data.get("class") == CommitOutcomeUnknown.__name__:
-            return CommitOutcomeUnknown(message, url=url)
+        error = errors.from_wire(decode_value(dict(data)))
     except (KeyError, TypeError, ValueError):
-        pass
-    return ServerError(
-        f"the server at {url or '?'} failed: {data.get('class', 'error')}: {message}",
-        status=500,
-        code=str(data.get("code", "internal")),
-        url=url,
-    )
+        return ServerError(
+            f"the server at {url or '?'} failed: {data.get('class', 'error')}: "
+            f"{data.get('message', '')}",
+            status=500,
+            code=str(data.get("code", "internal")),
+            url=url,
+        )
+    if isinstance(error, ServerError) and not error.url:
+        error.url = url
+    return error

@@ -329,7 +329,7 @@ class Pipeline:
         code, message = "http_error", data[:500].decode("utf-8", "replace")
         try:
             error = wire.loads(data)["error"]
-            if "kind" in error:
+            if "class" in error:  # an error encode_error described
                 decoded = wire.decode_error(error, self.url)
                 if isinstance(decoded, wire.ServerError):
                     return decoded

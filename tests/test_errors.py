@@ -13,25 +13,10 @@ import pytest
 import memcommit
 from memcommit import errors, wire
 from memcommit._extras import MissingExtra
-from memcommit.errors import (
-    CommandError,
-    CommitOutcomeUnknown,
-    CorruptLog,
-    ForgedReference,
-    Guard,
-    IntegrityError,
-    MemcommitError,
-    NotSupported,
-    Rejected,
-    RunNotFoundError,
-    SealMismatch,
-    ServerError,
-    StoreLocked,
-)
 from memcommit.roles import errors as role_errors
 
 _SAMPLES: dict[str, Any] = {
-    "guard": Guard("lsn", "m1", 5, 1),
+    "guard": errors.Guard("lsn", "m1", 5, 1),
     "path": "/data/store.log",
     "offset": 4096,
     "lsn": 17,
@@ -98,8 +83,18 @@ CLASSES = _error_classes()
 
 def test_the_reflection_sees_every_family() -> None:
     names = {cls.__name__ for cls in CLASSES}
-    assert {"MemcommitError", "CorruptLog", "CommandError", "ServerError"} <= names
-    assert {"RoleError", "RunNotFoundError", "ClaimLostError", "CommitOutcomeUnknown"} <= names
+    assert {
+        "MemcommitError",
+        "CorruptLog",
+        "CommandError",
+        "ServerError",
+    } <= names
+    assert {
+        "RoleError",
+        "RunNotFoundError",
+        "ClaimLostError",
+        "CommitOutcomeUnknown",
+    } <= names
     assert len(CLASSES) >= 40
 
 
@@ -119,7 +114,7 @@ def test_every_error_survives_the_wire_and_pickle_as_itself(cls: type[BaseExcept
         assert err.to_wire() == described  # type: ignore[attr-defined]
         _same(errors.from_wire(described), err)
         _same(pickle.loads(pickle.dumps(err)), err)
-        # Through the server's JSON, the guard of a Rejected included.
+        # Through the server's JSON, the guard of a errors.Rejected included.
         sent = json.loads(wire.dumps(wire.encode_error(err)))
         _same(wire.decode_error(sent, str(fields.get("url", ""))), err)
     assert str(given) == "a message naming the thing"
@@ -127,14 +122,18 @@ def test_every_error_survives_the_wire_and_pickle_as_itself(cls: type[BaseExcept
 
 def test_codes_are_unique_and_stable() -> None:
     codes = [
-        errors.to_wire(cls(**_fields(cls)))["code"] for cls in CLASSES if cls is not CommandError
+        errors.to_wire(cls(**_fields(cls)))["code"]
+        for cls in CLASSES
+        if cls is not errors.CommandError
     ]
-    codes.append(errors.to_wire(CommandError("m"))["code"])
+    codes.append(errors.to_wire(errors.CommandError("m"))["code"])
     assert len(set(codes)) == len(codes) == len(CLASSES)
-    assert errors.to_wire(CorruptLog("m"))["code"] == "corrupt_log"
-    assert errors.to_wire(Rejected("m"))["code"] == "rejected"
-    assert errors.to_wire(RunNotFoundError(run_id="r"))["code"] == "run_not_found"
-    assert RunNotFoundError.code == "run_not_found" and CorruptLog.code == "corrupt_log"  # type: ignore[attr-defined]
+    assert errors.to_wire(errors.CorruptLog("m"))["code"] == "corrupt_log"
+    assert errors.to_wire(errors.Rejected("m"))["code"] == "rejected"
+    assert errors.to_wire(errors.RunNotFoundError(run_id="r"))["code"] == "run_not_found"
+    assert (
+        errors.RunNotFoundError.code == "run_not_found" and errors.CorruptLog.code == "corrupt_log"
+    )  # type: ignore[attr-defined]
     # Built-in errors have codes of their own, apart from memcommit's.
     assert {errors.to_wire(e())["code"] for e in (TypeError, ValueError, KeyError)}.isdisjoint(
         codes
@@ -144,16 +143,16 @@ def test_codes_are_unique_and_stable() -> None:
 def test_a_second_class_cannot_take_a_code() -> None:
     with pytest.raises(TypeError, match="'corrupt_log' is taken"):
 
-        class Again(MemcommitError, code="corrupt_log"):
+        class Again(errors.MemcommitError, code="corrupt_log"):
             pass
 
 
 def test_the_binding_builds_its_errors_by_position() -> None:
-    corrupt = CorruptLog("damaged", "/s.log", 64, 3)
+    corrupt = errors.CorruptLog("damaged", "/s.log", 64, 3)
     assert (corrupt.path, corrupt.offset, corrupt.lsn) == ("/s.log", 64, 3)
-    seal = SealMismatch("changed", "/s.log", 9, 128, 4)
+    seal = errors.SealMismatch("changed", "/s.log", 9, 128, 4)
     assert (seal.path, seal.lsn, seal.offset, seal.after_lsn) == ("/s.log", 9, 128, 4)
-    forged = ForgedReference("forged", "/s.log", "ghost", "m1", 7, 256)
+    forged = errors.ForgedReference("forged", "/s.log", "ghost", "m1", 7, 256)
     assert (forged.path, forged.id, forged.by, forged.lsn, forged.offset) == (
         "/s.log",
         "ghost",
@@ -161,42 +160,44 @@ def test_the_binding_builds_its_errors_by_position() -> None:
         7,
         256,
     )
-    assert StoreLocked("locked", "/s.log").path == "/s.log"
-    guard = Guard("expect_lsn", None, 3, 4)
-    rejected = Rejected("expected LSN 3", guard)
+    assert errors.StoreLocked("locked", "/s.log").path == "/s.log"
+    guard = errors.Guard("expect_lsn", None, 3, 4)
+    rejected = errors.Rejected("expected LSN 3", guard)
     assert (rejected.reason, rejected.guard, str(rejected)) == (
         "expected LSN 3",
         guard,
         "expected LSN 3",
     )
-    assert CommandError("usage", 2).code == 2 and CommandError("failed").code == 1
-    assert isinstance(corrupt, IntegrityError) and isinstance(corrupt, memcommit.MemcommitError)
+    assert errors.CommandError("usage", 2).code == 2 and errors.CommandError("failed").code == 1
+    assert isinstance(corrupt, errors.IntegrityError) and isinstance(
+        corrupt, memcommit.MemcommitError
+    )
     with pytest.raises(TypeError, match="takes 4 positional arguments but 5"):
-        CorruptLog("m", "p", 1, 2, 3)
+        errors.CorruptLog("m", "p", 1, 2, 3)
     with pytest.raises(TypeError, match=r"unknown fields \['paht'\]"):
-        CorruptLog("m", paht="p")
+        errors.CorruptLog("m", paht="p")
 
 
-class Mine(CorruptLog):
+class Mine(errors.CorruptLog):
     """An application's own error, declaring no code."""
 
 
 def test_a_subclass_without_a_code_travels_as_its_parent() -> None:
     mine = Mine("m", "/s.log", 1, 2)
-    assert isinstance(errors.from_wire(errors.to_wire(mine)), CorruptLog)
+    assert isinstance(errors.from_wire(errors.to_wire(mine)), errors.CorruptLog)
     assert errors.from_wire(errors.to_wire(mine)).path == "/s.log"  # type: ignore[attr-defined]
     assert type(pickle.loads(pickle.dumps(mine))) is Mine
     missing = MissingExtra("server", ("starlette",), "No module named 'starlette'")
     assert (missing.name, missing.extra) == ("starlette", "server")  # ImportError's name= too
     back = wire.decode_error(wire.encode_error(missing))
-    assert type(back) is NotSupported and str(back) == str(missing)
+    assert type(back) is errors.NotSupported and str(back) == str(missing)
 
 
 def test_a_commit_outcome_unknown_keeps_its_commit_id_across_the_wire() -> None:
-    sent = wire.encode_error(CommitOutcomeUnknown("lost", commit_id="c-7"))
+    sent = wire.encode_error(errors.CommitOutcomeUnknown("lost", commit_id="c-7"))
     assert sent["class"] == "CommitOutcomeUnknown"
     back = wire.decode_error(json.loads(wire.dumps(sent)), "http://h:1")
-    assert type(back) is CommitOutcomeUnknown
+    assert type(back) is errors.CommitOutcomeUnknown
     assert (back.commit_id, back.url, back.code, back.status) == (
         "c-7",
         "http://h:1",
@@ -219,14 +220,14 @@ def test_what_no_code_names_is_a_server_failure() -> None:
     with pytest.raises(KeyError, match="'internal'"):
         errors.from_wire(described)
     back = wire.decode_error(wire.encode_error(OSError(5, "Input/output error")), "http://h:1")
-    assert type(back) is ServerError and (back.status, back.code) == (500, "internal")
+    assert type(back) is errors.ServerError and (back.status, back.code) == (500, "internal")
     assert str(back) == "the server at http://h:1 failed: OSError: [Errno 5] Input/output error"
     odd = wire.decode_error({"code": "run_not_found", "fields": {"no_such_field": 1}}, "")
-    assert type(odd) is ServerError and odd.status == 500
+    assert type(odd) is errors.ServerError and odd.status == 500
 
 
 def test_equal_errors_are_equal_and_hash_alike() -> None:
-    a, b = CorruptLog("m", "/s.log", 1, 2), CorruptLog("m", "/s.log", 1, 2)
+    a, b = errors.CorruptLog("m", "/s.log", 1, 2), errors.CorruptLog("m", "/s.log", 1, 2)
     assert a == b and hash(a) == hash(b)
-    assert a != CorruptLog("m", "/s.log", 1, 3)
-    assert a != SealMismatch("m", "/s.log", 1, 2)
+    assert a != errors.CorruptLog("m", "/s.log", 1, 3)
+    assert a != errors.SealMismatch("m", "/s.log", 1, 2)

@@ -231,3 +231,14 @@ def test_equal_errors_are_equal_and_hash_alike() -> None:
     assert a == b and hash(a) == hash(b)
     assert a != errors.CorruptLog("m", "/s.log", 1, 3)
     assert a != errors.SealMismatch("m", "/s.log", 1, 2)
+
+
+def test_an_error_without_fields_takes_several_arguments_as_exception_does() -> None:
+    class Mine(memcommit.MemcommitError):
+        pass
+
+    for cls in (memcommit.MemcommitError, Mine):
+        err = cls("a", 2)
+        assert err.args == ("a", 2)
+        assert str(err) == str(Exception("a", 2)) == err.message
+        assert isinstance(err, memcommit.MemcommitError)

@@ -148,6 +148,12 @@ class _Declared(Exception):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
+        if len(args) > 1 and not kwargs and not cls._fields:
+            # No structured fields (MemcommitError itself, or a user's subclass of it): several
+            # arguments are taken as Exception takes them.
+            super().__init__(*args)
+            self.message = str(self)
+            return
         if len(args) > len(cls._positional):
             raise TypeError(
                 f"{cls.__name__}() takes {len(cls._positional)} positional arguments "

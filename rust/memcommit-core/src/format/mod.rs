@@ -27,6 +27,9 @@
 //!  32  key, payload, then crc32c u32 over every byte before it
 //! ```
 
+pub mod chain;
+pub mod memory;
+
 /// The eight bytes every log file starts with.
 pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
 /// The format version this build writes and reads.

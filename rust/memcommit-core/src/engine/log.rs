@@ -15,16 +15,16 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::appender::FileAppender;
-use crate::chain::{self, ChainValue};
-use crate::chainer::{self, Chainer};
+use crate::engine::appender::FileAppender;
+use crate::engine::chainer::{self, Chainer};
 use crate::error::{Error, Result};
+use crate::format::chain::{self, ChainValue};
+use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
-use crate::index::{Entry, Index, Query, Undo};
-use crate::index_file::{self, IndexFileStatus};
-use crate::memory::{self, Command};
+use crate::persist::index_file::{self, IndexFileStatus};
 use crate::recovery::replay;
-use crate::scan::{Item, ReadAt, Scanner};
+use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::state::index::{Entry, Index, Query, Undo};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,7 +194,7 @@ pub struct AutoSeal {
     /// Records between seals.
     pub every: u64,
     /// The seal key.
-    pub key: Option<crate::seal::SealKey>,
+    pub key: Option<crate::state::seal::SealKey>,
 }
 
 pub(crate) fn hex(b: &[u8]) -> String {
@@ -204,7 +204,7 @@ pub(crate) fn hex(b: &[u8]) -> String {
 /// fsync the directory that holds `path` (after a rename into it, or a file created in it).
 pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    crate::appender::sync_all(&File::open(dir)?)
+    crate::engine::appender::sync_all(&File::open(dir)?)
 }
 
 /// Put a new file at `dest` whole or not at all: `write` fills the new temp file `tmp`, which
@@ -218,7 +218,7 @@ pub(crate) fn write_file_durably(
     let res = (|| -> io::Result<()> {
         let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
         write(&mut f)?;
-        crate::appender::sync_all(&f)?;
+        crate::engine::appender::sync_all(&f)?;
         drop(f);
         fs::rename(tmp, dest)?;
         fsync_dir(dest)
@@ -329,7 +329,7 @@ impl State {
 
     /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
     pub(crate) fn note_commit(&mut self) {
-        if self.recent_commits.len() == crate::seal::SEAL_WINDOW {
+        if self.recent_commits.len() == crate::state::seal::SEAL_WINDOW {
             self.recent_commits.pop_front();
         }
         self.recent_commits.push_back(self.lsn);
@@ -345,7 +345,7 @@ impl Log {
     /// Open with a snapshot (its JSON text): restore the index it holds, after checking it
     /// against the log, and replay only the records after it (see `snapshot`).
     pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &[u8]) -> Result<Arc<Log>> {
-        let snap = crate::snapshot::parse(snapshot, &path.display().to_string())?;
+        let snap = crate::persist::snapshot::parse(snapshot, &path.display().to_string())?;
         Log::open_inner(path, opts, None, Some(snap))
     }
 
@@ -355,7 +355,7 @@ impl Log {
         path: &Path,
         opts: Options,
         held: Option<File>,
-        snapshot: Option<crate::snapshot::Snapshot>,
+        snapshot: Option<crate::persist::snapshot::Snapshot>,
     ) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
@@ -429,7 +429,7 @@ impl Log {
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {
-            Some(crate::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
+            Some(crate::persist::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
         } else {
             match index_file::load(path, a.file(), file_len, &header, &display) {
                 Ok(r) => {
@@ -467,7 +467,7 @@ impl Log {
             // so the bytes after it are a write that never finished, never acknowledged, or
             // zeros a writer wrote ahead and did not get to trim.
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
-            crate::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
+            crate::engine::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
         }
         // A writer appends after the last commit; a reader reads whatever the file holds.
@@ -1131,7 +1131,7 @@ pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     }
     let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
-    crate::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
+    crate::engine::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
 }
 

@@ -3,15 +3,17 @@
 //! none follows; what that spot is (free space, a torn tail, a live writer's bytes, or damage)
 //! is `scan::judge`'s verdict, with `judge_spot` adding the record-from-the-future case.
 
+pub(crate) mod scan;
+
 use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use crate::engine::log::{hex, State, SPARSE_EVERY};
 use crate::error::{Error, Result};
+use crate::format::memory;
 use crate::format::{self, FileHeader, HEADER_LEN};
-use crate::log::{hex, State, SPARSE_EVERY};
-use crate::memory;
-use crate::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
+use crate::recovery::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
 
 /// Facts about a log file read without opening a store.
 #[derive(Clone, Debug)]

@@ -36,17 +36,17 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::chain::ChainValue;
+use crate::engine::log::{temp_path, write_file_durably, Log, Medium, State};
 use crate::error::{Error, Result};
+use crate::format::chain::ChainValue;
+use crate::format::memory::{Status, Tier};
 use crate::format::FileHeader;
-use crate::idtable::IdTable;
-use crate::index::{Entry, Index, Interner};
-use crate::log::{temp_path, write_file_durably, Log, Medium, State};
-use crate::memory::{Status, Tier};
-use crate::scan::ReadAt;
-use crate::seal::SealEntry;
-use crate::slab::{Region, Slab, ALIGN};
-use crate::snapshot::{check_end, last_record, Restored, SavedEnd};
+use crate::persist::snapshot::{check_end, last_record, Restored, SavedEnd};
+use crate::recovery::scan::ReadAt;
+use crate::state::idtable::IdTable;
+use crate::state::index::{Entry, Index, Interner};
+use crate::state::seal::SealEntry;
+use crate::state::slab::{Region, Slab, ALIGN};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
 const VERSION: u32 = 1;
@@ -764,8 +764,8 @@ mod tests {
     /// answers without panicking. Never a crash: the index is mapped and used in place.
     #[test]
     fn damage_behind_good_checksums_is_refused_or_harmless() {
-        use crate::log::{put, Durability, Options};
-        use crate::memory::{Command, PutCommand, Status};
+        use crate::engine::log::{put, Durability, Options};
+        use crate::format::memory::{Command, PutCommand, Status};
         use crate::Query;
 
         let dir = tempfile::tempdir().unwrap();

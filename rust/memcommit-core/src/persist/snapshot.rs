@@ -32,14 +32,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chain::{self, ChainValue};
+use crate::engine::log::{Log, Options, State};
 use crate::error::{Error, Result};
+use crate::format::chain::{self, ChainValue};
+use crate::format::memory::{self, Status, Tier};
 use crate::format::{self, FileHeader, Op, RecordView};
-use crate::index::{Entry, Index, Parts, NO_OFFSET};
-use crate::log::{Log, Options, State};
-use crate::memory::{self, Status, Tier};
-use crate::scan::ReadAt;
-use crate::seal::{self, SealEntry};
+use crate::recovery::scan::ReadAt;
+use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
+use crate::state::seal::{self, SealEntry};
 
 const FORMAT: &str = "memcommit-snapshot";
 /// 2: the text ends with its checksum.
@@ -275,7 +275,7 @@ pub(crate) fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainVal
         return Ok(None);
     }
     let start = st.sparse.last().map_or(format::HEADER_LEN as u64, |&(_, off)| off);
-    let mut sc = crate::scan::Scanner::new(
+    let mut sc = crate::recovery::scan::Scanner::new(
         st.medium.source(),
         start,
         st.end,
@@ -285,9 +285,9 @@ pub(crate) fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainVal
     let mut last = None;
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
-            crate::scan::Item::Record(off, rec) => last = Some((off, chain::digest(rec.bytes))),
-            crate::scan::Item::End => return Ok(last),
-            crate::scan::Item::Bad(off, _) => {
+            crate::recovery::scan::Item::Record(off, rec) => last = Some((off, chain::digest(rec.bytes))),
+            crate::recovery::scan::Item::End => return Ok(last),
+            crate::recovery::scan::Item::Bad(off, _) => {
                 return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
             }
         }

@@ -40,9 +40,9 @@ pub mod log {
 
 /// Seals: the payload, its key and mac, and what a check of the chain reports.
 pub mod seal {
-    pub use crate::state::seal::{
-        decode, derive_key, encode_payload, hex, mac, Checked, SealEntry, SealKey, SEAL_WINDOW,
-    };
+    pub use crate::format::hex;
+    pub use crate::format::seal::{decode, derive_key, encode_payload, mac, SealEntry, SealKey, SEAL_WINDOW};
+    pub use crate::recovery::verify::Checked;
 }
 
 /// Compaction: what to keep, what a compaction did, and the hooks that watch and stop it.

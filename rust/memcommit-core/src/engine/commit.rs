@@ -14,9 +14,9 @@ use crate::engine::log::{Log, Medium, State, SPARSE_EVERY};
 use crate::error::{Error, GuardKind, GuardValue, Rejection, Result};
 use crate::format::chain::ChainValue;
 use crate::format::memory::{self, Command, PutState, Status, Tier};
+use crate::format::seal::{self, SealEntry, SealKey};
 use crate::format::{self, encode_record, Op};
 use crate::state::index::{Mark, Slot};
-use crate::state::seal::{self, SealEntry, SealKey};
 
 /// Records are written to the log in chunks of about this size while a large commit runs.
 const CHUNK: usize = 1 << 20;

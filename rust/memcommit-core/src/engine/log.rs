@@ -194,11 +194,7 @@ pub struct AutoSeal {
     /// Records between seals.
     pub every: u64,
     /// The seal key.
-    pub key: Option<crate::state::seal::SealKey>,
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    pub key: Option<crate::format::seal::SealKey>,
 }
 
 /// fsync the directory that holds `path` (after a rename into it, or a file created in it).
@@ -329,7 +325,7 @@ impl State {
 
     /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
     pub(crate) fn note_commit(&mut self) {
-        if self.recent_commits.len() == crate::state::seal::SEAL_WINDOW {
+        if self.recent_commits.len() == crate::format::seal::SEAL_WINDOW {
             self.recent_commits.pop_front();
         }
         self.recent_commits.push_back(self.lsn);
@@ -918,7 +914,7 @@ impl Log {
             lsn: st.lsn,
             bytes: st.end,
             generation: st.header.generation,
-            store_id: hex(&st.header.store_id),
+            store_id: format::hex(&st.header.store_id),
             memories: st.index.len() as u64,
             recovered_bytes: self.recovered_bytes,
             fsyncs: self.appender.as_ref().map_or(0, |a| a.syncs()),

@@ -1,15 +1,14 @@
 //! Seals on an open log: writing them (by hand and automatically) and checking the chain
 //! through the log with the state lock released. The seal payload and the check itself are
-//! in `state::seal`.
+//! in `format::seal`, the check in `recovery::verify`.
 
 use std::io;
 use std::sync::Arc;
 
 use crate::format::chain::{self, ChainValue};
+use crate::format::seal::{SealEntry, SealKey, SEAL_PAYLOAD_LEN};
 use crate::format::{self, ParseError};
-use crate::state::seal::{
-    check, CheckOptions, Checked, Failure, SealEntry, SealKey, Source, Start, SEAL_PAYLOAD_LEN,
-};
+use crate::recovery::verify::{check, CheckOptions, Checked, Failure, Source, Start};
 
 use crate::engine::chainer;
 use crate::engine::log::{AutoSeal, Log, Medium, State};

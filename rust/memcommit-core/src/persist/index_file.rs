@@ -40,12 +40,12 @@ use crate::engine::log::{temp_path, write_file_durably, Log, Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::ChainValue;
 use crate::format::memory::{Status, Tier};
+use crate::format::seal::SealEntry;
 use crate::format::FileHeader;
 use crate::persist::snapshot::{check_end, last_record, Restored, SavedEnd};
 use crate::recovery::scan::ReadAt;
 use crate::state::idtable::IdTable;
 use crate::state::index::{Entry, Index, Interner};
-use crate::state::seal::SealEntry;
 use crate::state::slab::{Region, Slab, ALIGN};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";

@@ -36,10 +36,10 @@ use crate::engine::log::{Log, Options, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Status, Tier};
+use crate::format::seal::{self, SealEntry};
 use crate::format::{self, FileHeader, Op, RecordView};
 use crate::recovery::scan::ReadAt;
 use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
-use crate::state::seal::{self, SealEntry};
 
 const FORMAT: &str = "memcommit-snapshot";
 /// 2: the text ends with its checksum.
@@ -147,7 +147,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let (lsn, chain) = self.chain_to_end(&st)?;
-        let last_record = last_record(self, &st)?.map(|(off, d)| (off, seal::hex(&d)));
+        let last_record = last_record(self, &st)?.map(|(off, d)| (off, format::hex(&d)));
         // Copy out under the lock; build and write the JSON without it (commits go on).
         let p = st.index.parts();
         let (header, end, records, sparse) = (st.header, st.end, st.records, st.sparse.clone());
@@ -173,13 +173,13 @@ impl Log {
         let snap = Snapshot {
             format: FORMAT.into(),
             version: VERSION,
-            store_id: seal::hex(&header.store_id),
+            store_id: format::hex(&header.store_id),
             generation: header.generation,
             dense_from: header.dense_from,
             lsn,
             end,
             records,
-            chain: seal::hex(&chain),
+            chain: format::hex(&chain),
             last_record,
             kinds: p.kinds,
             tasks: p.tasks,
@@ -201,8 +201,8 @@ impl Log {
                     offset: s.offset,
                     at: s.at,
                     keyed: s.keyed,
-                    chain: seal::hex(&s.chain),
-                    mac: seal::hex(&s.mac),
+                    chain: format::hex(&s.chain),
+                    mac: format::hex(&s.mac),
                 })
                 .collect(),
             sparse,
@@ -225,7 +225,7 @@ impl Log {
 fn seal_text(mut body: String) -> String {
     debug_assert!(body.ends_with('}'));
     body.pop();
-    let sum = seal::hex(blake3::hash(body.as_bytes()).as_bytes());
+    let sum = format::hex(blake3::hash(body.as_bytes()).as_bytes());
     body.push_str(std::str::from_utf8(CHECKSUM_KEY).expect("ASCII"));
     body.push_str(&sum);
     body.push_str("\"}");
@@ -239,7 +239,7 @@ fn checksum_matches(text: &[u8]) -> bool {
     let Some(hex) = suffix.strip_prefix(CHECKSUM_KEY).and_then(|s| s.strip_suffix(b"\"}")) else {
         return false;
     };
-    seal::hex(blake3::hash(body).as_bytes()).as_bytes() == hex
+    format::hex(blake3::hash(body).as_bytes()).as_bytes() == hex
 }
 
 /// Why a text whose checksum does not check out is refused.
@@ -378,11 +378,11 @@ pub(crate) fn restore(
 ) -> Result<Restored> {
     let name = std::mem::take(&mut snap.file);
     let mismatch = |reason: String| Error::SnapshotMismatch { path: name.clone(), reason };
-    if snap.store_id != seal::hex(&header.store_id) {
+    if snap.store_id != format::hex(&header.store_id) {
         return Err(mismatch(format!(
             "the snapshot is of store {}, the log is store {}",
             snap.store_id,
-            seal::hex(&header.store_id)
+            format::hex(&header.store_id)
         )));
     }
     if snap.generation != header.generation || snap.dense_from != header.dense_from {

@@ -4,15 +4,16 @@
 //! is `scan::judge`'s verdict, with `judge_spot` adding the record-from-the-future case.
 
 pub(crate) mod scan;
+pub(crate) mod verify;
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use crate::engine::log::{hex, State, SPARSE_EVERY};
+use crate::engine::log::{State, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format::memory;
-use crate::format::{self, FileHeader, HEADER_LEN};
+use crate::format::{self, hex, FileHeader, HEADER_LEN};
 use crate::recovery::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
 
 /// Facts about a log file read without opening a store.

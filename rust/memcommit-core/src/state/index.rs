@@ -11,9 +11,9 @@ use hashbrown::HashMap;
 use std::hash::BuildHasher;
 
 use crate::format::memory::{self, Status, Tier};
+use crate::format::seal::{self, SealEntry};
 use crate::format::{Op, RecordView};
 use crate::state::idtable::IdTable;
-use crate::state::seal::{self, SealEntry};
 use crate::state::slab::Slab;
 
 /// An offset that is not there (a memory with no status or move record).

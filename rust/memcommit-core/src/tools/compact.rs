@@ -31,10 +31,10 @@ use crate::engine::log::{fsync_dir, Log, Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::Tier;
+use crate::format::seal::{self, SealEntry};
 use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
 use crate::recovery::scan::{Item, Scanner};
 use crate::state::index::{Index, NO_OFFSET};
-use crate::state::seal::{self, SealEntry};
 
 /// Which memories retention purges (those with no record after the horizon).
 #[derive(Clone, Debug, Default)]

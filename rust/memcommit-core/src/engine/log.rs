@@ -17,12 +17,12 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::engine::appender::FileAppender;
 use crate::engine::chainer::{self, Chainer};
+use crate::engine::replay::replay;
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
-use crate::recovery::replay;
 use crate::recovery::scan::{Item, ReadAt, Scanner};
 use crate::state::index::{Entry, Index, Query, Undo};
 

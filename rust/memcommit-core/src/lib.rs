@@ -3,14 +3,18 @@
 //!
 //! The modules are layered, each using only those listed before it:
 //!
-//! * [`error`], [`ids`]: the error type and id generation, used everywhere.
-//! * [`format`]: the byte format: file header, record framing, payloads ([`format::memory`])
-//!   and the hash chain ([`format::chain`]). Public: it is the on-disk contract.
-//! * `recovery`: chunked reading (`scan`) and the one rule that tells a torn tail, free space
-//!   and damage apart, used by open, refresh, replica apply, [`inspect`] and repair.
-//! * `state`: the index, id table, slabs and the seals' payload and check.
-//! * `persist`: the index file and the snapshot.
-//! * `engine`: an open [`Log`]: open, commit, durability, reads, the chain thread, a replica.
+//! * [`ids`]: generated ids.
+//! * [`format`](mod@format): the byte format: file header, record framing, payloads
+//!   ([`format::memory`], [`format::seal`]) and the hash chain ([`format::chain`]). Public:
+//!   it is the on-disk contract.
+//! * [`error`]: the one error type (its guard values hold `format`'s statuses and tiers).
+//! * `recovery`: chunked reading (`scan`), the one rule that tells a torn tail, free space and
+//!   damage apart (used by open, refresh, replica apply, [`inspect`] and repair), and the seal
+//!   check (`verify`).
+//! * `state`: the index replay builds, its id table and slabs.
+//! * `persist`: the index file's and the snapshot's bytes.
+//! * `engine`: an open [`Log`]: open, replay, commit, durability, reads, the chain thread,
+//!   seals, entities, saving the state, a replica.
 //! * `tools`: compaction into a new generation.
 //!
 //! Only what is re-exported here (and in the small modules below) is the crate's API.

@@ -10,7 +10,8 @@
 use parking_lot::RwLockWriteGuard;
 
 use crate::engine::appender::Arrival;
-use crate::engine::log::{Log, Medium, State, SPARSE_EVERY};
+use crate::engine::log::Log;
+use crate::engine::state::{Medium, State, SPARSE_EVERY};
 use crate::error::{Error, GuardKind, GuardValue, Rejection, Result};
 use crate::format::chain::ChainValue;
 use crate::format::memory::{self, Command, PutState, Status, Tier};

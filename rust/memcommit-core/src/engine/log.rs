@@ -18,13 +18,14 @@ use parking_lot::{Mutex, RwLock};
 use crate::engine::appender::FileAppender;
 use crate::engine::chainer::{self, Chainer};
 use crate::engine::replay::replay;
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
 use crate::recovery::scan::{Item, ReadAt, Scanner};
-use crate::state::index::{Entry, Index, Query, Undo};
+use crate::state::index::{Entry, Index, Query};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,45 +86,6 @@ impl Default for Options {
         }
     }
 }
-
-pub(crate) enum Medium {
-    File(Arc<FileAppender>),
-    Memory(Vec<u8>),
-}
-
-impl Medium {
-    pub(crate) fn source(&self) -> &dyn ReadAt {
-        match self {
-            Medium::File(f) => &**f,
-            Medium::Memory(v) => v,
-        }
-    }
-}
-
-pub(crate) struct State {
-    pub(crate) header: FileHeader,
-    pub(crate) medium: Medium,
-    pub(crate) index: Index,
-    /// Offset after the last complete commit.
-    pub(crate) end: u64,
-    /// LSN of the last complete commit.
-    pub(crate) lsn: u64,
-    /// Records in the log.
-    pub(crate) records: u64,
-    /// Every 1024th record: (LSN, offset), to start `records(after=)` near the right place.
-    pub(crate) sparse: Vec<(u64, u64)>,
-    pub(crate) closed: bool,
-    pub(crate) buf: Vec<u8>,
-    pub(crate) undo: Vec<Undo>,
-    /// Last LSNs of the newest `SEAL_WINDOW` commits, oldest first: a seal covers one.
-    pub(crate) recent_commits: VecDeque<u64>,
-    /// Records the index file on disk covers, as far as this store knows (0: none).
-    pub(crate) indexed_records: u64,
-    /// Why the log was closed, when its owner did not close it (see `Error::Closed`).
-    pub(crate) closed_why: Option<String>,
-}
-
-pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 /// What a reader sees of a memory: its index entry and its last put record.
 #[derive(Clone, Debug)]
@@ -307,29 +269,6 @@ fn create_log_file(path: &Path, display: &str) -> Result<()> {
     let header = FileHeader { store_id, generation: 0, dense_from: 0 };
     write_file_durably(&temp_path(path, "create"), path, |f| f.write_all(&header.encode()))
         .map_err(|e| Error::io(display, "create the log", e))
-}
-
-impl State {
-    /// Where to start reading for the records after LSN `after`: the sparse index's nearest
-    /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
-    /// before it, its offset).
-    pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
-        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
-        if i == 0 {
-            (0, HEADER_LEN as u64)
-        } else {
-            let (lsn, off) = self.sparse[i - 1];
-            (lsn - 1, off)
-        }
-    }
-
-    /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
-    pub(crate) fn note_commit(&mut self) {
-        if self.recent_commits.len() == crate::format::seal::SEAL_WINDOW {
-            self.recent_commits.pop_front();
-        }
-        self.recent_commits.push_back(self.lsn);
-    }
 }
 
 impl Log {

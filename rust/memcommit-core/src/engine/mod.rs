@@ -11,3 +11,4 @@ pub(crate) mod persist;
 pub(crate) mod replay;
 pub(crate) mod replica;
 pub(crate) mod seal;
+pub(crate) mod state;

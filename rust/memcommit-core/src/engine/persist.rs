@@ -6,7 +6,8 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::engine::log::{temp_path, write_file_durably, Log, Medium, Options, State};
+use crate::engine::log::{temp_path, write_file_durably, Log, Options};
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::{self, chain, chain::ChainValue};
 use crate::persist::{index_file, snapshot, SavedAt};

@@ -2,7 +2,7 @@
 //! no record follows, `recovery::judge_spot` says what the spot is, the same rule `inspect`
 //! uses.
 
-use crate::engine::log::{State, SPARSE_EVERY};
+use crate::engine::state::{State, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format;
 use crate::recovery::scan::{Item, Scanner, Stop};

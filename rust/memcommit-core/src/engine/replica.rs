@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::engine::log::{Log, Medium, Options, SPARSE_EVERY};
+use crate::engine::log::{Log, Options};
+use crate::engine::state::{Medium, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
 use crate::recovery::lsn_follows;

@@ -11,7 +11,8 @@ use crate::format::{self, ParseError};
 use crate::recovery::verify::{check, CheckOptions, Checked, Failure, Source, Start};
 
 use crate::engine::chainer;
-use crate::engine::log::{AutoSeal, Log, Medium, State};
+use crate::engine::log::{AutoSeal, Log};
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::HEADER_LEN;
 use crate::recovery::scan::{Item, Scanner};

@@ -27,7 +27,8 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 use parking_lot::RwLockUpgradableReadGuard;
 
-use crate::engine::log::{fsync_dir, Log, Medium, State};
+use crate::engine::log::{fsync_dir, Log};
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::Tier;

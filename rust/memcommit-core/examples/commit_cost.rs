@@ -6,7 +6,7 @@
 //! Environment: `KEEP=1` keeps the log and prints its path; `REPLAY_ONLY=PATH` only times a
 //! read-only open of PATH; `IN_MEMORY=1` also times the same commit on a log in RAM.
 
-use memcommit_core::memory::{Command, PutCommand};
+use memcommit_core::{Command, PutCommand};
 use memcommit_core::{Durability, Log, Options};
 use std::time::Instant;
 

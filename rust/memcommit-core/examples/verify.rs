@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use memcommit_core::chain;
+use memcommit_core::format::chain;
 use memcommit_core::format::{self, FileHeader, HEADER_LEN};
 use memcommit_core::{Log, Options};
 

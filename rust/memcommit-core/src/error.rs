@@ -44,9 +44,9 @@ pub enum GuardValue {
     /// The memory was purged by retention (it does not exist, and never will again).
     Purged,
     /// A status.
-    Status(crate::memory::Status),
+    Status(crate::format::memory::Status),
     /// A tier.
-    Tier(crate::memory::Tier),
+    Tier(crate::format::memory::Tier),
 }
 
 /// A refused commit: which guard, on what, expected and found.

@@ -1,32 +1,60 @@
 //! memcommit's core: an append-only, LSN-numbered log of memory records, the index its replay
 //! builds, and the hash chain over it. Pure Rust; the Python binding lives in `memcommit-py`.
+//!
+//! The modules are layered, each using only those listed before it:
+//!
+//! * [`ids`]: generated ids.
+//! * [`format`](mod@format): the byte format: file header, record framing, payloads
+//!   ([`format::memory`], [`format::seal`]) and the hash chain ([`format::chain`]). Public:
+//!   it is the on-disk contract.
+//! * [`error`]: the one error type (its guard values hold `format`'s statuses and tiers).
+//! * `recovery`: chunked reading (`scan`), the one rule that tells a torn tail, free space and
+//!   damage apart (used by open, refresh, replica apply, [`inspect`] and repair), and the seal
+//!   check (`verify`).
+//! * `state`: the index replay builds, its id table and slabs.
+//! * `persist`: the index file's and the snapshot's bytes.
+//! * `engine`: an open [`Log`]: open, replay, commit, durability, reads, the chain thread,
+//!   seals, entities, saving the state, a replica.
+//! * `tools`: compaction into a new generation.
+//!
+//! Only what is re-exported here (and in the small modules below) is the crate's API.
 
 #![warn(missing_docs)]
 
-pub mod appender;
-pub mod chain;
-pub mod chainer;
-pub mod commit;
-pub mod compact;
-pub mod entities;
+mod engine;
 pub mod error;
 pub mod format;
 pub mod ids;
-pub mod idtable;
-pub mod index;
-pub mod index_file;
-pub mod log;
-pub mod memory;
+mod persist;
 mod recovery;
-pub mod replica;
-pub mod scan;
-pub mod seal;
-mod slab;
-pub mod snapshot;
+mod state;
+mod tools;
 
-pub use commit::{Commit, Committed};
+pub use engine::commit::{Commit, Committed};
+pub use engine::log::{truncate, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options};
 pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
-pub use index::{Entry, Query};
-pub use log::{truncate, Durability, Log, LogInfo, MemoryRead, Options};
-pub use memory::{Command, Expect, PutCommand, Status, Tier};
+pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
 pub use recovery::{inspect, Inspection};
+pub use state::index::{Entry, Query};
+
+/// Opening and writing logs: the options, the automatic seal policy, and a shorthand command.
+pub mod log {
+    pub use crate::engine::log::{put, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options};
+}
+
+/// Seals: the payload, its key and mac, and what a check of the chain reports.
+pub mod seal {
+    pub use crate::format::hex;
+    pub use crate::format::seal::{decode, derive_key, encode_payload, mac, SealEntry, SealKey, SEAL_WINDOW};
+    pub use crate::recovery::verify::Checked;
+}
+
+/// Compaction: what to keep, what a compaction did, and the hooks that watch and stop it.
+pub mod compact {
+    pub use crate::tools::compact::{Compacted, Hooks, Retention};
+}
+
+/// The index file beside a log: where it lives and what open made of it.
+pub mod index_file {
+    pub use crate::persist::index_file::{path_for, IndexFileStatus};
+}

@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use memcommit_core::format::memory::{self, PutState};
 use memcommit_core::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
-use memcommit_core::memory::{self, PutState};
 use memcommit_core::{
     inspect, truncate, Command, Durability, Error, Expect, Log, MemoryRead, Options, PutCommand, Query,
     Status, Tier,

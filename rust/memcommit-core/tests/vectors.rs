@@ -23,9 +23,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use memcommit_core::chain::{self, ChainValue};
+use memcommit_core::format::chain::{self, ChainValue};
+use memcommit_core::format::memory::{self, PutState};
 use memcommit_core::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
-use memcommit_core::memory::{self, PutState};
 use memcommit_core::seal;
 use memcommit_core::{Command, Durability, Expect, Log, Options, PutCommand, Status, Tier};
 

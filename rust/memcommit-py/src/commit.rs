@@ -4,8 +4,8 @@
 //! arguments and keeps references to the caller's objects (no copies, no tuples); at the end
 //! of the block the strings are read in place while the writer lock is held.
 
-use memcommit_core::memory::{Command, Expect, PutCommand, Status, Tier};
 use memcommit_core::Log;
+use memcommit_core::{Command, Expect, PutCommand, Status, Tier};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;

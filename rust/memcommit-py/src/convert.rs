@@ -1,6 +1,6 @@
 //! Reading Python arguments into core values, with errors that name the argument.
 
-use memcommit_core::memory::{Status, Tier};
+use memcommit_core::{Status, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString};

@@ -1,7 +1,7 @@
 //! The values the store hands out: `Memory` and `Record`.
 
+use memcommit_core::format::memory;
 use memcommit_core::format::{self, Op};
-use memcommit_core::memory;
 use memcommit_core::{Log, MemoryRead};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;

@@ -12,10 +12,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::appender::FileAppender;
-use crate::chain::{self, ChainValue};
+use crate::engine::appender::FileAppender;
+use crate::format::chain::{self, ChainValue};
 use crate::format::{self, HEADER_LEN};
-use crate::scan::{Item, ReadAt, Scanner};
+use crate::recovery::scan::{Item, ReadAt, Scanner};
 
 struct Progress {
     /// The chain covers every record before this offset.

@@ -27,19 +27,16 @@
 //! record of the same id that agrees with the lie, or into a memory's text where bytes were
 //! crafted to parse as a record): only a full replay rules those out.
 
-use std::path::Path;
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
-use crate::chain::{self, ChainValue};
 use crate::error::{Error, Result};
+use crate::format::chain::{self, ChainValue};
+use crate::format::memory::{self, Status, Tier};
+use crate::format::seal::{self, SealEntry};
 use crate::format::{self, FileHeader, Op, RecordView};
-use crate::index::{Entry, Index, Parts, NO_OFFSET};
-use crate::log::{Log, Options, State};
-use crate::memory::{self, Status, Tier};
-use crate::scan::ReadAt;
-use crate::seal::{self, SealEntry};
+use crate::persist::SavedAt;
+use crate::recovery::scan::ReadAt;
+use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
 
 const FORMAT: &str = "memcommit-snapshot";
 /// 2: the text ends with its checksum.
@@ -141,91 +138,75 @@ fn off_out(o: i64) -> u64 {
     }
 }
 
-impl Log {
-    /// The state as a snapshot's JSON text.
-    pub fn snapshot_json(&self) -> Result<String> {
-        let st = self.state.read();
-        self.check_open(&st)?;
-        let (lsn, chain) = self.chain_to_end(&st)?;
-        let last_record = last_record(self, &st)?.map(|(off, d)| (off, seal::hex(&d)));
-        // Copy out under the lock; build and write the JSON without it (commits go on).
-        let p = st.index.parts();
-        let (header, end, records, sparse) = (st.header, st.end, st.records, st.sparse.clone());
-        drop(st);
-        let mut m = Memories::default();
-        for (id, e) in p.memories {
-            m.id.push(id);
-            m.kind.push(e.kind);
-            m.task.push(e.task);
-            m.tags.push(e.tags);
-            m.tier.push(e.tier as u8);
-            m.status.push(e.status as u8);
-            m.lsn.push(e.lsn);
-            m.created_lsn.push(e.created_lsn);
-            m.created_at.push(e.created_at);
-            m.updated_at.push(e.updated_at);
-            m.moved_at.push(e.moved_at);
-            m.put_off.push(e.put_off);
-            m.put_len.push(e.put_len);
-            m.status_off.push(off_in(e.status_off));
-            m.move_off.push(off_in(e.move_off));
-        }
-        let snap = Snapshot {
-            format: FORMAT.into(),
-            version: VERSION,
-            store_id: seal::hex(&header.store_id),
-            generation: header.generation,
-            dense_from: header.dense_from,
-            lsn,
-            end,
-            records,
-            chain: seal::hex(&chain),
-            last_record,
-            kinds: p.kinds,
-            tasks: p.tasks,
-            tags: p.tags,
-            tagsets: p.tagsets,
-            finished: p.finished,
-            memories: m,
-            entities: p
-                .entities
-                .into_iter()
-                .map(|(k, o, l)| (String::from_utf8_lossy(&k).into_owned(), o, l))
-                .collect(),
-            seals: p
-                .seals
-                .iter()
-                .map(|s| SealJson {
-                    lsn: s.lsn,
-                    record_lsn: s.record_lsn,
-                    offset: s.offset,
-                    at: s.at,
-                    keyed: s.keyed,
-                    chain: seal::hex(&s.chain),
-                    mac: seal::hex(&s.mac),
-                })
-                .collect(),
-            sparse,
-            file: String::new(),
-        };
-        let body = serde_json::to_string(&snap).map_err(|e| Error::invalid("snapshot", e.to_string()))?;
-        Ok(seal_text(body))
+/// The state saved at `at` (its index's `parts` and sparse index) as a snapshot's JSON text.
+pub(crate) fn encode(at: &SavedAt, p: Parts, sparse: Vec<(u64, u64)>) -> Result<String> {
+    let SavedAt { header, lsn, chain, end, records, last } = *at;
+    let last_record = last.map(|(off, d)| (off, format::hex(&d)));
+    let mut m = Memories::default();
+    for (id, e) in p.memories {
+        m.id.push(id);
+        m.kind.push(e.kind);
+        m.task.push(e.task);
+        m.tags.push(e.tags);
+        m.tier.push(e.tier as u8);
+        m.status.push(e.status as u8);
+        m.lsn.push(e.lsn);
+        m.created_lsn.push(e.created_lsn);
+        m.created_at.push(e.created_at);
+        m.updated_at.push(e.updated_at);
+        m.moved_at.push(e.moved_at);
+        m.put_off.push(e.put_off);
+        m.put_len.push(e.put_len);
+        m.status_off.push(off_in(e.status_off));
+        m.move_off.push(off_in(e.move_off));
     }
-
-    /// Open with the snapshot in the file `snapshot` (see `open_with_snapshot`); every
-    /// `SnapshotMismatch` names that file.
-    pub fn open_with_snapshot_file(path: &Path, opts: Options, snapshot: &Path) -> Result<Arc<Log>> {
-        let name = snapshot.display().to_string();
-        let text = std::fs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
-        Log::open_inner(path, opts, None, Some(parse(&text, &name)?))
-    }
+    let snap = Snapshot {
+        format: FORMAT.into(),
+        version: VERSION,
+        store_id: format::hex(&header.store_id),
+        generation: header.generation,
+        dense_from: header.dense_from,
+        lsn,
+        end,
+        records,
+        chain: format::hex(&chain),
+        last_record,
+        kinds: p.kinds,
+        tasks: p.tasks,
+        tags: p.tags,
+        tagsets: p.tagsets,
+        finished: p.finished,
+        memories: m,
+        entities: p
+            .entities
+            .into_iter()
+            .map(|(k, o, l)| (String::from_utf8_lossy(&k).into_owned(), o, l))
+            .collect(),
+        seals: p
+            .seals
+            .iter()
+            .map(|s| SealJson {
+                lsn: s.lsn,
+                record_lsn: s.record_lsn,
+                offset: s.offset,
+                at: s.at,
+                keyed: s.keyed,
+                chain: format::hex(&s.chain),
+                mac: format::hex(&s.mac),
+            })
+            .collect(),
+        sparse,
+        file: String::new(),
+    };
+    let body = serde_json::to_string(&snap).map_err(|e| Error::invalid("snapshot", e.to_string()))?;
+    Ok(seal_text(body))
 }
 
 /// A snapshot's JSON body (an object) with its checksum appended as the last member.
 fn seal_text(mut body: String) -> String {
     debug_assert!(body.ends_with('}'));
     body.pop();
-    let sum = seal::hex(blake3::hash(body.as_bytes()).as_bytes());
+    let sum = format::hex(blake3::hash(body.as_bytes()).as_bytes());
     body.push_str(std::str::from_utf8(CHECKSUM_KEY).expect("ASCII"));
     body.push_str(&sum);
     body.push_str("\"}");
@@ -239,7 +220,7 @@ fn checksum_matches(text: &[u8]) -> bool {
     let Some(hex) = suffix.strip_prefix(CHECKSUM_KEY).and_then(|s| s.strip_suffix(b"\"}")) else {
         return false;
     };
-    seal::hex(blake3::hash(body).as_bytes()).as_bytes() == hex
+    format::hex(blake3::hash(body).as_bytes()).as_bytes() == hex
 }
 
 /// Why a text whose checksum does not check out is refused.
@@ -266,31 +247,6 @@ fn why_unchecked(text: &[u8]) -> String {
         }
         Some(v) => format!("it is of snapshot version {v}, and this memcommit reads version {VERSION}"),
         None => "not a snapshot: it has no version".into(),
-    }
-}
-
-/// (offset, digest) of the last record before `st.end`, found from the sparse index.
-pub(crate) fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainValue)>> {
-    if st.records == 0 {
-        return Ok(None);
-    }
-    let start = st.sparse.last().map_or(format::HEADER_LEN as u64, |&(_, off)| off);
-    let mut sc = crate::scan::Scanner::new(
-        st.medium.source(),
-        start,
-        st.end,
-        st.header.salt(),
-        format::MAX_PAYLOAD_LEN,
-    );
-    let mut last = None;
-    loop {
-        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
-            crate::scan::Item::Record(off, rec) => last = Some((off, chain::digest(rec.bytes))),
-            crate::scan::Item::End => return Ok(last),
-            crate::scan::Item::Bad(off, _) => {
-                return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
-            }
-        }
     }
 }
 
@@ -378,11 +334,11 @@ pub(crate) fn restore(
 ) -> Result<Restored> {
     let name = std::mem::take(&mut snap.file);
     let mismatch = |reason: String| Error::SnapshotMismatch { path: name.clone(), reason };
-    if snap.store_id != seal::hex(&header.store_id) {
+    if snap.store_id != format::hex(&header.store_id) {
         return Err(mismatch(format!(
             "the snapshot is of store {}, the log is store {}",
             snap.store_id,
-            seal::hex(&header.store_id)
+            format::hex(&header.store_id)
         )));
     }
     if snap.generation != header.generation || snap.dense_from != header.dense_from {

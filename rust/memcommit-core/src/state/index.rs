@@ -10,11 +10,11 @@ use foldhash::fast::FixedState;
 use hashbrown::HashMap;
 use std::hash::BuildHasher;
 
+use crate::format::memory::{self, Status, Tier};
+use crate::format::seal::{self, SealEntry};
 use crate::format::{Op, RecordView};
-use crate::idtable::IdTable;
-use crate::memory::{self, Status, Tier};
-use crate::seal::{self, SealEntry};
-use crate::slab::Slab;
+use crate::state::idtable::IdTable;
+use crate::state::slab::Slab;
 
 /// An offset that is not there (a memory with no status or move record).
 pub const NO_OFFSET: u64 = u64::MAX;
@@ -168,11 +168,6 @@ impl Interner {
     pub fn len(&self) -> usize {
         self.names.len()
     }
-
-    /// Whether only the empty string is interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.len() <= 1
-    }
 }
 
 /// The whole index.
@@ -250,11 +245,6 @@ impl Index {
     /// Number of memories.
     pub fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether there are no memories.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// Every entry, in creation order.

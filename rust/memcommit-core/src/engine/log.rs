@@ -15,16 +15,17 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::appender::FileAppender;
-use crate::chain::{self, ChainValue};
-use crate::chainer::{self, Chainer};
+use crate::engine::appender::FileAppender;
+use crate::engine::chainer::{self, Chainer};
+use crate::engine::replay::replay;
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
+use crate::format::chain::{self, ChainValue};
+use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
-use crate::index::{Entry, Index, Query, Undo};
-use crate::index_file::{self, IndexFileStatus};
-use crate::memory::{self, Command};
-use crate::recovery::replay;
-use crate::scan::{Item, ReadAt, Scanner};
+use crate::persist::index_file::{self, IndexFileStatus};
+use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::state::index::{Entry, Index, Query};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,45 +86,6 @@ impl Default for Options {
         }
     }
 }
-
-pub(crate) enum Medium {
-    File(Arc<FileAppender>),
-    Memory(Vec<u8>),
-}
-
-impl Medium {
-    pub(crate) fn source(&self) -> &dyn ReadAt {
-        match self {
-            Medium::File(f) => &**f,
-            Medium::Memory(v) => v,
-        }
-    }
-}
-
-pub(crate) struct State {
-    pub(crate) header: FileHeader,
-    pub(crate) medium: Medium,
-    pub(crate) index: Index,
-    /// Offset after the last complete commit.
-    pub(crate) end: u64,
-    /// LSN of the last complete commit.
-    pub(crate) lsn: u64,
-    /// Records in the log.
-    pub(crate) records: u64,
-    /// Every 1024th record: (LSN, offset), to start `records(after=)` near the right place.
-    pub(crate) sparse: Vec<(u64, u64)>,
-    pub(crate) closed: bool,
-    pub(crate) buf: Vec<u8>,
-    pub(crate) undo: Vec<Undo>,
-    /// Last LSNs of the newest `SEAL_WINDOW` commits, oldest first: a seal covers one.
-    pub(crate) recent_commits: VecDeque<u64>,
-    /// Records the index file on disk covers, as far as this store knows (0: none).
-    pub(crate) indexed_records: u64,
-    /// Why the log was closed, when its owner did not close it (see `Error::Closed`).
-    pub(crate) closed_why: Option<String>,
-}
-
-pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 /// What a reader sees of a memory: its index entry and its last put record.
 #[derive(Clone, Debug)]
@@ -194,17 +156,13 @@ pub struct AutoSeal {
     /// Records between seals.
     pub every: u64,
     /// The seal key.
-    pub key: Option<crate::seal::SealKey>,
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    pub key: Option<crate::format::seal::SealKey>,
 }
 
 /// fsync the directory that holds `path` (after a rename into it, or a file created in it).
 pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    crate::appender::sync_all(&File::open(dir)?)
+    crate::engine::appender::sync_all(&File::open(dir)?)
 }
 
 /// Put a new file at `dest` whole or not at all: `write` fills the new temp file `tmp`, which
@@ -218,7 +176,7 @@ pub(crate) fn write_file_durably(
     let res = (|| -> io::Result<()> {
         let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
         write(&mut f)?;
-        crate::appender::sync_all(&f)?;
+        crate::engine::appender::sync_all(&f)?;
         drop(f);
         fs::rename(tmp, dest)?;
         fsync_dir(dest)
@@ -313,29 +271,6 @@ fn create_log_file(path: &Path, display: &str) -> Result<()> {
         .map_err(|e| Error::io(display, "create the log", e))
 }
 
-impl State {
-    /// Where to start reading for the records after LSN `after`: the sparse index's nearest
-    /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
-    /// before it, its offset).
-    pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
-        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
-        if i == 0 {
-            (0, HEADER_LEN as u64)
-        } else {
-            let (lsn, off) = self.sparse[i - 1];
-            (lsn - 1, off)
-        }
-    }
-
-    /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
-    pub(crate) fn note_commit(&mut self) {
-        if self.recent_commits.len() == crate::seal::SEAL_WINDOW {
-            self.recent_commits.pop_front();
-        }
-        self.recent_commits.push_back(self.lsn);
-    }
-}
-
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
@@ -345,7 +280,7 @@ impl Log {
     /// Open with a snapshot (its JSON text): restore the index it holds, after checking it
     /// against the log, and replay only the records after it (see `snapshot`).
     pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &[u8]) -> Result<Arc<Log>> {
-        let snap = crate::snapshot::parse(snapshot, &path.display().to_string())?;
+        let snap = crate::persist::snapshot::parse(snapshot, &path.display().to_string())?;
         Log::open_inner(path, opts, None, Some(snap))
     }
 
@@ -355,7 +290,7 @@ impl Log {
         path: &Path,
         opts: Options,
         held: Option<File>,
-        snapshot: Option<crate::snapshot::Snapshot>,
+        snapshot: Option<crate::persist::snapshot::Snapshot>,
     ) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
@@ -429,7 +364,7 @@ impl Log {
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {
-            Some(crate::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
+            Some(crate::persist::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
         } else {
             match index_file::load(path, a.file(), file_len, &header, &display) {
                 Ok(r) => {
@@ -467,7 +402,7 @@ impl Log {
             // so the bytes after it are a write that never finished, never acknowledged, or
             // zeros a writer wrote ahead and did not get to trim.
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
-            crate::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
+            crate::engine::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
         }
         // A writer appends after the last commit; a reader reads whatever the file holds.
@@ -918,7 +853,7 @@ impl Log {
             lsn: st.lsn,
             bytes: st.end,
             generation: st.header.generation,
-            store_id: hex(&st.header.store_id),
+            store_id: format::hex(&st.header.store_id),
             memories: st.index.len() as u64,
             recovered_bytes: self.recovered_bytes,
             fsyncs: self.appender.as_ref().map_or(0, |a| a.syncs()),
@@ -1131,7 +1066,7 @@ pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
     }
     let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
-    crate::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
+    crate::engine::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
 }
 

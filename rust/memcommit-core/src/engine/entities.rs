@@ -6,11 +6,11 @@
 //! for a key is the entity, and the index keeps where that record is. A batch of changes is
 //! one commit: all of it or none.
 
-use crate::commit::Committed;
+use crate::engine::commit::Committed;
+use crate::engine::log::Log;
 use crate::error::{Error, Result};
+use crate::format::memory;
 use crate::format::{self, Op, MAX_KEY_LEN};
-use crate::log::Log;
-use crate::memory;
 
 impl Log {
     /// Append `changes` (key, new state as JSON, or `None` to remove) as one commit, without

@@ -7,7 +7,7 @@
 //! current one (`prefetch`): on a large store the probe is a cache miss, the largest single
 //! cost of replay.
 
-use crate::slab::Slab;
+use crate::state::slab::Slab;
 
 /// Maps id hashes to entry numbers; the caller confirms a match by comparing ids.
 #[derive(Debug, Default)]
@@ -38,12 +38,14 @@ impl IdTable {
         self.slots.len() - 1
     }
 
-    /// Entries held.
+    /// Entries held (the unit tests check it against a model).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the table is empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -51,11 +53,6 @@ impl IdTable {
     /// Bytes the slots take.
     pub(crate) fn bytes(&self) -> usize {
         self.slots.bytes()
-    }
-
-    /// Slots allocated.
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
     }
 
     /// The slots as they are (what an index file stores).

@@ -1,17 +1,20 @@
 //! Recovery: what open, a reader's refresh and `inspect` (so `info`, `verify` and `repair`)
-//! make of a log's bytes, by one rule. Replay applies records onto the state and stops where
-//! none follows; what that spot is (free space, a torn tail, a live writer's bytes, or damage)
-//! is `scan::judge`'s verdict, with `judge_spot` adding the record-from-the-future case.
+//! make of a log's bytes, by one rule. Replay (`engine::replay`) applies records onto the
+//! state and stops where none follows; what that spot is (free space, a torn tail, a live
+//! writer's bytes, or damage) is `scan::judge`'s verdict, with `judge_spot` adding the
+//! record-from-the-future case. `inspect` runs the same rule over a closed file.
+
+pub(crate) mod scan;
+pub(crate) mod verify;
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::{self, FileHeader, HEADER_LEN};
-use crate::log::{hex, State, SPARSE_EVERY};
-use crate::memory;
-use crate::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
+use crate::format::memory;
+use crate::format::{self, hex, FileHeader, HEADER_LEN};
+use crate::recovery::scan::{judge, record_at, Item, ReadAt, Scanner, Stop};
 
 /// Facts about a log file read without opening a store.
 #[derive(Clone, Debug)]
@@ -51,7 +54,7 @@ pub(crate) fn lsn_follows(prev: u64, lsn: u64, dense_from: u64) -> bool {
     }
 }
 
-fn describe(err: format::ParseError) -> String {
+pub(crate) fn describe(err: format::ParseError) -> String {
     match err {
         format::ParseError::Incomplete => "the record is cut short".to_string(),
         format::ParseError::Invalid(r) => r.to_string(),
@@ -62,7 +65,7 @@ fn describe(err: format::ParseError) -> String {
 /// follows does: `scan::judge`, the one rule open, refresh and `inspect` share. `ahead` when
 /// a valid record of the log's future (an LSN past the next) stands there: a missing record,
 /// unless a live writer was writing the spot when it was read.
-fn judge_spot(
+pub(crate) fn judge_spot(
     src: &(impl ReadAt + ?Sized),
     off: u64,
     file_len: u64,
@@ -80,7 +83,7 @@ fn judge_spot(
 
 /// Why the record at `off` does not follow LSN `prev`: (the reason, whether it is from the
 /// log's future).
-fn not_following(prev: u64, lsn: u64) -> (String, bool) {
+pub(crate) fn not_following(prev: u64, lsn: u64) -> (String, bool) {
     if lsn > prev {
         (format!("LSN {lsn} follows LSN {prev}: a record is missing"), true)
     } else {
@@ -89,92 +92,11 @@ fn not_following(prev: u64, lsn: u64) -> (String, bool) {
 }
 
 /// What to do about damage that is not a torn tail.
-fn mid_log_hint(display: &str) -> String {
+pub(crate) fn mid_log_hint(display: &str) -> String {
     format!(
         "this is damage in committed data, not a torn tail; `memcommit repair {display}` can back up the \
          file and cut it there"
     )
-}
-
-/// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
-/// finish are taken back. Damage followed by any valid record is `Corrupt`.
-/// Returns the offset after the last complete commit.
-pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u64> {
-    let salt = st.header.salt();
-    let dense_from = st.header.dense_from;
-    let State { medium, index, undo, sparse, .. } = st;
-    let src = medium.source();
-    let mut sc = Scanner::new(src, start, file_len, salt, format::MAX_PAYLOAD_LEN);
-    let mut prev = st.lsn;
-    let mut good_end = start;
-    let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
-    undo.clear();
-    let mut mark = index.mark();
-    let ids = (salt, dense_from);
-    loop {
-        let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
-        // The id table's slot for the next record is a likely cache miss: start loading it now,
-        // while this record is applied.
-        if !next_key.is_empty() {
-            index.prefetch(next_key);
-        }
-        let (off, reason, ahead) = match item {
-            Item::End => break,
-            Item::Record(off, rec) if !lsn_follows(prev, rec.lsn, dense_from) => {
-                let (reason, ahead) = not_following(prev, rec.lsn);
-                (off, reason, ahead)
-            }
-            Item::Record(off, rec) => {
-                index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: rec.lsn,
-                    reason: format!(
-                        "{reason}: the record's checksum matches, but it does not decode or does not fit \
-                         the records before it: {}",
-                        mid_log_hint(display)
-                    ),
-                })?;
-                if records.is_multiple_of(SPARSE_EVERY) {
-                    sparse.push((rec.lsn, off));
-                }
-                records += 1;
-                prev = rec.lsn;
-                if rec.closes_commit(dense_from) {
-                    undo.clear();
-                    mark = index.mark();
-                    good_end = off + rec.bytes.len() as u64;
-                    committed_lsn = rec.lsn;
-                    committed_records = records;
-                }
-                continue;
-            }
-            Item::Bad(off, err) => (off, describe(err), false),
-        };
-        match judge_spot(src, off, file_len, ids, prev, ahead).map_err(|e| Error::io(display, "read", e))? {
-            Stop::FreeSpace | Stop::Torn => break,
-            Stop::Changed => sc = Scanner::new(src, off, file_len, salt, format::MAX_PAYLOAD_LEN),
-            Stop::Damage(later) => {
-                let evidence = if later == off {
-                    String::new()
-                } else {
-                    format!(" and a valid record follows at byte {later}")
-                };
-                return Err(Error::Corrupt {
-                    path: display.to_string(),
-                    offset: off,
-                    lsn: prev + 1,
-                    reason: format!("{reason}{evidence}: {}", mid_log_hint(display)),
-                });
-            }
-        }
-    }
-    index.rollback(mark, undo);
-    sparse.retain(|&(_, off)| off < good_end);
-    st.lsn = committed_lsn;
-    st.records = committed_records;
-    st.end = good_end;
-    Ok(good_end)
 }
 
 /// Read a log file without opening a store and without changing it: how far it is good,

@@ -413,7 +413,7 @@ pub fn check_contents(rec: &crate::format::RecordView<'_>) -> Result<(), &'stati
             decode_task(rec.payload).ok_or("malformed task payload")?;
         }
         Op::Seal => {
-            crate::seal::decode(rec, 0).ok_or("malformed seal payload")?;
+            crate::format::seal::decode(rec, 0).ok_or("malformed seal payload")?;
         }
         Op::Entity => check_entity(rec.payload)?,
     }

@@ -36,17 +36,16 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::chain::ChainValue;
-use crate::error::{Error, Result};
+use crate::format::chain::ChainValue;
+use crate::format::memory::{Status, Tier};
+use crate::format::seal::SealEntry;
 use crate::format::FileHeader;
-use crate::idtable::IdTable;
-use crate::index::{Entry, Index, Interner};
-use crate::log::{temp_path, write_file_durably, Log, Medium, State};
-use crate::memory::{Status, Tier};
-use crate::scan::ReadAt;
-use crate::seal::SealEntry;
-use crate::slab::{Region, Slab, ALIGN};
-use crate::snapshot::{check_end, last_record, Restored, SavedEnd};
+use crate::persist::snapshot::{check_end, Restored, SavedEnd};
+use crate::persist::SavedAt;
+use crate::recovery::scan::ReadAt;
+use crate::state::idtable::IdTable;
+use crate::state::index::{Entry, Index, Interner};
+use crate::state::slab::{Region, Slab, ALIGN};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
 const VERSION: u32 = 1;
@@ -434,76 +433,54 @@ impl<W: Write> Sections<W> {
     }
 }
 
-impl Log {
-    /// Save the index to the index file now (see `index_file`): whatever the log holds is
-    /// written out first, and the file is replaced whole or not at all. A writer's call;
-    /// commits wait while it runs (about half a second for a million memories, fsync
-    /// included), reads do not.
-    pub fn write_index_file(&self) -> Result<()> {
-        let st = self.state.read();
-        self.check_writer(&st)?;
-        self.write_to(u64::MAX)?;
-        self.write_index_file_locked(&st)
+/// Write the index file's bytes for the state saved at `at` (its index and sparse index) into
+/// `f`, a new empty file: the engine writes it under a temporary name and renames it.
+pub(crate) fn write(f: &mut File, at: &SavedAt, idx: &Index, sparse: &[(u64, u64)]) -> io::Result<()> {
+    let (last_off, last_digest) = at.last.unwrap_or_default();
+    let small = encode_small(idx, sparse);
+    let mut head = Head {
+        store_id: at.header.store_id,
+        generation: at.header.generation,
+        dense_from: at.header.dense_from,
+        lsn: at.lsn,
+        end: at.end,
+        records: at.records,
+        chain: at.chain,
+        last_off,
+        last_digest,
+        seed: idx.seed,
+        probe: idx.hash(PROBE),
+        entries: idx.entries.len() as u64,
+        arena: idx.arena.len() as u64,
+        slots: idx.table.slots().len() as u64,
+        small: small.len() as u64,
+        entity_records: idx.entity_records,
+        crcs: [0; 4],
+    };
+    // The first page: the header (written last, once the CRCs are known), then zeros.
+    let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0, at: 0 };
+    s.w.write_all(&[0u8; ALIGN])?;
+    s.at = ALIGN as u64;
+    let mut buf = Vec::with_capacity(CHUNK_ENTRIES * ENTRY_BYTES);
+    for chunk in idx.entries.chunks(CHUNK_ENTRIES) {
+        buf.clear();
+        chunk.iter().for_each(|e| encode_entry(&mut buf, e));
+        s.write(&buf)?;
     }
-
-    /// `write_index_file` for a caller that holds the state and has written the log out.
-    pub(crate) fn write_index_file_locked(&self, st: &State) -> Result<()> {
-        let (Some(path), Medium::File(_)) = (self.file_path(), &st.medium) else {
-            return Ok(());
-        };
-        let dest = path_for(path);
-        let fail = |e: io::Error| Error::io(&dest.display().to_string(), "write the index file", e);
-        let (lsn, chain) = self.chain_to_end(st)?;
-        let (last_off, last_digest) = last_record(self, st)?.unwrap_or_default();
-        let idx = &st.index;
-        let small = encode_small(idx, &st.sparse);
-        let mut head = Head {
-            store_id: st.header.store_id,
-            generation: st.header.generation,
-            dense_from: st.header.dense_from,
-            lsn,
-            end: st.end,
-            records: st.records,
-            chain,
-            last_off,
-            last_digest,
-            seed: idx.seed,
-            probe: idx.hash(PROBE),
-            entries: idx.entries.len() as u64,
-            arena: idx.arena.len() as u64,
-            slots: idx.table.slots().len() as u64,
-            small: small.len() as u64,
-            entity_records: idx.entity_records,
-            crcs: [0; 4],
-        };
-        write_file_durably(&temp_path(path, "index"), &dest, |f| {
-            // The first page: the header (written last, once the CRCs are known), then zeros.
-            let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0, at: 0 };
-            s.w.write_all(&[0u8; ALIGN])?;
-            s.at = ALIGN as u64;
-            let mut buf = Vec::with_capacity(CHUNK_ENTRIES * ENTRY_BYTES);
-            for chunk in idx.entries.chunks(CHUNK_ENTRIES) {
-                buf.clear();
-                chunk.iter().for_each(|e| encode_entry(&mut buf, e));
-                s.write(&buf)?;
-            }
-            head.crcs[0] = s.end_section()?;
-            s.write(&idx.arena)?;
-            head.crcs[1] = s.end_section()?;
-            for chunk in idx.table.slots().chunks(CHUNK_BYTES / 8) {
-                buf.clear();
-                chunk.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
-                s.write(&buf)?;
-            }
-            head.crcs[2] = s.end_section()?;
-            s.write(&small)?;
-            head.crcs[3] = s.crc;
-            s.w.flush()?;
-            drop(s);
-            f.write_all_at(&head.encode(), 0)
-        })
-        .map_err(fail)
+    head.crcs[0] = s.end_section()?;
+    s.write(&idx.arena)?;
+    head.crcs[1] = s.end_section()?;
+    for chunk in idx.table.slots().chunks(CHUNK_BYTES / 8) {
+        buf.clear();
+        chunk.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        s.write(&buf)?;
     }
+    head.crcs[2] = s.end_section()?;
+    s.write(&small)?;
+    head.crcs[3] = s.crc;
+    s.w.flush()?;
+    drop(s);
+    f.write_all_at(&head.encode(), 0)
 }
 
 /// `Err` unless a section's CRC32C is what the header says.
@@ -764,8 +741,8 @@ mod tests {
     /// answers without panicking. Never a crash: the index is mapped and used in place.
     #[test]
     fn damage_behind_good_checksums_is_refused_or_harmless() {
-        use crate::log::{put, Durability, Options};
-        use crate::memory::{Command, PutCommand, Status};
+        use crate::engine::log::{put, Durability, Log, Options};
+        use crate::format::memory::{Command, PutCommand, Status};
         use crate::Query;
 
         let dir = tempfile::tempdir().unwrap();

@@ -27,14 +27,15 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 use parking_lot::RwLockUpgradableReadGuard;
 
-use crate::chain::{self, ChainValue};
+use crate::engine::log::{fsync_dir, Log};
+use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
+use crate::format::chain::{self, ChainValue};
+use crate::format::memory::Tier;
+use crate::format::seal::{self, SealEntry};
 use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
-use crate::index::{Index, NO_OFFSET};
-use crate::log::{fsync_dir, Log, Medium, State};
-use crate::memory::Tier;
-use crate::scan::{Item, Scanner};
-use crate::seal::{self, SealEntry};
+use crate::recovery::scan::{Item, Scanner};
+use crate::state::index::{Index, NO_OFFSET};
 
 /// Which memories retention purges (those with no record after the horizon).
 #[derive(Clone, Debug, Default)]
@@ -312,7 +313,7 @@ impl Log {
             written += buf.len() as u64;
             after += 1;
             let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
-            crate::appender::sync_all(&file)
+            crate::engine::appender::sync_all(&file)
                 .map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
             hooks.progress(st.end, st.end)?;
             hooks.step("new-log-written")?;

@@ -9,14 +9,15 @@
 
 use parking_lot::RwLockWriteGuard;
 
-use crate::appender::Arrival;
-use crate::chain::ChainValue;
+use crate::engine::appender::Arrival;
+use crate::engine::log::Log;
+use crate::engine::state::{Medium, State, SPARSE_EVERY};
 use crate::error::{Error, GuardKind, GuardValue, Rejection, Result};
+use crate::format::chain::ChainValue;
+use crate::format::memory::{self, Command, PutState, Status, Tier};
+use crate::format::seal::{self, SealEntry, SealKey};
 use crate::format::{self, encode_record, Op};
-use crate::index::{Mark, Slot};
-use crate::log::{Log, Medium, State, SPARSE_EVERY};
-use crate::memory::{self, Command, PutState, Status, Tier};
-use crate::seal::{self, SealEntry, SealKey};
+use crate::state::index::{Mark, Slot};
 
 /// Records are written to the log in chunks of about this size while a large commit runs.
 const CHUNK: usize = 1 << 20;

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::scan::ReadAt;
+use crate::recovery::scan::ReadAt;
 
 #[derive(Default)]
 struct Leader {

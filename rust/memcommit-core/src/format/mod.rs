@@ -27,6 +27,10 @@
 //!  32  key, payload, then crc32c u32 over every byte before it
 //! ```
 
+pub mod chain;
+pub mod memory;
+pub mod seal;
+
 /// The eight bytes every log file starts with.
 pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
 /// The format version this build writes and reads.
@@ -338,6 +342,11 @@ pub fn set_commit_end(record: &mut [u8], end: bool) {
 }
 
 /// Little helpers for the payload encodings.
+/// Lower-case hex: how the text forms (seal hashes, snapshot JSON, error messages) write bytes.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 pub(crate) mod wire {
     pub fn put_str16(out: &mut Vec<u8>, s: &[u8]) {
         out.extend_from_slice(&(s.len() as u16).to_le_bytes());

@@ -8,11 +8,12 @@
 
 use std::sync::Arc;
 
+use crate::engine::log::{Log, Options};
+use crate::engine::state::{Medium, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
-use crate::log::{Log, Medium, Options, SPARSE_EVERY};
 use crate::recovery::lsn_follows;
-use crate::scan::{Item, Scanner};
+use crate::recovery::scan::{Item, Scanner};
 
 impl Log {
     /// The log's 64-byte file header.

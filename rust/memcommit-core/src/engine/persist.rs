@@ -1,0 +1,93 @@
+//! Saving an open log's state: the index file (written whole, then renamed into place) and
+//! the snapshot. What the bytes are is `persist`'s; when and how durably they are written,
+//! and what of the state they save, is the engine's.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::engine::log::{temp_path, write_file_durably, Log, Options};
+use crate::engine::state::{Medium, State};
+use crate::error::{Error, Result};
+use crate::format::{self, chain, chain::ChainValue};
+use crate::persist::{index_file, snapshot, SavedAt};
+
+impl Log {
+    /// The state as a snapshot's JSON text.
+    pub fn snapshot_json(&self) -> Result<String> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let at = self.saved_at(&st)?;
+        // Copy out under the lock; build and write the JSON without it (commits go on).
+        let p = st.index.parts();
+        let sparse = st.sparse.clone();
+        drop(st);
+        snapshot::encode(&at, p, sparse)
+    }
+
+    /// Open with the snapshot in the file `snapshot` (see `open_with_snapshot`); every
+    /// `SnapshotMismatch` names that file.
+    pub fn open_with_snapshot_file(path: &Path, opts: Options, snapshot: &Path) -> Result<Arc<Log>> {
+        let name = snapshot.display().to_string();
+        let text = std::fs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
+        Log::open_inner(path, opts, None, Some(snapshot::parse(&text, &name)?))
+    }
+
+    /// Save the index to the index file now (see `persist::index_file`): whatever the log
+    /// holds is written out first, and the file is replaced whole or not at all. A writer's
+    /// call; commits wait while it runs (about half a second for a million memories, fsync
+    /// included), reads do not.
+    pub fn write_index_file(&self) -> Result<()> {
+        let st = self.state.read();
+        self.check_writer(&st)?;
+        self.write_to(u64::MAX)?;
+        self.write_index_file_locked(&st)
+    }
+
+    /// `write_index_file` for a caller that holds the state and has written the log out.
+    pub(crate) fn write_index_file_locked(&self, st: &State) -> Result<()> {
+        let (Some(path), Medium::File(_)) = (self.file_path(), &st.medium) else {
+            return Ok(());
+        };
+        let dest = index_file::path_for(path);
+        let fail = |e: io::Error| Error::io(&dest.display().to_string(), "write the index file", e);
+        let at = self.saved_at(st)?;
+        write_file_durably(&temp_path(path, "index"), &dest, |f| {
+            index_file::write(f, &at, &st.index, &st.sparse)
+        })
+        .map_err(fail)
+    }
+
+    /// Where the log stands, as a saved state records it: the chain through the newest commit
+    /// (waiting for the chain thread) and the last record.
+    fn saved_at(&self, st: &State) -> Result<SavedAt> {
+        let (lsn, chain) = self.chain_to_end(st)?;
+        let last = last_record(self, st)?;
+        Ok(SavedAt { header: st.header, lsn, chain, end: st.end, records: st.records, last })
+    }
+}
+
+/// (offset, digest) of the last record before `st.end`, found from the sparse index.
+fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainValue)>> {
+    if st.records == 0 {
+        return Ok(None);
+    }
+    let start = st.sparse.last().map_or(format::HEADER_LEN as u64, |&(_, off)| off);
+    let mut sc = crate::recovery::scan::Scanner::new(
+        st.medium.source(),
+        start,
+        st.end,
+        st.header.salt(),
+        format::MAX_PAYLOAD_LEN,
+    );
+    let mut last = None;
+    loop {
+        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
+            crate::recovery::scan::Item::Record(off, rec) => last = Some((off, chain::digest(rec.bytes))),
+            crate::recovery::scan::Item::End => return Ok(last),
+            crate::recovery::scan::Item::Bad(off, _) => {
+                return Err(log.damaged(off, 0, "the record no longer matches its checksum"))
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The open log's state behind its lock (`State`) and where its bytes live (`Medium`): shared
+//! by open and replay, the commit path, reads, seals, saving and compaction.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::engine::appender::FileAppender;
+use crate::format::{FileHeader, HEADER_LEN};
+use crate::recovery::scan::ReadAt;
+use crate::state::index::{Index, Undo};
+
+/// Where the log's bytes are: a file (through its appender) or a buffer in RAM.
+pub(crate) enum Medium {
+    File(Arc<FileAppender>),
+    Memory(Vec<u8>),
+}
+
+impl Medium {
+    pub(crate) fn source(&self) -> &dyn ReadAt {
+        match self {
+            Medium::File(f) => &**f,
+            Medium::Memory(v) => v,
+        }
+    }
+}
+
+/// What the state lock guards: the header, the bytes, the index over them and where the log
+/// ends. Replay builds it, the writer advances it, reads look it up.
+pub(crate) struct State {
+    pub(crate) header: FileHeader,
+    pub(crate) medium: Medium,
+    pub(crate) index: Index,
+    /// Offset after the last complete commit.
+    pub(crate) end: u64,
+    /// LSN of the last complete commit.
+    pub(crate) lsn: u64,
+    /// Records in the log.
+    pub(crate) records: u64,
+    /// Every 1024th record: (LSN, offset), to start `records(after=)` near the right place.
+    pub(crate) sparse: Vec<(u64, u64)>,
+    pub(crate) closed: bool,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) undo: Vec<Undo>,
+    /// Last LSNs of the newest `SEAL_WINDOW` commits, oldest first: a seal covers one.
+    pub(crate) recent_commits: VecDeque<u64>,
+    /// Records the index file on disk covers, as far as this store knows (0: none).
+    pub(crate) indexed_records: u64,
+    /// Why the log was closed, when its owner did not close it (see `Error::Closed`).
+    pub(crate) closed_why: Option<String>,
+}
+
+/// One sparse-index point every this many records.
+pub(crate) const SPARSE_EVERY: u64 = 1024;
+
+impl State {
+    /// Where to start reading for the records after LSN `after`: the sparse index's nearest
+    /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
+    /// before it, its offset).
+    pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
+        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
+        if i == 0 {
+            (0, HEADER_LEN as u64)
+        } else {
+            let (lsn, off) = self.sparse[i - 1];
+            (lsn - 1, off)
+        }
+    }
+
+    /// Remember the newest commit for seals (`SEAL_WINDOW` of them).
+    pub(crate) fn note_commit(&mut self) {
+        if self.recent_commits.len() == crate::format::seal::SEAL_WINDOW {
+            self.recent_commits.pop_front();
+        }
+        self.recent_commits.push_back(self.lsn);
+    }
+}

@@ -360,3 +360,30 @@ def test_serve_reports_a_log_that_does_not_decode_in_one_line(
     assert main(["serve", str(path), "--port", "0"]) == 1
     message = _one_line_error(capsys.readouterr().err, path)
     assert message.startswith("memcommit serve: error: ")
+
+
+def test_repair_cuts_nothing_if_the_log_changed_after_it_was_inspected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A torn tail to cut; then, while repair asks for confirmation (after it inspected the
+    # file), something appends to it. The cut is refused under the writer's lock, nothing is
+    # cut and the backup is removed.
+    path = tmp_path / "memory.db"
+    with memcommit.open(str(path)) as store:
+        store.put("kept")
+    with open(path, "ab") as f:
+        f.write(b"CM\x01\x01 torn")
+    from memcommit.cli import repair
+
+    def answer_after_a_writer_came(prompt: str) -> bool:
+        with open(path, "ab") as f:
+            f.write(b"later bytes")
+        return True
+
+    monkeypatch.setattr(repair, "_confirm", answer_after_a_writer_came)
+    before_answer = path.read_bytes()
+    assert main(["repair", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "changed while repair ran" in err and "nothing was cut" in err
+    assert path.read_bytes() == before_answer + b"later bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db", "memory.db.lock"]

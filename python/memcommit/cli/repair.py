@@ -191,14 +191,15 @@ def _run_repair(args: argparse.Namespace) -> int:
         backup = _backup(path)
         print(f"backed up {path} to {backup} ({size:,} bytes)")
 
-    if os.path.getsize(path) != size:
+    try:
+        # Cut only what was inspected and backed up: the length is checked under the lock.
+        _native.truncate_log(path, good_end, size)
+    except ValueError as error:
         os.remove(backup)
         raise CommandError(
             f"{path} changed while repair ran (a writer opened it?), so nothing was cut and "
             "the backup was removed; run repair again"
-        )
-    try:
-        _native.truncate_log(path, good_end)
+        ) from error
     except memcommit.StoreLocked as error:
         # A writer opened the log after the check: what looked damaged may be its commit.
         os.remove(backup)

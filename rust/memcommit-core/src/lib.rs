@@ -31,7 +31,9 @@ mod state;
 mod tools;
 
 pub use engine::commit::{Commit, Committed};
-pub use engine::log::{truncate, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options};
+pub use engine::log::{
+    truncate, truncate_expecting, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options,
+};
 pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
 pub use recovery::{inspect, Inspection};

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use memcommit_core::format::memory::{self, PutState};
 use memcommit_core::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
 use memcommit_core::{
-    inspect, truncate, Command, Durability, Error, Expect, Log, MemoryRead, Options, PutCommand, Query,
-    Status, Tier,
+    inspect, truncate, truncate_expecting, Command, Durability, Error, Expect, Log, MemoryRead, Options,
+    PutCommand, Query, Status, Tier,
 };
 
 const T0: i64 = 1_700_000_000_000_000;
@@ -996,4 +996,35 @@ fn zeros_written_ahead_are_free_space_until_the_writer_closes() {
     // Close cuts the zeros of the live writer too.
     log.close().unwrap();
     assert_eq!(file_len(&path), end);
+}
+
+#[test]
+fn a_cut_expecting_a_length_refuses_a_file_that_changed_since_it_was_inspected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.log");
+    {
+        let log = writer(&path).unwrap();
+        log.commit(&[put("m1", "kept")], None, T0).unwrap();
+        log.close().unwrap();
+    }
+    let good_end = std::fs::metadata(&path).unwrap().len();
+    {
+        let log = writer(&path).unwrap();
+        log.commit(&[put("m2", "cut")], None, T0).unwrap();
+        log.close().unwrap();
+    }
+    let inspected = std::fs::metadata(&path).unwrap().len();
+    // Something appended after the look: the cut is refused and the file left as it is.
+    std::io::Write::write_all(&mut std::fs::OpenOptions::new().append(true).open(&path).unwrap(), b"later")
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    match truncate_expecting(&path, good_end, inspected) {
+        Err(Error::Invalid { field: "expect_len", .. }) => {}
+        other => panic!("expected a refusal naming expect_len, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // At the length it was inspected at, it is cut.
+    let inspected = before.len() as u64;
+    truncate_expecting(&path, good_end, inspected).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), good_end);
 }

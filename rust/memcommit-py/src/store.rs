@@ -552,10 +552,15 @@ pub fn inspect_log<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, P
     Ok(d)
 }
 
-/// Cut a log file at `good_end` and fsync it (after a backup; used by `memcommit repair`).
+/// Cut a log file at `good_end` and fsync it (after a backup; used by `memcommit repair`);
+/// with `expect_len`, only if the file still has that length, checked under the writer's lock.
 #[pyfunction]
-pub fn truncate_log(py: Python<'_>, path: PathBuf, good_end: u64) -> PyResult<()> {
-    release(py, || memcommit_core::truncate(&path, good_end))
+#[pyo3(signature = (path, good_end, expect_len=None))]
+pub fn truncate_log(py: Python<'_>, path: PathBuf, good_end: u64, expect_len: Option<u64>) -> PyResult<()> {
+    release(py, || match expect_len {
+        Some(len) => memcommit_core::truncate_expecting(&path, good_end, len),
+        None => memcommit_core::truncate(&path, good_end),
+    })
 }
 
 pub static IDS: memcommit_core::ids::IdGenerator = memcommit_core::ids::IdGenerator::new();

@@ -1059,12 +1059,34 @@ impl Drop for Log {
 /// Cut a log file at `good_end` and fsync it (what `memcommit repair` does after its backup).
 /// Refuses while a writer holds the log.
 pub fn truncate(path: &Path, good_end: u64) -> Result<()> {
+    cut(path, good_end, None)
+}
+
+/// `truncate`, only if the file is still `expect_len` bytes long, checked under the writer's
+/// lock: what was inspected (and backed up) is what is cut, even if a writer came and went
+/// between the look and the cut.
+pub fn truncate_expecting(path: &Path, good_end: u64, expect_len: u64) -> Result<()> {
+    cut(path, good_end, Some(expect_len))
+}
+
+fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
     let display = path.display().to_string();
     let _lock = lock_writer(path, &display)?;
     if good_end < HEADER_LEN as u64 {
         return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
     }
     let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
+    if let Some(want) = expect_len {
+        let len = f.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+        if len != want {
+            return Err(Error::invalid(
+                "expect_len",
+                format!(
+                    "{display} is {len} bytes, not the {want} it had when it was inspected: it changed since"
+                ),
+            ));
+        }
+    }
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
     crate::engine::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())

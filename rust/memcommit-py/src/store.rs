@@ -36,6 +36,9 @@ pub struct NativeLog {
     log: parking_lot::RwLock<Option<Arc<Log>>>,
     /// The log's path (or ":memory:"), for the error of a call after close.
     display: String,
+    /// The same as a Python str, made once: the memories read hold it for the error of a
+    /// `data` that does not decode.
+    display_py: pyo3::sync::PyOnceLock<Py<PyString>>,
     /// How many compactions have ended (swapped or not), and their waiters.
     ended: (parking_lot::Mutex<u64>, parking_lot::Condvar),
 }
@@ -46,7 +49,17 @@ const SWAP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 impl NativeLog {
     pub(crate) fn new(log: Arc<Log>) -> Self {
         let display = log.display().to_string();
-        NativeLog { log: parking_lot::RwLock::new(Some(log)), display, ended: Default::default() }
+        NativeLog {
+            log: parking_lot::RwLock::new(Some(log)),
+            display,
+            display_py: pyo3::sync::PyOnceLock::new(),
+            ended: Default::default(),
+        }
+    }
+
+    /// The log's path as a Python str (made on first use).
+    fn display_py(&self, py: Python<'_>) -> &Py<PyString> {
+        self.display_py.get_or_init(py, || PyString::new(py, &self.display).unbind())
     }
 
     /// The current log, or `Closed` once `close` let go of it.
@@ -214,14 +227,15 @@ impl NativeLog {
     /// Memories by id (None where missing).
     fn get_many(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<Vec<Option<Memory>>> {
         let (reads, log) = self.run_on(py, |log| log.get_many(&ids))?;
-        reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, &log, m)).transpose()).collect()
+        let path = self.display_py(py);
+        reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, path, &log, m)).transpose()).collect()
     }
 
     /// One memory by id, or None.
     fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<Memory>> {
         let id = get_str(id, "id")?;
         let (mut reads, log) = self.run_on(py, |log| log.get_many(std::slice::from_ref(&id)))?;
-        reads.pop().flatten().map(|m| memory_from_read(py, &log, &m)).transpose()
+        reads.pop().flatten().map(|m| memory_from_read(py, self.display_py(py), &log, &m)).transpose()
     }
 
     /// Memories matching every given filter, in creation order.
@@ -254,7 +268,8 @@ impl NativeLog {
                 limit,
             })
         })?;
-        reads.iter().map(|m| memory_from_read(py, &log, m)).collect()
+        let path = self.display_py(py);
+        reads.iter().map(|m| memory_from_read(py, path, &log, m)).collect()
     }
 
     /// The records of one memory still in the log, oldest first.

@@ -150,23 +150,23 @@ impl Memory {
     }
 }
 
-pub fn memory_from_read(py: Python<'_>, log: &Log, m: &MemoryRead) -> PyResult<Memory> {
+/// The memory a read returned. `path` is the log's path as a Python str (the store's, made
+/// once), which a memory with data keeps for the error of data that does not decode.
+pub fn memory_from_read(py: Python<'_>, path: &Py<PyString>, log: &Log, m: &MemoryRead) -> PyResult<Memory> {
     let rec = format::view_trusted(&m.put);
     // Checked in full on every read: replay keeps only the head of a put, so a record whose
     // checksum matches but whose text or data does not decode is found here.
     let damaged = |reason: &str| damaged_put(log.display(), m.entry.put_off, rec.lsn, reason);
-    if std::str::from_utf8(rec.key).is_err() {
-        return Err(damaged("the record's key is not UTF-8"));
-    }
+    let id = std::str::from_utf8(rec.key).map_err(|_| damaged("the record's key is not UTF-8"))?;
     let body = memory::decode_put(rec.payload)
         .ok_or_else(|| damaged("malformed put payload (or text that is not UTF-8)"))?;
     let e = &m.entry;
     Ok(Memory {
-        id: PyString::new(py, rec.key_str()).unbind(),
+        id: PyString::new(py, id).unbind(),
         kind: PyString::intern(py, body.head.kind).unbind(),
         text: PyString::new(py, body.text).unbind(),
         data_json: body.data.map(str::to_owned),
-        origin: body.data.map(|_| (PyString::intern(py, log.display()).unbind(), m.entry.put_off)),
+        origin: body.data.map(|_| (path.clone_ref(py), m.entry.put_off)),
         task: body.head.task.map(|t| PyString::intern(py, t).unbind()),
         tier: e.tier.name(),
         status: e.status.name(),

@@ -186,24 +186,13 @@ def open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
     return memcommit.open(path, read_only=True)
 
 
-def _check_before_writing(path: str) -> None:
-    """Refuse what a writer's open would refuse, before that open creates ``PATH.lock``."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return  # a writer makes a missing or empty file a new log
-    report = inspect_log(path)
-    if not report["header_ok"]:
-        raise CommandError(not_a_log(path, report.get("header_error")))
-    if report.get("damage_mid_log") and not os.path.exists(lock_path(path)):
-        # With a lock file, a writer may be appending: let the open judge (and say so).
-        raise CommandError(
-            f"{damage_at(path, report)}; run 'memcommit repair {path}' to see the damage and cut it"
-        )
-
-
 def open_writer(path: str) -> memcommit.MemoryStore:
-    """Open an existing store as its writer (``main`` reports a damaged log)."""
+    """Open an existing store as its writer (``main`` reports a damaged log).
+
+    The open itself refuses a file that is not a log, or a damaged one, and then leaves no lock
+    file beside it that it made, so nothing here needs to read the file first.
+    """
     require_file(path)
-    _check_before_writing(path)
     return memcommit.open(path)
 
 

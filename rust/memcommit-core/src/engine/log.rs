@@ -209,24 +209,65 @@ pub fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The writer's lock file, held. `made` when this call created it: dropped without `keep`
+/// (an open that failed), it removes the file again before letting go of the lock, so a refused
+/// file gets nothing left beside it.
+struct WriterLock {
+    file: Option<File>,
+    made: Option<PathBuf>,
+}
+
+impl WriterLock {
+    /// Keep the lock (and the file) for a store that opened.
+    fn keep(mut self) -> File {
+        self.made = None;
+        self.file.take().expect("a WriterLock holds its file until kept")
+    }
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        // The name goes first, the lock after it (when `file` drops): a process that opened the
+        // same file meanwhile finds, once it has the lock, that the name is gone (`lock_writer`).
+        if let Some(lp) = self.made.take() {
+            let _ = fs::remove_file(lp);
+        }
+    }
+}
+
 /// Take the writer's lock on `<path>.lock`, at once or not at all. `File::try_lock` is
 /// `flock(LOCK_EX | LOCK_NB)` on Linux and macOS; `flock` locks belong to an open file
 /// description, so a second open in the same process is refused too. The lock is held as long
-/// as the returned file stays open.
-fn lock_writer(path: &Path, display: &str) -> Result<File> {
+/// as the returned file stays open. A lock taken on a file whose name was removed meanwhile
+/// (a failed open that had made it) is let go and taken again on the file now at the name.
+fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
+    use std::os::unix::fs::MetadataExt;
     let lp = lock_path(path);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lp)
-        .map_err(|e| Error::io(&lp.display().to_string(), "open the lock file", e))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked { path: display.to_string() }),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io(display, "lock", e)),
+    let shown = || lp.display().to_string();
+    for _ in 0..16 {
+        let (f, made) = match OpenOptions::new().read(true).write(true).create_new(true).open(&lp) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let f = OpenOptions::new().read(true).write(true).open(&lp);
+                match f {
+                    Ok(f) => (f, false),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
+                    Err(e) => return Err(Error::io(&shown(), "open the lock file", e)),
+                }
+            }
+            Err(e) => return Err(Error::io(&shown(), "open the lock file", e)),
+        };
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display.to_string() }),
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(display, "lock", e)),
+        }
+        let ours = f.metadata().map_err(|e| Error::io(&shown(), "stat the lock file", e))?.ino();
+        if fs::metadata(&lp).is_ok_and(|m| m.ino() == ours) {
+            return Ok(WriterLock { file: Some(f), made: made.then(|| lp.clone()) });
+        }
     }
+    Err(Error::Locked { path: display.to_string() })
 }
 
 /// The header of the log file `file` and its bytes, or `Corrupt` for a file that does not
@@ -326,7 +367,7 @@ impl Log {
                 }
             }
             let f = match held {
-                Some(f) => f,
+                Some(f) => WriterLock { file: Some(f), made: None },
                 None => lock_writer(path, &display)?,
             };
             remove_stale_temp_files(path);
@@ -430,7 +471,7 @@ impl Log {
             appender: Some(appender),
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
-            lock_file: Mutex::new(lock_file),
+            lock_file: Mutex::new(lock_file.map(WriterLock::keep)),
             flusher: Mutex::new(None),
             opts,
             path: Some(path.to_path_buf()),

@@ -39,8 +39,9 @@ when the server has a token):
 Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, sources]``
 (``data`` as JSON text), ``["put_many", ids, texts, kind, task, tier, data, tags, sources]``,
 ``["stale", id, reason]``, ``["restore", id]``, ``["move", id, tier]``,
-``["finish_task", task]``, ``["expect", id, exists, status, tier, lsn]``. The client checks
-them as a local commit would; the server runs them in one native commit, all or nothing.
+``["finish_task", task]``, ``["expect", id, exists, status, tier, lsn]``, as
+:mod:`memcommit.ops` declares them. The client checks them as a local commit would; the
+server runs them in one native commit, all or nothing.
 
 A request body is JSON nested at most :data:`MAX_DEPTH` levels deep; a body that is too
 large (``413``), not JSON, too deeply nested or not of the shape above (``400``) changes
@@ -122,16 +123,6 @@ H_GENERATION = "x-memcommit-generation"
 H_LSN = "x-memcommit-lsn"
 H_BOOT = "x-memcommit-boot"
 H_LAST = "x-memcommit-last"
-
-# Memory operation names inside a commit's "ops".
-OP_PUT = "put"
-OP_PUT_MANY = "put_many"
-OP_STALE = "stale"
-OP_RESTORE = "restore"
-OP_MOVE = "move"
-OP_FINISH = "finish_task"
-OP_EXPECT = "expect"
-
 
 # -- JSON ------------------------------------------------------------------------------------
 

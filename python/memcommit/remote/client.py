@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, cast
 
-from .. import _native, wire
+from .. import _native, ops, wire
 from .._native import Memory, Record
-from ..commit import Commit, as_str_tuple, check_u64, encode_data
+from ..commit import Commit, as_str_tuple, check_u64
 from ..errors import NotSupported
 from ..roles.logmedium import LogMedium
 from ..roles.roleset import ROLE_NAMES
@@ -48,7 +48,7 @@ class RemoteCommit:
         self.lsn: int | None = None
         self.first_lsn: int | None = None
 
-    def _add(self, op: list[Any]) -> None:
+    def _add(self, op: ops.Operation, **values: Any) -> None:
         if self._ended:
             raise RuntimeError("this commit has already ended; start a new one with store.commit()")
         if not self._entered:
@@ -56,7 +56,7 @@ class RemoteCommit:
                 "this commit is not open: use it as `with store.commit() as c:` (its operations "
                 "are written when the block ends; without `with` nothing would ever be written)"
             )
-        self._ops.append(op)
+        self._ops.append(ops.to_wire(op, values))
 
     def put(
         self,
@@ -75,17 +75,15 @@ class RemoteCommit:
             text, kind=kind, id=id, task=task, tier=tier, data=data, tags=tags, sources=sources
         )
         self._add(
-            [
-                wire.OP_PUT,
-                mid,
-                text,
-                kind,
-                task,
-                tier,
-                encode_data(data),
-                list(as_str_tuple(tags, "tags")),
-                list(as_str_tuple(sources, "sources")),
-            ]
+            ops.PUT,
+            id=mid,
+            text=text,
+            kind=kind,
+            task=task,
+            tier=tier,
+            data=data,
+            tags=as_str_tuple(tags, "tags"),
+            sources=as_str_tuple(sources, "sources"),
         )
         return mid
 
@@ -114,39 +112,37 @@ class RemoteCommit:
             texts, kind=kind, ids=ids, task=task, tier=tier, data=data, tags=tags, sources=sources
         )
         self._add(
-            [
-                wire.OP_PUT_MANY,
-                made,
-                texts,
-                kind,
-                task,
-                tier,
-                encode_data(data),
-                list(as_str_tuple(tags, "tags")),
-                list(as_str_tuple(sources, "sources")),
-            ]
+            ops.PUT_MANY,
+            ids=made,
+            texts=texts,
+            kind=kind,
+            task=task,
+            tier=tier,
+            data=data,
+            tags=as_str_tuple(tags, "tags"),
+            sources=as_str_tuple(sources, "sources"),
         )
         return made
 
     def stale(self, id: str, reason: str | None = None) -> None:
         """Mark memory `id` stale."""
         self._check.stale(id, reason)
-        self._add([wire.OP_STALE, id, reason])
+        self._add(ops.STALE, id=id, reason=reason)
 
     def restore(self, id: str) -> None:
         """Mark memory `id` active again."""
         self._check.restore(id)
-        self._add([wire.OP_RESTORE, id])
+        self._add(ops.RESTORE, id=id)
 
     def move(self, id: str, tier: str) -> None:
         """Move memory `id` to `tier`."""
         self._check.move(id, tier)
-        self._add([wire.OP_MOVE, id, tier])
+        self._add(ops.MOVE, id=id, tier=tier)
 
     def finish_task(self, task: str) -> None:
         """Mark `task` finished."""
         self._check.finish_task(task)
-        self._add([wire.OP_FINISH, task])
+        self._add(ops.FINISH_TASK, task=task)
 
     def expect(
         self,
@@ -159,7 +155,7 @@ class RemoteCommit:
     ) -> None:
         """Guard: refuse the commit unless memory `id` is as given when the server runs it."""
         self._check.expect(id, exists=exists, status=status, tier=tier, lsn=lsn)
-        self._add([wire.OP_EXPECT, id, exists, status, tier, lsn])
+        self._add(ops.EXPECT, id=id, exists=exists, status=status, tier=tier, lsn=lsn)
 
     def __enter__(self) -> RemoteCommit:
         self._entered = True

@@ -11,6 +11,7 @@ import inspect
 from typing import Any
 
 from .. import wire
+from ..ops import check_wire
 from ..roles.roleset import ROLE_NAMES, RoleSet
 from .writer import CALL, COMMIT, SEAL
 
@@ -30,16 +31,6 @@ MAX_COMMITS_PER_REQUEST = 10_000
 DEFAULT_READ_BYTES = 4 * 1024 * 1024
 MAX_READ_BYTES = 64 * 1024 * 1024
 ID_MAX = 128
-
-OP_ARITY = {
-    wire.OP_PUT: 9,
-    wire.OP_PUT_MANY: 9,
-    wire.OP_STALE: 3,
-    wire.OP_RESTORE: 2,
-    wire.OP_MOVE: 3,
-    wire.OP_FINISH: 2,
-    wire.OP_EXPECT: 6,
-}
 
 _NO_BODY = object()
 
@@ -207,20 +198,10 @@ def _parse_ops(spec: dict[str, Any], where: str) -> dict[str, Any]:
     if expect_lsn is not None and (isinstance(expect_lsn, bool) or not isinstance(expect_lsn, int)):
         raise BadRequest(f"{where}.expect_lsn must be an int or null")
     for j, op in enumerate(ops):
-        if (
-            not isinstance(op, list)
-            or not op
-            or not isinstance(op[0], str)
-            or op[0] not in OP_ARITY
-        ):
-            raise BadRequest(
-                f"{where}.ops[{j}] must be a list starting with one of {sorted(OP_ARITY)}"
-            )
-        if len(op) != OP_ARITY[op[0]]:
-            wanted = OP_ARITY[op[0]] - 1
-            raise BadRequest(
-                f"{where}.ops[{j}]: {op[0]!r} takes {wanted} values, not {len(op) - 1}"
-            )
+        try:
+            check_wire(op, f"{where}.ops[{j}]")
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
     return {"ops": ops, "expect_lsn": expect_lsn}
 
 

@@ -10,7 +10,6 @@ batch durable with one fsync before any of it is answered: group commit. See
 from __future__ import annotations
 
 import asyncio
-import json
 import queue
 import threading
 import time
@@ -21,6 +20,7 @@ from typing import Any
 from .. import wire
 from ..commit import Commit
 from ..errors import MemcommitError
+from ..ops import apply
 from ..store import MemoryStore
 
 __all__ = [
@@ -250,56 +250,4 @@ class Writer:
 def apply_ops(c: Commit, ops: list[list[Any]]) -> None:
     """Run a commit's wire operations on a native commit (arguments checked there)."""
     for op in ops:
-        name = op[0]
-        if name == wire.OP_PUT:
-            _, id, text, kind, task, tier, data, tags, sources = op
-            c.put(
-                text,
-                kind=kind,
-                id=id,
-                task=task,
-                tier=tier,
-                data=_data(data),
-                tags=tags,
-                sources=sources,
-            )
-        elif name == wire.OP_PUT_MANY:
-            _, ids, texts, kind, task, tier, data, tags, sources = op
-            c.put_many(
-                texts,
-                kind=kind,
-                ids=ids,
-                task=task,
-                tier=tier,
-                data=_data(data),
-                tags=tags,
-                sources=sources,
-            )
-        elif name == wire.OP_STALE:
-            c.stale(op[1], op[2])
-        elif name == wire.OP_RESTORE:
-            c.restore(op[1])
-        elif name == wire.OP_MOVE:
-            c.move(op[1], op[2])
-        elif name == wire.OP_FINISH:
-            c.finish_task(op[1])
-        elif name == wire.OP_EXPECT:
-            _, id, exists, status, tier, lsn = op
-            c.expect(id, exists=exists, status=status, tier=tier, lsn=lsn)
-
-
-def _data(text: Any) -> Any:
-    """A memory's data as the wire carries it (its JSON text, checked by the client)."""
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise TypeError(f"data must travel as JSON text, not {type(text).__name__}")
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"data is not JSON: {e}") from None
-    except RecursionError:
-        raise ValueError(
-            "data: nested too deeply to store (Python's JSON gives up at its recursion limit); "
-            "flatten it"
-        ) from None
+        apply(c, op)

@@ -1,4 +1,4 @@
-"""The operations a commit can hold, each declared once, and their wire form.
+"""The operations a commit can hold and the records the log keeps, each declared once.
 
 A commit is a list of operations (``put``, ``put_many``, ``stale``, ``restore``, ``move``,
 ``finish_task``) and guards (``expect``). Each is a method of the same name, with the same
@@ -11,13 +11,20 @@ fields in the order declared here, with a memory's ``data`` as JSON text (the cl
 and checks it, so the server reads back exactly what the client's own checks accepted).
 :func:`to_wire` makes that list, :func:`check_wire` checks its shape and :func:`apply` runs it
 on a commit, whose own checks then judge every value.
+
+The log keeps records (``put``, ``status``, ``move``, ``task``, ``entity``, ``seal``):
+:data:`RECORDS` declares each kind with its op number in the log and its fields, in the order
+and with the types :attr:`memcommit.Record.fields` gives them and an export file's lines carry
+them (``docs/format.md``, "The export file"). ``memcommit import`` checks a line's fields with
+:func:`check_fields`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .commit import encode_data
@@ -29,12 +36,20 @@ __all__ = [
     "OPERATIONS",
     "PUT",
     "PUT_MANY",
+    "RECORDS",
+    "REQUIRED",
     "RESTORE",
     "STALE",
+    "BadField",
+    "FieldType",
     "Operation",
+    "RecordField",
+    "RecordKind",
     "apply",
     "by_name",
+    "check_fields",
     "check_wire",
+    "record_kind",
     "to_wire",
 ]
 
@@ -138,3 +153,193 @@ def _data(text: Any) -> Any:
             "data: nested too deeply to store (Python's JSON gives up at its recursion limit); "
             "flatten it"
         ) from None
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """What a record field holds, as an export line carries it (JSON).
+
+    `name` is its Python type as :attr:`memcommit.Record.fields` gives it; `describe` completes
+    "fields.NAME must be ...", `holds` says whether a JSON value is one, and `load` turns a
+    checked value into what import applies (a list of tags into a tuple).
+    """
+
+    name: str
+    describe: str
+    holds: Callable[[Any], bool]
+    load: Callable[[Any], Any] = lambda value: value
+
+
+def _is_time(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+STRING = FieldType("str", "a string", lambda v: isinstance(v, str))
+OPTIONAL_STRING = FieldType(
+    "str | None", "a string or null", lambda v: v is None or isinstance(v, str)
+)
+STRINGS = FieldType(
+    "tuple[str, ...]",
+    "a list of strings",
+    lambda v: isinstance(v, list | tuple) and all(isinstance(item, str) for item in v),
+    tuple,
+)
+OPTIONAL_OBJECT = FieldType(
+    "dict | None", "an object or null", lambda v: v is None or isinstance(v, dict)
+)
+STATUS = FieldType("str", "'active' or 'stale'", lambda v: v in ("active", "stale"))
+TIME = FieldType("datetime", "a time in ISO 8601", _is_time)
+LSN = FieldType("int", "an LSN", lambda v: type(v) is int and v >= 0)
+BOOLEAN = FieldType("bool", "true or false", lambda v: type(v) is bool)
+TRUE = FieldType("bool", "true", lambda v: v is True)
+JSON = FieldType("JSON", "JSON", lambda v: True)
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+"""The `default` of a field an export line must carry."""
+
+
+@dataclass(frozen=True)
+class RecordField:
+    """One field of a record: its name, type, and what a line that lacks it means.
+
+    `default` is the value of a field a line leaves out (:data:`REQUIRED`: none, the line must
+    carry it); a field whose default is None may also be null, meaning the line does not say.
+    `refusal` replaces the usual "fields.NAME must be ..." message. `imported` is False for a
+    field import does not apply (a put's ``created_at``: the store stamps its own times).
+    """
+
+    name: str
+    type: FieldType
+    default: Any = None
+    refusal: str | None = None
+    imported: bool = True
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """One kind of record: its name (``Record.op``), op number in the log, key and fields.
+
+    `key` says what a record's key names. `imported` is False for a kind import skips (a seal
+    vouches for the bytes of the log it was written in; the importing store seals its own).
+    """
+
+    name: str
+    code: int
+    key: str
+    fields: tuple[RecordField, ...]
+    imported: bool = True
+
+
+RECORDS: tuple[RecordKind, ...] = (
+    RecordKind(
+        "put",
+        1,
+        "memory id",
+        (
+            RecordField("kind", STRING, default="note"),
+            RecordField("text", STRING, default=REQUIRED),
+            RecordField("data", OPTIONAL_OBJECT),
+            RecordField("task", OPTIONAL_STRING),
+            RecordField("tier", STRING),  # the memory's tier and status after the put
+            RecordField("status", STATUS),
+            RecordField("tags", STRINGS, default=()),
+            RecordField("sources", STRINGS, default=()),
+            RecordField("created_at", TIME, imported=False),
+        ),
+    ),
+    RecordKind(
+        "status",
+        2,
+        "memory id",
+        (
+            RecordField("status", STATUS, default=REQUIRED),
+            RecordField("reason", OPTIONAL_STRING),
+        ),
+    ),
+    RecordKind("move", 3, "memory id", (RecordField("tier", STRING, default=REQUIRED),)),
+    RecordKind(
+        "task",
+        4,
+        "task name",
+        (
+            RecordField(
+                "finished",
+                TRUE,
+                default=True,
+                refusal="a task record must have fields.finished = true",
+            ),
+        ),
+    ),
+    RecordKind(
+        "entity",
+        6,
+        "kind NUL key",
+        (
+            RecordField(
+                "state",
+                JSON,
+                default=REQUIRED,
+                refusal="an entity record must have fields.state (an object, or null to remove)",
+            ),
+        ),
+    ),
+    RecordKind(
+        "seal",
+        5,
+        "empty",
+        (
+            RecordField("lsn", LSN, default=REQUIRED),
+            RecordField("hash", STRING, default=REQUIRED),
+            RecordField("keyed", BOOLEAN, default=REQUIRED),
+        ),
+        imported=False,
+    ),
+)
+_RECORDS_BY_NAME = {kind.name: kind for kind in RECORDS}
+
+
+def record_kind(name: object) -> RecordKind | None:
+    """The kind of record called `name` (``Record.op``), or None."""
+    return _RECORDS_BY_NAME.get(name) if isinstance(name, str) else None
+
+
+class BadField(ValueError):
+    """A record field that is not what its kind declares; the message says which and why."""
+
+
+def check_fields(kind: RecordKind, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a record of `kind` that import applies, each checked against the table.
+
+    Fields the table does not name are ignored; a field a line leaves out takes its default.
+
+    Raises:
+        BadField: the first field, in the table's order, that is missing or of the wrong type.
+    """
+    out: dict[str, Any] = {}
+    for field in kind.fields:
+        if not field.imported:
+            continue
+        if field.default is REQUIRED and field.name not in fields and field.refusal:
+            raise BadField(field.refusal)
+        value = fields.get(field.name, None if field.default is REQUIRED else field.default)
+        if not (value is None and field.default is None) and not field.type.holds(value):
+            raise BadField(
+                field.refusal or f"fields.{field.name} must be {field.type.describe}, got {value!r}"
+            )
+        out[field.name] = None if value is None else field.type.load(value)
+    return out

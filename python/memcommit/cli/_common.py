@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -35,23 +36,38 @@ class Subcommands(Protocol):
         ...
 
 
-def add_store_command(
-    commands: Subcommands,
-    name: str,
-    handler: Callable[[argparse.Namespace], int],
-    *,
-    help: str,
-    description: str,
+def add_command(
+    commands: Subcommands, name: str, handler: Callable[[argparse.Namespace], int]
 ) -> argparse.ArgumentParser:
-    """Add the subcommand `name`, run by `handler`, whose first argument is the store file.
+    """Add the subcommand `name`, run by `handler` and described by the handler's docstring.
+
+    The docstring's summary line is the command's line in ``memcommit --help`` (as a phrase:
+    its first letter in lower case, without the full stop) and the paragraph after it the
+    description ``memcommit NAME --help`` prints, so each command's words are written once,
+    on the function that runs it.
+
+    Returns:
+        The subcommand's parser, to add its arguments to.
+
+    """
+    summary, _, rest = inspect.cleandoc(handler.__doc__ or "").partition("\n")
+    phrase = summary[:1].lower() + summary[1:].removesuffix(".")
+    parser = commands.add_parser(name, help=phrase, description=" ".join(rest.split()))
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_store_command(
+    commands: Subcommands, name: str, handler: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """Add the subcommand `name` (see :func:`add_command`), whose first argument is the store.
 
     Returns:
         The subcommand's parser, to add its options to.
 
     """
-    parser = commands.add_parser(name, help=help, description=description)
+    parser = add_command(commands, name, handler)
     parser.add_argument("path", metavar="PATH", help="the store file")
-    parser.set_defaults(handler=handler)
     return parser
 
 

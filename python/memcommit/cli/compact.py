@@ -49,16 +49,7 @@ def _kind_age(text: str) -> tuple[str, float]:
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``compact`` and ``snapshot`` to the command line's subcommands."""
-    compact_cmd = add_store_command(
-        commands,
-        "compact",
-        _run_compact,
-        help="rewrite the log into what replay needs, purging what retention names",
-        description="Compact the log: up to the horizon (default the newest LSN) keep only the "
-        "records replay needs, keep every later record as it is, and purge the memories the "
-        "retention options name that have no record after the horizon. The compaction "
-        "manifest (PATH.manifest) records what was done. Ages: 30d, 12h, 45m, 90s or seconds.",
-    )
+    compact_cmd = add_store_command(commands, "compact", _run_compact)
     compact_cmd.add_argument(
         "--archived-older-than",
         metavar="AGE",
@@ -74,19 +65,18 @@ def add_commands(commands: Subcommands) -> None:
         help="purge memories of KIND created at least AGE ago (repeatable)",
     )
     compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
-    snapshot_cmd = add_store_command(
-        commands,
-        "snapshot",
-        _run_snapshot,
-        help="write the store's state as JSON, to open it quickly later",
-        description="Write a snapshot of the store at PATH to OUT (atomically): its state as "
-        "JSON with the LSN, log generation and chain hash it covers. "
-        "memcommit.open(PATH, snapshot=OUT) then replays only the records after it.",
-    )
+    snapshot_cmd = add_store_command(commands, "snapshot", _run_snapshot)
     snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
 
 
 def _run_compact(args: argparse.Namespace) -> int:
+    """Rewrite the log into what replay needs, purging what retention names.
+
+    Compact the log: up to the horizon (default the newest LSN) keep only the records replay
+    needs, keep every later record as it is, and purge the memories the retention options name
+    that have no record after the horizon. The compaction manifest (PATH.manifest) records what
+    was done. Ages: 30d, 12h, 45m, 90s or seconds.
+    """
     path: str = args.path
     require_file(path)
     policies: list[RetentionPolicy] = []
@@ -117,6 +107,12 @@ def _run_compact(args: argparse.Namespace) -> int:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
+    """Write the store's state as JSON, to open it quickly later.
+
+    Write a snapshot of the store at PATH to OUT (atomically): its state as JSON with the LSN,
+    log generation and chain hash it covers. memcommit.open(PATH, snapshot=OUT) then replays
+    only the records after it.
+    """
     path: str = args.path
     out: str = args.out
     check_out_file(out, "")

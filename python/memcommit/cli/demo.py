@@ -7,19 +7,13 @@ import os
 import sys
 
 from memcommit import demo as demo_workload
-from memcommit.cli._common import EXIT_OK, Subcommands, positive_count
+from memcommit.cli._common import EXIT_OK, Subcommands, add_command, positive_count
 from memcommit.errors import CommandError
 
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``demo`` to the command line's subcommands."""
-    demo = commands.add_parser(
-        "demo",
-        help="write a realistic fleet workload to a new store",
-        description="Create a store and run a fleet of agents on it: tasks, traces, facts, "
-        "notes and episodes, stale/restore/move histories and guarded commits. Prints what "
-        "was written and how fast.",
-    )
+    demo = add_command(commands, "demo", _run_demo)
     demo.add_argument("--path", default="memory.db", help="store file (default memory.db)")
     demo.add_argument("--agents", type=positive_count, default=100, help="agents (default 100)")
     demo.add_argument("--tasks", type=positive_count, default=1000, help="tasks (default 1000)")
@@ -34,10 +28,14 @@ def add_commands(commands: Subcommands) -> None:
         help="store durability mode (default batch)",
     )
     demo.add_argument("--force", action="store_true", help="replace an existing file")
-    demo.set_defaults(handler=_run_demo)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    """Write a realistic fleet workload to a new store.
+
+    Create a store and run a fleet of agents on it: tasks, traces, facts, notes and episodes,
+    stale/restore/move histories and guarded commits. Prints what was written and how fast.
+    """
     options = demo_workload.DemoOptions(
         path=args.path,
         agents=args.agents,

@@ -22,17 +22,15 @@ _INFO_ORDER = (
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``info`` to the command line's subcommands."""
-    info = add_store_command(
-        commands,
-        "info",
-        _run_info,
-        help="show records, LSN, size, generation and memories of a store",
-        description="Open the store read-only and print what it holds as 'key: value' lines.",
-    )
+    info = add_store_command(commands, "info", _run_info)
     info.add_argument("--json", action="store_true", help="print one JSON object instead")
 
 
 def _run_info(args: argparse.Namespace) -> int:
+    """Show records, LSN, size, generation and memories of a store.
+
+    Open the store read-only and print what it holds as 'key: value' lines.
+    """
     path: str = args.path
     with open_read_only(path, "show") as store:
         info = dict(store.info())

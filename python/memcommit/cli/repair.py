@@ -29,17 +29,7 @@ from memcommit.errors import CommandError
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``repair`` to the command line's subcommands."""
-    repair = add_store_command(
-        commands,
-        "repair",
-        _run_repair,
-        help="check a log and cut a damaged tail, keeping a backup",
-        description="Check the log without opening the store; refused while a writer has it "
-        "open. Zeros after the last commit are free space a writer wrote ahead, not damage. "
-        "If a record is damaged, show where, and (with --yes, or after typing 'yes' on a "
-        "terminal) copy the file to PATH.bak-<UTC time> and cut the log after its last good "
-        "commit.",
-    )
+    repair = add_store_command(commands, "repair", _run_repair)
     repair.add_argument(
         "--yes", action="store_true", help="back up and cut without asking for confirmation"
     )
@@ -134,6 +124,13 @@ def _all_zeros(path: str, start: int, end: int) -> bool:
 
 
 def _run_repair(args: argparse.Namespace) -> int:
+    """Check a log and cut a damaged tail, keeping a backup.
+
+    Check the log without opening the store; refused while a writer has it open. Zeros after the
+    last commit are free space a writer wrote ahead, not damage. If a record is damaged, show
+    where, and (with --yes, or after typing 'yes' on a terminal) copy the file to PATH.bak-<UTC
+    time> and cut the log after its last good commit.
+    """
     path: str = args.path
     require_file(path)
     # The writer lock first: a live writer's tail is a commit in flight or the zeros it

@@ -21,29 +21,13 @@ from memcommit.progress import Progress
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``seal`` and ``verify`` to the command line's subcommands."""
-    seal_cmd = add_store_command(
-        commands,
-        "seal",
-        _run_seal,
-        help="write a seal (the hash chain up to now) into the log",
-        description="Seal the store: write the blake3 hash chain over every record into the log. "
-        "Prints the seal as one JSON object, an anchor to keep elsewhere for "
-        "'memcommit verify --anchor'.",
-    )
+    seal_cmd = add_store_command(commands, "seal", _run_seal)
     seal_cmd.add_argument(
         "--key-file",
         metavar="F",
         help="make a keyed seal with the secret in F (its bytes exactly as they are)",
     )
-    verify_cmd = add_store_command(
-        commands,
-        "verify",
-        _run_verify,
-        help="recompute the hash chain and check every seal and reference",
-        description="Recompute the hash chain over the whole log, check every seal (keyed ones "
-        "with --key-file), every anchor given, and that every memory's sources exist. Exits 0 "
-        "when everything checks and 1 on the first difference, saying where.",
-    )
+    verify_cmd = add_store_command(commands, "verify", _run_verify)
     verify_cmd.add_argument("--key-file", metavar="F", help="the secret of keyed seals")
     verify_cmd.add_argument(
         "--anchor",
@@ -66,6 +50,11 @@ def _read_key(path: str | None) -> bytes | None:
 
 
 def _run_seal(args: argparse.Namespace) -> int:
+    """Write a seal (the hash chain up to now) into the log.
+
+    Seal the store: write the blake3 hash chain over every record into the log. Prints the seal
+    as one JSON object, an anchor to keep elsewhere for 'memcommit verify --anchor'.
+    """
     path: str = args.path
     key = _read_key(args.key_file)
     with open_writer(path) as store:
@@ -75,6 +64,12 @@ def _run_seal(args: argparse.Namespace) -> int:
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    """Recompute the hash chain and check every seal and reference.
+
+    Recompute the hash chain over the whole log, check every seal (keyed ones with --key-file),
+    every anchor given, and that every memory's sources exist. Exits 0 when everything checks
+    and 1 on the first difference, saying where.
+    """
     path: str = args.path
     key = _read_key(args.key_file)
     anchors = []

@@ -17,6 +17,7 @@ import memcommit
 from memcommit.cli._common import (
     EXIT_OK,
     Subcommands,
+    add_command,
     add_store_command,
     as_int,
     check_out_file,
@@ -42,28 +43,11 @@ _EXPORT_CHUNK = 1024
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``export`` and ``import`` to the command line's subcommands."""
-    export = add_store_command(
-        commands,
-        "export",
-        _run_export,
-        help="write every record as JSON lines",
-        description="Write every record of the store, in LSN order, as one JSON object per "
-        "line: lsn, op, at (ISO-8601, UTC), key and fields.",
-    )
+    export = add_store_command(commands, "export", _run_export)
     export.add_argument(
         "--out", metavar="FILE", help="write to FILE (replaced only when complete), not stdout"
     )
-    load = commands.add_parser(
-        "import",
-        help="restore JSON lines written by export into a new store",
-        description="Apply the records in FILE (JSON lines as written by 'memcommit export') "
-        "to a new or empty store at PATH, creating it if missing: the memories with their "
-        "tiers and status, the finished tasks and every role's entities, so that the store "
-        "replays to the state that was exported. A store that holds records is refused. "
-        "Records are committed in batches; a bad line stops the import and nothing of its "
-        "batch is written, and if nothing was imported nothing is left at PATH. The store "
-        "assigns new LSNs and timestamps (a memory's created_at is the time of its import).",
-    )
+    load = add_command(commands, "import", _run_import)
     load.add_argument(
         "path", metavar="PATH", help="the store file: new (created), empty, or a log of no records"
     )
@@ -75,7 +59,6 @@ def add_commands(commands: Subcommands) -> None:
         metavar="N",
         help=f"records per commit (default {DEFAULT_IMPORT_BATCH:,})",
     )
-    load.set_defaults(handler=_run_import)
 
 
 def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) -> int:
@@ -96,6 +79,11 @@ def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) 
 
 
 def _run_export(args: argparse.Namespace) -> int:
+    """Write every record as JSON lines.
+
+    Write every record of the store, in LSN order, as one JSON object per line: lsn, op, at
+    (ISO-8601, UTC), key and fields.
+    """
     path: str = args.path
     target: str | None = args.out
     if target is not None:
@@ -320,6 +308,16 @@ def _discard_new_files(path: str, existed: set[str]) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> int:
+    """Restore JSON lines written by export into a new store.
+
+    Apply the records in FILE (JSON lines as written by 'memcommit export') to a new or empty
+    store at PATH, creating it if missing: the memories with their tiers and status, the
+    finished tasks and every role's entities, so that the store replays to the state that was
+    exported. A store that holds records is refused. Records are committed in batches; a bad
+    line stops the import and nothing of its batch is written, and if nothing was imported
+    nothing is left at PATH. The store assigns new LSNs and timestamps (a memory's created_at
+    is the time of its import).
+    """
     path: str = args.path
     source: str = args.file
     batch_size: int = args.batch

@@ -488,27 +488,21 @@ class _Fleet:
         try:
             with self.store.commit(expect_lsn=expect_lsn) as c:
                 for op in plan:
-                    if op.op == "put":
-                        new_ids.append(
-                            c.put(
-                                op.text,
-                                kind=op.kind,
-                                task=op.task,
-                                data=op.data,
-                                tags=op.tags,
-                                sources=op.sources,
-                            )
-                        )
-                    elif op.op == "revise":
-                        c.expect(op.key, exists=True)
-                        c.put(
+                    if op.op in ("put", "revise"):
+                        # A revise puts new text under an id the agent knows exists.
+                        if op.op == "revise":
+                            c.expect(op.key, exists=True)
+                        memory_id = c.put(
                             op.text,
                             kind=op.kind,
-                            id=op.key,
+                            id=op.key or None,
                             task=op.task,
                             data=op.data,
                             tags=op.tags,
+                            sources=op.sources,
                         )
+                        if op.op == "put":
+                            new_ids.append(memory_id)
                     elif op.op == "stale":
                         c.expect(op.key, status="active")
                         c.stale(op.key, reason=op.reason)

@@ -138,7 +138,9 @@ enum Op {
 #[pyclass(module = "memcommit", name = "Commit")]
 pub struct Commit {
     native: Py<crate::store::NativeLog>,
-    store: Py<PyAny>,
+    /// The store's clock: called once, when the block ends, for the commit's time
+    /// (microseconds since the Unix epoch).
+    clock: Py<PyAny>,
     expect_lsn: Option<u64>,
     id_ms: u64,
     ops: Vec<Op>,
@@ -254,7 +256,7 @@ impl Commit {
     /// Write the collected operations: take the writer lock with the GIL released, read each
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
-        let at_us: i64 = self.store.bind(py).call_method0("now_us")?.extract()?;
+        let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
         let hint: usize =
             self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
         let native = self.native.get();
@@ -271,18 +273,12 @@ impl Commit {
             }
             native.run(py, |log| log.commit(&cmds, expect_lsn, at_us))?
         } else {
-            // Begin on the current log; if log compaction retired it while this waited for
-            // its lock, begin again on the new generation (see `NativeLog::run_on`).
-            let mut log = native.log().map_err(to_py)?;
-            loop {
-                let seen = native.compactions_ended();
-                let retired = match gate::detach(py, || log.begin(expect_lsn, at_us, hint)) {
-                    Ok(c) => break self.stream(py, &log, c)?,
-                    Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => e,
-                    Err(e) => return Err(to_py(e)),
-                };
-                log = gate::detach(py, || native.successor(&log, seen)).ok_or_else(|| to_py(retired))?;
-            }
+            // Begin on the current log, or on the new generation if log compaction retired
+            // it while this waited for its lock; then stream the operations with the GIL.
+            let (streamed, _) = native.across_swaps(py, |log| {
+                gate::detach(py, || log.begin(expect_lsn, at_us, hint)).map(|c| self.stream(py, log, c))
+            })?;
+            streamed?
         };
         if let Some((first, last)) = span {
             self.first_lsn = Some(first);
@@ -480,17 +476,17 @@ pub fn put_one(
 #[pymethods]
 impl Commit {
     #[new]
-    #[pyo3(signature = (log, store, expect_lsn, id_ms, require_with=false))]
+    #[pyo3(signature = (log, clock, expect_lsn, id_ms, require_with=false))]
     fn new(
         log: &Bound<'_, crate::store::NativeLog>,
-        store: Py<PyAny>,
+        clock: Py<PyAny>,
         expect_lsn: Option<&Bound<'_, PyAny>>,
         id_ms: u64,
         require_with: bool,
     ) -> PyResult<Self> {
         Ok(Commit {
             native: log.clone().unbind(),
-            store,
+            clock,
             expect_lsn: get_opt_u64(expect_lsn, "expect_lsn")?,
             id_ms,
             ops: Vec::new(),

@@ -24,7 +24,7 @@ use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
-use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::recovery::scan::{Item, ReadAt};
 use crate::state::index::{Entry, Index, Query};
 
 /// When a commit's records reach stable storage.
@@ -1038,13 +1038,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let mut out = Vec::new();
-        let mut sc = Scanner::new(
-            st.medium.source(),
-            HEADER_LEN as u64,
-            st.end,
-            st.header.salt(),
-            format::MAX_PAYLOAD_LEN,
-        );
+        let mut sc = st.records_from(HEADER_LEN as u64);
         loop {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {
@@ -1067,8 +1061,7 @@ impl Log {
         self.check_open(&st)?;
         let start = if from >= HEADER_LEN as u64 { from } else { st.scan_start(after).1 };
         let mut out = Vec::new();
-        let mut sc =
-            Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let mut sc = st.records_from(start);
         while out.len() < max {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::engine::appender::FileAppender;
 use crate::format::{FileHeader, HEADER_LEN};
-use crate::recovery::scan::ReadAt;
+use crate::recovery::scan::{ReadAt, Scanner};
 use crate::state::index::{Index, Undo};
 
 /// Where the log's bytes are: a file (through its appender) or a buffer in RAM.
@@ -64,6 +64,17 @@ impl State {
             let (lsn, off) = self.sparse[i - 1];
             (lsn - 1, off)
         }
+    }
+
+    /// A scanner over the committed records from byte `start` (where a record begins).
+    pub(crate) fn records_from(&self, start: u64) -> Scanner<'_, dyn ReadAt + '_> {
+        Scanner::new(
+            self.medium.source(),
+            start,
+            self.end,
+            self.header.salt(),
+            crate::format::MAX_PAYLOAD_LEN,
+        )
     }
 
     /// Remember the newest commit for seals (`SEAL_WINDOW` of them).

@@ -387,21 +387,7 @@ impl Log {
         let file_len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
-        let mut st = State {
-            header,
-            medium: Medium::File(Arc::new(FileAppender::reader(file))),
-            index: Index::new(),
-            end: HEADER_LEN as u64,
-            lsn: 0,
-            records: 0,
-            sparse: Vec::new(),
-            closed: false,
-            buf: Vec::new(),
-            undo: Vec::new(),
-            recent_commits: VecDeque::from([0]),
-            indexed_records: 0,
-            closed_why: None,
-        };
+        let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {
@@ -499,21 +485,7 @@ impl Log {
     /// A log in RAM with this header (a replica's: the same store id, so the same salt).
     pub(crate) fn memory_with(header: FileHeader, opts: Options) -> Result<Arc<Log>> {
         let hb = header.encode();
-        let st = State {
-            header,
-            medium: Medium::Memory(hb.to_vec()),
-            index: Index::new(),
-            end: HEADER_LEN as u64,
-            lsn: 0,
-            records: 0,
-            sparse: Vec::new(),
-            closed: false,
-            buf: Vec::new(),
-            undo: Vec::new(),
-            recent_commits: VecDeque::from([0]),
-            indexed_records: 0,
-            closed_why: None,
-        };
+        let st = State::empty(header, Medium::Memory(hb.to_vec()));
         Ok(Arc::new(Log {
             state: RwLock::new(st),
             appender: None,

@@ -53,6 +53,25 @@ pub(crate) struct State {
 pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 impl State {
+    /// The state of a log with a header and no records yet, its bytes in `medium`.
+    pub(crate) fn empty(header: FileHeader, medium: Medium) -> State {
+        State {
+            header,
+            medium,
+            index: Index::new(),
+            end: HEADER_LEN as u64,
+            lsn: 0,
+            records: 0,
+            sparse: Vec::new(),
+            closed: false,
+            buf: Vec::new(),
+            undo: Vec::new(),
+            recent_commits: VecDeque::from([0]),
+            indexed_records: 0,
+            closed_why: None,
+        }
+    }
+
     /// Where to start reading for the records after LSN `after`: the sparse index's nearest
     /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
     /// before it, its offset).

@@ -1,8 +1,12 @@
 //! What several test files share: a clock reading, quiet compaction hooks, options, a
-//! history of memories to fill a log with, and random histories for property tests.
+//! history of memories to fill a log with, random histories for property tests, and the
+//! records of a log file.
 #![allow(dead_code)]
 
+use std::path::Path;
+
 use memcommit_core::compact::{Compacted, Hooks};
+use memcommit_core::format::{self, FileHeader, RecordView, HEADER_LEN};
 use memcommit_core::{Command, Durability, Log, Options, PutCommand, Query, Status, Tier};
 
 /// A clock reading, µs since the epoch.
@@ -165,4 +169,19 @@ pub fn run_history(log: &Log, steps: &[Vec<Step>], t: i64) {
         }
         let _ = log.commit(&cmds, None, at);
     }
+}
+
+/// `f` of every record of the log file at `path` (its offset and the record), read with the
+/// format's own parser, up to the first bytes that are not a record.
+pub fn file_records<T>(path: &Path, mut f: impl FnMut(u64, &RecordView<'_>) -> T) -> Vec<T> {
+    let b = std::fs::read(path).unwrap();
+    let salt = FileHeader::decode(&b).unwrap().salt();
+    let mut out = Vec::new();
+    let mut off = HEADER_LEN;
+    while off < b.len() {
+        let Ok(r) = format::parse_record(&b[off..], salt, format::MAX_PAYLOAD_LEN) else { break };
+        out.push(f(off as u64, &r));
+        off += r.bytes.len();
+    }
+    out
 }

@@ -762,15 +762,34 @@ fn the_engine_writes_what_the_vectors_freeze() {
     }
 }
 
-/// The committed log of `spec` copied into a new temporary directory: (the directory, the
-/// copy, its bytes, the final chain value its JSON gives).
-fn golden_copy(spec: &Spec) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, Vec<u8>) {
-    let (bin, text) = golden(spec);
-    let final_chain = unhex(parse_json(&text).get("final_chain").str());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(format!("{}.bin", spec.name));
-    std::fs::write(&path, &bin).unwrap();
-    (dir, path, bin, final_chain)
+/// The committed log of `spec`, copied into a new temporary directory and opened read-only.
+struct GoldenCopy {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    /// The file's bytes.
+    bin: Vec<u8>,
+    /// The final chain value the JSON gives.
+    final_chain: Vec<u8>,
+    reader: std::sync::Arc<Log>,
+}
+
+impl GoldenCopy {
+    /// Copy and open the golden log of `spec`, checking that the reader holds `records`
+    /// records (the newest LSN the same) and `memories` memories, over all of the file.
+    fn open(spec: &Spec, records: u64, memories: u64) -> (GoldenCopy, memcommit_core::LogInfo) {
+        let (bin, text) = golden(spec);
+        let final_chain = unhex(parse_json(&text).get("final_chain").str());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{}.bin", spec.name));
+        std::fs::write(&path, &bin).unwrap();
+        let reader = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
+        let info = reader.info().unwrap();
+        assert_eq!(
+            (info.records, info.lsn, info.memories, info.bytes),
+            (records, records, memories, bin.len() as u64)
+        );
+        (GoldenCopy { _dir: dir, path, bin, final_chain, reader }, info)
+    }
 }
 
 /// A writer opens the golden copy at `path` (whose bytes are `bin`): it cuts nothing, holds
@@ -788,11 +807,8 @@ fn writer_opens_unchanged(path: &Path, bin: &[u8], records: u64, check: impl FnO
 /// gone, the counter and the state are live, each with its exact JSON.
 #[test]
 fn golden_entity_log_opens_with_the_engine() {
-    let (_dir, path, bin, final_chain) = golden_copy(&ENTITIES);
-
-    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
-    let info = log.info().unwrap();
-    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (6, 6, 1, bin.len() as u64));
+    let (golden, _) = GoldenCopy::open(&ENTITIES, 6, 1);
+    let GoldenCopy { path, bin, final_chain, reader: log, .. } = &golden;
     assert_eq!(log.entity_version(), 4, "four entity records applied");
     let mut live = log.entities().unwrap();
     live.sort();
@@ -815,17 +831,14 @@ fn golden_entity_log_opens_with_the_engine() {
     log.close().unwrap();
 
     // A writer opens it too, cuts nothing, and agrees on the entities.
-    writer_opens_unchanged(&path, &bin, 6, |log| assert_eq!(log.entities().unwrap().len(), 2));
+    writer_opens_unchanged(path, bin, 6, |log| assert_eq!(log.entities().unwrap().len(), 2));
 }
 
 /// The golden file opens with the engine and holds the memories it should.
 #[test]
 fn golden_log_opens_with_the_engine() {
-    let (_dir, path, bin, final_chain) = golden_copy(&MEMORIES);
-
-    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
-    let info = log.info().unwrap();
-    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (16, 16, 5, bin.len() as u64));
+    let (golden, info) = GoldenCopy::open(&MEMORIES, 16, 5);
+    let GoldenCopy { path, bin, final_chain, reader: log, .. } = &golden;
     let seals = log.seals().unwrap();
     assert_eq!(
         seals.iter().map(|s| (s.lsn, s.record_lsn, s.keyed)).collect::<Vec<_>>(),
@@ -912,7 +925,5 @@ fn golden_log_opens_with_the_engine() {
     log.close().unwrap();
 
     // A writer opens it too, cuts nothing, and agrees on the chain.
-    writer_opens_unchanged(&path, &bin, 16, |log| {
-        assert_eq!(log.chain_value().unwrap()[..], final_chain[..])
-    });
+    writer_opens_unchanged(path, bin, 16, |log| assert_eq!(log.chain_value().unwrap()[..], final_chain[..]));
 }

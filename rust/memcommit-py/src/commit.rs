@@ -413,20 +413,21 @@ fn each_command(
     }
 }
 
+/// The arguments of one put as Python passed them (`store.put` and `Commit.put`), unchecked.
+pub struct PutArgs<'a, 'py> {
+    pub text: &'a Bound<'py, PyAny>,
+    pub kind: Option<&'a Bound<'py, PyAny>>,
+    pub id: Option<&'a Bound<'py, PyAny>>,
+    pub task: Option<&'a Bound<'py, PyAny>>,
+    pub tier: Option<&'a Bound<'py, PyAny>>,
+    pub data: Option<&'a Bound<'py, PyAny>>,
+    pub tags: Option<&'a Bound<'py, PyAny>>,
+    pub sources: Option<&'a Bound<'py, PyAny>>,
+}
+
 /// Check `put`'s arguments and collect them as an operation; returns the id with it.
-#[allow(clippy::too_many_arguments)] // the keyword arguments of put
-fn put_op(
-    py: Python<'_>,
-    id_ms: u64,
-    text: &Bound<'_, PyAny>,
-    kind: Option<&Bound<'_, PyAny>>,
-    id: Option<&Bound<'_, PyAny>>,
-    task: Option<&Bound<'_, PyAny>>,
-    tier: Option<&Bound<'_, PyAny>>,
-    data: Option<&Bound<'_, PyAny>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    sources: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Py<PyString>, Op)> {
+fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_, '_>) -> PyResult<(Py<PyString>, Op)> {
+    let PutArgs { text, kind, id, task, tier, data, tags, sources } = args;
     let text = text_of(text, "text")?;
     let kind = kind_arg(py, kind)?;
     let tier = tier_or_working(tier)?;
@@ -448,21 +449,13 @@ fn put_op(
 }
 
 /// `store.put` in one call: one record, one commit, the GIL released once for all of it.
-#[allow(clippy::too_many_arguments)] // the keyword arguments of put
 pub fn put_one(
     py: Python<'_>,
     native: &crate::store::NativeLog,
     at_us: i64,
-    text: &Bound<'_, PyAny>,
-    kind: Option<&Bound<'_, PyAny>>,
-    id: Option<&Bound<'_, PyAny>>,
-    task: Option<&Bound<'_, PyAny>>,
-    tier: Option<&Bound<'_, PyAny>>,
-    data: Option<&Bound<'_, PyAny>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    sources: Option<&Bound<'_, PyAny>>,
+    args: PutArgs<'_, '_>,
 ) -> PyResult<Py<PyString>> {
-    let (id, op) = put_op(py, (at_us / 1000) as u64, text, kind, id, task, tier, data, tags, sources)?;
+    let (id, op) = put_op(py, (at_us / 1000) as u64, args)?;
     let mut cmd = None;
     each_command(py, &op, None, |c, _| {
         cmd = Some(c.to_owned());
@@ -518,7 +511,7 @@ impl Commit {
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyString>> {
-        let (id, op) = put_op(py, self.id_ms, text, kind, id, task, tier, data, tags, sources)?;
+        let (id, op) = put_op(py, self.id_ms, PutArgs { text, kind, id, task, tier, data, tags, sources })?;
         self.add(op)?;
         Ok(id)
     }

@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::commit::PutArgs;
 use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
 use crate::errors::to_py;
 use crate::gate::{self, release};
@@ -230,7 +231,8 @@ impl NativeLog {
     ) -> PyResult<Py<PyString>> {
         // None: the system clock, read here (one Python call less per put).
         let at_us = at_us.unwrap_or_else(now_us);
-        crate::commit::put_one(py, self, at_us, text, kind, id, task, tier, data, tags, sources)
+        let args = PutArgs { text, kind, id, task, tier, data, tags, sources };
+        crate::commit::put_one(py, self, at_us, args)
     }
 
     /// Memories by id (None where missing).

@@ -3,7 +3,8 @@
 //! records of a log file.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memcommit_core::compact::{Compacted, Hooks};
 use memcommit_core::format::{self, FileHeader, RecordView, HEADER_LEN};
@@ -23,6 +24,19 @@ impl Hooks for Quiet {
 /// A writer with no fsyncs and no index file at close.
 pub fn opts() -> Options {
     Options { durability: Durability::None, index_file_every: 0, ..Options::default() }
+}
+
+/// A new temporary directory and a writer (`opts`) on a new log `s.log` in it.
+pub fn new_log() -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    new_log_with(opts())
+}
+
+/// `new_log`, the log opened with `options`.
+pub fn new_log_with(options: Options) -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.log");
+    let log = Log::open(&path, options).unwrap();
+    (dir, path, log)
 }
 
 /// A put of a note `id` with a task and tags.

@@ -78,7 +78,7 @@ class Commit:
     def __new__(
         cls,
         log: NativeLog,
-        store: object,
+        clock: Callable[[], int],
         expect_lsn: int | None,
         id_ms: int,
         require_with: bool = False,

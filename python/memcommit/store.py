@@ -154,7 +154,9 @@ class MemoryStore:
         """
         if expect_lsn is not None:
             check_u64(expect_lsn, "expect_lsn")
-        return Commit(self._native, self, expect_lsn, self.now_us() // 1000, require_with=True)
+        return Commit(
+            self._native, self.now_us, expect_lsn, self.now_us() // 1000, require_with=True
+        )
 
     def put(
         self,

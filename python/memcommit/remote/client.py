@@ -41,7 +41,7 @@ class RemoteCommit:
         self._expect_lsn = expect_lsn
         # A native commit on a scratch log checks each operation as a local commit would; it
         # is never written (its block is never ended).
-        self._check = Commit(store._scratch, store, None, time.time_ns() // 1_000_000)
+        self._check = Commit(store._scratch, store.now_us, None, time.time_ns() // 1_000_000)
         self._ops: list[list[Any]] = []
         self._entered = False
         self._ended = False

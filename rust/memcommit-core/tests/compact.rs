@@ -7,7 +7,7 @@ mod common;
 
 use common::{opts, run_history, step, Quiet, T0};
 use memcommit_core::compact::{Compacted, Retention};
-use memcommit_core::format::{self, FileHeader, Op, HEADER_LEN};
+use memcommit_core::format::Op;
 use memcommit_core::{Command, Log, PutCommand, Status, Tier};
 use proptest::prelude::*;
 
@@ -40,16 +40,7 @@ fn state(log: &Log) -> State {
 
 /// (LSN, op, bytes) of every record of a log file.
 fn records(path: &Path) -> Vec<(u64, Op, Vec<u8>)> {
-    let b = std::fs::read(path).unwrap();
-    let salt = FileHeader::decode(&b).unwrap().salt();
-    let mut out = Vec::new();
-    let mut off = HEADER_LEN;
-    while off < b.len() {
-        let Ok(r) = format::parse_record(&b[off..], salt, format::MAX_PAYLOAD_LEN) else { break };
-        out.push((r.lsn, r.op, r.bytes.to_vec()));
-        off += r.bytes.len();
-    }
-    out
+    common::file_records(path, |_, r| (r.lsn, r.op, r.bytes.to_vec()))
 }
 
 fn compact(log: &Log, horizon: Option<u64>, retention: &Retention) -> (Compacted, std::sync::Arc<Log>) {

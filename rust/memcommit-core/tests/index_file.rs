@@ -8,7 +8,8 @@ use common::{assert_same, opts, view, Quiet, T0};
 use memcommit_core::compact::Retention;
 use memcommit_core::index_file::{path_for, IndexFileStatus};
 use memcommit_core::{Command, Log, Options};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// `common::fill`, with rewrites of some memories (a new kind, no task or tags) and a second
 /// entity.
@@ -22,6 +23,15 @@ fn fill(log: &Log, from: usize, to: usize) {
         log.commit(&[p], None, T0 + 1).unwrap();
     }
     log.write_entities(&[(&format!("run\0r{from}"), Some(b"{\"n\":1}"))], T0).unwrap();
+}
+
+/// A writer on a new log of `n` memories (`fill`) and a seal, with an index file written.
+fn indexed(n: usize) -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    let (dir, path, log) = common::new_log();
+    fill(&log, 0, n);
+    log.seal(None, T0).unwrap();
+    log.write_index_file().unwrap();
+    (dir, path, log)
 }
 
 /// The view and chain value of the log after a full replay (the index file moved aside).
@@ -41,12 +51,7 @@ fn replayed(path: &Path, upto: usize) -> (Vec<String>, [u8; 32]) {
 
 #[test]
 fn opening_from_the_index_file_gives_the_state_of_a_full_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
-    fill(&log, 0, 300);
-    log.seal(None, T0).unwrap();
-    log.write_index_file().unwrap();
+    let (_dir, path, log) = indexed(300);
     // Records after the index file: replayed on open.
     fill(&log, 300, 340);
     log.close().unwrap();
@@ -77,9 +82,7 @@ fn opening_from_the_index_file_gives_the_state_of_a_full_replay() {
 
 #[test]
 fn an_empty_log_and_an_unsorted_index_round_trip() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
+    let (_dir, path, log) = common::new_log();
     log.write_index_file().unwrap();
     log.close().unwrap();
     let log = Log::open(&path, opts()).unwrap();
@@ -113,12 +116,7 @@ fn ignored(path: &Path) -> String {
 
 #[test]
 fn damage_anywhere_in_the_index_file_is_caught_and_the_log_replayed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
-    fill(&log, 0, 120);
-    log.seal(None, T0).unwrap();
-    log.write_index_file().unwrap();
+    let (_dir, path, log) = indexed(120);
     log.close().unwrap();
     let (want, _) = replayed(&path, 120);
     let idx = path_for(&path);
@@ -157,9 +155,7 @@ fn damage_anywhere_in_the_index_file_is_caught_and_the_log_replayed() {
 
 #[test]
 fn an_index_file_that_does_not_fit_the_log_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
+    let (dir, path, log) = common::new_log();
     fill(&log, 0, 50);
     log.write_index_file().unwrap();
     log.close().unwrap();
@@ -213,10 +209,8 @@ fn an_index_file_that_does_not_fit_the_log_is_ignored() {
 
 #[test]
 fn a_writer_saves_the_index_file_at_close_once_the_log_has_grown_enough() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
     let every = Options { index_file_every: 100, ..opts() };
-    let log = Log::open(&path, every.clone()).unwrap();
+    let (dir, path, log) = common::new_log_with(every.clone());
     fill(&log, 0, 20); // fewer than 100 records
     log.close().unwrap();
     assert!(!path_for(&path).exists(), "written before the log grew by 100 records");
@@ -258,10 +252,8 @@ fn a_writer_saves_the_index_file_at_close_once_the_log_has_grown_enough() {
 
 #[test]
 fn log_compaction_writes_no_index_file_for_the_generation_it_replaces() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
     let every = Options { index_file_every: 1, ..opts() };
-    let log = Log::open(&path, every.clone()).unwrap();
+    let (_dir, path, log) = common::new_log_with(every.clone());
     fill(&log, 0, 50);
     let (_, log) = log.compact(None, &Retention::default(), T0, &mut Quiet).unwrap();
     // The old generation closed before the new one opened: it left no index file behind.

@@ -1,8 +1,8 @@
 //! The crate's modules depend one way: ids <- format <- error <- recovery <- state <- persist
 //! <- engine <- tools (see lib.rs). This reads every `crate::` path in `src/` (outside comments
 //! and unit-test modules, which may use the whole crate) and checks that none names a later
-//! layer, that no module outside the engine and tools adds methods to `Log`, and that no two
-//! files depend on each other.
+//! layer, that no module outside the engine and tools adds methods to `Log`, that the tools use
+//! the engine through its methods (not its state), and that no two files depend on each other.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -113,6 +113,18 @@ fn only_the_engine_and_tools_add_methods_to_log() {
         .map(|(m, _)| m)
         .collect();
     assert!(lower.is_empty(), "impl Log below the engine: {lower:?}");
+}
+
+#[test]
+fn the_tools_use_the_engine_through_its_methods() {
+    let reaching: Vec<String> = graph()
+        .into_iter()
+        .filter(|(m, (deps, _))| rank(m) == rank("tools") && deps.contains("engine::state"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(reaching.is_empty(), "tools naming the engine's state: {reaching:?}");
+    // The check must see a tool's engine dependencies, or it passes vacuously.
+    assert!(graph()["tools::compact"].0.contains("engine::log"));
 }
 
 #[test]

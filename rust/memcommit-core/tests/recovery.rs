@@ -24,6 +24,14 @@ fn writer(path: &Path) -> memcommit_core::Result<Arc<Log>> {
     Log::open(path, opts(Durability::None))
 }
 
+/// A new temporary directory and a writer that fsyncs every commit on a new log `name` in it.
+fn durable_log(name: &str) -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    (dir, path, log)
+}
+
 fn reader(path: &Path) -> memcommit_core::Result<Arc<Log>> {
     Log::open(path, Options { read_only: true, ..opts(Durability::None) })
 }
@@ -87,9 +95,7 @@ fn key_of(rec: &[u8]) -> &str {
 
 #[test]
 fn round_trip_every_op_survives_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rt.log");
-    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (_dir, path, log) = durable_log("rt.log");
     let mut at = T0;
     let mut tick = || {
         at += 1_000;
@@ -778,9 +784,7 @@ fn damage_mid_log_refuses_open_until_repaired() {
 
 #[test]
 fn reader_catches_up_only_on_refresh_and_writers_exclude_each_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rw.log");
-    let w = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (dir, path, w) = durable_log("rw.log");
     commit(&w, &[put("a", "1"), put("b", "2")], T0);
     let r = reader(&path).unwrap();
     assert_eq!(r.info().unwrap().records, 2);
@@ -846,9 +850,7 @@ fn reader_catches_up_only_on_refresh_and_writers_exclude_each_other() {
 fn group_commit_from_eight_threads() {
     const THREADS: u64 = 8;
     const EACH: u64 = 200;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("group.log");
-    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (_dir, path, log) = durable_log("group.log");
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let log = log.clone();
@@ -892,9 +894,7 @@ fn group_commit_from_eight_threads() {
 fn reads_during_group_commits_see_whole_records() {
     const WRITERS: u64 = 4;
     const EACH: u64 = 300;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("busy.log");
-    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (_dir, path, log) = durable_log("busy.log");
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -940,9 +940,7 @@ fn reads_during_group_commits_see_whole_records() {
 /// nothing of it stays, in the index or the file, and the log takes the next commit.
 #[test]
 fn a_refused_large_commit_leaves_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("big.log");
-    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (_dir, path, log) = durable_log("big.log");
     commit(&log, &[put("keep", "before")], T0);
     let bytes_before = log.info().unwrap().bytes;
     let mut cmds: Vec<Command> = (0..20_000).map(|i| put(&format!("big-{i}"), &"x".repeat(200))).collect();
@@ -972,9 +970,7 @@ fn a_refused_large_commit_leaves_nothing_behind() {
 /// space and the next writer cuts them.
 #[test]
 fn zeros_written_ahead_are_free_space_until_the_writer_closes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("live.log");
-    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
+    let (dir, path, log) = durable_log("live.log");
     for i in 0..20 {
         commit(&log, &[put(&format!("m{i}"), "a small commit")], T0 + i);
     }

@@ -9,9 +9,7 @@ use memcommit_core::{Error, Log};
 
 #[test]
 fn a_snapshot_opens_to_the_state_of_a_full_replay_and_replays_only_what_follows() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
+    let (_dir, path, log) = common::new_log();
     fill(&log, 0, 200);
     log.seal(None, T0).unwrap();
     let snap = log.snapshot_json().unwrap();
@@ -36,9 +34,7 @@ fn a_snapshot_opens_to_the_state_of_a_full_replay_and_replays_only_what_follows(
 
 #[test]
 fn a_snapshot_of_another_log_generation_or_history_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
+    let (dir, path, log) = common::new_log();
     fill(&log, 0, 20);
     let snap = log.snapshot_json().unwrap();
 
@@ -74,9 +70,7 @@ fn a_snapshot_of_another_log_generation_or_history_is_refused() {
 
 #[test]
 fn a_snapshot_whose_last_record_differs_from_the_logs_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.log");
-    let log = Log::open(&path, opts()).unwrap();
+    let (dir, path, log) = common::new_log();
     fill(&log, 0, 20);
     let snap = log.snapshot_json().unwrap();
     log.close().unwrap();

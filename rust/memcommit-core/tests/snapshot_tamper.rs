@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::{fill, opts, run_history, step, view, Quiet, T0};
 use memcommit_core::compact::Retention;
-use memcommit_core::format::{self, FileHeader, Op, HEADER_LEN};
+use memcommit_core::format::Op;
 use memcommit_core::{Error, Log, Query};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -39,6 +39,13 @@ fn with_checksum(value: &Value) -> String {
     format!("{body}{SUFFIX}{sum}\"}}")
 }
 
+/// The snapshot `v` changed by `edit`, with its checksum recomputed over the change.
+fn edited(v: &Value, edit: impl FnOnce(&mut Value)) -> String {
+    let mut x = v.clone();
+    edit(&mut x);
+    with_checksum(&x)
+}
+
 /// Open `log` with the snapshot `text`, written to `file`; the refusal's reason.
 fn refused(log: &Path, file: &Path, text: &str) -> String {
     std::fs::write(file, text).unwrap();
@@ -56,16 +63,7 @@ fn refused(log: &Path, file: &Path, text: &str) -> String {
 
 /// The records of a log file: (offset, op, key, LSN).
 fn records(path: &Path) -> Vec<(u64, Op, String, u64)> {
-    let b = std::fs::read(path).unwrap();
-    let salt = FileHeader::decode(&b).unwrap().salt();
-    let mut out = Vec::new();
-    let mut off = HEADER_LEN;
-    while off < b.len() {
-        let Ok(r) = format::parse_record(&b[off..], salt, format::MAX_PAYLOAD_LEN) else { break };
-        out.push((off as u64, r.op, r.key_str().to_string(), r.lsn));
-        off += r.bytes.len();
-    }
-    out
+    common::file_records(path, |off, r| (off, r.op, r.key_str().to_string(), r.lsn))
 }
 
 /// The column position of memory `id` in a snapshot.
@@ -96,9 +94,7 @@ fn any_edit_that_keeps_the_old_checksum_is_refused() {
     let (body, sum) = text.rsplit_once(SUFFIX).unwrap();
     // A tier changed in place, the checksum left as it was.
     let i = pos(&v, "m1");
-    let mut edited = v.clone();
-    set(&mut edited, "tier", i, 2.into());
-    let edited_text = with_checksum(&edited);
+    let edited_text = edited(&v, |x| set(x, "tier", i, 2.into()));
     let (edited_body, _) = edited_text.rsplit_once(SUFFIX).unwrap();
     assert_ne!(edited_body, body);
     let reason = refused(&path, &snap, &format!("{edited_body}{SUFFIX}{sum}"));
@@ -141,35 +137,30 @@ fn a_recomputed_checksum_over_a_changed_tier_or_status_is_refused_by_the_records
     // m1: never moved, active; its put says working.
     let i = pos(&v, "m1");
     assert_eq!((v["memories"]["tier"][i].clone(), v["memories"]["status"][i].clone()), (0.into(), 0.into()));
-    let mut t = v.clone();
-    set(&mut t, "tier", i, 2.into());
-    let reason = refused(&path, &snap, &with_checksum(&t));
+    let text = edited(&v, |x| set(x, "tier", i, 2.into()));
+    let reason = refused(&path, &snap, &text);
     assert!(
         reason.contains("\"m1\"") && reason.contains("tier \"long\"") && reason.contains("put record"),
         "{reason}"
     );
-    let mut s = v.clone();
-    set(&mut s, "status", i, 1.into());
-    let reason = refused(&path, &snap, &with_checksum(&s));
+    let text = edited(&v, |x| set(x, "status", i, 1.into()));
+    let reason = refused(&path, &snap, &text);
     assert!(reason.contains("\"m1\"") && reason.contains("status \"stale\""), "{reason}");
     // m7 was moved to long after its put: its move record says so.
     let i = pos(&v, "m7");
     assert_eq!(v["memories"]["tier"][i], 2);
-    let mut t = v.clone();
-    set(&mut t, "tier", i, 0.into());
-    let reason = refused(&path, &snap, &with_checksum(&t));
+    let text = edited(&v, |x| set(x, "tier", i, 0.into()));
+    let reason = refused(&path, &snap, &text);
     assert!(reason.contains("\"m7\"") && reason.contains("move record"), "{reason}");
     // m5 was staled after its put: its status record says so.
     let i = pos(&v, "m5");
     assert_eq!(v["memories"]["status"][i], 1);
-    let mut s = v.clone();
-    set(&mut s, "status", i, 0.into());
-    let reason = refused(&path, &snap, &with_checksum(&s));
+    let text = edited(&v, |x| set(x, "status", i, 0.into()));
+    let reason = refused(&path, &snap, &text);
     assert!(reason.contains("\"m5\"") && reason.contains("status record"), "{reason}");
     // Forgetting the status record does not help: the put says active, the snapshot stale.
-    let mut s = v.clone();
-    set(&mut s, "status_off", i, (-1).into());
-    let reason = refused(&path, &snap, &with_checksum(&s));
+    let text = edited(&v, |x| set(x, "status_off", i, (-1).into()));
+    let reason = refused(&path, &snap, &text);
     assert!(reason.contains("\"m5\"") && reason.contains("status"), "{reason}");
     // Nor do other fields: kind, task, LSN, creation.
     for (column, to, what) in [
@@ -179,9 +170,8 @@ fn a_recomputed_checksum_over_a_changed_tier_or_status_is_refused_by_the_records
         ("created_lsn", Value::from(3), "created_lsn"),
         ("updated_at", Value::from(5), "newest record"),
     ] {
-        let mut x = v.clone();
-        set(&mut x, column, pos(&v, "m3"), to);
-        let reason = refused(&path, &snap, &with_checksum(&x));
+        let text = edited(&v, |x| set(x, column, pos(&v, "m3"), to));
+        let reason = refused(&path, &snap, &text);
         assert!(reason.contains("\"m3\"") && reason.contains(what), "{column}: {reason}");
     }
 }
@@ -196,51 +186,44 @@ fn a_recomputed_checksum_over_an_offset_moved_to_another_record_is_refused() {
     // Its put pointed at another memory's put (a valid record), the length made to fit.
     let other = at(Op::Put, "m4");
     let len = recs.iter().position(|r| r.0 == other).map(|n| recs[n + 1].0 - other).unwrap();
-    let mut x = v.clone();
-    set(&mut x, "put_off", i, other.into());
-    set(&mut x, "put_len", i, len.into());
-    let reason = refused(&path, &snap, &with_checksum(&x));
+    let text = edited(&v, |x| {
+        set(x, "put_off", i, other.into());
+        set(x, "put_len", i, len.into());
+    });
+    let reason = refused(&path, &snap, &text);
     assert!(
         reason.contains("\"m3\"") && reason.contains("\"m4\"") && reason.contains(&other.to_string()),
         "{reason}"
     );
     // At a status record of another memory.
-    let mut x = v.clone();
-    set(&mut x, "put_off", i, at(Op::Status, "m5").into());
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("a status record of \"m5\""));
+    let text = edited(&v, |x| set(x, "put_off", i, at(Op::Status, "m5").into()));
+    assert!(refused(&path, &snap, &text).contains("a status record of \"m5\""));
     // Into the middle of a record.
-    let mut x = v.clone();
-    set(&mut x, "put_off", i, (v["memories"]["put_off"][i].as_u64().unwrap() + 3).into());
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("holds no record"));
+    let text =
+        edited(&v, |x| set(x, "put_off", i, (v["memories"]["put_off"][i].as_u64().unwrap() + 3).into()));
+    assert!(refused(&path, &snap, &text).contains("holds no record"));
     // A status record pointed at for a memory that has none (m5's, for m3).
-    let mut x = v.clone();
-    set(&mut x, "status_off", i, at(Op::Status, "m5").into());
-    let reason = refused(&path, &snap, &with_checksum(&x));
+    let text = edited(&v, |x| set(x, "status_off", i, at(Op::Status, "m5").into()));
+    let reason = refused(&path, &snap, &text);
     assert!(reason.contains("\"m3\"") && reason.contains("\"m5\""), "{reason}");
     // m5's status pointed at m10's status record (stale too).
-    let mut x = v.clone();
-    set(&mut x, "status_off", pos(&v, "m5"), at(Op::Status, "m10").into());
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("\"m10\""));
+    let text = edited(&v, |x| set(x, "status_off", pos(&v, "m5"), at(Op::Status, "m10").into()));
+    assert!(refused(&path, &snap, &text).contains("\"m10\""));
     // A move pointed at a put.
-    let mut x = v.clone();
-    set(&mut x, "move_off", pos(&v, "m7"), at(Op::Put, "m7").into());
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("move"));
+    let text = edited(&v, |x| set(x, "move_off", pos(&v, "m7"), at(Op::Put, "m7").into()));
+    assert!(refused(&path, &snap, &text).contains("move"));
     // An entity's record moved to a memory's put.
-    let mut x = v.clone();
-    x["entities"][0][1] = at(Op::Put, "m0").into();
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("entity"));
+    let text = edited(&v, |x| x["entities"][0][1] = at(Op::Put, "m0").into());
+    assert!(refused(&path, &snap, &text).contains("entity"));
     // A seal's record moved.
-    let mut x = v.clone();
-    x["seals"][0]["offset"] = at(Op::Put, "m0").into();
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("seal"));
+    let text = edited(&v, |x| x["seals"][0]["offset"] = at(Op::Put, "m0").into());
+    assert!(refused(&path, &snap, &text).contains("seal"));
     // The sparse index sent to another record.
-    let mut x = v.clone();
-    x["sparse"][0][1] = at(Op::Put, "m2").into();
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("sparse"));
+    let text = edited(&v, |x| x["sparse"][0][1] = at(Op::Put, "m2").into());
+    assert!(refused(&path, &snap, &text).contains("sparse"));
     // Past the snapshot's end.
-    let mut x = v.clone();
-    set(&mut x, "move_off", pos(&v, "m7"), (v["end"].as_u64().unwrap() + 10).into());
-    assert!(refused(&path, &snap, &with_checksum(&x)).contains("\"m7\""));
+    let text = edited(&v, |x| set(x, "move_off", pos(&v, "m7"), (v["end"].as_u64().unwrap() + 10).into()));
+    assert!(refused(&path, &snap, &text).contains("\"m7\""));
     // And with the checksum recomputed over no change, it opens.
     Log::open_with_snapshot_file(&path, opts(), &{
         std::fs::write(&snap, with_checksum(&v)).unwrap();
@@ -256,9 +239,8 @@ fn a_writer_opened_from_a_refused_snapshot_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (path, snap, v) = setup(dir.path());
     let before = std::fs::read(&path).unwrap();
-    let mut x = v.clone();
-    set(&mut x, "tier", pos(&v, "m1"), 3.into());
-    refused(&path, &snap, &with_checksum(&x));
+    let text = edited(&v, |x| set(x, "tier", pos(&v, "m1"), 3.into()));
+    refused(&path, &snap, &text);
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
@@ -266,9 +248,8 @@ fn a_writer_opened_from_a_refused_snapshot_writes_nothing() {
 fn a_snapshot_given_as_text_is_checked_the_same_way() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _, v) = setup(dir.path());
-    let mut x = v.clone();
-    set(&mut x, "tier", pos(&v, "m1"), 3.into());
-    match Log::open_with_snapshot(&path, opts(), with_checksum(&x).as_bytes()) {
+    let text = edited(&v, |x| set(x, "tier", pos(&v, "m1"), 3.into()));
+    match Log::open_with_snapshot(&path, opts(), text.as_bytes()) {
         Err(Error::SnapshotMismatch { reason, .. }) => assert!(reason.contains("tier"), "{reason}"),
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("an altered snapshot opened"),

@@ -91,6 +91,28 @@ struct VCommit {
     commands: Vec<Command>,
 }
 
+impl VCommit {
+    /// A commit of one record at `at`, its command the one that writes that record.
+    fn one(at: i64, record: Rec) -> VCommit {
+        let commands = match &record {
+            Rec::Put(p, _) => vec![Command::Put(p.clone())],
+            Rec::Status(id, status, reason) => {
+                vec![Command::SetStatus { id: s(id), status: *status, reason: reason.map(s) }]
+            }
+            Rec::Move(id, tier) => vec![Command::Move { id: s(id), tier: *tier }],
+            Rec::Task(task) => vec![Command::FinishTask { task: s(task) }],
+            Rec::Seal(_) | Rec::Entity(..) => vec![],
+        };
+        VCommit { at, records: vec![record], commands }
+    }
+
+    /// A commit at `at` of the put that creates memory `p`.
+    fn new_memory(at: i64, p: PutCommand) -> VCommit {
+        let tier = p.tier.unwrap_or(Tier::Working);
+        VCommit::one(at, Rec::Put(p, new_state(tier, at)))
+    }
+}
+
 fn s(v: &str) -> String {
     v.to_string()
 }
@@ -147,17 +169,9 @@ fn commits() -> Vec<VCommit> {
     };
     vec![
         // LSN 1: the smallest put.
-        VCommit {
-            at: at(1),
-            records: vec![Rec::Put(m1.clone(), new_state(Tier::Working, at(1)))],
-            commands: vec![Command::Put(m1)],
-        },
+        VCommit::new_memory(at(1), m1),
         // LSN 2: a put with every field.
-        VCommit {
-            at: at(2),
-            records: vec![Rec::Put(m2.clone(), new_state(Tier::Long, at(2)))],
-            commands: vec![Command::Put(m2)],
-        },
+        VCommit::new_memory(at(2), m2),
         // LSNs 3-5: one commit of three records; only the last carries COMMIT_END.
         VCommit {
             at: at(3),
@@ -180,16 +194,12 @@ fn commits() -> Vec<VCommit> {
             ],
         },
         // LSN 6: restore, no reason.
-        VCommit {
-            at: at(4),
-            records: vec![Rec::Status("m1", Status::Active, None)],
-            commands: vec![Command::SetStatus { id: s("m1"), status: Status::Active, reason: None }],
-        },
+        VCommit::one(at(4), Rec::Status("m1", Status::Active, None)),
         // LSN 7: a put to an existing id carries its tier, status and creation.
-        VCommit {
-            at: at(5),
-            records: vec![Rec::Put(
-                m1b.clone(),
+        VCommit::one(
+            at(5),
+            Rec::Put(
+                m1b,
                 PutState {
                     tier: Tier::Working,
                     status: Status::Active,
@@ -197,38 +207,21 @@ fn commits() -> Vec<VCommit> {
                     created_at: at(1),
                     moved_at: at(1),
                 },
-            )],
-            commands: vec![Command::Put(m1b)],
-        },
+            ),
+        ),
         // LSN 8: a task finished.
-        VCommit {
-            at: at(6),
-            records: vec![Rec::Task("t1")],
-            commands: vec![Command::FinishTask { task: s("t1") }],
-        },
+        VCommit::one(at(6), Rec::Task("t1")),
         // LSN 9: a move.
-        VCommit {
-            at: at(7),
-            records: vec![Rec::Move("m3", Tier::Long)],
-            commands: vec![Command::Move { id: s("m3"), tier: Tier::Long }],
-        },
+        VCommit::one(at(7), Rec::Move("m3", Tier::Long)),
         // LSN 10: non-ASCII text and data.
-        VCommit {
-            at: at(8),
-            records: vec![Rec::Put(m4.clone(), new_state(Tier::Working, at(8)))],
-            commands: vec![Command::Put(m4)],
-        },
+        VCommit::new_memory(at(8), m4),
         // LSN 11: stale without a reason.
-        VCommit {
-            at: at(9),
-            records: vec![Rec::Status("m4", Status::Stale, None)],
-            commands: vec![Command::SetStatus { id: s("m4"), status: Status::Stale, reason: None }],
-        },
+        VCommit::one(at(9), Rec::Status("m4", Status::Stale, None)),
         // LSN 12: a put to a stale memory keeps it stale.
-        VCommit {
-            at: at(10),
-            records: vec![Rec::Put(
-                m4b.clone(),
+        VCommit::one(
+            at(10),
+            Rec::Put(
+                m4b,
                 PutState {
                     tier: Tier::Working,
                     status: Status::Stale,
@@ -236,9 +229,8 @@ fn commits() -> Vec<VCommit> {
                     created_at: at(8),
                     moved_at: at(8),
                 },
-            )],
-            commands: vec![Command::Put(m4b)],
-        },
+            ),
+        ),
         // LSNs 13-14: a put straight into the archive, with a task, and that task finished.
         VCommit {
             at: at(11),
@@ -246,9 +238,9 @@ fn commits() -> Vec<VCommit> {
             commands: vec![Command::Put(m5), Command::FinishTask { task: s("t2") }],
         },
         // LSN 15: a seal over LSNs 1-14.
-        VCommit { at: at(12), records: vec![Rec::Seal(None)], commands: vec![] },
+        VCommit::one(at(12), Rec::Seal(None)),
         // LSN 16: a keyed seal over LSNs 1-15 (secret "vector secret").
-        VCommit { at: at(13), records: vec![Rec::Seal(Some("vector secret"))], commands: vec![] },
+        VCommit::one(at(13), Rec::Seal(Some("vector secret"))),
     ]
 }
 
@@ -258,11 +250,7 @@ fn entity_commits() -> Vec<VCommit> {
     let m1 = PutCommand { id: s("m1"), kind: s("note"), text: s("hello"), ..Default::default() };
     vec![
         // LSN 1: a put, so memories and entities share the log.
-        VCommit {
-            at: at(1),
-            records: vec![Rec::Put(m1.clone(), new_state(Tier::Working, at(1)))],
-            commands: vec![Command::Put(m1)],
-        },
+        VCommit::new_memory(at(1), m1),
         // LSNs 2-3: one commit of two live entities (a lock and the counter of its tokens);
         // only the last carries COMMIT_END.
         VCommit {
@@ -279,20 +267,19 @@ fn entity_commits() -> Vec<VCommit> {
             commands: vec![],
         },
         // LSN 4: the lock removed (payload 0).
-        VCommit { at: at(3), records: vec![Rec::Entity("lock\0[\"job\"]", None)], commands: vec![] },
+        VCommit::one(at(3), Rec::Entity("lock\0[\"job\"]", None)),
         // LSN 5: a state entity whose key and JSON hold non-ASCII text (UTF-8, not escaped).
-        VCommit {
-            at: at(4),
-            records: vec![Rec::Entity(
+        VCommit::one(
+            at(4),
+            Rec::Entity(
                 "state\0[[\"agent\",\"préfs\"],\"greeting\"]",
                 Some(
                     r#"{"namespace":["agent","préfs"],"key":"greeting","value":"héllo ✓","version":1,"updated_at_ms":1700000004000}"#,
                 ),
-            )],
-            commands: vec![],
-        },
+            ),
+        ),
         // LSN 6: a seal over LSNs 1-5.
-        VCommit { at: at(5), records: vec![Rec::Seal(None)], commands: vec![] },
+        VCommit::one(at(5), Rec::Seal(None)),
     ]
 }
 
@@ -483,54 +470,47 @@ impl P<'_> {
         assert_eq!(self.b.get(self.i), Some(&c), "JSON: expected {:?} at byte {}", c as char, self.i);
         self.i += 1;
     }
+    /// The items of an object or an array, from its opening bracket to `close`: `item` reads
+    /// one, commas between.
+    fn seq(&mut self, close: u8, mut item: impl FnMut(&mut Self)) {
+        self.i += 1;
+        self.ws();
+        if self.b[self.i] == close {
+            self.i += 1;
+            return;
+        }
+        loop {
+            item(self);
+            self.ws();
+            match self.b[self.i] {
+                b',' => self.i += 1,
+                c if c == close => {
+                    self.i += 1;
+                    return;
+                }
+                c => panic!("JSON: unexpected {:?} at byte {}", c as char, self.i),
+            }
+        }
+    }
+
     fn value(&mut self) -> J {
         self.ws();
         match self.b[self.i] {
             b'{' => {
-                self.i += 1;
                 let mut m = BTreeMap::new();
-                self.ws();
-                if self.b[self.i] == b'}' {
-                    self.i += 1;
-                    return J::Obj(m);
-                }
-                loop {
-                    self.ws();
-                    let J::Str(k) = self.value() else { panic!("JSON: object key at byte {}", self.i) };
-                    self.eat(b':');
-                    let v = self.value();
+                self.seq(b'}', |p| {
+                    p.ws();
+                    let J::Str(k) = p.value() else { panic!("JSON: object key at byte {}", p.i) };
+                    p.eat(b':');
+                    let v = p.value();
                     assert!(m.insert(k.clone(), v).is_none(), "JSON: duplicate key {k:?}");
-                    self.ws();
-                    match self.b[self.i] {
-                        b',' => self.i += 1,
-                        b'}' => {
-                            self.i += 1;
-                            return J::Obj(m);
-                        }
-                        c => panic!("JSON: unexpected {:?} at byte {}", c as char, self.i),
-                    }
-                }
+                });
+                J::Obj(m)
             }
             b'[' => {
-                self.i += 1;
                 let mut a = Vec::new();
-                self.ws();
-                if self.b[self.i] == b']' {
-                    self.i += 1;
-                    return J::Arr(a);
-                }
-                loop {
-                    a.push(self.value());
-                    self.ws();
-                    match self.b[self.i] {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return J::Arr(a);
-                        }
-                        c => panic!("JSON: unexpected {:?} at byte {}", c as char, self.i),
-                    }
-                }
+                self.seq(b']', |p| a.push(p.value()));
+                J::Arr(a)
             }
             b'"' => {
                 self.i += 1;
@@ -782,19 +762,53 @@ fn the_engine_writes_what_the_vectors_freeze() {
     }
 }
 
+/// The committed log of `spec`, copied into a new temporary directory and opened read-only.
+struct GoldenCopy {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    /// The file's bytes.
+    bin: Vec<u8>,
+    /// The final chain value the JSON gives.
+    final_chain: Vec<u8>,
+    reader: std::sync::Arc<Log>,
+}
+
+impl GoldenCopy {
+    /// Copy and open the golden log of `spec`, checking that the reader holds `records`
+    /// records (the newest LSN the same) and `memories` memories, over all of the file.
+    fn open(spec: &Spec, records: u64, memories: u64) -> (GoldenCopy, memcommit_core::LogInfo) {
+        let (bin, text) = golden(spec);
+        let final_chain = unhex(parse_json(&text).get("final_chain").str());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{}.bin", spec.name));
+        std::fs::write(&path, &bin).unwrap();
+        let reader = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
+        let info = reader.info().unwrap();
+        assert_eq!(
+            (info.records, info.lsn, info.memories, info.bytes),
+            (records, records, memories, bin.len() as u64)
+        );
+        (GoldenCopy { _dir: dir, path, bin, final_chain, reader }, info)
+    }
+}
+
+/// A writer opens the golden copy at `path` (whose bytes are `bin`): it cuts nothing, holds
+/// `records` records, passes `check`, and leaves the file as it was.
+fn writer_opens_unchanged(path: &Path, bin: &[u8], records: u64, check: impl FnOnce(&Log)) {
+    let log = Log::open(path, Options::default()).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.recovered_bytes), (records, 0));
+    check(&log);
+    log.close().unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), bin, "opening must not change the file");
+}
+
 /// The golden entity log opens with the engine and holds the entities it should: the lock is
 /// gone, the counter and the state are live, each with its exact JSON.
 #[test]
 fn golden_entity_log_opens_with_the_engine() {
-    let (bin, text) = golden(&ENTITIES);
-    let final_chain = unhex(parse_json(&text).get("final_chain").str());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log-v1-entities.bin");
-    std::fs::write(&path, &bin).unwrap();
-
-    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
-    let info = log.info().unwrap();
-    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (6, 6, 1, bin.len() as u64));
+    let (golden, _) = GoldenCopy::open(&ENTITIES, 6, 1);
+    let GoldenCopy { path, bin, final_chain, reader: log, .. } = &golden;
     assert_eq!(log.entity_version(), 4, "four entity records applied");
     let mut live = log.entities().unwrap();
     live.sort();
@@ -817,25 +831,14 @@ fn golden_entity_log_opens_with_the_engine() {
     log.close().unwrap();
 
     // A writer opens it too, cuts nothing, and agrees on the entities.
-    let log = Log::open(&path, Options::default()).unwrap();
-    assert_eq!((log.info().unwrap().records, log.info().unwrap().recovered_bytes), (6, 0));
-    assert_eq!(log.entities().unwrap().len(), 2);
-    log.close().unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), bin, "opening must not change the file");
+    writer_opens_unchanged(path, bin, 6, |log| assert_eq!(log.entities().unwrap().len(), 2));
 }
 
 /// The golden file opens with the engine and holds the memories it should.
 #[test]
 fn golden_log_opens_with_the_engine() {
-    let (bin, text) = golden(&MEMORIES);
-    let final_chain = unhex(parse_json(&text).get("final_chain").str());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log-v1.bin");
-    std::fs::write(&path, &bin).unwrap();
-
-    let log = Log::open(&path, Options { read_only: true, ..Options::default() }).unwrap();
-    let info = log.info().unwrap();
-    assert_eq!((info.records, info.lsn, info.memories, info.bytes), (16, 16, 5, bin.len() as u64));
+    let (golden, info) = GoldenCopy::open(&MEMORIES, 16, 5);
+    let GoldenCopy { path, bin, final_chain, reader: log, .. } = &golden;
     let seals = log.seals().unwrap();
     assert_eq!(
         seals.iter().map(|s| (s.lsn, s.record_lsn, s.keyed)).collect::<Vec<_>>(),
@@ -922,10 +925,5 @@ fn golden_log_opens_with_the_engine() {
     log.close().unwrap();
 
     // A writer opens it too, cuts nothing, and agrees on the chain.
-    let log = Log::open(&path, Options::default()).unwrap();
-    let info = log.info().unwrap();
-    assert_eq!((info.records, info.recovered_bytes), (16, 0));
-    assert_eq!(log.chain_value().unwrap()[..], final_chain[..]);
-    log.close().unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), bin, "opening must not change the file");
+    writer_opens_unchanged(path, bin, 16, |log| assert_eq!(log.chain_value().unwrap()[..], final_chain[..]));
 }

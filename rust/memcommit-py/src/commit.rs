@@ -138,7 +138,9 @@ enum Op {
 #[pyclass(module = "memcommit", name = "Commit")]
 pub struct Commit {
     native: Py<crate::store::NativeLog>,
-    store: Py<PyAny>,
+    /// The store's clock: called once, when the block ends, for the commit's time
+    /// (microseconds since the Unix epoch).
+    clock: Py<PyAny>,
     expect_lsn: Option<u64>,
     id_ms: u64,
     ops: Vec<Op>,
@@ -254,7 +256,7 @@ impl Commit {
     /// Write the collected operations: take the writer lock with the GIL released, read each
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
-        let at_us: i64 = self.store.bind(py).call_method0("now_us")?.extract()?;
+        let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
         let hint: usize =
             self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
         let native = self.native.get();
@@ -271,18 +273,12 @@ impl Commit {
             }
             native.run(py, |log| log.commit(&cmds, expect_lsn, at_us))?
         } else {
-            // Begin on the current log; if log compaction retired it while this waited for
-            // its lock, begin again on the new generation (see `NativeLog::run_on`).
-            let mut log = native.log().map_err(to_py)?;
-            loop {
-                let seen = native.compactions_ended();
-                let retired = match gate::detach(py, || log.begin(expect_lsn, at_us, hint)) {
-                    Ok(c) => break self.stream(py, &log, c)?,
-                    Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => e,
-                    Err(e) => return Err(to_py(e)),
-                };
-                log = gate::detach(py, || native.successor(&log, seen)).ok_or_else(|| to_py(retired))?;
-            }
+            // Begin on the current log, or on the new generation if log compaction retired
+            // it while this waited for its lock; then stream the operations with the GIL.
+            let (streamed, _) = native.across_swaps(py, |log| {
+                gate::detach(py, || log.begin(expect_lsn, at_us, hint)).map(|c| self.stream(py, log, c))
+            })?;
+            streamed?
         };
         if let Some((first, last)) = span {
             self.first_lsn = Some(first);
@@ -417,20 +413,21 @@ fn each_command(
     }
 }
 
+/// The arguments of one put as Python passed them (`store.put` and `Commit.put`), unchecked.
+pub struct PutArgs<'a, 'py> {
+    pub text: &'a Bound<'py, PyAny>,
+    pub kind: Option<&'a Bound<'py, PyAny>>,
+    pub id: Option<&'a Bound<'py, PyAny>>,
+    pub task: Option<&'a Bound<'py, PyAny>>,
+    pub tier: Option<&'a Bound<'py, PyAny>>,
+    pub data: Option<&'a Bound<'py, PyAny>>,
+    pub tags: Option<&'a Bound<'py, PyAny>>,
+    pub sources: Option<&'a Bound<'py, PyAny>>,
+}
+
 /// Check `put`'s arguments and collect them as an operation; returns the id with it.
-#[allow(clippy::too_many_arguments)] // the keyword arguments of put
-fn put_op(
-    py: Python<'_>,
-    id_ms: u64,
-    text: &Bound<'_, PyAny>,
-    kind: Option<&Bound<'_, PyAny>>,
-    id: Option<&Bound<'_, PyAny>>,
-    task: Option<&Bound<'_, PyAny>>,
-    tier: Option<&Bound<'_, PyAny>>,
-    data: Option<&Bound<'_, PyAny>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    sources: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Py<PyString>, Op)> {
+fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_, '_>) -> PyResult<(Py<PyString>, Op)> {
+    let PutArgs { text, kind, id, task, tier, data, tags, sources } = args;
     let text = text_of(text, "text")?;
     let kind = kind_arg(py, kind)?;
     let tier = tier_or_working(tier)?;
@@ -452,21 +449,13 @@ fn put_op(
 }
 
 /// `store.put` in one call: one record, one commit, the GIL released once for all of it.
-#[allow(clippy::too_many_arguments)] // the keyword arguments of put
 pub fn put_one(
     py: Python<'_>,
     native: &crate::store::NativeLog,
     at_us: i64,
-    text: &Bound<'_, PyAny>,
-    kind: Option<&Bound<'_, PyAny>>,
-    id: Option<&Bound<'_, PyAny>>,
-    task: Option<&Bound<'_, PyAny>>,
-    tier: Option<&Bound<'_, PyAny>>,
-    data: Option<&Bound<'_, PyAny>>,
-    tags: Option<&Bound<'_, PyAny>>,
-    sources: Option<&Bound<'_, PyAny>>,
+    args: PutArgs<'_, '_>,
 ) -> PyResult<Py<PyString>> {
-    let (id, op) = put_op(py, (at_us / 1000) as u64, text, kind, id, task, tier, data, tags, sources)?;
+    let (id, op) = put_op(py, (at_us / 1000) as u64, args)?;
     let mut cmd = None;
     each_command(py, &op, None, |c, _| {
         cmd = Some(c.to_owned());
@@ -480,17 +469,17 @@ pub fn put_one(
 #[pymethods]
 impl Commit {
     #[new]
-    #[pyo3(signature = (log, store, expect_lsn, id_ms, require_with=false))]
+    #[pyo3(signature = (log, clock, expect_lsn, id_ms, require_with=false))]
     fn new(
         log: &Bound<'_, crate::store::NativeLog>,
-        store: Py<PyAny>,
+        clock: Py<PyAny>,
         expect_lsn: Option<&Bound<'_, PyAny>>,
         id_ms: u64,
         require_with: bool,
     ) -> PyResult<Self> {
         Ok(Commit {
             native: log.clone().unbind(),
-            store,
+            clock,
             expect_lsn: get_opt_u64(expect_lsn, "expect_lsn")?,
             id_ms,
             ops: Vec::new(),
@@ -522,7 +511,7 @@ impl Commit {
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyString>> {
-        let (id, op) = put_op(py, self.id_ms, text, kind, id, task, tier, data, tags, sources)?;
+        let (id, op) = put_op(py, self.id_ms, PutArgs { text, kind, id, task, tier, data, tags, sources })?;
         self.add(op)?;
         Ok(id)
     }

@@ -2,8 +2,8 @@
 //! else (clippy's `disallowed_methods` keeps `Python::detach` out of every other file), core
 //! errors are mapped on the way out (`errors::to_py`), and long work that reports progress
 //! takes the GIL back between its steps only to run the caller's callback and check for
-//! signals, so Ctrl-C stops a long verify or compaction. (`NativeLog::run_on` adds the retry
-//! across a log generation swap on top of `release`.)
+//! signals, so Ctrl-C stops a long verify or compaction. (`NativeLog::across_swaps` adds the
+//! retry across a log generation swap on top of `detach`; no other code retries.)
 
 use pyo3::prelude::*;
 

@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::commit::PutArgs;
 use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
 use crate::errors::to_py;
 use crate::gate::{self, release};
@@ -24,8 +25,8 @@ use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 ///
 /// Log compaction replaces the log with its next generation in place (`compact`), so every
 /// holder of this object goes on with the new one. A call that was waiting for the lock
-/// compaction held finds the old generation closed (`Closed` with a reason): `run` waits for
-/// the new one and makes the call again there, so no caller sees the swap.
+/// compaction held finds the old generation closed (`Closed` with a reason): `across_swaps`
+/// waits for the new one and makes the call again there, so no caller sees the swap.
 ///
 /// `close` closes the log and lets go of it: the log's file, its index and its memory are
 /// freed as soon as a call still running on it ends, not when Python collects this object
@@ -76,7 +77,7 @@ impl NativeLog {
     }
 
     /// How many compactions have ended so far (read before a call that may need `successor`).
-    pub(crate) fn compactions_ended(&self) -> u64 {
+    fn compactions_ended(&self) -> u64 {
         *self.ended.0.lock()
     }
 
@@ -84,7 +85,7 @@ impl NativeLog {
     /// reason): wait, without the GIL, for the compaction to end, and return the generation
     /// that replaced `old` (`None` if none did, or the store was closed meanwhile). `seen` is
     /// `compactions_ended` from before the call.
-    pub(crate) fn successor(&self, old: &Arc<Log>, seen: u64) -> Option<Arc<Log>> {
+    fn successor(&self, old: &Arc<Log>, seen: u64) -> Option<Arc<Log>> {
         let mut ended = self.ended.0.lock();
         let deadline = std::time::Instant::now() + SWAP_WAIT;
         while *ended == seen && self.holds(old) {
@@ -97,27 +98,36 @@ impl NativeLog {
         (!Arc::ptr_eq(&now, old)).then_some(now)
     }
 
-    /// Run `f` on the current log with the GIL released; returns its result and the log it ran
-    /// on. If log compaction replaced that log while `f` waited for it, wait for the new
-    /// generation and run `f` again there.
+    /// Run `attempt` on the current log, and again on the new generation whenever log
+    /// compaction retired the log it was given while it waited for that log's lock (`Closed`
+    /// with a reason): the one place a call goes on across a generation swap. Returns its
+    /// result and the log it ran on. `attempt` is called with the GIL held and releases it for
+    /// its own work (through `gate`); the wait for the new generation is without the GIL.
+    pub(crate) fn across_swaps<T>(
+        &self,
+        py: Python<'_>,
+        mut attempt: impl FnMut(&Arc<Log>) -> memcommit_core::Result<T>,
+    ) -> PyResult<(T, Arc<Log>)> {
+        let mut log = self.log().map_err(to_py)?;
+        loop {
+            let seen = self.compactions_ended();
+            match attempt(&log) {
+                Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => {
+                    log = gate::detach(py, || self.successor(&log, seen)).ok_or_else(|| to_py(e))?;
+                }
+                other => return other.map(|t| (t, log)).map_err(to_py),
+            }
+        }
+    }
+
+    /// Run `f` on the current log with the GIL released (`across_swaps`); returns its result
+    /// and the log it ran on.
     pub(crate) fn run_on<T: Send>(
         &self,
         py: Python<'_>,
         f: impl Fn(&Log) -> memcommit_core::Result<T> + Send + Sync,
     ) -> PyResult<(T, Arc<Log>)> {
-        gate::detach(py, || {
-            let mut log = self.log()?;
-            loop {
-                let seen = self.compactions_ended();
-                match f(&log) {
-                    Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => {
-                        log = self.successor(&log, seen).ok_or(e)?;
-                    }
-                    other => return other.map(|t| (t, log)),
-                }
-            }
-        })
-        .map_err(to_py)
+        self.across_swaps(py, |log| gate::detach(py, || f(log)))
     }
 
     /// `run_on`, for a caller that needs only the result.
@@ -221,7 +231,8 @@ impl NativeLog {
     ) -> PyResult<Py<PyString>> {
         // None: the system clock, read here (one Python call less per put).
         let at_us = at_us.unwrap_or_else(now_us);
-        crate::commit::put_one(py, self, at_us, text, kind, id, task, tier, data, tags, sources)
+        let args = PutArgs { text, kind, id, task, tier, data, tags, sources };
+        crate::commit::put_one(py, self, at_us, args)
     }
 
     /// Memories by id (None where missing).
@@ -462,7 +473,7 @@ impl NativeLog {
         let mut hooks = PyHooks { before_swap, step, progress, failed: None };
         let result = gate::detach(py, || log.compact(horizon, &retention, at_us, &mut hooks));
         // The new generation takes the old one's place here, and calls that waited for it
-        // (`run_on`) go on there. A compaction that failed wakes them too: they see no swap
+        // (`across_swaps`) go on there. A compaction that failed wakes them too: they see no swap
         // and report what they got.
         // A store closed while it compacted closes the new generation too.
         if let Ok((_, reopened)) = &result {

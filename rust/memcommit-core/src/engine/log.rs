@@ -24,7 +24,7 @@ use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
-use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::recovery::scan::{Item, ReadAt};
 use crate::state::index::{Entry, Index, Query};
 
 /// When a commit's records reach stable storage.
@@ -387,21 +387,7 @@ impl Log {
         let file_len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
-        let mut st = State {
-            header,
-            medium: Medium::File(Arc::new(FileAppender::reader(file))),
-            index: Index::new(),
-            end: HEADER_LEN as u64,
-            lsn: 0,
-            records: 0,
-            sparse: Vec::new(),
-            closed: false,
-            buf: Vec::new(),
-            undo: Vec::new(),
-            recent_commits: VecDeque::from([0]),
-            indexed_records: 0,
-            closed_why: None,
-        };
+        let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {
@@ -499,21 +485,7 @@ impl Log {
     /// A log in RAM with this header (a replica's: the same store id, so the same salt).
     pub(crate) fn memory_with(header: FileHeader, opts: Options) -> Result<Arc<Log>> {
         let hb = header.encode();
-        let st = State {
-            header,
-            medium: Medium::Memory(hb.to_vec()),
-            index: Index::new(),
-            end: HEADER_LEN as u64,
-            lsn: 0,
-            records: 0,
-            sparse: Vec::new(),
-            closed: false,
-            buf: Vec::new(),
-            undo: Vec::new(),
-            recent_commits: VecDeque::from([0]),
-            indexed_records: 0,
-            closed_why: None,
-        };
+        let st = State::empty(header, Medium::Memory(hb.to_vec()));
         Ok(Arc::new(Log {
             state: RwLock::new(st),
             appender: None,
@@ -1038,13 +1010,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let mut out = Vec::new();
-        let mut sc = Scanner::new(
-            st.medium.source(),
-            HEADER_LEN as u64,
-            st.end,
-            st.header.salt(),
-            format::MAX_PAYLOAD_LEN,
-        );
+        let mut sc = st.records_from(HEADER_LEN as u64);
         loop {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {
@@ -1067,8 +1033,7 @@ impl Log {
         self.check_open(&st)?;
         let start = if from >= HEADER_LEN as u64 { from } else { st.scan_start(after).1 };
         let mut out = Vec::new();
-        let mut sc =
-            Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let mut sc = st.records_from(start);
         while out.len() < max {
             match sc.next_item().map_err(|e| Error::io(&self.display, "read", e))? {
                 Item::Record(_, rec) => {

@@ -73,13 +73,7 @@ fn last_record(log: &Log, st: &State) -> Result<Option<(u64, ChainValue)>> {
         return Ok(None);
     }
     let start = st.sparse.last().map_or(format::HEADER_LEN as u64, |&(_, off)| off);
-    let mut sc = crate::recovery::scan::Scanner::new(
-        st.medium.source(),
-        start,
-        st.end,
-        st.header.salt(),
-        format::MAX_PAYLOAD_LEN,
-    );
+    let mut sc = st.records_from(start);
     let mut last = None;
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {

@@ -13,7 +13,7 @@ use crate::engine::state::{Medium, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
 use crate::recovery::lsn_follows;
-use crate::recovery::scan::{Item, Scanner};
+use crate::recovery::scan::Item;
 
 impl Log {
     /// The log's 64-byte file header.
@@ -35,8 +35,7 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let start = st.scan_start(after).1;
-        let mut sc =
-            Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+        let mut sc = st.records_from(start);
         let (mut out, mut upto, mut last) = (Vec::new(), 0, after);
         loop {
             match sc.next_item().map_err(|e| Error::io(self.display(), "read", e))? {

@@ -15,7 +15,7 @@ use crate::engine::log::{AutoSeal, Log};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::HEADER_LEN;
-use crate::recovery::scan::{Item, Scanner};
+use crate::recovery::scan::Item;
 
 /// An automatic seal waits for the chain thread when it has at most this much left to hash
 /// (a few microseconds), so small commits are sealed exactly every N records.
@@ -249,7 +249,7 @@ fn header_start(src: &dyn crate::recovery::scan::ReadAt) -> io::Result<Start> {
 /// The offset of the first record after LSN `lsn`.
 fn offset_after(log: &Log, st: &State, lsn: u64) -> Result<u64> {
     let (mut prev, start) = st.scan_start(lsn);
-    let mut sc = Scanner::new(st.medium.source(), start, st.end, st.header.salt(), format::MAX_PAYLOAD_LEN);
+    let mut sc = st.records_from(start);
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
             Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::engine::appender::FileAppender;
 use crate::format::{FileHeader, HEADER_LEN};
-use crate::recovery::scan::ReadAt;
+use crate::recovery::scan::{ReadAt, Scanner};
 use crate::state::index::{Index, Undo};
 
 /// Where the log's bytes are: a file (through its appender) or a buffer in RAM.
@@ -53,6 +53,25 @@ pub(crate) struct State {
 pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 impl State {
+    /// The state of a log with a header and no records yet, its bytes in `medium`.
+    pub(crate) fn empty(header: FileHeader, medium: Medium) -> State {
+        State {
+            header,
+            medium,
+            index: Index::new(),
+            end: HEADER_LEN as u64,
+            lsn: 0,
+            records: 0,
+            sparse: Vec::new(),
+            closed: false,
+            buf: Vec::new(),
+            undo: Vec::new(),
+            recent_commits: VecDeque::from([0]),
+            indexed_records: 0,
+            closed_why: None,
+        }
+    }
+
     /// Where to start reading for the records after LSN `after`: the sparse index's nearest
     /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
     /// before it, its offset).
@@ -64,6 +83,17 @@ impl State {
             let (lsn, off) = self.sparse[i - 1];
             (lsn - 1, off)
         }
+    }
+
+    /// A scanner over the committed records from byte `start` (where a record begins).
+    pub(crate) fn records_from(&self, start: u64) -> Scanner<'_, dyn ReadAt + '_> {
+        Scanner::new(
+            self.medium.source(),
+            start,
+            self.end,
+            self.header.salt(),
+            crate::format::MAX_PAYLOAD_LEN,
+        )
     }
 
     /// Remember the newest commit for seals (`SEAL_WINDOW` of them).

@@ -89,8 +89,9 @@ impl IdTable {
         Some(IdTable { slots, len, bits })
     }
 
-    /// The entry whose hash is `hash` and for which `eq` confirms the id.
-    pub fn find(&self, hash: u32, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+    /// The slot of the probe run from `hash`'s home that `hit` picks (None at the run's end):
+    /// the one walk a lookup and a removal make.
+    fn probe(&self, hash: u32, mut hit: impl FnMut(u64) -> bool) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
@@ -101,11 +102,17 @@ impl IdTable {
             if s == 0 {
                 return None;
             }
-            if s as u32 == hash && eq(entry_of(s)) {
-                return Some(entry_of(s));
+            if hit(s) {
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// The entry whose hash is `hash` and for which `eq` confirms the id.
+    pub fn find(&self, hash: u32, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        let i = self.probe(hash, |s| s as u32 == hash && eq(entry_of(s)))?;
+        Some(entry_of(self.slots[i]))
     }
 
     /// Ask the CPU to start loading the slot a lookup of `hash` reads first, so the cache line
@@ -164,21 +171,8 @@ impl IdTable {
     /// Remove entry `n` (whose hash is `hash`), shifting later slots of the same probe run
     /// back so that no lookup stops short at the hole.
     pub fn remove(&mut self, hash: u32, n: u32) -> bool {
-        if self.slots.is_empty() {
-            return false;
-        }
+        let Some(i) = self.probe(hash, |s| s == pack(n, hash)) else { return false };
         let mask = self.mask();
-        let mut i = self.home(hash);
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                return false;
-            }
-            if s == pack(n, hash) {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
         // Backward-shift deletion (Knuth 6.4, algorithm R).
         let mut hole = i;
         let mut j = i;

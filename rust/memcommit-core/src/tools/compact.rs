@@ -25,16 +25,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hashbrown::HashSet;
-use parking_lot::RwLockUpgradableReadGuard;
 
+use crate::engine::generation::Frozen;
 use crate::engine::log::{fsync_dir, Log};
-use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::Tier;
 use crate::format::seal::{self, SealEntry};
 use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
-use crate::recovery::scan::{Item, Scanner};
+use crate::recovery::scan::Item;
 use crate::state::index::{Index, NO_OFFSET};
 
 /// Which memories retention purges (those with no record after the horizon).
@@ -96,15 +95,9 @@ pub trait Hooks {
 }
 
 /// The index as it stood after LSN `horizon`.
-fn index_at(log: &Log, st: &State, horizon: u64) -> Result<Index> {
+fn index_at(log: &Log, st: &Frozen<'_>, horizon: u64) -> Result<Index> {
     let mut idx = Index::new();
-    let mut sc = Scanner::new(
-        st.medium.source(),
-        HEADER_LEN as u64,
-        st.end,
-        st.header.salt(),
-        format::MAX_PAYLOAD_LEN,
-    );
+    let mut sc = st.records();
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
             Item::Record(_, rec) if rec.lsn > horizon => break,
@@ -139,37 +132,37 @@ impl Log {
         hooks: &mut dyn Hooks,
     ) -> Result<(Compacted, Arc<Log>)> {
         // Commits wait (they take the lock for writing); reads go on beside the rewrite.
-        let st = self.state.upgradable_read();
-        self.check_writer(&st)?;
+        let st = self.freeze_commits()?;
         let display = self.display().to_string();
         let Some(path) = self.file_path().map(Path::to_path_buf) else {
             return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
         };
-        if !matches!(st.medium, Medium::File(_)) {
+        if !st.in_file() {
             return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
         }
-        let horizon = horizon.unwrap_or(st.lsn);
-        if horizon > st.lsn {
+        let (lsn, end, old_header) = (st.lsn(), st.end(), *st.header());
+        let horizon = horizon.unwrap_or(lsn);
+        if horizon > lsn {
             return Err(Error::invalid(
                 "horizon",
-                format!("LSN {horizon} is past the newest LSN {}; pass at most {}", st.lsn, st.lsn),
+                format!("LSN {horizon} is past the newest LSN {lsn}; pass at most {lsn}"),
             ));
         }
-        let old_seals = st.index.seals().to_vec();
+        let old_seals = st.index().seals().to_vec();
 
         // Who is purged: named by retention, and no record after the horizon.
         let kinds: Vec<(u32, i64)> = retention
             .kinds_after_us
             .iter()
-            .filter_map(|(k, age)| st.index.kinds.lookup(k).map(|id| (id, *age)))
+            .filter_map(|(k, age)| st.index().kinds.lookup(k).map(|id| (id, *age)))
             .collect();
         let named: HashSet<&str> = retention.ids.iter().map(String::as_str).collect();
         let mut purged: Vec<String> = Vec::new();
-        for e in st.index.entries() {
+        for e in st.index().entries() {
             if e.lsn > horizon {
                 continue;
             }
-            let id = st.index.id_of(e);
+            let id = st.index().id_of(e);
             let archived = retention
                 .archived_older_than_us
                 .is_some_and(|age| e.tier == Tier::Archive && e.moved_at <= retention.now_us - age);
@@ -182,8 +175,8 @@ impl Log {
 
         // What replay needs up to the horizon: offsets of the records to keep.
         let owned;
-        let idx: &Index = if horizon == st.lsn {
-            &st.index
+        let idx: &Index = if horizon == lsn {
+            st.index()
         } else {
             owned = index_at(self, &st, horizon)?;
             &owned
@@ -208,9 +201,9 @@ impl Log {
         // Write the new generation.
         let tmp = temp_path(&path);
         let header = FileHeader {
-            store_id: st.header.store_id,
-            generation: st.header.generation + 1,
-            dense_from: st.lsn,
+            store_id: old_header.store_id,
+            generation: old_header.generation + 1,
+            dense_from: lsn,
         };
         let hb = header.encode();
         let salt = header.salt();
@@ -247,13 +240,7 @@ impl Log {
             let mut last_lsn = 0;
             let mut tasks: HashSet<Vec<u8>> = HashSet::new();
             let mut next_keep = 0usize;
-            let mut sc = Scanner::new(
-                st.medium.source(),
-                HEADER_LEN as u64,
-                st.end,
-                st.header.salt(),
-                format::MAX_PAYLOAD_LEN,
-            );
+            let mut sc = st.records();
             let mut reported = 0;
             let streamed = (|| -> Result<()> {
                 loop {
@@ -291,7 +278,7 @@ impl Log {
                     }
                     if off - reported >= 4 << 20 {
                         reported = off;
-                        hooks.progress(off, st.end)?;
+                        hooks.progress(off, end)?;
                     }
                 }
             })();
@@ -301,10 +288,10 @@ impl Log {
             streamed?;
             // The old log's chain, for the manifest: the chain thread has been hashing it
             // meanwhile (a running store's is already current).
-            let (old_lsn, old_chain) = self.chain_to_end(&st)?;
+            let (old_lsn, old_chain) = st.chain_to_end()?;
             // The new log's seal, over everything it holds.
             let mut buf = Vec::new();
-            let seal_lsn = st.lsn + 1;
+            let seal_lsn = lsn + 1;
             encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, salt, seal_lsn, at, b"", |o| {
                 seal::encode_payload(o, last_lsn, &value, None)
             });
@@ -315,16 +302,16 @@ impl Log {
             let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
             crate::engine::appender::sync_all(&file)
                 .map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
-            hooks.progress(st.end, st.end)?;
+            hooks.progress(end, end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {
                 horizon,
                 before,
                 after,
-                bytes_before: st.end,
+                bytes_before: end,
                 bytes_after: written,
                 purged: purged.clone(),
-                old_generation: st.header.generation,
+                old_generation: old_header.generation,
                 generation: header.generation,
                 old_lsn,
                 old_chain,
@@ -348,32 +335,13 @@ impl Log {
             let _ = fs::remove_file(&tmp);
             Error::io(&display, "rename the compacted log over", e)
         })?;
-        // From here the new generation is the log, and the old one takes no more commits: a
-        // committer waiting for this lock would append to a file no longer at the path, be
-        // acknowledged, and be lost. Closed under the lock, it gets `Closed` instead. (So its
-        // close below writes nothing either: no index file for a generation that is gone.)
-        let mut st = RwLockUpgradableReadGuard::upgrade(st);
-        st.closed = true;
-        st.closed_why = Some(format!(
-            "log compaction replaced it with generation {} while this call waited; nothing of \
-             the call was written: call again on the store, which goes on with the new generation",
-            st.header.generation + 1
-        ));
-        drop(st);
+        // From here the new generation is the log, and the old one takes no more commits.
+        st.retire(header.generation);
         // A failure from here leaves the new generation for the next open.
         fsync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         hooks.step("renamed")?;
-        let lock = self.take_lock_file();
-        // Stops the flush timer and the chain thread.
-        let _ = self.close();
-        // The closed log's index is dead weight: free it before the new one is built, so the
-        // peak is one index, not two.
-        self.state.write().index = Index::new();
-        let reopened = Log::open_inner(&path, self.options().clone(), lock, None)?;
+        let reopened = self.reopen_next(&path)?;
         reopened.add_purged(&done.purged);
-        reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());
-        // Automatic sealing goes on as it was set.
-        *reopened.auto_seal.lock() = *self.auto_seal.lock();
         Ok((done, reopened))
     }
 }

@@ -1,8 +1,13 @@
 //! What several test files share: a clock reading, quiet compaction hooks, options, a
-//! history of memories to fill a log with, and random histories for property tests.
+//! history of memories to fill a log with, random histories for property tests, and the
+//! records of a log file.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use memcommit_core::compact::{Compacted, Hooks};
+use memcommit_core::format::{self, FileHeader, RecordView, HEADER_LEN};
 use memcommit_core::{Command, Durability, Log, Options, PutCommand, Query, Status, Tier};
 
 /// A clock reading, µs since the epoch.
@@ -19,6 +24,19 @@ impl Hooks for Quiet {
 /// A writer with no fsyncs and no index file at close.
 pub fn opts() -> Options {
     Options { durability: Durability::None, index_file_every: 0, ..Options::default() }
+}
+
+/// A new temporary directory and a writer (`opts`) on a new log `s.log` in it.
+pub fn new_log() -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    new_log_with(opts())
+}
+
+/// `new_log`, the log opened with `options`.
+pub fn new_log_with(options: Options) -> (tempfile::TempDir, PathBuf, Arc<Log>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.log");
+    let log = Log::open(&path, options).unwrap();
+    (dir, path, log)
 }
 
 /// A put of a note `id` with a task and tags.
@@ -165,4 +183,19 @@ pub fn run_history(log: &Log, steps: &[Vec<Step>], t: i64) {
         }
         let _ = log.commit(&cmds, None, at);
     }
+}
+
+/// `f` of every record of the log file at `path` (its offset and the record), read with the
+/// format's own parser, up to the first bytes that are not a record.
+pub fn file_records<T>(path: &Path, mut f: impl FnMut(u64, &RecordView<'_>) -> T) -> Vec<T> {
+    let b = std::fs::read(path).unwrap();
+    let salt = FileHeader::decode(&b).unwrap().salt();
+    let mut out = Vec::new();
+    let mut off = HEADER_LEN;
+    while off < b.len() {
+        let Ok(r) = format::parse_record(&b[off..], salt, format::MAX_PAYLOAD_LEN) else { break };
+        out.push(f(off as u64, &r));
+        off += r.bytes.len();
+    }
+    out
 }

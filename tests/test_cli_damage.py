@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from logbytes import crc32c
 from memcommit.cli import main
-from test_seals import crc32c
 
 READERS = ("info", "export", "verify", "snapshot")
 WRITERS = ("compact", "seal", "import")

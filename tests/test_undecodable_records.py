@@ -16,22 +16,8 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from logbytes import read_log, write_log
 from memcommit import cli
-from test_seals import crc32c
-
-HEADER_LEN = 64
-RECORD_MAGIC = b"CM"
-
-
-def records(buf: bytes) -> list[tuple[int, int]]:
-    """(offset, length) of every record in a log's bytes."""
-    out, off = [], HEADER_LEN
-    while off + 36 <= len(buf) and buf[off : off + 2] == RECORD_MAGIC:
-        key_len = int.from_bytes(buf[off + 24 : off + 26], "little")
-        length = int.from_bytes(buf[off + 28 : off + 32], "little")
-        out.append((off, 36 + key_len + length))
-        off += 36 + key_len + length
-    return out
 
 
 def rewrite(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
@@ -39,16 +25,14 @@ def rewrite(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
 
     Returns the record's (offset, LSN)."""
     assert len(old) == len(new)
-    buf = bytearray(path.read_bytes())
-    for off, n in records(buf):
-        rec = buf[off : off + n]
-        i = rec.find(old, 32)
+    log = read_log(path)
+    for rec in log.recs:
+        i = rec.data.find(old, 32)
         if i >= 0:
-            rec[i : i + len(old)] = new
-            rec[-4:] = crc32c(rec[:-4]).to_bytes(4, "little")
-            buf[off : off + n] = rec
-            path.write_bytes(bytes(buf))
-            return off, int.from_bytes(rec[8:16], "little")
+            rec.data[i : i + len(old)] = new
+            rec.fix_crc()
+            write_log(path, log)
+            return rec.offset, rec.lsn
     raise AssertionError(f"{old!r} is in no record")
 
 

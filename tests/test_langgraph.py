@@ -1205,26 +1205,20 @@ def test_rejects_invalid_namespace_labels(
     monkeypatch.setattr(store, "batch", lambda ops: calls.append("batch"))
     monkeypatch.setattr(store, "abatch", lambda ops: calls.append("abatch"))
     ns = cast(Any, namespace)
+    # The method's name (its async twin's is "a" + name) and its arguments.
+    name, args, kwargs = {
+        "get": ("get", (ns, "key"), {}),
+        "delete": ("delete", (ns, "key"), {}),
+        "search": ("search", (ns,), {}),
+        "prefix": ("list_namespaces", (), {"prefix": ns}),
+        "suffix": ("list_namespaces", (), {"suffix": ns}),
+    }[method]
     if asynchronous:
-        call: Any = {
-            "get": lambda: store.aget(ns, "key"),
-            "delete": lambda: store.adelete(ns, "key"),
-            "search": lambda: store.asearch(ns),
-            "prefix": lambda: store.alist_namespaces(prefix=ns),
-            "suffix": lambda: store.alist_namespaces(suffix=ns),
-        }[method]
         with pytest.raises(InvalidNamespaceError):
-            asyncio.run(call())
+            asyncio.run(getattr(store, "a" + name)(*args, **kwargs))
     else:
-        call = {
-            "get": lambda: store.get(ns, "key"),
-            "delete": lambda: store.delete(ns, "key"),
-            "search": lambda: store.search(ns),
-            "prefix": lambda: store.list_namespaces(prefix=ns),
-            "suffix": lambda: store.list_namespaces(suffix=ns),
-        }[method]
         with pytest.raises(InvalidNamespaceError):
-            call()
+            getattr(store, name)(*args, **kwargs)
     assert calls == []
 
 

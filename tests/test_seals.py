@@ -1151,7 +1151,8 @@ _CRASH_CHILD = textwrap.dedent(
 )
 
 
-def test_crash_between_record_and_auto_seal(path: Path) -> None:
+def crash_child(path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``_CRASH_CHILD`` on `path`; it must die by SIGKILL, as it means to."""
     proc = subprocess.run(
         [sys.executable, "-c", _CRASH_CHILD, str(path)],
         capture_output=True,
@@ -1159,6 +1160,11 @@ def test_crash_between_record_and_auto_seal(path: Path) -> None:
         timeout=30,
     )
     assert proc.returncode == -9, proc.stderr
+    return proc
+
+
+def test_crash_between_record_and_auto_seal(path: Path) -> None:
+    proc = crash_child(path)
     assert proc.stdout.strip() == "14 [6, 12]"
     # Make the crash land between the last put and its seal: the seal at 12 never made it
     # to disk (its bytes zeroed, as in a preallocated file), puts 7..11 did.
@@ -1187,13 +1193,7 @@ def test_crash_between_record_and_auto_seal(path: Path) -> None:
 
 
 def test_crash_after_auto_seals_leaves_a_valid_store(path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", _CRASH_CHILD, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert proc.returncode == -9, proc.stderr
+    crash_child(path)
     with memcommit.open(path, durability="none") as store:
         assert store.lsn == 14
         assert [x.record_lsn for x in store.seals()] == [6, 12]

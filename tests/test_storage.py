@@ -34,7 +34,7 @@ import sys
 import tempfile
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -1509,29 +1509,30 @@ def _race_compaction(path: Path) -> None:
     stop = threading.Event()
     started = threading.Barrier(3)
 
-    def putter() -> None:
-        started.wait()
-        i = 0
-        try:
-            while not stop.is_set():
-                i += 1
-                acked.append(store.put(f"new {i}", kind="note"))
-        except BaseException as e:
-            failed.append(e)
+    def writer(write: Callable[[int], None]) -> threading.Thread:
+        """A thread that calls ``write(1)``, ``write(2)``, ... until stopped, keeping a failure."""
 
-    def committer() -> None:
-        started.wait()
-        i = 0
-        try:
-            while not stop.is_set():
-                i += 1
-                with store.commit() as c:
-                    ids = c.put_many([f"bulk {i} {j}" for j in range(300)], kind="note")
-                acked.extend(ids)
-        except BaseException as e:
-            failed.append(e)
+        def run() -> None:
+            started.wait()
+            i = 0
+            try:
+                while not stop.is_set():
+                    i += 1
+                    write(i)
+            except BaseException as e:
+                failed.append(e)
 
-    threads = [threading.Thread(target=putter), threading.Thread(target=committer)]
+        return threading.Thread(target=run)
+
+    def put(i: int) -> None:
+        acked.append(store.put(f"new {i}", kind="note"))
+
+    def commit(i: int) -> None:
+        with store.commit() as c:
+            ids = c.put_many([f"bulk {i} {j}" for j in range(300)], kind="note")
+        acked.extend(ids)
+
+    threads = [writer(put), writer(commit)]
     for t in threads:
         t.start()
     started.wait()

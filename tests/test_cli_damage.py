@@ -116,6 +116,20 @@ def _one_line_error(err: str, path: Path) -> str:
     return lines[0]
 
 
+def _refused(argv: list[str], named: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``memcommit ARGV`` exits 1 with one line of error naming `named`; returns that line."""
+    assert main(argv) == 1
+    return _one_line_error(capsys.readouterr().err, named)
+
+
+@pytest.fixture
+def empty_log(tmp_path: Path) -> Path:
+    """A log with nothing in it, closed: ``memory.db`` in the test's directory."""
+    path = tmp_path / "memory.db"
+    memcommit.open(str(path)).close()
+    return path
+
+
 def _agrees_with_repair(
     message: str, path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -251,46 +265,39 @@ def test_damage_after_the_header_points_to_repair_and_writers_create_no_lock_fil
 
 
 def test_export_out_into_a_missing_directory_names_the_out_path(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    empty_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "missing" / "dump.jsonl"
-    assert main(["export", str(path), "--out", str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["export", str(empty_log), "--out", str(out)], out, capsys)
     assert f"--out {out}: the directory {out.parent} does not exist" in message
     assert ".partial" not in message
 
-    assert main(["export", str(path), "--out", str(tmp_path)]) == 1
-    message = _one_line_error(capsys.readouterr().err, tmp_path)
+    message = _refused(["export", str(empty_log), "--out", str(tmp_path)], tmp_path, capsys)
     assert "is a directory" in message
 
 
 def test_snapshot_into_a_missing_directory_names_the_snapshot_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    empty_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "missing" / "state.json"
-    assert main(["snapshot", str(path), str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["snapshot", str(empty_log), str(out)], out, capsys)
     assert f"{out}: the directory {out.parent} does not exist" in message
     assert ".tmp-" not in message
 
 
 def test_a_snapshot_that_cannot_be_written_is_named_not_its_temp_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    empty_log: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "state.json"
 
     def refuse(self: object, target: str) -> None:
         raise PermissionError(13, "Permission denied", f"{target}.tmp-1234")
 
     monkeypatch.setattr(memcommit.MemoryStore, "save_snapshot", refuse)
-    assert main(["snapshot", str(path), str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["snapshot", str(empty_log), str(out)], out, capsys)
     assert f"{out}: cannot write it: Permission denied" in message
     assert ".tmp-" not in message
 
@@ -357,8 +364,7 @@ def test_serve_reports_a_log_that_does_not_decode_in_one_line(
 
     monkeypatch.setattr(MemoryServer, "run", run)
     path = _log_with_a_bad_payload(tmp_path, where)
-    assert main(["serve", str(path), "--port", "0"]) == 1
-    message = _one_line_error(capsys.readouterr().err, path)
+    message = _refused(["serve", str(path), "--port", "0"], path, capsys)
     assert message.startswith("memcommit serve: error: ")
 
 

@@ -40,6 +40,18 @@ def _make_store(path: Path) -> dict[str, str]:
     return {"fact": fact, "trace": trace, "note": note}
 
 
+def _sample(tmp_path: Path) -> Path:
+    """``memory.db`` in `tmp_path`, holding ``_make_store``'s records."""
+    path = tmp_path / "memory.db"
+    _make_store(path)
+    return path
+
+
+def _fields(out: str) -> dict[str, str]:
+    """The ``key: value`` lines a command printed, as a dict."""
+    return dict(line.split(": ", 1) for line in out.splitlines())
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -54,10 +66,9 @@ def _comparable(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["info", str(path)]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = _fields(capsys.readouterr().out)
     assert lines["records"] == "9"
     assert lines["lsn"] == "9"
     assert lines["memories"] == "3"
@@ -67,8 +78,7 @@ def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["info", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["records"] == 9
@@ -158,8 +168,7 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "memory.db"
-    _make_store(source)
+    source = _sample(tmp_path)
     dump = tmp_path / "dump.jsonl"
     assert main(["export", str(source), "--out", str(dump)]) == 0
     target = tmp_path / "copy.db"
@@ -172,8 +181,7 @@ def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_import_bad_json_names_the_line_and_writes_nothing_of_its_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = tmp_path / "memory.db"
-    _make_store(source)
+    source = _sample(tmp_path)
     dump = tmp_path / "dump.jsonl"
     assert main(["export", str(source), "--out", str(dump)]) == 0
     lines = dump.read_text(encoding="utf-8").splitlines()
@@ -270,14 +278,18 @@ def _damaged_store(tmp_path: Path) -> Path:
     return path
 
 
+def _assert_untouched(path: Path, before: bytes) -> None:
+    """The log at `path` still holds `before`, and repair left no backup beside it."""
+    assert path.read_bytes() == before
+    assert list(path.parent.glob(f"{path.name}.bak-*")) == []
+
+
 def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     before = path.read_bytes()
     assert main(["repair", str(path)]) == 0
     assert "healthy" in capsys.readouterr().out
-    assert path.read_bytes() == before
-    assert list(tmp_path.glob("memory.db.bak-*")) == []
+    _assert_untouched(path, before)
 
 
 def test_repair_without_yes_changes_nothing(
@@ -293,8 +305,7 @@ def test_repair_without_yes_changes_nothing(
     captured = capsys.readouterr()
     assert f"byte offset {report['damage_offset']:,}" in captured.out
     assert "--yes" in captured.err
-    assert path.read_bytes() == before
-    assert list(tmp_path.glob("memory.db.bak-*")) == []
+    _assert_untouched(path, before)
 
 
 def test_repair_with_yes_backs_up_and_cuts(
@@ -324,8 +335,7 @@ def test_repair_with_yes_backs_up_and_cuts(
 
 
 def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     good = path.read_bytes()
     path.write_bytes(good + b"MC\x01\x01half a record")
     assert main(["repair", str(path), "--yes"]) == 0
@@ -340,8 +350,7 @@ def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_repair_refuses_while_a_writer_holds_the_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     with memcommit.open(str(path)):
         # Bytes a live writer is still appending look like a torn tail from outside.
         with path.open("ab") as log:
@@ -349,8 +358,7 @@ def test_repair_refuses_while_a_writer_holds_the_log(
         before = path.read_bytes()
         assert main(["repair", str(path), "--yes"]) == 1
         assert "open for writing" in capsys.readouterr().err
-        assert path.read_bytes() == before
-        assert list(tmp_path.glob("memory.db.bak-*")) == []
+        _assert_untouched(path, before)
 
 
 def test_info_on_a_damaged_log_points_to_repair(
@@ -369,26 +377,24 @@ def test_info_on_a_damaged_log_points_to_repair(
 def test_seal_prints_an_anchor_that_verify_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     anchor_json = capsys.readouterr().out.strip()
     anchor = memcommit.Seal.from_json(anchor_json)
     (tmp_path / "anchor.json").write_text(anchor_json, encoding="utf-8")
     assert main(["verify", str(path), "--anchor", str(tmp_path / "anchor.json")]) == 0
-    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    out = _fields(capsys.readouterr().out)
     assert out["seals_checked"] == "1" and out["anchors_checked"] == "1"
     assert int(out["records_checked"]) == anchor.lsn + 1
     assert main(["info", str(path)]) == 0
-    info = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    info = _fields(capsys.readouterr().out)
     assert info["seals"] == "1" and info["last_seal"] == f"LSN {anchor.lsn} {anchor.hash}"
 
 
 def test_verify_with_key_file_and_a_wrong_key_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     key, other = tmp_path / "key", tmp_path / "other"
     key.write_bytes(b"k" * 32)
     other.write_bytes(b"o" * 32)
@@ -406,8 +412,7 @@ def test_verify_with_key_file_and_a_wrong_key_exits_1(
 def test_verify_of_a_changed_record_exits_1_naming_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     capsys.readouterr()
     data = bytearray(path.read_bytes())
@@ -430,7 +435,7 @@ def test_compact_prints_the_report_and_old_anchors_are_superseded(
         main(["compact", str(path), "--kinds-after", "trace=0s", "--archived-older-than", "30d"])
         == 0
     )
-    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    out = _fields(capsys.readouterr().out)
     assert out["purged"] == "1" and out["records"].startswith("10 -> ")
     with memcommit.open(str(path), read_only=True) as store:
         assert store.generation == 1 and store.is_purged(ids["trace"])
@@ -442,8 +447,7 @@ def test_compact_prints_the_report_and_old_anchors_are_superseded(
 def test_compact_refuses_bad_ages_and_horizons(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["compact", str(path), "--kinds-after", "trace"]) == 2
     assert "KIND=AGE" in capsys.readouterr().err
     assert main(["compact", str(path), "--archived-older-than", "soon"]) == 2
@@ -461,7 +465,7 @@ def test_snapshot_writes_a_file_the_store_opens_with(
     ids = _make_store(path)
     out = tmp_path / "state.json"
     assert main(["snapshot", str(path), str(out)]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = _fields(capsys.readouterr().out)
     assert lines["lsn"] == "9" and lines["memories"] == "3"
     with memcommit.open(str(path), snapshot=str(out)) as store:
         assert store.get(ids["fact"]).text == "Acme uses EUR and GBP."  # type: ignore[union-attr]
@@ -475,8 +479,7 @@ def test_seal_and_verify_name_missing_files(
     missing = tmp_path / "missing.db"
     assert main(["seal", str(missing)]) == 1
     assert str(missing) in capsys.readouterr().err
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path = _sample(tmp_path)
     assert main(["verify", str(path), "--key-file", str(tmp_path / "nokey")]) == 1
     assert "nokey" in capsys.readouterr().err
     bad = tmp_path / "bad.json"

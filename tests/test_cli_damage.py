@@ -305,12 +305,18 @@ def test_a_snapshot_that_cannot_be_written_is_named_not_its_temp_file(
 # --- repair and a live writer -------------------------------------------------------
 
 
+def _writer_with_a_memory(path: Path) -> memcommit.MemoryStore:
+    """A writer on `path` that has committed one memory (and holds the writer's lock)."""
+    store = memcommit.open(str(path))
+    store.put("a memory")
+    return store
+
+
 def test_repair_checks_the_writer_lock_before_anything_else(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "memory.db"
-    with memcommit.open(str(path)) as store:
-        store.put("a memory")
+    with _writer_with_a_memory(path):
         # A live writer's file ends in the zeros it wrote ahead of its next commits.
         size = path.stat().st_size
         assert size > 64 + 100
@@ -330,8 +336,7 @@ def test_repair_takes_an_all_zero_tail_for_free_space(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "memory.db"
-    with memcommit.open(str(path)) as store:
-        store.put("a memory")
+    _writer_with_a_memory(path).close()
     good = path.read_bytes()
     # What a writer killed before its close leaves: zeros written ahead of the next commit.
     path.write_bytes(good + bytes(1 << 20))

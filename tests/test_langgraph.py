@@ -1583,24 +1583,23 @@ def test_values_are_json_and_copied(store: MemcommitStore) -> None:
     assert store.get(("t",), "nan") is None and store.get(("t",), "obj") is None
 
 
-FILTER_VALUES: list[dict[str, Any]] = [
-    {},
+# A value of "a" of each JSON type: each is both stored (FILTER_VALUES) and asked for (FILTERS).
+EACH_TYPE: list[dict[str, Any]] = [
     {"a": 1},
     {"a": 1.0},
     {"a": True},
     {"a": "1"},
     {"a": None},
     {"a": [1, "x"]},
+]
+FILTER_VALUES: list[dict[str, Any]] = [
+    {},
+    *EACH_TYPE,
     {"a": {"b": 2, "c": "x"}, "d": False},
     {"a.b": 3, "a": {"b": 4}},
 ]
 FILTERS: list[dict[str, Any]] = [
-    {"a": 1},
-    {"a": 1.0},
-    {"a": True},
-    {"a": "1"},
-    {"a": None},
-    {"a": [1, "x"]},
+    *EACH_TYPE,
     {"a": (1, "x")},
     {"a": {"b": 2}},
     {"a.b": 2},

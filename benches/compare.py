@@ -119,6 +119,26 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) 
     out()
 
 
+def ratio_table(
+    heading: str,
+    mine: Sequence[tuple[str, float | None]],
+    peers: Sequence[tuple[str, float | None]],
+) -> None:
+    """`heading`, then a table of each memcommit row's figure over each peer's figure."""
+    out(heading)
+    out()
+    table(
+        ["memcommit", *(f"vs {name}" for name, _ in peers)],
+        [[name, *(fmt_ratio(figure, peer) for _, peer in peers)] for name, figure in mine],
+    )
+
+
+def skipped(env: Env) -> None:
+    """What a section prints in place of memcommit's figures when memcommit is not available."""
+    out(f"memcommit skipped: {env.no_memcommit}")
+    out()
+
+
 # --------------------------------------------------------------------------------------
 # Machine facts and the fdatasync probe
 
@@ -324,15 +344,13 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
     mc = [r for r in rows if r.name.startswith("memcommit")]
     peers = [r for r in rows if not r.name.startswith("memcommit")]
     if mc:
-        out("Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):")
-        out()
-        table(
-            ["memcommit", *(f"vs {p.name}" for p in peers)],
-            [[m.name, *(fmt_ratio(m.rate, p.rate) for p in peers)] for m in mc],
+        ratio_table(
+            "Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):",
+            [(m.name, m.rate) for m in mc],
+            [(p.name, p.rate) for p in peers],
         )
     else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
     # Drop the data sets sections 3 and 4 do not reuse.
     reused = {os.path.dirname(p) if os.path.isfile(p) else p for p in built.values()}
     for r in rows:
@@ -414,8 +432,7 @@ def phase_durable(
             ],
         )
     else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
 
 
 # --------------------------------------------------------------------------------------
@@ -550,15 +567,13 @@ def phase_open(
     if env.memcommit:
         mc = [r for r in rows if r.mode.startswith("memcommit")]
         peers = [r for r in rows if not r.mode.startswith("memcommit")]
-        out("Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):")
-        out()
-        table(
-            ["memcommit", *(f"vs {p.label}" for p in peers)],
-            [[m.label, *(fmt_ratio(m.median, p.median) for p in peers)] for m in mc],
+        ratio_table(
+            "Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):",
+            [(m.label, m.median) for m in mc],
+            [(p.label, p.median) for p in peers],
         )
     else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
 
 
 def phase_rss(env: Env, base: str, recs: Sequence[Record], built: dict[str, str]) -> None:
@@ -604,8 +619,7 @@ def phase_rss(env: Env, base: str, recs: Sequence[Record], built: dict[str, str]
         rows,
     )
     if not env.memcommit:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
 
 
 # --------------------------------------------------------------------------------------

@@ -119,12 +119,20 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) 
     out()
 
 
-def ratio_table(
-    heading: str,
-    mine: Sequence[tuple[str, float | None]],
-    peers: Sequence[tuple[str, float | None]],
-) -> None:
-    """`heading`, then a table of each memcommit row's figure over each peer's figure."""
+def ratio_table(env: Env, heading: str, rows: Sequence[tuple[str, float | None, bool]]) -> None:
+    """`heading`, then a table of each memcommit row's figure over each peer row's; or, with
+    no memcommit row (memcommit is not available), the skipped line instead.
+
+    Args:
+        env: what is available.
+        heading: the line above the table.
+        rows: (name, figure, whether the row is memcommit's), in the section's order.
+    """
+    mine = [(name, figure) for name, figure, is_mine in rows if is_mine]
+    peers = [(name, figure) for name, figure, is_mine in rows if not is_mine]
+    if not mine:
+        skipped(env)
+        return
     out(heading)
     out()
     table(
@@ -341,16 +349,11 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
             for r in rows
         ],
     )
-    mc = [r for r in rows if r.name.startswith("memcommit")]
-    peers = [r for r in rows if not r.name.startswith("memcommit")]
-    if mc:
-        ratio_table(
-            "Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):",
-            [(m.name, m.rate) for m in mc],
-            [(p.name, p.rate) for p in peers],
-        )
-    else:
-        skipped(env)
+    ratio_table(
+        env,
+        "Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):",
+        [(r.name, r.rate, r.name.startswith("memcommit")) for r in rows],
+    )
     # Drop the data sets sections 3 and 4 do not reuse.
     reused = {os.path.dirname(p) if os.path.isfile(p) else p for p in built.values()}
     for r in rows:
@@ -564,16 +567,12 @@ def phase_open(
         + "."
     )
     out()
-    if env.memcommit:
-        mc = [r for r in rows if r.mode.startswith("memcommit")]
-        peers = [r for r in rows if not r.mode.startswith("memcommit")]
-        ratio_table(
-            "Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):",
-            [(m.label, m.median) for m in mc],
-            [(p.label, p.median) for p in peers],
-        )
-    else:
-        skipped(env)
+    # memcommit's rows are there exactly when memcommit is available (open_modes)
+    ratio_table(
+        env,
+        "Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):",
+        [(r.label, r.median, r.mode.startswith("memcommit")) for r in rows],
+    )
 
 
 def phase_rss(env: Env, base: str, recs: Sequence[Record], built: dict[str, str]) -> None:

@@ -47,6 +47,13 @@ def _sample(tmp_path: Path) -> Path:
     return path
 
 
+def _exported(tmp_path: Path) -> Path:
+    """``dump.jsonl`` in `tmp_path`: ``memcommit export`` of a ``_sample`` log."""
+    dump = tmp_path / "dump.jsonl"
+    assert main(["export", str(_sample(tmp_path)), "--out", str(dump)]) == 0
+    return dump
+
+
 def _fields(out: str) -> dict[str, str]:
     """The ``key: value`` lines a command printed, as a dict."""
     return dict(line.split(": ", 1) for line in out.splitlines())
@@ -168,9 +175,7 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = _sample(tmp_path)
-    dump = tmp_path / "dump.jsonl"
-    assert main(["export", str(source), "--out", str(dump)]) == 0
+    dump = _exported(tmp_path)
     target = tmp_path / "copy.db"
     assert main(["import", str(target), str(dump), "--batch", "2"]) == 0
     assert "in 5 commits" in capsys.readouterr().out
@@ -181,9 +186,7 @@ def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_import_bad_json_names_the_line_and_writes_nothing_of_its_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = _sample(tmp_path)
-    dump = tmp_path / "dump.jsonl"
-    assert main(["export", str(source), "--out", str(dump)]) == 0
+    dump = _exported(tmp_path)
     lines = dump.read_text(encoding="utf-8").splitlines()
     lines[4] = lines[4][:-7]  # line 5 is cut short
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")

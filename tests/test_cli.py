@@ -269,8 +269,9 @@ def test_import_missing_file_fails_naming_it(
 # --- repair -----------------------------------------------------------------------------
 
 
-def _damaged_store(tmp_path: Path) -> Path:
-    """A store of 200 one-record commits with one byte flipped in the middle."""
+@pytest.fixture
+def damaged(tmp_path: Path) -> Path:
+    """``memory.db``: a store of 200 one-record commits with one byte flipped in the middle."""
     path = tmp_path / "memory.db"
     with memcommit.open(str(path), durability="none") as store:
         for i in range(200):
@@ -281,59 +282,60 @@ def _damaged_store(tmp_path: Path) -> Path:
     return path
 
 
-def _assert_untouched(path: Path, before: bytes) -> None:
-    """The log at `path` still holds `before`, and repair left no backup beside it."""
+def _repair_untouched(
+    path: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str, str]:
+    """Run ``memcommit repair PATH FLAGS``, check it changed nothing and left no backup beside
+    the log; returns its exit code, its output and its errors."""
+    before = path.read_bytes()
+    code = main(["repair", str(path), *flags])
+    captured = capsys.readouterr()
     assert path.read_bytes() == before
     assert list(path.parent.glob(f"{path.name}.bak-*")) == []
+    return code, captured.out, captured.err
 
 
 def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _sample(tmp_path)
-    before = path.read_bytes()
-    assert main(["repair", str(path)]) == 0
-    assert "healthy" in capsys.readouterr().out
-    _assert_untouched(path, before)
+    code, out, _ = _repair_untouched(_sample(tmp_path), capsys)
+    assert code == 0
+    assert "healthy" in out
 
 
 def test_repair_without_yes_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    report = _native.inspect_log(str(path))
+    report = _native.inspect_log(str(damaged))
     assert report["damage_offset"] is not None
-    assert report["good_end"] < path.stat().st_size
-    before = path.read_bytes()
+    assert report["good_end"] < damaged.stat().st_size
 
-    assert main(["repair", str(path)]) == 1
-    captured = capsys.readouterr()
-    assert f"byte offset {report['damage_offset']:,}" in captured.out
-    assert "--yes" in captured.err
-    _assert_untouched(path, before)
+    code, out, err = _repair_untouched(damaged, capsys)
+    assert code == 1
+    assert f"byte offset {report['damage_offset']:,}" in out
+    assert "--yes" in err
 
 
 def test_repair_with_yes_backs_up_and_cuts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    before = path.read_bytes()
-    report = _native.inspect_log(str(path))
+    before = damaged.read_bytes()
+    report = _native.inspect_log(str(damaged))
     with pytest.raises(memcommit.CorruptLog):
-        memcommit.open(str(path))
+        memcommit.open(str(damaged))
 
-    assert main(["repair", str(path), "--yes"]) == 0
+    assert main(["repair", str(damaged), "--yes"]) == 0
     out = capsys.readouterr().out
     backups = list(tmp_path.glob("memory.db.bak-*"))
     assert len(backups) == 1
     assert backups[0].read_bytes() == before
     assert str(backups[0]) in out
     assert f"cut {len(before) - report['good_end']:,} bytes" in out
-    assert path.stat().st_size == report["good_end"]
+    assert damaged.stat().st_size == report["good_end"]
 
-    with memcommit.open(str(path)) as store:
+    with memcommit.open(str(damaged)) as store:
         assert 0 < len(store) < 200
         assert store.lsn == report["lsn"]
-    assert _native.inspect_log(str(path))["damage_offset"] is None
-    assert main(["repair", str(path)]) == 0
+    assert _native.inspect_log(str(damaged))["damage_offset"] is None
+    assert main(["repair", str(damaged)]) == 0
     assert "healthy" in capsys.readouterr().out
 
 
@@ -358,17 +360,15 @@ def test_repair_refuses_while_a_writer_holds_the_log(
         # Bytes a live writer is still appending look like a torn tail from outside.
         with path.open("ab") as log:
             log.write(b"MC\x01\x00in flight")
-        before = path.read_bytes()
-        assert main(["repair", str(path), "--yes"]) == 1
-        assert "open for writing" in capsys.readouterr().err
-        _assert_untouched(path, before)
+        code, _, err = _repair_untouched(path, capsys, "--yes")
+        assert code == 1
+        assert "open for writing" in err
 
 
 def test_info_on_a_damaged_log_points_to_repair(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    assert main(["info", str(path)]) == 1
+    assert main(["info", str(damaged)]) == 1
     err = capsys.readouterr().err
     assert "memcommit repair" in err
     assert "Traceback" not in err
@@ -451,12 +451,13 @@ def test_compact_refuses_bad_ages_and_horizons(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _sample(tmp_path)
-    assert main(["compact", str(path), "--kinds-after", "trace"]) == 2
-    assert "KIND=AGE" in capsys.readouterr().err
-    assert main(["compact", str(path), "--archived-older-than", "soon"]) == 2
-    assert "not an age" in capsys.readouterr().err
-    assert main(["compact", str(path), "--horizon", "999"]) == 1
-    assert "--horizon 999" in capsys.readouterr().err
+    for args, code, message in (
+        (["--kinds-after", "trace"], 2, "KIND=AGE"),
+        (["--archived-older-than", "soon"], 2, "not an age"),
+        (["--horizon", "999"], 1, "--horizon 999"),
+    ):
+        assert main(["compact", str(path), *args]) == code, args
+        assert message in capsys.readouterr().err
     with memcommit.open(str(path), read_only=True) as store:
         assert store.generation == 0
 

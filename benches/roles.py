@@ -91,6 +91,13 @@ CREATE TABLE IF NOT EXISTS fences (
 """
 
 
+def _unexpired(conn: sqlite3.Connection, query: str, key: str, now: int) -> Any:
+    """The row `query` selects for `key`, or None when there is none or it has expired by
+    `now` (the query selects ``expires_at_ms`` last)."""
+    row = conn.execute(query, (key,)).fetchone()
+    return row if row is not None and now < row[-1] else None
+
+
 class SqliteRoles:
     """Locks and idempotency keys in SQLite, one connection per thread."""
 
@@ -134,10 +141,10 @@ class SqliteRoles:
     def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
         now = now_ms()
         with self.immediate() as conn:
-            row = conn.execute(
-                "SELECT owner, token, expires_at_ms FROM locks WHERE name = ?", (name,)
-            ).fetchone()
-            if row is not None and now < row[2]:
+            row = _unexpired(
+                conn, "SELECT owner, token, expires_at_ms FROM locks WHERE name = ?", name, now
+            )
+            if row is not None:
                 if row[0] != owner:
                     return None
                 conn.execute(
@@ -162,10 +169,8 @@ class SqliteRoles:
     def reserve(self, key: str, ttl_ms: int) -> int | None:
         now = now_ms()
         with self.immediate() as conn:
-            row = conn.execute(
-                "SELECT expires_at_ms FROM idempotency WHERE key = ?", (key,)
-            ).fetchone()
-            if row is not None and now < row[0]:
+            query = "SELECT expires_at_ms FROM idempotency WHERE key = ?"
+            if _unexpired(conn, query, key, now) is not None:
                 return None
             token = self._next_token(conn, "idempotency", key)
             conn.execute(

@@ -40,17 +40,16 @@ def _make_store(path: Path) -> dict[str, str]:
     return {"fact": fact, "trace": trace, "note": note}
 
 
-def _sample(tmp_path: Path) -> Path:
-    """``memory.db`` in `tmp_path`, holding ``_make_store``'s records."""
+def _sample(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """``memory.db`` in `tmp_path`, holding ``_make_store``'s records, and their ids."""
     path = tmp_path / "memory.db"
-    _make_store(path)
-    return path
+    return path, _make_store(path)
 
 
 def _exported(tmp_path: Path) -> Path:
     """``dump.jsonl`` in `tmp_path`: ``memcommit export`` of a ``_sample`` log."""
     dump = tmp_path / "dump.jsonl"
-    assert main(["export", str(_sample(tmp_path)), "--out", str(dump)]) == 0
+    assert main(["export", str(_sample(tmp_path)[0]), "--out", str(dump)]) == 0
     return dump
 
 
@@ -73,7 +72,7 @@ def _comparable(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     assert main(["info", str(path)]) == 0
     lines = _fields(capsys.readouterr().out)
     assert lines["records"] == "9"
@@ -85,7 +84,7 @@ def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     assert main(["info", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["records"] == 9
@@ -126,8 +125,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_export_to_stdout_writes_one_json_object_per_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
+    path, ids = _sample(tmp_path)
     assert main(["export", str(path)]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["lsn"] for r in records] == list(range(1, 10))
@@ -148,8 +146,7 @@ def test_export_to_stdout_writes_one_json_object_per_record(
 
 
 def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "memory.db"
-    ids = _make_store(source)
+    source, ids = _sample(tmp_path)
     first = tmp_path / "first.jsonl"
     assert main(["export", str(source), "--out", str(first)]) == 0
     assert "exported 9 records" in capsys.readouterr().out
@@ -296,7 +293,7 @@ def _repair_untouched(
 
 
 def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _repair_untouched(_sample(tmp_path), capsys)
+    code, out, _ = _repair_untouched(_sample(tmp_path)[0], capsys)
     assert code == 0
     assert "healthy" in out
 
@@ -340,7 +337,7 @@ def test_repair_with_yes_backs_up_and_cuts(
 
 
 def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     good = path.read_bytes()
     path.write_bytes(good + b"MC\x01\x01half a record")
     assert main(["repair", str(path), "--yes"]) == 0
@@ -355,7 +352,7 @@ def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_repair_refuses_while_a_writer_holds_the_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     with memcommit.open(str(path)):
         # Bytes a live writer is still appending look like a torn tail from outside.
         with path.open("ab") as log:
@@ -380,7 +377,7 @@ def test_info_on_a_damaged_log_points_to_repair(
 def test_seal_prints_an_anchor_that_verify_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     anchor_json = capsys.readouterr().out.strip()
     anchor = memcommit.Seal.from_json(anchor_json)
@@ -397,7 +394,7 @@ def test_seal_prints_an_anchor_that_verify_checks(
 def test_verify_with_key_file_and_a_wrong_key_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     key, other = tmp_path / "key", tmp_path / "other"
     key.write_bytes(b"k" * 32)
     other.write_bytes(b"o" * 32)
@@ -415,7 +412,7 @@ def test_verify_with_key_file_and_a_wrong_key_exits_1(
 def test_verify_of_a_changed_record_exits_1_naming_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     capsys.readouterr()
     data = bytearray(path.read_bytes())
@@ -430,8 +427,7 @@ def test_verify_of_a_changed_record_exits_1_naming_where(
 def test_compact_prints_the_report_and_old_anchors_are_superseded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
+    path, ids = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     (tmp_path / "anchor.json").write_text(capsys.readouterr().out, encoding="utf-8")
     assert (
@@ -450,7 +446,7 @@ def test_compact_prints_the_report_and_old_anchors_are_superseded(
 def test_compact_refuses_bad_ages_and_horizons(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     for args, code, message in (
         (["--kinds-after", "trace"], 2, "KIND=AGE"),
         (["--archived-older-than", "soon"], 2, "not an age"),
@@ -465,8 +461,7 @@ def test_compact_refuses_bad_ages_and_horizons(
 def test_snapshot_writes_a_file_the_store_opens_with(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
+    path, ids = _sample(tmp_path)
     out = tmp_path / "state.json"
     assert main(["snapshot", str(path), str(out)]) == 0
     lines = _fields(capsys.readouterr().out)
@@ -483,7 +478,7 @@ def test_seal_and_verify_name_missing_files(
     missing = tmp_path / "missing.db"
     assert main(["seal", str(missing)]) == 1
     assert str(missing) in capsys.readouterr().err
-    path = _sample(tmp_path)
+    path, _ = _sample(tmp_path)
     assert main(["verify", str(path), "--key-file", str(tmp_path / "nokey")]) == 1
     assert "nokey" in capsys.readouterr().err
     bad = tmp_path / "bad.json"

@@ -46,6 +46,15 @@ def _sample(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return path, _make_store(path)
 
 
+def _sealed_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, dict[str, str], str]:
+    """A ``_sample`` log sealed by ``memcommit seal``: its path, its ids and the anchor printed."""
+    path, ids = _sample(tmp_path)
+    assert main(["seal", str(path)]) == 0
+    return path, ids, capsys.readouterr().out
+
+
 def _exported(tmp_path: Path) -> Path:
     """``dump.jsonl`` in `tmp_path`: ``memcommit export`` of a ``_sample`` log."""
     dump = tmp_path / "dump.jsonl"
@@ -412,9 +421,7 @@ def test_verify_with_key_file_and_a_wrong_key_exits_1(
 def test_verify_of_a_changed_record_exits_1_naming_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, _ = _sample(tmp_path)
-    assert main(["seal", str(path)]) == 0
-    capsys.readouterr()
+    path, _, _ = _sealed_sample(tmp_path, capsys)
     data = bytearray(path.read_bytes())
     at = data.index(b"agent-1 called run_sql")
     data[at] ^= 0x20  # one letter's case: the record no longer matches its checksum
@@ -427,9 +434,8 @@ def test_verify_of_a_changed_record_exits_1_naming_where(
 def test_compact_prints_the_report_and_old_anchors_are_superseded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, ids = _sample(tmp_path)
-    assert main(["seal", str(path)]) == 0
-    (tmp_path / "anchor.json").write_text(capsys.readouterr().out, encoding="utf-8")
+    path, ids, anchor = _sealed_sample(tmp_path, capsys)
+    (tmp_path / "anchor.json").write_text(anchor, encoding="utf-8")
     assert (
         main(["compact", str(path), "--kinds-after", "trace=0s", "--archived-older-than", "30d"])
         == 0

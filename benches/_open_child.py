@@ -18,9 +18,12 @@ Modes:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -34,6 +37,23 @@ def status() -> dict[str, int]:
     return out
 
 
+@dataclass
+class Span:
+    """What ``measured`` saw: the status before the block, and the seconds the block took."""
+
+    before: dict[str, int]
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def measured() -> Iterator[Span]:
+    """Read ``status()``, then time the block (the open and the first read; imports go before)."""
+    span = Span(status())
+    t0 = time.perf_counter()
+    yield span
+    span.seconds = time.perf_counter() - t0
+
+
 def main() -> None:
     mode, path, rid, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     keep: Any = None
@@ -43,53 +63,45 @@ def main() -> None:
         import memcommit
 
         ro = mode == "memcommit_ro"
-        before = status()
-        t0 = time.perf_counter()
-        store = memcommit.open(path, read_only=ro)
-        m = store.get(rid)
-        dt = time.perf_counter() - t0
-        found = m is not None and m.id == rid
+        with measured() as span:
+            store = memcommit.open(path, read_only=ro)
+            got = store.get(rid)
+        found = got is not None and got.id == rid
         index_file = store.info()["index_file"]
         keep = store
     elif mode in ("sqlite_load", "sqlite_point"):
         import sqlite3
 
-        before = status()
-        t0 = time.perf_counter()
-        con = sqlite3.connect(path)
-        if mode == "sqlite_load":
-            d = {r[0]: r[1:] for r in con.execute("SELECT id, kind, task, text FROM memories")}
-            row = d.get(rid)
-            keep = d
-        else:
-            row = con.execute(
-                "SELECT kind, task, text FROM memories WHERE id = ?", (rid,)
-            ).fetchone()
-            keep = con
-        dt = time.perf_counter() - t0
+        with measured() as span:
+            con = sqlite3.connect(path)
+            if mode == "sqlite_load":
+                d = {r[0]: r[1:] for r in con.execute("SELECT id, kind, task, text FROM memories")}
+                row = d.get(rid)
+                keep = d
+            else:
+                row = con.execute(
+                    "SELECT kind, task, text FROM memories WHERE id = ?", (rid,)
+                ).fetchone()
+                keep = con
         found = row is not None
     elif mode in ("lmdb_load", "lmdb_point"):
         import lmdb
 
-        before = status()
-        t0 = time.perf_counter()
-        env = lmdb.open(path, readonly=True, lock=False, map_size=max(1 << 30, n * 2048))
-        with env.begin() as txn:
-            if mode == "lmdb_load":
-                d = dict(txn.cursor())
-                val = d.get(rid.encode())
-                keep = d
-            else:
-                val = txn.get(rid.encode())
-                keep = env
-        dt = time.perf_counter() - t0
+        with measured() as span:
+            env = lmdb.open(path, readonly=True, lock=False, map_size=max(1 << 30, n * 2048))
+            with env.begin() as txn:
+                if mode == "lmdb_load":
+                    d = dict(txn.cursor())
+                    val = d.get(rid.encode())
+                    keep = d
+                else:
+                    val = txn.get(rid.encode())
+                    keep = env
         found = val is not None
     elif mode in ("read_bytes", "read_index"):
-        before = status()
-        t0 = time.perf_counter()
-        with open(path if mode == "read_bytes" else f"{path}.index", "rb") as f:
-            data = f.read()
-        dt = time.perf_counter() - t0
+        with measured() as span:
+            with open(path if mode == "read_bytes" else f"{path}.index", "rb") as f:
+                data = f.read()
         found = len(data) > 0
         keep = data
     else:
@@ -100,10 +112,10 @@ def main() -> None:
         json.dumps(
             {
                 "mode": mode,
-                "seconds": dt,
+                "seconds": span.seconds,
                 "found": found,
                 "index_file": index_file,
-                "before": before,
+                "before": span.before,
                 "after": after,
             }
         )

@@ -119,6 +119,34 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) 
     out()
 
 
+def ratio_table(env: Env, heading: str, rows: Sequence[tuple[str, float | None, bool]]) -> None:
+    """`heading`, then a table of each memcommit row's figure over each peer row's; or, with
+    no memcommit row (memcommit is not available), the skipped line instead.
+
+    Args:
+        env: what is available.
+        heading: the line above the table.
+        rows: (name, figure, whether the row is memcommit's), in the section's order.
+    """
+    mine = [(name, figure) for name, figure, is_mine in rows if is_mine]
+    peers = [(name, figure) for name, figure, is_mine in rows if not is_mine]
+    if not mine:
+        skipped(env)
+        return
+    out(heading)
+    out()
+    table(
+        ["memcommit", *(f"vs {name}" for name, _ in peers)],
+        [[name, *(fmt_ratio(figure, peer) for _, peer in peers)] for name, figure in mine],
+    )
+
+
+def skipped(env: Env) -> None:
+    """What a section prints in place of memcommit's figures when memcommit is not available."""
+    out(f"memcommit skipped: {env.no_memcommit}")
+    out()
+
+
 # --------------------------------------------------------------------------------------
 # Machine facts and the fdatasync probe
 
@@ -321,18 +349,11 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
             for r in rows
         ],
     )
-    mc = [r for r in rows if r.name.startswith("memcommit")]
-    peers = [r for r in rows if not r.name.startswith("memcommit")]
-    if mc:
-        out("Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):")
-        out()
-        table(
-            ["memcommit", *(f"vs {p.name}" for p in peers)],
-            [[m.name, *(fmt_ratio(m.rate, p.rate) for p in peers)] for m in mc],
-        )
-    else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+    ratio_table(
+        env,
+        "Ratios, memcommit records/s ÷ peer records/s (above 1: memcommit is faster):",
+        [(r.name, r.rate, r.name.startswith("memcommit")) for r in rows],
+    )
     # Drop the data sets sections 3 and 4 do not reuse.
     reused = {os.path.dirname(p) if os.path.isfile(p) else p for p in built.values()}
     for r in rows:
@@ -414,8 +435,7 @@ def phase_durable(
             ],
         )
     else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
 
 
 # --------------------------------------------------------------------------------------
@@ -547,18 +567,12 @@ def phase_open(
         + "."
     )
     out()
-    if env.memcommit:
-        mc = [r for r in rows if r.mode.startswith("memcommit")]
-        peers = [r for r in rows if not r.mode.startswith("memcommit")]
-        out("Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):")
-        out()
-        table(
-            ["memcommit", *(f"vs {p.label}" for p in peers)],
-            [[m.label, *(fmt_ratio(m.median, p.median) for p in peers)] for m in mc],
-        )
-    else:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+    # memcommit's rows are there exactly when memcommit is available (open_modes)
+    ratio_table(
+        env,
+        "Ratios, memcommit seconds ÷ peer seconds (below 1: memcommit is faster):",
+        [(r.label, r.median, r.mode.startswith("memcommit")) for r in rows],
+    )
 
 
 def phase_rss(env: Env, base: str, recs: Sequence[Record], built: dict[str, str]) -> None:
@@ -604,8 +618,7 @@ def phase_rss(env: Env, base: str, recs: Sequence[Record], built: dict[str, str]
         rows,
     )
     if not env.memcommit:
-        out(f"memcommit skipped: {env.no_memcommit}")
-        out()
+        skipped(env)
 
 
 # --------------------------------------------------------------------------------------

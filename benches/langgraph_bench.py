@@ -66,12 +66,19 @@ def rate(n: int, fn: Callable[[int], Any]) -> float:
 
 
 @contextlib.contextmanager
-def memcommit_saver(path: str, durability: str) -> Iterator[Any]:
+def memcommit_wrapped(
+    path: str, durability: str, wrap: Callable[[memcommit.MemoryStore], Any]
+) -> Iterator[Any]:
+    """A memcommit store at `path`, wrapped (in a saver or a LangGraph store); closed after."""
     store = memcommit.open(path, durability=durability)  # type: ignore[arg-type]
     try:
-        yield MemcommitSaver(store)
+        yield wrap(store)
     finally:
         store.close()
+
+
+def memcommit_saver(path: str, durability: str) -> contextlib.AbstractContextManager[Any]:
+    return memcommit_wrapped(path, durability, MemcommitSaver)
 
 
 @contextlib.contextmanager
@@ -90,13 +97,8 @@ def memory_saver(path: str) -> Iterator[Any]:
     yield InMemorySaver()
 
 
-@contextlib.contextmanager
-def memcommit_store(path: str, durability: str) -> Iterator[Any]:
-    store = memcommit.open(path, durability=durability)  # type: ignore[arg-type]
-    try:
-        yield MemcommitStore(store)
-    finally:
-        store.close()
+def memcommit_store(path: str, durability: str) -> contextlib.AbstractContextManager[Any]:
+    return memcommit_wrapped(path, durability, MemcommitStore)
 
 
 @contextlib.contextmanager

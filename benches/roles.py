@@ -25,6 +25,7 @@ Prints a markdown table on stdout. Speed is reported here, never asserted in tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 sys.path.insert(
@@ -41,6 +42,7 @@ sys.path.insert(
 )
 
 import memcommit
+from _timed import run_for
 from memcommit.roles import RoleSet
 
 TTL_MS = 30_000
@@ -89,6 +91,13 @@ CREATE TABLE IF NOT EXISTS fences (
 """
 
 
+def _unexpired(conn: sqlite3.Connection, query: str, key: str, now: int) -> Any:
+    """The row `query` selects for `key`, or None when there is none or it has expired by
+    `now` (the query selects ``expires_at_ms`` last)."""
+    row = conn.execute(query, (key,)).fetchone()
+    return row if row is not None and now < row[-1] else None
+
+
 class SqliteRoles:
     """Locks and idempotency keys in SQLite, one connection per thread."""
 
@@ -116,54 +125,52 @@ class SqliteRoles:
         ).fetchone()
         return int(row[0])
 
-    def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
+    @contextlib.contextmanager
+    def immediate(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection inside ``BEGIN IMMEDIATE``: committed when the block
+        ends, rolled back when it raises."""
         conn = self.connection()
-        now = now_ms()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute(
-                "SELECT owner, token, expires_at_ms FROM locks WHERE name = ?", (name,)
-            ).fetchone()
-            if row is not None and now < row[2]:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
+        now = now_ms()
+        with self.immediate() as conn:
+            row = _unexpired(
+                conn, "SELECT owner, token, expires_at_ms FROM locks WHERE name = ?", name, now
+            )
+            if row is not None:
                 if row[0] != owner:
-                    conn.execute("COMMIT")
                     return None
                 conn.execute(
                     "UPDATE locks SET expires_at_ms = ? WHERE name = ?", (now + ttl_ms, name)
                 )
-                conn.execute("COMMIT")
                 return int(row[1])
             token = self._next_token(conn, "lock", name)
             conn.execute(
                 "INSERT OR REPLACE INTO locks VALUES (?, ?, ?, ?, ?)",
                 (name, owner, token, now, now + ttl_ms),
             )
-            conn.execute("COMMIT")
             return token
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def release(self, name: str, token: int) -> bool:
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
-        cursor = conn.execute(
-            "DELETE FROM locks WHERE name = ? AND token = ? AND expires_at_ms > ?",
-            (name, token, now_ms()),
-        )
-        conn.execute("COMMIT")
+        with self.immediate() as conn:
+            cursor = conn.execute(
+                "DELETE FROM locks WHERE name = ? AND token = ? AND expires_at_ms > ?",
+                (name, token, now_ms()),
+            )
         return cursor.rowcount == 1
 
     def reserve(self, key: str, ttl_ms: int) -> int | None:
-        conn = self.connection()
         now = now_ms()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = conn.execute(
-                "SELECT expires_at_ms FROM idempotency WHERE key = ?", (key,)
-            ).fetchone()
-            if row is not None and now < row[0]:
-                conn.execute("COMMIT")
+        with self.immediate() as conn:
+            query = "SELECT expires_at_ms FROM idempotency WHERE key = ?"
+            if _unexpired(conn, query, key, now) is not None:
                 return None
             token = self._next_token(conn, "idempotency", key)
             conn.execute(
@@ -171,21 +178,15 @@ class SqliteRoles:
                 "VALUES (?, 'pending', ?, NULL, NULL, NULL, ?, ?)",
                 (key, token, now, now + ttl_ms),
             )
-            conn.execute("COMMIT")
             return token
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def complete(self, key: str, token: int, result: Any) -> bool:
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
-        cursor = conn.execute(
-            "UPDATE idempotency SET state = 'completed', result = ? "
-            "WHERE key = ? AND token = ? AND state = 'pending' AND expires_at_ms > ?",
-            (json.dumps(result, allow_nan=False), key, token, now_ms()),
-        )
-        conn.execute("COMMIT")
+        with self.immediate() as conn:
+            cursor = conn.execute(
+                "UPDATE idempotency SET state = 'completed', result = ? "
+                "WHERE key = ? AND token = ? AND state = 'pending' AND expires_at_ms > ?",
+                (json.dumps(result, allow_nan=False), key, token, now_ms()),
+            )
         return cursor.rowcount == 1
 
 
@@ -239,15 +240,7 @@ def measure(pair: Pair, threads: int, seconds: float) -> float:
         counts[index] = i
 
     workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-    for worker in workers:
-        worker.start()
-    barrier.wait()
-    started = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for worker in workers:
-        worker.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_for(seconds, workers, barrier.wait, stop)
     if errors:
         raise errors[0]
     return sum(counts) / elapsed

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import memcommit
+from _timed import run_for
 from memcommit.testing import ServerProcess
 
 TEXT = "The user asked to keep the summary short and to cite the source documents. " * 2
@@ -63,17 +64,12 @@ def _drive(
             mine.append(time.perf_counter() - t0)
             i += 1
 
+    def go() -> None:
+        ready()
+        start.wait()
+
     threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
-    for t in threads:
-        t.start()
-    ready()
-    start.wait()
-    began = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - began
+    elapsed = run_for(seconds, threads, go, stop)
     flat = [x for per in latencies for x in per]
     return {
         "commits": len(flat),

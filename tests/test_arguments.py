@@ -43,6 +43,18 @@ def unchanged(
 # -- LSNs and counts: the ints the engine keeps in 64 bits ------------------------------------
 
 
+def u64_cases(name: str, must_be: str, a_str: str, a_bool: bool) -> list[tuple[object, type, str]]:
+    """(value, error, match) for the four wrong values every 64-bit int argument refuses:
+    negative, too large, a str (`a_str`) and a bool (`a_bool`), for an argument that must be
+    `must_be` ("an int", "an int or None")."""
+    return [
+        (-1, ValueError, rf"^{name}: must not be negative, got -1$"),
+        (2**64, ValueError, rf"^{name}: must be at most 18446744073709551615"),
+        (a_str, TypeError, rf"^{name} must be {must_be}, not str$"),
+        (a_bool, TypeError, rf"^{name} must be {must_be}, not bool$"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("value", "error", "match"),
     [
@@ -61,15 +73,7 @@ def test_records_after(store: memcommit.MemoryStore, value: Any, error: type, ma
     assert [r.lsn for r in store.records(after=0)] == [1]
 
 
-@pytest.mark.parametrize(
-    ("value", "error", "match"),
-    [
-        (-1, ValueError, r"^expect_lsn: must not be negative, got -1$"),
-        (2**64, ValueError, r"^expect_lsn: must be at most 18446744073709551615"),
-        ("1", TypeError, r"^expect_lsn must be an int, not str$"),
-        (True, TypeError, r"^expect_lsn must be an int, not bool$"),
-    ],
-)
+@pytest.mark.parametrize(("value", "error", "match"), u64_cases("expect_lsn", "an int", "1", True))
 def test_commit_expect_lsn(
     store: memcommit.MemoryStore, value: Any, error: type, match: str
 ) -> None:
@@ -80,13 +84,7 @@ def test_commit_expect_lsn(
 
 
 @pytest.mark.parametrize(
-    ("value", "error", "match"),
-    [
-        (-1, ValueError, r"^lsn: must not be negative, got -1$"),
-        (2**64, ValueError, r"^lsn: must be at most 18446744073709551615"),
-        ("1", TypeError, r"^lsn must be an int or None, not str$"),
-        (False, TypeError, r"^lsn must be an int or None, not bool$"),
-    ],
+    ("value", "error", "match"), u64_cases("lsn", "an int or None", "1", False)
 )
 def test_expect_lsn_guard(
     store: memcommit.MemoryStore, value: Any, error: type, match: str
@@ -101,13 +99,7 @@ def test_expect_lsn_guard(
 
 
 @pytest.mark.parametrize(
-    ("value", "error", "match"),
-    [
-        (-1, ValueError, r"^limit: must not be negative, got -1$"),
-        (2**64, ValueError, r"^limit: must be at most 18446744073709551615"),
-        ("3", TypeError, r"^limit must be an int or None, not str$"),
-        (True, TypeError, r"^limit must be an int or None, not bool$"),
-    ],
+    ("value", "error", "match"), u64_cases("limit", "an int or None", "3", True)
 )
 def test_find_limit(store: memcommit.MemoryStore, value: Any, error: type, match: str) -> None:
     unchanged(store, lambda: store.find(limit=value), error, match)

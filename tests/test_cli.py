@@ -40,6 +40,33 @@ def _make_store(path: Path) -> dict[str, str]:
     return {"fact": fact, "trace": trace, "note": note}
 
 
+def _sample(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """``memory.db`` in `tmp_path`, holding ``_make_store``'s records, and their ids."""
+    path = tmp_path / "memory.db"
+    return path, _make_store(path)
+
+
+def _sealed_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, dict[str, str], str]:
+    """A ``_sample`` log sealed by ``memcommit seal``: its path, its ids and the anchor printed."""
+    path, ids = _sample(tmp_path)
+    assert main(["seal", str(path)]) == 0
+    return path, ids, capsys.readouterr().out
+
+
+def _exported(tmp_path: Path) -> Path:
+    """``dump.jsonl`` in `tmp_path`: ``memcommit export`` of a ``_sample`` log."""
+    dump = tmp_path / "dump.jsonl"
+    assert main(["export", str(_sample(tmp_path)[0]), "--out", str(dump)]) == 0
+    return dump
+
+
+def _fields(out: str) -> dict[str, str]:
+    """The ``key: value`` lines a command printed, as a dict."""
+    return dict(line.split(": ", 1) for line in out.splitlines())
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -54,10 +81,9 @@ def _comparable(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     assert main(["info", str(path)]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = _fields(capsys.readouterr().out)
     assert lines["records"] == "9"
     assert lines["lsn"] == "9"
     assert lines["memories"] == "3"
@@ -67,8 +93,7 @@ def test_info_prints_key_value_lines(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     assert main(["info", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["records"] == 9
@@ -109,8 +134,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_export_to_stdout_writes_one_json_object_per_record(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
+    path, ids = _sample(tmp_path)
     assert main(["export", str(path)]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["lsn"] for r in records] == list(range(1, 10))
@@ -131,8 +155,7 @@ def test_export_to_stdout_writes_one_json_object_per_record(
 
 
 def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "memory.db"
-    ids = _make_store(source)
+    source, ids = _sample(tmp_path)
     first = tmp_path / "first.jsonl"
     assert main(["export", str(source), "--out", str(first)]) == 0
     assert "exported 9 records" in capsys.readouterr().out
@@ -158,10 +181,7 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "memory.db"
-    _make_store(source)
-    dump = tmp_path / "dump.jsonl"
-    assert main(["export", str(source), "--out", str(dump)]) == 0
+    dump = _exported(tmp_path)
     target = tmp_path / "copy.db"
     assert main(["import", str(target), str(dump), "--batch", "2"]) == 0
     assert "in 5 commits" in capsys.readouterr().out
@@ -172,10 +192,7 @@ def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_import_bad_json_names_the_line_and_writes_nothing_of_its_batch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = tmp_path / "memory.db"
-    _make_store(source)
-    dump = tmp_path / "dump.jsonl"
-    assert main(["export", str(source), "--out", str(dump)]) == 0
+    dump = _exported(tmp_path)
     lines = dump.read_text(encoding="utf-8").splitlines()
     lines[4] = lines[4][:-7]  # line 5 is cut short
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -258,8 +275,9 @@ def test_import_missing_file_fails_naming_it(
 # --- repair -----------------------------------------------------------------------------
 
 
-def _damaged_store(tmp_path: Path) -> Path:
-    """A store of 200 one-record commits with one byte flipped in the middle."""
+@pytest.fixture
+def damaged(tmp_path: Path) -> Path:
+    """``memory.db``: a store of 200 one-record commits with one byte flipped in the middle."""
     path = tmp_path / "memory.db"
     with memcommit.open(str(path), durability="none") as store:
         for i in range(200):
@@ -270,62 +288,65 @@ def _damaged_store(tmp_path: Path) -> Path:
     return path
 
 
-def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+def _repair_untouched(
+    path: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str, str]:
+    """Run ``memcommit repair PATH FLAGS``, check it changed nothing and left no backup beside
+    the log; returns its exit code, its output and its errors."""
     before = path.read_bytes()
-    assert main(["repair", str(path)]) == 0
-    assert "healthy" in capsys.readouterr().out
+    code = main(["repair", str(path), *flags])
+    captured = capsys.readouterr()
     assert path.read_bytes() == before
-    assert list(tmp_path.glob("memory.db.bak-*")) == []
+    assert list(path.parent.glob(f"{path.name}.bak-*")) == []
+    return code, captured.out, captured.err
+
+
+def test_repair_of_a_healthy_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _repair_untouched(_sample(tmp_path)[0], capsys)
+    assert code == 0
+    assert "healthy" in out
 
 
 def test_repair_without_yes_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    report = _native.inspect_log(str(path))
+    report = _native.inspect_log(str(damaged))
     assert report["damage_offset"] is not None
-    assert report["good_end"] < path.stat().st_size
-    before = path.read_bytes()
+    assert report["good_end"] < damaged.stat().st_size
 
-    assert main(["repair", str(path)]) == 1
-    captured = capsys.readouterr()
-    assert f"byte offset {report['damage_offset']:,}" in captured.out
-    assert "--yes" in captured.err
-    assert path.read_bytes() == before
-    assert list(tmp_path.glob("memory.db.bak-*")) == []
+    code, out, err = _repair_untouched(damaged, capsys)
+    assert code == 1
+    assert f"byte offset {report['damage_offset']:,}" in out
+    assert "--yes" in err
 
 
 def test_repair_with_yes_backs_up_and_cuts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    before = path.read_bytes()
-    report = _native.inspect_log(str(path))
+    before = damaged.read_bytes()
+    report = _native.inspect_log(str(damaged))
     with pytest.raises(memcommit.CorruptLog):
-        memcommit.open(str(path))
+        memcommit.open(str(damaged))
 
-    assert main(["repair", str(path), "--yes"]) == 0
+    assert main(["repair", str(damaged), "--yes"]) == 0
     out = capsys.readouterr().out
     backups = list(tmp_path.glob("memory.db.bak-*"))
     assert len(backups) == 1
     assert backups[0].read_bytes() == before
     assert str(backups[0]) in out
     assert f"cut {len(before) - report['good_end']:,} bytes" in out
-    assert path.stat().st_size == report["good_end"]
+    assert damaged.stat().st_size == report["good_end"]
 
-    with memcommit.open(str(path)) as store:
+    with memcommit.open(str(damaged)) as store:
         assert 0 < len(store) < 200
         assert store.lsn == report["lsn"]
-    assert _native.inspect_log(str(path))["damage_offset"] is None
-    assert main(["repair", str(path)]) == 0
+    assert _native.inspect_log(str(damaged))["damage_offset"] is None
+    assert main(["repair", str(damaged)]) == 0
     assert "healthy" in capsys.readouterr().out
 
 
 def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     good = path.read_bytes()
     path.write_bytes(good + b"MC\x01\x01half a record")
     assert main(["repair", str(path), "--yes"]) == 0
@@ -340,24 +361,20 @@ def test_repair_cuts_a_torn_tail(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_repair_refuses_while_a_writer_holds_the_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     with memcommit.open(str(path)):
         # Bytes a live writer is still appending look like a torn tail from outside.
         with path.open("ab") as log:
             log.write(b"MC\x01\x00in flight")
-        before = path.read_bytes()
-        assert main(["repair", str(path), "--yes"]) == 1
-        assert "open for writing" in capsys.readouterr().err
-        assert path.read_bytes() == before
-        assert list(tmp_path.glob("memory.db.bak-*")) == []
+        code, _, err = _repair_untouched(path, capsys, "--yes")
+        assert code == 1
+        assert "open for writing" in err
 
 
 def test_info_on_a_damaged_log_points_to_repair(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    damaged: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _damaged_store(tmp_path)
-    assert main(["info", str(path)]) == 1
+    assert main(["info", str(damaged)]) == 1
     err = capsys.readouterr().err
     assert "memcommit repair" in err
     assert "Traceback" not in err
@@ -369,26 +386,24 @@ def test_info_on_a_damaged_log_points_to_repair(
 def test_seal_prints_an_anchor_that_verify_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     assert main(["seal", str(path)]) == 0
     anchor_json = capsys.readouterr().out.strip()
     anchor = memcommit.Seal.from_json(anchor_json)
     (tmp_path / "anchor.json").write_text(anchor_json, encoding="utf-8")
     assert main(["verify", str(path), "--anchor", str(tmp_path / "anchor.json")]) == 0
-    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    out = _fields(capsys.readouterr().out)
     assert out["seals_checked"] == "1" and out["anchors_checked"] == "1"
     assert int(out["records_checked"]) == anchor.lsn + 1
     assert main(["info", str(path)]) == 0
-    info = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    info = _fields(capsys.readouterr().out)
     assert info["seals"] == "1" and info["last_seal"] == f"LSN {anchor.lsn} {anchor.hash}"
 
 
 def test_verify_with_key_file_and_a_wrong_key_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     key, other = tmp_path / "key", tmp_path / "other"
     key.write_bytes(b"k" * 32)
     other.write_bytes(b"o" * 32)
@@ -406,10 +421,7 @@ def test_verify_with_key_file_and_a_wrong_key_exits_1(
 def test_verify_of_a_changed_record_exits_1_naming_where(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
-    assert main(["seal", str(path)]) == 0
-    capsys.readouterr()
+    path, _, _ = _sealed_sample(tmp_path, capsys)
     data = bytearray(path.read_bytes())
     at = data.index(b"agent-1 called run_sql")
     data[at] ^= 0x20  # one letter's case: the record no longer matches its checksum
@@ -422,15 +434,13 @@ def test_verify_of_a_changed_record_exits_1_naming_where(
 def test_compact_prints_the_report_and_old_anchors_are_superseded(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
-    assert main(["seal", str(path)]) == 0
-    (tmp_path / "anchor.json").write_text(capsys.readouterr().out, encoding="utf-8")
+    path, ids, anchor = _sealed_sample(tmp_path, capsys)
+    (tmp_path / "anchor.json").write_text(anchor, encoding="utf-8")
     assert (
         main(["compact", str(path), "--kinds-after", "trace=0s", "--archived-older-than", "30d"])
         == 0
     )
-    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    out = _fields(capsys.readouterr().out)
     assert out["purged"] == "1" and out["records"].startswith("10 -> ")
     with memcommit.open(str(path), read_only=True) as store:
         assert store.generation == 1 and store.is_purged(ids["trace"])
@@ -442,14 +452,14 @@ def test_compact_prints_the_report_and_old_anchors_are_superseded(
 def test_compact_refuses_bad_ages_and_horizons(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    _make_store(path)
-    assert main(["compact", str(path), "--kinds-after", "trace"]) == 2
-    assert "KIND=AGE" in capsys.readouterr().err
-    assert main(["compact", str(path), "--archived-older-than", "soon"]) == 2
-    assert "not an age" in capsys.readouterr().err
-    assert main(["compact", str(path), "--horizon", "999"]) == 1
-    assert "--horizon 999" in capsys.readouterr().err
+    path, _ = _sample(tmp_path)
+    for args, code, message in (
+        (["--kinds-after", "trace"], 2, "KIND=AGE"),
+        (["--archived-older-than", "soon"], 2, "not an age"),
+        (["--horizon", "999"], 1, "--horizon 999"),
+    ):
+        assert main(["compact", str(path), *args]) == code, args
+        assert message in capsys.readouterr().err
     with memcommit.open(str(path), read_only=True) as store:
         assert store.generation == 0
 
@@ -457,11 +467,10 @@ def test_compact_refuses_bad_ages_and_horizons(
 def test_snapshot_writes_a_file_the_store_opens_with(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    ids = _make_store(path)
+    path, ids = _sample(tmp_path)
     out = tmp_path / "state.json"
     assert main(["snapshot", str(path), str(out)]) == 0
-    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = _fields(capsys.readouterr().out)
     assert lines["lsn"] == "9" and lines["memories"] == "3"
     with memcommit.open(str(path), snapshot=str(out)) as store:
         assert store.get(ids["fact"]).text == "Acme uses EUR and GBP."  # type: ignore[union-attr]
@@ -475,8 +484,7 @@ def test_seal_and_verify_name_missing_files(
     missing = tmp_path / "missing.db"
     assert main(["seal", str(missing)]) == 1
     assert str(missing) in capsys.readouterr().err
-    path = tmp_path / "memory.db"
-    _make_store(path)
+    path, _ = _sample(tmp_path)
     assert main(["verify", str(path), "--key-file", str(tmp_path / "nokey")]) == 1
     assert "nokey" in capsys.readouterr().err
     bad = tmp_path / "bad.json"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from logbytes import crc32c
 from memcommit.cli import main
-from test_seals import crc32c
 
 READERS = ("info", "export", "verify", "snapshot")
 WRITERS = ("compact", "seal", "import")
@@ -114,6 +114,20 @@ def _one_line_error(err: str, path: Path) -> str:
     assert "Traceback" not in err
     assert str(path) in lines[0]
     return lines[0]
+
+
+def _refused(argv: list[str], named: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``memcommit ARGV`` exits 1 with one line of error naming `named`; returns that line."""
+    assert main(argv) == 1
+    return _one_line_error(capsys.readouterr().err, named)
+
+
+@pytest.fixture
+def empty_log(tmp_path: Path) -> Path:
+    """A log with nothing in it, closed: ``memory.db`` in the test's directory."""
+    path = tmp_path / "memory.db"
+    memcommit.open(str(path)).close()
+    return path
 
 
 def _agrees_with_repair(
@@ -251,46 +265,39 @@ def test_damage_after_the_header_points_to_repair_and_writers_create_no_lock_fil
 
 
 def test_export_out_into_a_missing_directory_names_the_out_path(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    empty_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "missing" / "dump.jsonl"
-    assert main(["export", str(path), "--out", str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["export", str(empty_log), "--out", str(out)], out, capsys)
     assert f"--out {out}: the directory {out.parent} does not exist" in message
     assert ".partial" not in message
 
-    assert main(["export", str(path), "--out", str(tmp_path)]) == 1
-    message = _one_line_error(capsys.readouterr().err, tmp_path)
+    message = _refused(["export", str(empty_log), "--out", str(tmp_path)], tmp_path, capsys)
     assert "is a directory" in message
 
 
 def test_snapshot_into_a_missing_directory_names_the_snapshot_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    empty_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "missing" / "state.json"
-    assert main(["snapshot", str(path), str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["snapshot", str(empty_log), str(out)], out, capsys)
     assert f"{out}: the directory {out.parent} does not exist" in message
     assert ".tmp-" not in message
 
 
 def test_a_snapshot_that_cannot_be_written_is_named_not_its_temp_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    empty_log: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = tmp_path / "memory.db"
-    memcommit.open(str(path)).close()
     out = tmp_path / "state.json"
 
     def refuse(self: object, target: str) -> None:
         raise PermissionError(13, "Permission denied", f"{target}.tmp-1234")
 
     monkeypatch.setattr(memcommit.MemoryStore, "save_snapshot", refuse)
-    assert main(["snapshot", str(path), str(out)]) == 1
-    message = _one_line_error(capsys.readouterr().err, out)
+    message = _refused(["snapshot", str(empty_log), str(out)], out, capsys)
     assert f"{out}: cannot write it: Permission denied" in message
     assert ".tmp-" not in message
 
@@ -298,12 +305,18 @@ def test_a_snapshot_that_cannot_be_written_is_named_not_its_temp_file(
 # --- repair and a live writer -------------------------------------------------------
 
 
+def _writer_with_a_memory(path: Path) -> memcommit.MemoryStore:
+    """A writer on `path` that has committed one memory (and holds the writer's lock)."""
+    store = memcommit.open(str(path))
+    store.put("a memory")
+    return store
+
+
 def test_repair_checks_the_writer_lock_before_anything_else(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "memory.db"
-    with memcommit.open(str(path)) as store:
-        store.put("a memory")
+    with _writer_with_a_memory(path):
         # A live writer's file ends in the zeros it wrote ahead of its next commits.
         size = path.stat().st_size
         assert size > 64 + 100
@@ -323,8 +336,7 @@ def test_repair_takes_an_all_zero_tail_for_free_space(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "memory.db"
-    with memcommit.open(str(path)) as store:
-        store.put("a memory")
+    _writer_with_a_memory(path).close()
     good = path.read_bytes()
     # What a writer killed before its close leaves: zeros written ahead of the next commit.
     path.write_bytes(good + bytes(1 << 20))
@@ -357,8 +369,7 @@ def test_serve_reports_a_log_that_does_not_decode_in_one_line(
 
     monkeypatch.setattr(MemoryServer, "run", run)
     path = _log_with_a_bad_payload(tmp_path, where)
-    assert main(["serve", str(path), "--port", "0"]) == 1
-    message = _one_line_error(capsys.readouterr().err, path)
+    message = _refused(["serve", str(path), "--port", "0"], path, capsys)
     assert message.startswith("memcommit serve: error: ")
 
 

@@ -1205,26 +1205,20 @@ def test_rejects_invalid_namespace_labels(
     monkeypatch.setattr(store, "batch", lambda ops: calls.append("batch"))
     monkeypatch.setattr(store, "abatch", lambda ops: calls.append("abatch"))
     ns = cast(Any, namespace)
+    # The method's name (its async twin's is "a" + name) and its arguments.
+    name, args, kwargs = {
+        "get": ("get", (ns, "key"), {}),
+        "delete": ("delete", (ns, "key"), {}),
+        "search": ("search", (ns,), {}),
+        "prefix": ("list_namespaces", (), {"prefix": ns}),
+        "suffix": ("list_namespaces", (), {"suffix": ns}),
+    }[method]
     if asynchronous:
-        call: Any = {
-            "get": lambda: store.aget(ns, "key"),
-            "delete": lambda: store.adelete(ns, "key"),
-            "search": lambda: store.asearch(ns),
-            "prefix": lambda: store.alist_namespaces(prefix=ns),
-            "suffix": lambda: store.alist_namespaces(suffix=ns),
-        }[method]
         with pytest.raises(InvalidNamespaceError):
-            asyncio.run(call())
+            asyncio.run(getattr(store, "a" + name)(*args, **kwargs))
     else:
-        call = {
-            "get": lambda: store.get(ns, "key"),
-            "delete": lambda: store.delete(ns, "key"),
-            "search": lambda: store.search(ns),
-            "prefix": lambda: store.list_namespaces(prefix=ns),
-            "suffix": lambda: store.list_namespaces(suffix=ns),
-        }[method]
         with pytest.raises(InvalidNamespaceError):
-            call()
+            getattr(store, name)(*args, **kwargs)
     assert calls == []
 
 
@@ -1589,24 +1583,23 @@ def test_values_are_json_and_copied(store: MemcommitStore) -> None:
     assert store.get(("t",), "nan") is None and store.get(("t",), "obj") is None
 
 
-FILTER_VALUES: list[dict[str, Any]] = [
-    {},
+# A value of "a" of each JSON type: each is both stored (FILTER_VALUES) and asked for (FILTERS).
+EACH_TYPE: list[dict[str, Any]] = [
     {"a": 1},
     {"a": 1.0},
     {"a": True},
     {"a": "1"},
     {"a": None},
     {"a": [1, "x"]},
+]
+FILTER_VALUES: list[dict[str, Any]] = [
+    {},
+    *EACH_TYPE,
     {"a": {"b": 2, "c": "x"}, "d": False},
     {"a.b": 3, "a": {"b": 4}},
 ]
 FILTERS: list[dict[str, Any]] = [
-    {"a": 1},
-    {"a": 1.0},
-    {"a": True},
-    {"a": "1"},
-    {"a": None},
-    {"a": [1, "x"]},
+    *EACH_TYPE,
     {"a": (1, "x")},
     {"a": {"b": 2}},
     {"a.b": 2},

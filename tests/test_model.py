@@ -175,21 +175,19 @@ def model_apply(m: Model, op: tuple[Any, ...], now: datetime) -> None:
         raise AssertionError(op)
 
 
+def put_drawn(target: Any, kw: dict[str, Any], **id: str) -> Any:
+    """``target.put`` (on a store or a Commit) of the fields ``StoreMachine.put_kwargs`` drew;
+    under the ``id`` given, or a new id the store makes when none is."""
+    fields = ("kind", "task", "tier", "data", "tags", "sources")
+    return target.put(kw["text"], **id, **{name: kw[name] for name in fields})
+
+
 def run_op(target: Any, op: tuple[Any, ...]) -> Any:
     """Issue one op on a store (single call) or a Commit (staged)."""
     name = op[0]
     if name == "put":
         _, mid, kw = op
-        return target.put(
-            kw["text"],
-            kind=kw["kind"],
-            id=mid,
-            task=kw["task"],
-            tier=kw["tier"],
-            data=kw["data"],
-            tags=kw["tags"],
-            sources=kw["sources"],
-        )
+        return put_drawn(target, kw, id=mid)
     if name == "stale":
         return target.stale(op[1], reason=op[2])
     if name == "restore":
@@ -407,15 +405,7 @@ class StoreMachine(RuleBasedStateMachine):
         op = data.draw(st.sampled_from(["put", "put_new", "stale", "restore", "move", "task"]))
         if op == "put_new":
             kw = self.put_kwargs(data.draw)
-            new_id = self.store.put(
-                kw["text"],
-                kind=kw["kind"],
-                task=kw["task"],
-                tier=kw["tier"],
-                data=kw["data"],
-                tags=kw["tags"],
-                sources=kw["sources"],
-            )
+            new_id = put_drawn(self.store, kw)
             assert isinstance(new_id, str) and new_id
             assert new_id not in self.model.mems
             # Generated ids sort by creation.
@@ -500,15 +490,7 @@ class StoreMachine(RuleBasedStateMachine):
                 for op in ops:
                     if op[-1] == "gen":
                         kw = op[2]
-                        new_id = c.put(
-                            kw["text"],
-                            kind=kw["kind"],
-                            task=kw["task"],
-                            tier=kw["tier"],
-                            data=kw["data"],
-                            tags=kw["tags"],
-                            sources=kw["sources"],
-                        )
+                        new_id = put_drawn(c, kw)
                         new_ids.append(new_id)
                     else:
                         run_op(c, op)

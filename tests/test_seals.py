@@ -21,8 +21,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,18 @@ from typing import Any
 import pytest
 
 import memcommit
+from logbytes import (
+    FLAG_COMMIT_END,
+    HEADER_LEN,
+    OP_SEAL,
+    RECORD_MAGIC,
+    Log,
+    Rec,
+    crc32c,
+    parse_log,
+    read_log,
+    write_log,
+)
 from memcommit import (
     AutoSeal,
     CorruptLog,
@@ -47,10 +58,6 @@ from memcommit import (
 from memcommit.testing import ControllableClock
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
-HEADER_LEN = 64
-RECORD_MAGIC = 0x4D43
-OP_PUT, OP_SEAL = 1, 5
-FLAG_COMMIT_END = 1
 SEAL_PAYLOAD_LEN = 74
 HEX = set("0123456789abcdef")
 
@@ -65,150 +72,7 @@ def put_lsn(i: int) -> int:
     return i + 1 + i // SEAL_EVERY
 
 
-# -- CRC32C (Castagnoli), table-driven ---------------------------------------------------
-
-
-def _crc_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc_table()
-
-
-def crc32c(data: bytes | bytearray) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-# -- reading and writing log bytes -------------------------------------------------------
-
-
-@dataclass
-class Rec:
-    """One record's bytes as the file holds them, and where it was."""
-
-    offset: int
-    data: bytearray
-
-    @property
-    def op(self) -> int:
-        return self.data[2]
-
-    @property
-    def flags(self) -> int:
-        return self.data[3]
-
-    @property
-    def lsn(self) -> int:
-        return int.from_bytes(self.data[8:16], "little")
-
-    @lsn.setter
-    def lsn(self, value: int) -> None:
-        self.data[8:16] = value.to_bytes(8, "little")
-
-    @property
-    def key_len(self) -> int:
-        return int.from_bytes(self.data[24:26], "little")
-
-    @property
-    def key(self) -> bytes:
-        return bytes(self.data[32 : 32 + self.key_len])
-
-    @property
-    def payload_start(self) -> int:
-        return 32 + self.key_len
-
-    @property
-    def payload(self) -> bytes:
-        return bytes(self.data[self.payload_start : len(self.data) - 4])
-
-    @property
-    def crc(self) -> int:
-        return int.from_bytes(self.data[-4:], "little")
-
-    # A seal's payload: version u8, flags u8, covered lsn u64, chain [32], mac [32].
-    @property
-    def covers(self) -> int:
-        assert self.op == OP_SEAL
-        p = self.payload_start
-        return int.from_bytes(self.data[p + 2 : p + 10], "little")
-
-    @covers.setter
-    def covers(self, value: int) -> None:
-        assert self.op == OP_SEAL
-        p = self.payload_start
-        self.data[p + 2 : p + 10] = value.to_bytes(8, "little")
-
-    def chain_span(self) -> slice:
-        assert self.op == OP_SEAL
-        p = self.payload_start
-        return slice(p + 10, p + 42)
-
-    def fix_crc(self) -> None:
-        self.data[-4:] = crc32c(self.data[:-4]).to_bytes(4, "little")
-
-    def replace(self, old: bytes, new: bytes) -> None:
-        """Replace bytes in the record (same length, exactly one occurrence)."""
-        assert len(old) == len(new)
-        at = self.data.find(old)
-        assert at >= 0 and self.data.find(old, at + 1) < 0, (old, self.data)
-        self.data[at : at + len(old)] = new
-
-
-@dataclass
-class Log:
-    header: bytearray
-    recs: list[Rec]
-
-    def by_lsn(self, lsn: int) -> Rec:
-        (r,) = [r for r in self.recs if r.lsn == lsn]
-        return r
-
-    def index(self, lsn: int) -> int:
-        return next(i for i, r in enumerate(self.recs) if r.lsn == lsn)
-
-    @property
-    def end(self) -> int:
-        return HEADER_LEN + sum(len(r.data) for r in self.recs)
-
-
-def parse_log(data: bytes) -> Log:
-    """Split a log file into its header and whole records (stops at a zero or torn tail)."""
-    assert data[:8] == b"MEMCMLOG"
-    recs = []
-    off = HEADER_LEN
-    while off + 32 <= len(data):
-        if int.from_bytes(data[off : off + 2], "little") != RECORD_MAGIC:
-            break
-        key_len = int.from_bytes(data[off + 24 : off + 26], "little")
-        length = int.from_bytes(data[off + 28 : off + 32], "little")
-        total = 36 + key_len + length
-        if off + total > len(data):
-            break
-        recs.append(Rec(off, bytearray(data[off : off + total])))
-        off += total
-    return Log(bytearray(data[:HEADER_LEN]), recs)
-
-
-def read_log(path: Path | str) -> Log:
-    return parse_log(Path(path).read_bytes())
-
-
-def write_log(path: Path | str, log: Log) -> None:
-    """Write the header and the records back to back (recomputing offsets)."""
-    out = bytearray(log.header)
-    for r in log.recs:
-        r.offset = len(out)
-        out += r.data
-    Path(path).write_bytes(bytes(out))
+# -- editing log bytes ------------------------------------------------------------------
 
 
 def renumber(recs: list[Rec], delta: int) -> None:
@@ -278,6 +142,22 @@ def assert_mismatch_at(e: SealMismatch, log: Log, seal_record: int, after: int) 
     assert e.after_lsn == after, str(e)
     assert e.path is not None
     assert str(seal_record) in str(e)
+
+
+def assert_caught_at(
+    path: Path | str,
+    log: Log,
+    seal_record: int,
+    after: int,
+    check: Callable[..., VerifyReport] = open_and_verify,
+    **kw: Any,
+) -> SealMismatch:
+    """`check` (``open_and_verify`` or ``open_and_check``) of the log at `path` raises
+    ``SealMismatch`` naming the seal at LSN `seal_record` (``assert_mismatch_at``)."""
+    with pytest.raises(SealMismatch) as ei:
+        check(path, **kw)
+    assert_mismatch_at(ei.value, log, seal_record, after)
+    return ei.value
 
 
 # -- the helpers themselves --------------------------------------------------------------
@@ -583,9 +463,7 @@ def test_tampered_mac_of_a_keyed_seal(tmp_path: Path) -> None:
     rec.data[mac_at] ^= 0x01
     rec.fix_crc()
     write_log(p, log)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(p, key=KEY)
-    assert_mismatch_at(ei.value, log, k.record_lsn, 0)
+    assert_caught_at(p, log, k.record_lsn, 0, key=KEY)
     with pytest.raises(SealMismatch):
         open_and_check(p, key=KEY)
     # Without the key the keyed hash cannot be checked, but the chain value still is:
@@ -597,9 +475,7 @@ def test_tampered_mac_of_a_keyed_seal(tmp_path: Path) -> None:
     log.by_lsn(2).replace(b"note 1", b"note X")
     log.by_lsn(2).fix_crc()
     write_log(p, log)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(p)
-    assert_mismatch_at(ei.value, log, k.record_lsn, 0)
+    assert_caught_at(p, log, k.record_lsn, 0)
 
 
 # -- 3. anchors --------------------------------------------------------------------------
@@ -883,18 +759,13 @@ def test_tamper_changed_text_with_fixed_crc(sealed: tuple[Path, list[Seal]], ind
     # The forgery is well-formed: the store opens and serves the forged text.
     with memcommit.open(path, read_only=True) as ro:
         assert ro.get(f"m{index:03d}").text == f"nOte {index:03d}"
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    e = ei.value
     k = next(i for i, c in enumerate(SEAL_COVERS) if c >= changed)
-    assert_mismatch_at(e, log, SEAL_RECORDS[k], SEAL_COVERS[k - 1] if k else 0)
+    e = assert_caught_at(path, log, SEAL_RECORDS[k], SEAL_COVERS[k - 1] if k else 0)
     assert e.after_lsn is not None and e.lsn is not None
     assert e.after_lsn < changed <= e.lsn
     # check_seal rechecks only the newest seal from the one before it (covering LSN 54).
     if changed > SEAL_COVERS[-2]:
-        with pytest.raises(SealMismatch) as ci:
-            open_and_check(path)
-        assert_mismatch_at(ci.value, log, SEAL_RECORDS[-1], SEAL_COVERS[-2])
+        assert_caught_at(path, log, SEAL_RECORDS[-1], SEAL_COVERS[-2], open_and_check)
     else:
         r = open_and_check(path)  # the cheap check's scope: it cannot see this change
         assert r.ok and r.seal is not None and r.seal.record_lsn == SEAL_RECORDS[-1]
@@ -965,11 +836,9 @@ def test_tamper_deleted_record_with_later_lsns_renumbered(
     with memcommit.open(path, read_only=True) as ro:
         assert ro.lsn == 65
         assert "m013" not in ro
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
     # The seal that was record 22 (covering 21) is now record 21, covering 20.
-    assert_mismatch_at(ei.value, log, 21, 10)
-    assert ei.value.after_lsn is not None and ei.value.after_lsn < gone
+    e = assert_caught_at(path, log, 21, 10)
+    assert e.after_lsn is not None and e.after_lsn < gone
 
 
 def test_tamper_inserted_forged_record(sealed: tuple[Path, list[Seal]]) -> None:
@@ -988,9 +857,7 @@ def test_tamper_inserted_forged_record(sealed: tuple[Path, list[Seal]]) -> None:
     with memcommit.open(path, read_only=True) as ro:
         assert ro.get("m999").text == "FORGERY!"
         assert ro.lsn == 67
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 23, 10)
+    assert_caught_at(path, log, 23, 10)
 
 
 def test_tamper_swapped_records(sealed: tuple[Path, list[Seal]]) -> None:
@@ -1005,9 +872,7 @@ def test_tamper_swapped_records(sealed: tuple[Path, list[Seal]]) -> None:
     write_log(path, log)
     with memcommit.open(path, read_only=True) as ro:
         assert [r.lsn for r in ro.records()] == list(range(1, 67))
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 22, 10)
+    assert_caught_at(path, log, 22, 10)
 
 
 def test_tamper_forged_middle_with_matching_endpoints(sealed: tuple[Path, list[Seal]]) -> None:
@@ -1025,9 +890,7 @@ def test_tamper_forged_middle_with_matching_endpoints(sealed: tuple[Path, list[S
     write_log(path, log)
     changed = [r.lsn for r, o in zip(log.recs, original.recs, strict=True) if r.data != o.data]
     assert changed == [13, 14, 15, 16, 17, 18]
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 22, 10)
+    assert_caught_at(path, log, 22, 10)
     assert open_and_check(path).ok  # outside the newest seal's range
 
 
@@ -1039,9 +902,7 @@ def test_tamper_record_time_with_fixed_crc(sealed: tuple[Path, list[Seal]]) -> N
     rec.data[16:24] = (at - 3_600_000_000).to_bytes(8, "little", signed=True)
     rec.fix_crc()
     write_log(path, log)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 33, 21)
+    assert_caught_at(path, log, 33, 21)
 
 
 def test_tamper_seal_covered_lsn(sealed: tuple[Path, list[Seal]]) -> None:
@@ -1054,9 +915,7 @@ def test_tamper_seal_covered_lsn(sealed: tuple[Path, list[Seal]]) -> None:
     write_log(path, log)
     with memcommit.open(path, read_only=True) as ro:
         assert ro.seals()[2].lsn == 31
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 33, 21)
+    assert_caught_at(path, log, 33, 21)
 
 
 def test_tamper_seal_chain_field(sealed: tuple[Path, list[Seal]]) -> None:
@@ -1069,9 +928,7 @@ def test_tamper_seal_chain_field(sealed: tuple[Path, list[Seal]]) -> None:
     write_log(path, log)
     with memcommit.open(path, read_only=True) as ro:
         assert ro.seals()[2].hash == "0" * 64 != seals_written[2].hash
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 33, 21)
+    assert_caught_at(path, log, 33, 21)
     # The seals before it are unchanged.
     with memcommit.open(path, read_only=True) as ro:
         assert ro.seals()[:2] == seals_written[:2]
@@ -1086,12 +943,8 @@ def test_tamper_newest_seal_chain_field_caught_by_check_seal(
     rec.data[rec.chain_span().stop - 1] ^= 0x80
     rec.fix_crc()
     write_log(path, log)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_check(path)
-    assert_mismatch_at(ei.value, log, 66, 54)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 66, 54)
+    assert_caught_at(path, log, 66, 54, open_and_check)
+    assert_caught_at(path, log, 66, 54)
 
 
 @pytest.mark.parametrize("byte", [20, 27, 31])
@@ -1105,17 +958,13 @@ def test_tamper_header_store_id(sealed: tuple[Path, list[Seal]], byte: int) -> N
     write_log(path, log)
     with memcommit.open(path, read_only=True) as ro:
         assert ro.lsn == 66
-    with pytest.raises(SealMismatch) as ei:
-        open_and_verify(path)
-    assert_mismatch_at(ei.value, log, 11, 0)
+    assert_caught_at(path, log, 11, 0)
     # check_seal starts from the previous seal's stored chain, so the header is out of its
     # scope; with only one seal it starts from the header and catches the change.
     assert open_and_check(path).ok
     log.recs = [r for r in log.recs if r.lsn <= SEAL_RECORDS[0]]
     write_log(path, log)
-    with pytest.raises(SealMismatch) as ei:
-        open_and_check(path)
-    assert_mismatch_at(ei.value, log, 11, 0)
+    assert_caught_at(path, log, 11, 0, open_and_check)
 
 
 def test_tamper_header_store_id_without_crc_fix(sealed: tuple[Path, list[Seal]]) -> None:
@@ -1302,7 +1151,8 @@ _CRASH_CHILD = textwrap.dedent(
 )
 
 
-def test_crash_between_record_and_auto_seal(path: Path) -> None:
+def crash_child(path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``_CRASH_CHILD`` on `path`; it must die by SIGKILL, as it means to."""
     proc = subprocess.run(
         [sys.executable, "-c", _CRASH_CHILD, str(path)],
         capture_output=True,
@@ -1310,6 +1160,11 @@ def test_crash_between_record_and_auto_seal(path: Path) -> None:
         timeout=30,
     )
     assert proc.returncode == -9, proc.stderr
+    return proc
+
+
+def test_crash_between_record_and_auto_seal(path: Path) -> None:
+    proc = crash_child(path)
     assert proc.stdout.strip() == "14 [6, 12]"
     # Make the crash land between the last put and its seal: the seal at 12 never made it
     # to disk (its bytes zeroed, as in a preallocated file), puts 7..11 did.
@@ -1338,13 +1193,7 @@ def test_crash_between_record_and_auto_seal(path: Path) -> None:
 
 
 def test_crash_after_auto_seals_leaves_a_valid_store(path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", _CRASH_CHILD, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert proc.returncode == -9, proc.stderr
+    crash_child(path)
     with memcommit.open(path, durability="none") as store:
         assert store.lsn == 14
         assert [x.record_lsn for x in store.seals()] == [6, 12]

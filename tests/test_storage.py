@@ -34,8 +34,7 @@ import sys
 import tempfile
 import textwrap
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memcommit
+from logbytes import OP_ENTITY, OP_MOVE, OP_PUT, OP_SEAL, OP_STATUS, OP_TASK, Log, Rec, parse_log
 from memcommit import (
     AutoSeal,
     ForgedReference,
@@ -68,92 +68,20 @@ from memcommit.testing import ControllableClock
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DAY_MS = 86_400_000
 DAY_S = 86_400
-HEADER_LEN = 64
-RECORD_MAGIC = 0x4D43
-OP_PUT, OP_STATUS, OP_MOVE, OP_TASK, OP_SEAL, OP_ENTITY = 1, 2, 3, 4, 5, 6
 TIERS = ("working", "mid", "long", "archive")
 LONG_TTL_MS = 10**12  # leases that never expire within a test
 
 
-# -- reading log bytes -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rec:
-    """One record's bytes as the file holds them."""
-
-    offset: int
-    data: bytes
-
-    @property
-    def op(self) -> int:
-        return self.data[2]
-
-    @property
-    def lsn(self) -> int:
-        return int.from_bytes(self.data[8:16], "little")
-
-    @property
-    def key(self) -> bytes:
-        key_len = int.from_bytes(self.data[24:26], "little")
-        return self.data[32 : 32 + key_len]
-
-    @property
-    def payload(self) -> bytes:
-        key_len = int.from_bytes(self.data[24:26], "little")
-        return self.data[32 + key_len : len(self.data) - 4]
-
-
-@dataclass(frozen=True)
-class LogFile:
-    header: bytes
-    recs: list[Rec]
-
-    @property
-    def generation(self) -> int:
-        return int.from_bytes(self.header[32:40], "little")
-
-    @property
-    def store_id(self) -> bytes:
-        return self.header[16:32]
-
-    @property
-    def dense_from(self) -> int:
-        return int.from_bytes(self.header[40:48], "little")
-
-    @property
-    def end(self) -> int:
-        return HEADER_LEN + sum(len(r.data) for r in self.recs)
-
-    def lsns(self) -> list[int]:
-        return [r.lsn for r in self.recs]
-
-    def without_seals(self) -> list[bytes]:
-        return [r.data for r in self.recs if r.op != OP_SEAL]
-
-
-def read_log(path: str | Path) -> LogFile:
+def read_log(path: str | Path) -> Log:
     """Parse a log file: the header and every whole record (stops at a zero-filled tail)."""
     data = Path(path).read_bytes()
-    assert data[:8] == b"MEMCMLOG", f"{path} is not a memcommit log"
-    recs = []
-    off = HEADER_LEN
-    while off + 32 <= len(data):
-        if int.from_bytes(data[off : off + 2], "little") != RECORD_MAGIC:
-            break
-        key_len = int.from_bytes(data[off + 24 : off + 26], "little")
-        length = int.from_bytes(data[off + 28 : off + 32], "little")
-        total = 36 + key_len + length
-        if off + total > len(data):
-            break
-        recs.append(Rec(off, data[off : off + total]))
-        off += total
-    tail = data[off:]
+    log = parse_log(data, str(path))
+    tail = data[log.end :]
     assert tail.count(0) == len(tail), f"{path}: bytes after the last record are not zero"
-    return LogFile(data[:HEADER_LEN], recs)
+    return log
 
 
-def expected_kept(old: LogFile, horizon: int, purged: set[str]) -> list[bytes]:
+def expected_kept(old: Log, horizon: int, purged: set[str]) -> list[bytes]:
     """The records a compaction at `horizon` keeps, computed from the old log's bytes.
 
     Up to the horizon: a memory's last put, and its last status and last move when they come
@@ -194,7 +122,7 @@ def expected_kept(old: LogFile, horizon: int, purged: set[str]) -> list[bytes]:
     ]
 
 
-def check_new_log(old: LogFile, new: LogFile, horizon: int, purged: set[str], head: int) -> None:
+def check_new_log(old: Log, new: Log, horizon: int, purged: set[str], head: int) -> None:
     """The new generation's file: same store, generation + 1, the kept records, a fresh seal."""
     assert new.store_id == old.store_id
     assert new.generation == old.generation + 1
@@ -1432,6 +1360,11 @@ def _expected_purge(
     return out
 
 
+def _history_state(store: memcommit.MemoryStore) -> dict[str, Any]:
+    """Everything a history can change: memories, the history's tasks and its locks."""
+    return state_of(store, tasks=TASKS, locks=LOCK_NAMES)
+
+
 @contextlib.contextmanager
 def _scratch() -> Iterator[Path]:
     """A fresh directory per hypothesis example (tmp_path is per test, not per example)."""
@@ -1439,29 +1372,45 @@ def _scratch() -> Iterator[Path]:
         yield Path(d) / "p.db"
 
 
+@contextlib.contextmanager
+def _after_history(
+    ops: list[Any],
+) -> Iterator[tuple[Path, memcommit.MemoryStore, ControllableClock]]:
+    """A writer in a scratch directory that has run the history `ops`, and its clock.
+
+    The caller closes the store (``with store:``) and may go on using the path after."""
+    with _scratch() as path:
+        clock = ControllableClock(START)
+        store = memcommit.open(path, clock=clock, durability="none")
+        try:
+            _run_history(store, clock, ops)
+        except BaseException:
+            store.close()
+            raise
+        yield path, store, clock
+
+
 @PROPERTY
 @given(ops=_history, pct=st.integers(0, 100), spec=_retention)
 def test_property_fold_replays_to_the_original_minus_the_purged(
     ops: list[Any], pct: int, spec: Any
 ) -> None:
-    with _scratch() as path:
-        clock = ControllableClock(START)
-        with memcommit.open(path, clock=clock, durability="none") as store:
-            _run_history(store, clock, ops)
+    with _after_history(ops) as (path, store, clock):
+        with store:
             store.flush()
             old = read_log(path)
             head = store.lsn
             horizon = head * pct // 100
             want = _expected_purge(store, spec, horizon, clock.now())
-            before = state_of(store, tasks=TASKS, locks=LOCK_NAMES)
+            before = _history_state(store)
             original = path.with_name("original.db")
             shutil.copyfile(path, original)
             with memcommit.open(original, clock=clock) as replayed:  # replay of the original
-                assert state_of(replayed, tasks=TASKS, locks=LOCK_NAMES) == before
+                assert _history_state(replayed) == before
             report = compact(store, retention=_policy(spec), horizon=horizon)
             assert sorted(report.purged) == sorted(want)
             assert report.horizon == horizon and report.before == len(old.recs)
-            assert state_of(store, tasks=TASKS, locks=LOCK_NAMES) == minus(before, want)
+            assert _history_state(store) == minus(before, want)
             for i in want:
                 assert store.is_purged(i)
                 with pytest.raises(Purged):
@@ -1470,7 +1419,7 @@ def test_property_fold_replays_to_the_original_minus_the_purged(
         check_new_log(old, new, horizon, want, head)
         assert (report.after, report.bytes_after) == (len(new.recs), new.end)
         with memcommit.open(path, clock=clock) as store:
-            assert state_of(store, tasks=TASKS, locks=LOCK_NAMES) == minus(before, want)
+            assert _history_state(store) == minus(before, want)
             assert all(store.is_purged(i) for i in want)
             assert verify(store).ok
 
@@ -1488,18 +1437,16 @@ def test_property_fold_replays_to_the_original_minus_the_purged(
 def test_property_compacting_twice_equals_compacting_once(
     ops: list[Any], pct: int, spec: Any
 ) -> None:
-    with _scratch() as path:
-        clock = ControllableClock(START)
-        with memcommit.open(path, clock=clock, durability="none") as store:
-            _run_history(store, clock, ops)
+    with _after_history(ops) as (path, store, _):
+        with store:
             horizon = store.lsn * pct // 100
             first = compact(store, retention=_policy(spec), horizon=horizon)
             once = read_log(path)
-            state = state_of(store, tasks=TASKS, locks=LOCK_NAMES)
+            state = _history_state(store)
             second = compact(store, retention=_policy(spec), horizon=horizon)
             assert second.purged == ()
             assert second.after == first.after
-            assert state_of(store, tasks=TASKS, locks=LOCK_NAMES) == state
+            assert _history_state(store) == state
         twice = read_log(path)
         assert twice.without_seals() == once.without_seals()
         assert twice.generation == once.generation + 1 == 2
@@ -1562,29 +1509,30 @@ def _race_compaction(path: Path) -> None:
     stop = threading.Event()
     started = threading.Barrier(3)
 
-    def putter() -> None:
-        started.wait()
-        i = 0
-        try:
-            while not stop.is_set():
-                i += 1
-                acked.append(store.put(f"new {i}", kind="note"))
-        except BaseException as e:
-            failed.append(e)
+    def writer(write: Callable[[int], None]) -> threading.Thread:
+        """A thread that calls ``write(1)``, ``write(2)``, ... until stopped, keeping a failure."""
 
-    def committer() -> None:
-        started.wait()
-        i = 0
-        try:
-            while not stop.is_set():
-                i += 1
-                with store.commit() as c:
-                    ids = c.put_many([f"bulk {i} {j}" for j in range(300)], kind="note")
-                acked.extend(ids)
-        except BaseException as e:
-            failed.append(e)
+        def run() -> None:
+            started.wait()
+            i = 0
+            try:
+                while not stop.is_set():
+                    i += 1
+                    write(i)
+            except BaseException as e:
+                failed.append(e)
 
-    threads = [threading.Thread(target=putter), threading.Thread(target=committer)]
+        return threading.Thread(target=run)
+
+    def put(i: int) -> None:
+        acked.append(store.put(f"new {i}", kind="note"))
+
+    def commit(i: int) -> None:
+        with store.commit() as c:
+            ids = c.put_many([f"bulk {i} {j}" for j in range(300)], kind="note")
+        acked.extend(ids)
+
+    threads = [writer(put), writer(commit)]
     for t in threads:
         t.start()
     started.wait()

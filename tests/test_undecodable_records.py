@@ -16,22 +16,8 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from logbytes import read_log, write_log
 from memcommit import cli
-from test_seals import crc32c
-
-HEADER_LEN = 64
-RECORD_MAGIC = b"CM"
-
-
-def records(buf: bytes) -> list[tuple[int, int]]:
-    """(offset, length) of every record in a log's bytes."""
-    out, off = [], HEADER_LEN
-    while off + 36 <= len(buf) and buf[off : off + 2] == RECORD_MAGIC:
-        key_len = int.from_bytes(buf[off + 24 : off + 26], "little")
-        length = int.from_bytes(buf[off + 28 : off + 32], "little")
-        out.append((off, 36 + key_len + length))
-        off += 36 + key_len + length
-    return out
 
 
 def rewrite(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
@@ -39,16 +25,14 @@ def rewrite(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
 
     Returns the record's (offset, LSN)."""
     assert len(old) == len(new)
-    buf = bytearray(path.read_bytes())
-    for off, n in records(buf):
-        rec = buf[off : off + n]
-        i = rec.find(old, 32)
+    log = read_log(path)
+    for rec in log.recs:
+        i = rec.data.find(old, 32)
         if i >= 0:
-            rec[i : i + len(old)] = new
-            rec[-4:] = crc32c(rec[:-4]).to_bytes(4, "little")
-            buf[off : off + n] = rec
-            path.write_bytes(bytes(buf))
-            return off, int.from_bytes(rec[8:16], "little")
+            rec.data[i : i + len(old)] = new
+            rec.fix_crc()
+            write_log(path, log)
+            return rec.offset, rec.lsn
     raise AssertionError(f"{old!r} is in no record")
 
 
@@ -75,19 +59,36 @@ def assert_repair_finds(path: Path, off: int, capsys: pytest.CaptureFixture[str]
     assert "Traceback" not in out.out + out.err
 
 
-MEMORY_EDITS = {
-    "data is not UTF-8": (b'"vvvv"', b'"\xff\xfevv"'),
-    "data is not JSON": (b'"vvvv"', b'"vv",}'),
-    "text is not UTF-8": (b"hello", b"h\xffllo"),
+# Each edit: which record it damages ("memory": caught at read; "entity": caught at open, which
+# decodes entity records), and the bytes it replaces, with what.
+EDITS = {
+    "data is not UTF-8": ("memory", b'"vvvv"', b'"\xff\xfevv"'),
+    "data is not JSON": ("memory", b'"vvvv"', b'"vv",}'),
+    "text is not UTF-8": ("memory", b"hello", b"h\xffllo"),
+    "state is not UTF-8": ("entity", b"replica-a", b"replic\xff-a"),
+    "state is not JSON": ("entity", b'"replica-a"', b'"replica-a,'),
+    "key is not UTF-8": ("entity", b'lock\x00["job"]', b'lock\x00["j\xffb"]'),
 }
 
 
-@pytest.mark.parametrize("edit", MEMORY_EDITS, ids=list(MEMORY_EDITS))
-def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
-    log: tuple[Path, str], edit: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def edits_of(record: str) -> list[str]:
+    return [name for name, (of, _, _) in EDITS.items() if of == record]
+
+
+@pytest.fixture
+def edited(log: tuple[Path, str], request: pytest.FixtureRequest) -> tuple[Path, str, int, int]:
+    """The log with the edit ``request.param`` made: (path, memory id, offset, LSN)."""
     path, mid = log
-    off, lsn = rewrite(path, *MEMORY_EDITS[edit])
+    _, old, new = EDITS[request.param]
+    off, lsn = rewrite(path, old, new)
+    return path, mid, off, lsn
+
+
+@pytest.mark.parametrize("edited", edits_of("memory"), indirect=True)
+def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
+    edited: tuple[Path, str, int, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, mid, off, lsn = edited
     for read_only in (True, False):
         with memcommit.open(path, read_only=read_only) as store:
             with pytest.raises(memcommit.CorruptLog) as err:
@@ -98,19 +99,11 @@ def test_a_memory_that_does_not_decode_is_corrupt_log_at_read(
     assert_repair_finds(path, off, capsys)
 
 
-ENTITY_EDITS = {
-    "state is not UTF-8": (b"replica-a", b"replic\xff-a"),
-    "state is not JSON": (b'"replica-a"', b'"replica-a,'),
-    "key is not UTF-8": (b'lock\x00["job"]', b'lock\x00["j\xffb"]'),
-}
-
-
-@pytest.mark.parametrize("edit", ENTITY_EDITS, ids=list(ENTITY_EDITS))
+@pytest.mark.parametrize("edited", edits_of("entity"), indirect=True)
 def test_an_entity_that_does_not_decode_is_corrupt_log_at_open(
-    log: tuple[Path, str], edit: str, capsys: pytest.CaptureFixture[str]
+    edited: tuple[Path, str, int, int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, _ = log
-    off, lsn = rewrite(path, *ENTITY_EDITS[edit])
+    path, _, off, lsn = edited
     before = path.read_bytes()
     for read_only in (True, False):
         with pytest.raises(memcommit.CorruptLog) as err:

@@ -22,8 +22,7 @@ from .values import (
     check_optional_int,
     check_optional_text,
     check_text,
-    copy_json,
-    copy_metadata,
+    record_reader,
     same_json,
 )
 
@@ -113,17 +112,7 @@ class CheckpointRepository(Protocol):
         ...
 
 
-def _checkpoint(state: State) -> Checkpoint:
-    return Checkpoint(
-        run_id=state["run_id"],
-        checkpoint_id=state["checkpoint_id"],
-        seq=state["seq"],
-        namespace=state["namespace"],
-        parent_id=state["parent_id"],
-        state=copy_json(state["state"]),
-        metadata=copy_metadata(state["metadata"]),
-        created_at_ms=state["created_at_ms"],
-    )
+_checkpoint = record_reader(Checkpoint)
 
 
 class MemoryCheckpointRepository(RunLinked):

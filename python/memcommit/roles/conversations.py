@@ -41,8 +41,7 @@ from .values import (
     check_optional_int,
     check_optional_text,
     check_text,
-    copy_json,
-    copy_metadata,
+    record_reader,
 )
 
 __all__ = [
@@ -187,27 +186,10 @@ class ConversationRepository(Protocol):
         ...
 
 
-def _conversation(state: State) -> Conversation:
-    return Conversation(
-        conversation_id=state["conversation_id"],
-        agent_id=state["agent_id"],
-        metadata=copy_metadata(state["metadata"]),
-        last_seq=state["last_seq"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_conversation = record_reader(Conversation)
 
 
-def _turn(state: State) -> Turn:
-    return Turn(
-        conversation_id=state["conversation_id"],
-        seq=state["seq"],
-        run_id=state["run_id"],
-        role=state["role"],
-        content=copy_json(state["content"]),
-        metadata=copy_metadata(state["metadata"]),
-        created_at_ms=state["created_at_ms"],
-    )
+_turn = record_reader(Turn)
 
 
 def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:

@@ -21,7 +21,7 @@ from .values import (
     check_json,
     check_optional_text,
     check_text,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -85,17 +85,7 @@ class EffectRepository(Protocol):
         ...
 
 
-def _effect(state: State) -> EffectRecord:
-    return EffectRecord(
-        run_id=state["run_id"],
-        effect_key=state["effect_key"],
-        seq=state["seq"],
-        outcome=state["outcome"],
-        result=copy_json(state["result"]),
-        error=copy_json(state["error"]),
-        fingerprint=state["fingerprint"],
-        recorded_at_ms=state["recorded_at_ms"],
-    )
+_effect = record_reader(EffectRecord)
 
 
 class MemoryEffectRepository(RunLinked):

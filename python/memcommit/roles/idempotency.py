@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..clock import Clock
 from ._base import RoleBase, check_token
 from .errors import IdempotencyConflictError, LeaseLostError, LostReason
-from .medium import COUNTER, IDEMPOTENCY, Change, Medium, State, bump_counter, entity_key
+from .medium import COUNTER, IDEMPOTENCY, Change, State, bump_counter, entity_key
 from .values import (
     Json,
     check_json,
@@ -24,7 +23,7 @@ from .values import (
     check_optional_text,
     check_text,
     check_ttl,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -128,17 +127,7 @@ class IdempotencyRepository(Protocol):
         ...
 
 
-def _record(state: State) -> IdempotencyRecord:
-    return IdempotencyRecord(
-        key=state["key"],
-        state=state["state"],
-        token=state["token"],
-        owner=state["owner"],
-        fingerprint=state["fingerprint"],
-        result=copy_json(state["result"]),
-        created_at_ms=state["created_at_ms"],
-        expires_at_ms=state["expires_at_ms"],
-    )
+_record = record_reader(IdempotencyRecord)
 
 
 class MemoryIdempotencyRepository(RoleBase):
@@ -148,9 +137,6 @@ class MemoryIdempotencyRepository(RoleBase):
         clock: The clock for expiry and stamps (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def reserve(
         self,

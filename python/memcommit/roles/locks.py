@@ -26,11 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
 from ._base import RoleBase, check_token
 from .errors import LeaseLostError, LostReason
-from .medium import LOCK, Medium, State, bump_counter, entity_key, read_counter
-from .values import check_text, check_ttl
+from .medium import LOCK, State, bump_counter, entity_key, read_counter
+from .values import check_text, check_ttl, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
 
@@ -92,14 +91,7 @@ class LockRepository(Protocol):
         ...
 
 
-def _lease(state: State) -> Lease:
-    return Lease(
-        name=state["name"],
-        owner=state["owner"],
-        token=state["token"],
-        acquired_at_ms=state["acquired_at_ms"],
-        expires_at_ms=state["expires_at_ms"],
-    )
+_lease = record_reader(Lease)
 
 
 class MemoryLockRepository(RoleBase):
@@ -109,9 +101,6 @@ class MemoryLockRepository(RoleBase):
         clock: The clock for expiry (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
         """Take the lock or return None. See :meth:`LockRepository.acquire`."""

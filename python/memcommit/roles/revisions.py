@@ -14,7 +14,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from ..clock import Clock
 from ._base import RoleBase
 from .errors import (
     InvalidStateError,
@@ -26,7 +25,6 @@ from .errors import (
 from .medium import (
     REVISION,
     REVISION_AGENT,
-    Medium,
     State,
     bump_counter,
     child_prefix,
@@ -39,7 +37,7 @@ from .values import (
     check_optional_text,
     check_text,
     checksum,
-    copy_json,
+    record_reader,
 )
 
 __all__ = [
@@ -164,19 +162,7 @@ class RevisionRepository(Protocol):
         ...
 
 
-def _revision(state: State) -> Revision:
-    return Revision(
-        agent_id=state["agent_id"],
-        revision_id=state["revision_id"],
-        status=state["status"],
-        version=state["version"],
-        definition=copy_json(state["definition"]),
-        checksum=state["checksum"],
-        parent_revision_id=state["parent_revision_id"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-        published_at_ms=state["published_at_ms"],
-    )
+_revision = record_reader(Revision)
 
 
 class MemoryAgentRevisionRepository(RoleBase):
@@ -186,9 +172,6 @@ class MemoryAgentRevisionRepository(RoleBase):
         clock: Stamps times (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def _get(self, agent_id: str, revision_id: str) -> tuple[str, State]:
         key = entity_key(agent_id, revision_id)

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from ..clock import Clock
 from ._base import RoleBase, check_token
 from .errors import (
     AlreadyClaimedError,
@@ -49,8 +48,7 @@ from .values import (
     check_optional_text,
     check_text,
     check_ttl,
-    copy_json,
-    copy_metadata,
+    record_reader,
 )
 
 __all__ = [
@@ -254,25 +252,7 @@ class RunRepository(Protocol):
         ...
 
 
-def _run(state: State) -> Run:
-    return Run(
-        run_id=state["run_id"],
-        agent_id=state["agent_id"],
-        revision_id=state["revision_id"],
-        status=state["status"],
-        input=copy_json(state["input"]),
-        output=copy_json(state["output"]),
-        error=copy_json(state["error"]),
-        reason=copy_json(state["reason"]),
-        metadata=copy_metadata(state["metadata"]),
-        seq=state["seq"],
-        attempt=state["attempt"],
-        claimed_by=state["claimed_by"],
-        claim_expires_at_ms=state["claim_expires_at_ms"],
-        available_at_ms=state["available_at_ms"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_run = record_reader(Run)
 
 
 def _claim(state: State) -> Claim:
@@ -327,9 +307,6 @@ class MemoryRunRepository(RoleBase):
         >>> claim.token, claim.run.status
         (1, 'running')
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -13,10 +13,9 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
 from ._base import RoleBase
 from .errors import VersionConflictError
-from .medium import STATE, Change, Medium, State, bump_counter, child_prefix, entity_key
+from .medium import STATE, Change, State, bump_counter, child_prefix, entity_key
 from .values import (
     Json,
     Namespace,
@@ -24,7 +23,7 @@ from .values import (
     check_namespace,
     check_optional_int,
     check_text,
-    copy_json,
+    record_reader,
 )
 
 __all__ = ["AgentStateRepository", "MemoryStateRepository", "StateEntry"]
@@ -98,14 +97,7 @@ class AgentStateRepository(Protocol):
         ...
 
 
-def _entry(state: State) -> StateEntry:
-    return StateEntry(
-        namespace=tuple(state["namespace"]),
-        key=state["key"],
-        value=copy_json(state["value"]),
-        version=state["version"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_entry = record_reader(StateEntry)
 
 
 class MemoryStateRepository(RoleBase):
@@ -115,9 +107,6 @@ class MemoryStateRepository(RoleBase):
         clock: Stamps write times (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def get(self, namespace: Namespace, key: str) -> StateEntry | None:
         """Return the entry, or None."""

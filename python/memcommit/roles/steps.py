@@ -20,7 +20,7 @@ from .values import (
     check_json,
     check_optional_int,
     check_text,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -118,20 +118,7 @@ class StepRepository(Protocol):
         ...
 
 
-def _step(state: State) -> Step:
-    return Step(
-        run_id=state["run_id"],
-        step_id=state["step_id"],
-        seq=state["seq"],
-        name=state["name"],
-        status=state["status"],
-        attempt=state["attempt"],
-        input=copy_json(state["input"]),
-        output=copy_json(state["output"]),
-        error=copy_json(state["error"]),
-        started_at_ms=state["started_at_ms"],
-        finished_at_ms=state["finished_at_ms"],
-    )
+_step = record_reader(Step)
 
 
 class MemoryStepRepository(RunLinked):

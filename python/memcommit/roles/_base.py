@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
-from .errors import RunNotFoundError
-from .medium import Medium, MemoryMedium
+from .errors import LeaseLostError, LostReason, RunNotFoundError
+from .medium import KeyPart, Medium, MemoryMedium, State, entity_key
 from .values import check_count
 
-__all__ = ["ClaimCheck", "HasRun", "RoleBase", "RunLinked", "check_token"]
+__all__ = ["ClaimCheck", "HasRun", "RoleBase", "RunLinked", "check_token", "lease_lost"]
+
+_Record = TypeVar("_Record")
 
 HasRun = Callable[[str], bool]
 """The ``has_run(run_id)`` lookup: whether the run exists (a foreign key check)."""
@@ -34,6 +36,31 @@ def check_token(token: object, field: str = "token") -> int:
     return check_count(token, field, minimum=1)
 
 
+def lease_lost(
+    resource: str, token: int, state: State | None, now: int, last_token: int
+) -> LeaseLostError:
+    """Return the error for `token` not holding the lease `state` (of a lock or a key).
+
+    Args:
+        resource: The lock name or idempotency key, for the message.
+        token: The token the caller gave.
+        state: The lease's entity (with ``token`` and ``expires_at_ms``), or None when absent.
+        now: The instant of the operation.
+        last_token: The last token handed out for `resource`: when the lease is gone and
+            `token` is that one, its holder released it.
+    """
+    live = state is not None and now < state["expires_at_ms"]
+    reason: LostReason
+    if state is not None and state["token"] == token:
+        reason = "expired"
+    elif state is None and token == last_token:
+        reason = "released"
+    else:
+        reason = "stale"
+    current = state["token"] if state is not None and live else None
+    return LeaseLostError(resource=resource, token=token, current_token=current, reason=reason)
+
+
 class RoleBase:
     """A role's clock and medium.
 
@@ -52,6 +79,29 @@ class RoleBase:
     def medium(self) -> Medium:
         """The medium this repository keeps its entities in."""
         return self._medium
+
+    def _lookup(
+        self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
+    ) -> _Record | None:
+        """Return the record of entity ``(kind, parts)`` built by `read`, or None."""
+        with self._medium.lock:
+            state = self._medium.get(kind, entity_key(*parts))
+            return None if state is None else read(state)
+
+    def _lookup_live(
+        self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
+    ) -> _Record | None:
+        """Return the record of entity ``(kind, parts)`` while it is live, or None.
+
+        For the entities that expire (a lease, a reservation): live while
+        ``now < expires_at_ms``.
+        """
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(kind, entity_key(*parts))
+            if state is None or now >= state["expires_at_ms"]:
+                return None
+            return read(state)
 
 
 class RunLinked(RoleBase):

@@ -253,10 +253,9 @@ class MemoryConversationRepository(RunLinked):
 
     def get(self, conversation_id: str) -> Conversation | None:
         """Return the conversation, or None."""
-        conversation_id = check_text(conversation_id, "conversation_id")
-        with self._medium.lock:
-            state = self._medium.get(CONVERSATION, entity_key(conversation_id))
-            return None if state is None else _conversation(state)
+        return self._lookup(
+            CONVERSATION, _conversation, check_text(conversation_id, "conversation_id")
+        )
 
     def _existing(self, conversation_id: str, expected_last_seq: int | None) -> tuple[str, State]:
         key = entity_key(conversation_id)

@@ -145,11 +145,9 @@ class MemoryEffectRepository(RunLinked):
 
     def get(self, run_id: str, effect_key: str) -> EffectRecord | None:
         """Return the record, or None."""
-        run_id = check_text(run_id, "run_id")
-        effect_key = check_text(effect_key, "effect_key")
-        with self._medium.lock:
-            state = self._medium.get(EFFECT, entity_key(run_id, effect_key))
-            return None if state is None else _effect(state)
+        return self._lookup(
+            EFFECT, _effect, check_text(run_id, "run_id"), check_text(effect_key, "effect_key")
+        )
 
     def list(self, run_id: str) -> builtins.list[EffectRecord]:
         """Return the run's records in recording order."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token
-from .errors import IdempotencyConflictError, LeaseLostError, LostReason
-from .medium import COUNTER, IDEMPOTENCY, Change, State, bump_counter, entity_key
+from ._base import RoleBase, check_token, lease_lost
+from .errors import IdempotencyConflictError
+from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
 from .values import (
     Json,
     check_json,
@@ -178,20 +178,6 @@ class MemoryIdempotencyRepository(RoleBase):
             self._medium.write([token_change, (IDEMPOTENCY, ekey, new)])
             return Reservation(acquired=True, record=_record(new))
 
-    def _lost(self, key: str, token: int, state: State | None, now: int) -> LeaseLostError:
-        last_state = self._medium.get(COUNTER, entity_key("idempotency.token", key))
-        last = 0 if last_state is None else int(last_state["value"])
-        live = state is not None and now < state["expires_at_ms"]
-        current = state["token"] if state is not None and live else None
-        reason: LostReason
-        if state is not None and state["token"] == token:
-            reason = "expired"
-        elif token == last and state is None:
-            reason = "released"
-        else:
-            reason = "stale"
-        return LeaseLostError(resource=key, token=token, current_token=current, reason=reason)
-
     def complete(
         self, key: str, *, token: int, result: Json = None, ttl_ms: int | None = None
     ) -> IdempotencyRecord:
@@ -205,7 +191,8 @@ class MemoryIdempotencyRepository(RoleBase):
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
             if state is None or state["token"] != token or now >= state["expires_at_ms"]:
-                raise self._lost(key, token, state, now)
+                last = read_counter(self._medium, "idempotency.token", key)
+                raise lease_lost(key, token, state, now, last)
             if state["state"] == "completed":
                 if same_json(state["result"], result):
                     return _record(state)
@@ -239,13 +226,7 @@ class MemoryIdempotencyRepository(RoleBase):
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""
-        key = check_text(key, "key")
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, entity_key(key))
-            if state is None or now >= state["expires_at_ms"]:
-                return None
-            return _record(state)
+        return self._lookup_live(IDEMPOTENCY, _record, check_text(key, "key"))
 
     def purge_expired(self, *, limit: int | None = None) -> int:
         """Remove expired records. See :meth:`IdempotencyRepository.purge_expired`."""

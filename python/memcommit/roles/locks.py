@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, check_token
-from .errors import LeaseLostError, LostReason
+from ._base import RoleBase, check_token, lease_lost
 from .medium import LOCK, State, bump_counter, entity_key, read_counter
 from .values import check_text, check_ttl, record_reader
 
@@ -133,18 +132,10 @@ class MemoryLockRepository(RoleBase):
         key = entity_key(name)
         now = self._now()
         state = self._medium.get(LOCK, key)
-        live = state is not None and now < state["expires_at_ms"]
-        if state is not None and live and state["token"] == token:
+        if state is not None and now < state["expires_at_ms"] and state["token"] == token:
             return key, state, now
-        reason: LostReason
-        if state is not None and state["token"] == token:
-            reason = "expired"
-        elif state is None and token == read_counter(self._medium, "locks.token", name):
-            reason = "released"
-        else:
-            reason = "stale"
-        current = state["token"] if state is not None and live else None
-        raise LeaseLostError(resource=name, token=token, current_token=current, reason=reason)
+        last = read_counter(self._medium, "locks.token", name)
+        raise lease_lost(name, token, state, now, last)
 
     def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
         """Extend a live lease. See :meth:`LockRepository.renew`."""
@@ -172,13 +163,7 @@ class MemoryLockRepository(RoleBase):
 
     def get(self, name: str) -> Lease | None:
         """Return the live lease, or None. See :meth:`LockRepository.get`."""
-        name = check_text(name, "name")
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(LOCK, entity_key(name))
-            if state is None or now >= state["expires_at_ms"]:
-                return None
-            return _lease(state)
+        return self._lookup_live(LOCK, _lease, check_text(name, "name"))
 
     def validate(self, name: str, *, token: int) -> None:
         """Check a token. See :meth:`LockRepository.validate`.

@@ -293,11 +293,12 @@ class MemoryAgentRevisionRepository(RoleBase):
 
     def get(self, agent_id: str, revision_id: str) -> Revision | None:
         """Return the revision, or None."""
-        agent_id = check_text(agent_id, "agent_id")
-        revision_id = check_text(revision_id, "revision_id")
-        with self._medium.lock:
-            state = self._medium.get(REVISION, entity_key(agent_id, revision_id))
-            return None if state is None else _revision(state)
+        return self._lookup(
+            REVISION,
+            _revision,
+            check_text(agent_id, "agent_id"),
+            check_text(revision_id, "revision_id"),
+        )
 
     def get_version(self, agent_id: str, version: int) -> Revision | None:
         """Return the revision published as `version`, or None."""

@@ -312,10 +312,7 @@ class MemoryRunRepository(RoleBase):
 
     def get(self, run_id: str) -> Run | None:
         """Return the run, or None. See :meth:`RunRepository.get`."""
-        run_id = check_text(run_id, "run_id")
-        with self._medium.lock:
-            state = self._medium.get(RUN, entity_key(run_id))
-            return None if state is None else _run(state)
+        return self._lookup(RUN, _run, check_text(run_id, "run_id"))
 
     def exists(self, run_id: str) -> bool:
         """Return whether the run exists."""

@@ -110,11 +110,7 @@ class MemoryStateRepository(RoleBase):
 
     def get(self, namespace: Namespace, key: str) -> StateEntry | None:
         """Return the entry, or None."""
-        ns = check_namespace(namespace)
-        key = check_text(key, "key")
-        with self._medium.lock:
-            state = self._medium.get(STATE, entity_key(ns, key))
-            return None if state is None else _entry(state)
+        return self._lookup(STATE, _entry, check_namespace(namespace), check_text(key, "key"))
 
     def _check_expected(
         self, ns: Namespace, key: str, state: State | None, expected: int | None

@@ -243,11 +243,9 @@ class MemoryStepRepository(RunLinked):
 
     def get(self, run_id: str, step_id: str) -> Step | None:
         """Return the step, or None."""
-        run_id = check_text(run_id, "run_id")
-        step_id = check_text(step_id, "step_id")
-        with self._medium.lock:
-            state = self._medium.get(STEP, entity_key(run_id, step_id))
-            return None if state is None else _step(state)
+        return self._lookup(
+            STEP, _step, check_text(run_id, "run_id"), check_text(step_id, "step_id")
+        )
 
     def list(
         self, run_id: str, *, after_seq: int | None = None, limit: int | None = None

@@ -8,7 +8,7 @@ from typing import Protocol, TypeVar
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError
-from .medium import KeyPart, Medium, MemoryMedium, State, entity_key
+from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
 from .values import check_count
 
 __all__ = ["ClaimCheck", "HasRun", "RoleBase", "RunLinked", "check_token", "lease_lost"]
@@ -79,6 +79,17 @@ class RoleBase:
     def medium(self) -> Medium:
         """The medium this repository keeps its entities in."""
         return self._medium
+
+    def _save(
+        self, kind: str, key: str, state: State, read: Callable[[State], _Record], *used: Change
+    ) -> _Record:
+        """Write `state` as entity ``(kind, key)`` and return its record built by `read`.
+
+        One batch: the counter changes in `used` (the numbers `state` took), then `state`.
+        Call under the medium's lock, last in the operation.
+        """
+        self._medium.write([*used, (kind, key, state)])
+        return read(state)
 
     def _lookup(
         self, kind: str, read: Callable[[State], _Record], *parts: KeyPart

@@ -162,8 +162,9 @@ class MemoryCheckpointRepository(RunLinked):
                 "metadata": meta,
                 "created_at_ms": now,
             }
-            self._medium.write([seq_change, (CHECKPOINT, entity_key(run_id, checkpoint_id), new)])
-            return _checkpoint(new)
+            return self._save(
+                CHECKPOINT, entity_key(run_id, checkpoint_id), new, _checkpoint, seq_change
+            )
 
     def _newest_first(self, run_id: str) -> builtins.list[tuple[str, State]]:
         found = self._medium.scan(CHECKPOINT, child_prefix(run_id))

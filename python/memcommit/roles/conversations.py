@@ -248,8 +248,7 @@ class MemoryConversationRepository(RunLinked):
                 "created_at_ms": now,
                 "updated_at_ms": now,
             }
-            self._medium.write([(CONVERSATION, key, new)])
-            return _conversation(new)
+            return self._save(CONVERSATION, key, new, _conversation)
 
     def get(self, conversation_id: str) -> Conversation | None:
         """Return the conversation, or None."""

@@ -140,8 +140,7 @@ class MemoryEffectRepository(RunLinked):
                 "fingerprint": fingerprint,
                 "recorded_at_ms": now,
             }
-            self._medium.write([seq_change, (EFFECT, key, new)])
-            return _effect(new)
+            return self._save(EFFECT, key, new, _effect, seq_change)
 
     def get(self, run_id: str, effect_key: str) -> EffectRecord | None:
         """Return the record, or None."""

@@ -203,8 +203,7 @@ class MemoryIdempotencyRepository(RoleBase):
                 )
             expires = state["expires_at_ms"] if ttl_ms is None else now + ttl_ms
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}
-            self._medium.write([(IDEMPOTENCY, ekey, new)])
-            return _record(new)
+            return self._save(IDEMPOTENCY, ekey, new, _record)
 
     def release(self, key: str, *, token: int) -> bool:
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""

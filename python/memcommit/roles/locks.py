@@ -114,8 +114,7 @@ class MemoryLockRepository(RoleBase):
                 if state["owner"] != owner:
                     return None
                 new = {**state, "expires_at_ms": now + ttl_ms}
-                self._medium.write([(LOCK, key, new)])
-                return _lease(new)
+                return self._save(LOCK, key, new, _lease)
             token, token_change = bump_counter(self._medium, "locks.token", name)
             new = {
                 "name": name,
@@ -124,8 +123,7 @@ class MemoryLockRepository(RoleBase):
                 "acquired_at_ms": now,
                 "expires_at_ms": now + ttl_ms,
             }
-            self._medium.write([token_change, (LOCK, key, new)])
-            return _lease(new)
+            return self._save(LOCK, key, new, _lease, token_change)
 
     def _held(self, name: str, token: int) -> tuple[str, State, int]:
         """Return (key, state, now) if `token` holds a live lease; raise otherwise."""
@@ -145,8 +143,7 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             key, state, now = self._held(name, token)
             new = {**state, "expires_at_ms": now + ttl_ms}
-            self._medium.write([(LOCK, key, new)])
-            return _lease(new)
+            return self._save(LOCK, key, new, _lease)
 
     def release(self, name: str, *, token: int) -> bool:
         """Free the lock. See :meth:`LockRepository.release`."""

@@ -226,8 +226,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "updated_at_ms": now,
                 "published_at_ms": None,
             }
-            self._medium.write([seq_change, (REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision, seq_change)
 
     def update_draft(
         self,
@@ -259,8 +258,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "checksum": checksum(definition),
                 "updated_at_ms": now,
             }
-            self._medium.write([(REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision)
 
     def publish(self, agent_id: str, revision_id: str) -> Revision:
         """Publish a draft. See :meth:`RevisionRepository.publish`."""
@@ -367,8 +365,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                     attempted="archive",
                 )
             new = {**state, "status": "archived", "updated_at_ms": now}
-            self._medium.write([(REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision)
 
 
 if TYPE_CHECKING:

@@ -408,8 +408,7 @@ class MemoryRunRepository(RoleBase):
             "available_at_ms": None,
             "updated_at_ms": now,
         }
-        self._medium.write([token_change, (RUN, key, new)])
-        return _claim(new)
+        return self._save(RUN, key, new, _claim, token_change)
 
     def claim_next(
         self, *, worker_id: str, ttl_ms: int, agent_id: str | None = None
@@ -440,9 +439,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if _live(state, now):
                 raise AlreadyClaimedError(
                     resource=run_id,
@@ -459,6 +456,13 @@ class MemoryRunRepository(RoleBase):
                 raise InvalidStateError(message, current=status, attempted="claim")
             return self._grant(key, state, worker_id, ttl_ms, now)
 
+    def _stored(self, run_id: str, key: str) -> State:
+        """Return the state of run `run_id` (at `key`); raise if there is none. Under the lock."""
+        state = self._medium.get(RUN, key)
+        if state is None:
+            raise RunNotFoundError(run_id=run_id)
+        return state
+
     def _held(self, run_id: str, token: object, now: int | None = None) -> tuple[str, State, int]:
         """Return (key, state, now) if `token` holds a live claim; raise otherwise.
 
@@ -467,9 +471,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         if now is None:
             now = self._now()
-        state = self._medium.get(RUN, key)
-        if state is None:
-            raise RunNotFoundError(run_id=run_id)
+        state = self._stored(run_id, key)
         assert isinstance(token, int)
         if _live(state, now) and state["attempt"] == token:
             return key, state, now
@@ -508,8 +510,7 @@ class MemoryRunRepository(RoleBase):
         with self._medium.lock:
             key, state, now = self._held(run_id, token)
             new = {**state, "claim_expires_at_ms": now + ttl_ms, "updated_at_ms": now}
-            self._medium.write([(RUN, key, new)])
-            return _claim(new)
+            return self._save(RUN, key, new, _claim)
 
     def _finish(self, run_id: str, token: object, **changes: Json) -> Run:
         run_id = check_text(run_id, "run_id")
@@ -521,8 +522,7 @@ class MemoryRunRepository(RoleBase):
                 new["claim_expires_at_ms"] = None
             if new["status"] == "pending":
                 new["claimed_by"] = None
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def release(self, run_id: str, *, token: int, available_at_ms: int | None = None) -> Run:
         """Give the run back. See :meth:`RunRepository.release`."""
@@ -555,9 +555,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if state["status"] != "suspended":
                 raise InvalidStateError(current=state["status"], attempted="resume")
             new = {
@@ -567,8 +565,7 @@ class MemoryRunRepository(RoleBase):
                 "available_at_ms": None,
                 "updated_at_ms": now,
             }
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def cancel(self, run_id: str, *, reason: Json = None) -> Run:
         """Cancel the run. See :meth:`RunRepository.cancel`."""
@@ -577,9 +574,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if state["status"] == "cancelled":
                 return _run(state)
             if state["status"] in TERMINAL_STATUSES:
@@ -591,8 +586,7 @@ class MemoryRunRepository(RoleBase):
                 "claim_expires_at_ms": None,
                 "updated_at_ms": now,
             }
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def delete(self, run_id: str) -> bool:
         """Delete the run and everything of it. See :meth:`RunRepository.delete`.

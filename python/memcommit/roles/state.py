@@ -144,8 +144,7 @@ class MemoryStateRepository(RoleBase):
                 "version": version,
                 "updated_at_ms": now,
             }
-            self._medium.write([version_change, (STATE, ekey, new)])
-            return _entry(new)
+            return self._save(STATE, ekey, new, _entry, version_change)
 
     def delete(
         self, namespace: Namespace, key: str, *, expected_version: int | None = None

@@ -167,8 +167,7 @@ class MemoryStepRepository(RunLinked):
                     "started_at_ms": now,
                     "finished_at_ms": None,
                 }
-                self._medium.write([seq_change, (STEP, key, new)])
-                return _step(new)
+                return self._save(STEP, key, new, _step, seq_change)
             if state["name"] != name:
                 raise StepConflictError(
                     f"step {step_id!r} of run {run_id!r} was recorded as {state['name']!r}, "
@@ -187,8 +186,7 @@ class MemoryStepRepository(RunLinked):
                 "started_at_ms": now,
                 "finished_at_ms": None,
             }
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def _existing(self, run_id: str, step_id: str, token: int | None) -> tuple[str, State, int]:
         key = entity_key(run_id, step_id)
@@ -222,8 +220,7 @@ class MemoryStepRepository(RunLinked):
             if state["status"] == "failed":
                 raise InvalidStateError(current="failed", attempted="complete")
             new = {**state, "status": "succeeded", "output": output, "finished_at_ms": now}
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def fail(self, run_id: str, step_id: str, *, error: Json, token: int | None = None) -> Step:
         """Record the step's error. See :meth:`StepRepository.fail`."""
@@ -238,8 +235,7 @@ class MemoryStepRepository(RunLinked):
             if state["status"] != "running":
                 raise InvalidStateError(current=state["status"], attempted="fail")
             new = {**state, "status": "failed", "error": error, "finished_at_ms": now}
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def get(self, run_id: str, step_id: str) -> Step | None:
         """Return the step, or None."""

@@ -11,7 +11,15 @@ from .errors import LeaseLostError, LostReason, RunNotFoundError
 from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
 from .values import check_count
 
-__all__ = ["ClaimCheck", "HasRun", "RoleBase", "RunLinked", "check_token", "lease_lost"]
+__all__ = [
+    "ClaimCheck",
+    "HasRun",
+    "RoleBase",
+    "RunLinked",
+    "check_optional_token",
+    "check_token",
+    "lease_lost",
+]
 
 _Record = TypeVar("_Record")
 
@@ -34,6 +42,11 @@ class ClaimCheck(Protocol):
 def check_token(token: object, field: str = "token") -> int:
     """Return `token` if it is an int of at least 1 (tokens start at 1)."""
     return check_count(token, field, minimum=1)
+
+
+def check_optional_token(token: object) -> int | None:
+    """Return `token` if it is None (a write without a claim) or what :func:`check_token` takes."""
+    return None if token is None else check_token(token)
 
 
 def lease_lost(
@@ -91,6 +104,12 @@ class RoleBase:
         self._medium.write([*used, (kind, key, state)])
         return read(state)
 
+    def _delete(self, changes: list[Change]) -> int:
+        """Write `changes` (deletes), unless there are none; return how many there were."""
+        if changes:
+            self._medium.write(changes)
+        return len(changes)
+
     def _lookup(
         self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
     ) -> _Record | None:
@@ -144,6 +163,15 @@ class RunLinked(RoleBase):
             raise TypeError(f"check_claim must be callable, not {type(check_claim).__name__}")
         self._has_run = has_run
         self._check_claim = check_claim
+
+    def _now_on_run(self, run_id: str, token: int | None) -> int:
+        """Read the clock for a write to `run_id`, and check the run and `token` at that instant.
+
+        Call under the medium's lock, first in the operation.
+        """
+        now = self._now()
+        self._check_run(run_id, token, now)
+        return now
 
     def _check_run(self, run_id: str, token: int | None, now: int) -> None:
         """Raise unless the run exists and, when `token` is given, the token holds it at `now`.

@@ -261,9 +261,7 @@ class MemoryArtifactRepository(RoleBase):
             for key, _ in self._versions(ns, name):
                 changes.append((ARTIFACT, key, None))
                 changes.append((ARTIFACT_DATA, key, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes) // 2
+            return self._delete(changes) // 2
 
 
 if TYPE_CHECKING:

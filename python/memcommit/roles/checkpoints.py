@@ -11,7 +11,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import CheckpointNotFoundError
 from .medium import CHECKPOINT, Change, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -142,10 +142,9 @@ class MemoryCheckpointRepository(RunLinked):
         meta = check_metadata(metadata)
         parent_id = check_optional_text(parent_id, "parent_id")
         namespace = check_text(namespace, "namespace", empty=True)
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             if parent_id is not None:
                 parent = self._medium.get(CHECKPOINT, entity_key(run_id, parent_id))
                 if parent is None or parent["namespace"] != namespace:
@@ -237,9 +236,7 @@ class MemoryCheckpointRepository(RunLinked):
                 kept[ns] = kept.get(ns, 0) + 1
                 if kept[ns] > keep_last:
                     changes.append((CHECKPOINT, key, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import (
     ConversationAlreadyExistsError,
     ConversationNotFoundError,
@@ -285,10 +285,9 @@ class MemoryConversationRepository(RunLinked):
         checked = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
         run_id = check_text(run_id, "run_id")
         expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             key, state = self._existing(conversation_id, expected_last_seq)
             if not checked:
                 return []

@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import EffectConflictError
 from .medium import EFFECT, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -115,11 +115,10 @@ class MemoryEffectRepository(RunLinked):
         result = check_json(result, "result")
         error = check_json(error, "error")
         fingerprint = check_optional_text(fingerprint, "fingerprint")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         key = entity_key(run_id, effect_key)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             state = self._medium.get(EFFECT, key)
             if state is not None:
                 if (

@@ -238,9 +238,7 @@ class MemoryIdempotencyRepository(RoleBase):
                     break
                 if now >= state["expires_at_ms"]:
                     changes.append((IDEMPOTENCY, ekey, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

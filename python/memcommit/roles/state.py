@@ -194,9 +194,7 @@ class MemoryStateRepository(RoleBase):
             changes: builtins.list[Change] = [
                 (STATE, ekey, None) for ekey, _ in self._medium.scan(STATE, child_prefix(ns))
             ]
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

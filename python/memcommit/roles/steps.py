@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
 from .medium import STEP, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -146,11 +146,10 @@ class MemoryStepRepository(RunLinked):
         step_id = check_text(step_id, "step_id")
         name = check_text(name, "name")
         input = check_json(input, "input")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         key = entity_key(run_id, step_id)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             state = self._medium.get(STEP, key)
             if state is None:
                 seq, seq_change = bump_counter(self._medium, "steps.seq", run_id)
@@ -190,8 +189,7 @@ class MemoryStepRepository(RunLinked):
 
     def _existing(self, run_id: str, step_id: str, token: int | None) -> tuple[str, State, int]:
         key = entity_key(run_id, step_id)
-        now = self._now()
-        self._check_run(run_id, token, now)
+        now = self._now_on_run(run_id, token)
         state = self._medium.get(STEP, key)
         if state is None:
             raise StepNotFoundError(run_id=run_id, step_id=step_id)
@@ -204,7 +202,7 @@ class MemoryStepRepository(RunLinked):
         run_id = check_text(run_id, "run_id")
         step_id = check_text(step_id, "step_id")
         output = check_json(output, "output")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "succeeded":
@@ -227,7 +225,7 @@ class MemoryStepRepository(RunLinked):
         run_id = check_text(run_id, "run_id")
         step_id = check_text(step_id, "step_id")
         error = check_json(error, "error")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "failed" and same_json(state["error"], error):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
@@ -18,7 +18,9 @@ __all__ = [
     "RunLinked",
     "check_optional_token",
     "check_token",
+    "holds",
     "lease_lost",
+    "live",
 ]
 
 _Record = TypeVar("_Record")
@@ -49,6 +51,20 @@ def check_optional_token(token: object) -> int | None:
     return None if token is None else check_token(token)
 
 
+def live(state: State | None, now: int) -> TypeGuard[State]:
+    """Whether the lease or reservation `state` (None: absent) is live at `now`.
+
+    Live while ``now < expires_at_ms``: a lease granted at T for ``ttl_ms`` ends at exactly
+    ``T + ttl_ms``.
+    """
+    return state is not None and now < state["expires_at_ms"]
+
+
+def holds(state: State | None, token: int, now: int) -> TypeGuard[State]:
+    """Whether `token` holds the lease or reservation `state` at `now`: live, and its token."""
+    return live(state, now) and state["token"] == token
+
+
 def lease_lost(
     resource: str, token: int, state: State | None, now: int, last_token: int
 ) -> LeaseLostError:
@@ -62,7 +78,6 @@ def lease_lost(
         last_token: The last token handed out for `resource`: when the lease is gone and
             `token` is that one, its holder released it.
     """
-    live = state is not None and now < state["expires_at_ms"]
     reason: LostReason
     if state is not None and state["token"] == token:
         reason = "expired"
@@ -70,7 +85,7 @@ def lease_lost(
         reason = "released"
     else:
         reason = "stale"
-    current = state["token"] if state is not None and live else None
+    current = state["token"] if live(state, now) else None
     return LeaseLostError(resource=resource, token=token, current_token=current, reason=reason)
 
 
@@ -129,9 +144,7 @@ class RoleBase:
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(kind, entity_key(*parts))
-            if state is None or now >= state["expires_at_ms"]:
-                return None
-            return read(state)
+            return read(state) if live(state, now) else None
 
 
 class RunLinked(RoleBase):

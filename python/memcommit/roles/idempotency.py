@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token, lease_lost
+from ._base import RoleBase, check_token, holds, lease_lost, live
 from .errors import IdempotencyConflictError
 from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
 from .values import (
@@ -155,7 +155,7 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if state is not None and now < state["expires_at_ms"]:
+            if live(state, now):
                 stored = state["fingerprint"]
                 if fingerprint is not None and stored is not None and stored != fingerprint:
                     raise IdempotencyConflictError(
@@ -190,7 +190,7 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if state is None or state["token"] != token or now >= state["expires_at_ms"]:
+            if not holds(state, token, now):
                 last = read_counter(self._medium, "idempotency.token", key)
                 raise lease_lost(key, token, state, now, last)
             if state["state"] == "completed":
@@ -213,12 +213,7 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if (
-                state is None
-                or state["token"] != token
-                or state["state"] != "pending"
-                or now >= state["expires_at_ms"]
-            ):
+            if not holds(state, token, now) or state["state"] != "pending":
                 return False
             self._medium.write([(IDEMPOTENCY, ekey, None)])
             return True
@@ -236,7 +231,7 @@ class MemoryIdempotencyRepository(RoleBase):
             for ekey, state in self._medium.scan(IDEMPOTENCY):
                 if limit is not None and len(changes) >= limit:
                     break
-                if now >= state["expires_at_ms"]:
+                if not live(state, now):
                     changes.append((IDEMPOTENCY, ekey, None))
             return self._delete(changes)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, check_token, lease_lost
+from ._base import RoleBase, check_token, holds, lease_lost, live
 from .medium import LOCK, State, bump_counter, entity_key, read_counter
 from .values import check_text, check_ttl, record_reader
 
@@ -110,7 +110,7 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(LOCK, key)
-            if state is not None and now < state["expires_at_ms"]:
+            if live(state, now):
                 if state["owner"] != owner:
                     return None
                 new = {**state, "expires_at_ms": now + ttl_ms}
@@ -130,7 +130,7 @@ class MemoryLockRepository(RoleBase):
         key = entity_key(name)
         now = self._now()
         state = self._medium.get(LOCK, key)
-        if state is not None and now < state["expires_at_ms"] and state["token"] == token:
+        if holds(state, token, now):
             return key, state, now
         last = read_counter(self._medium, "locks.token", name)
         raise lease_lost(name, token, state, now, last)
@@ -153,7 +153,7 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(LOCK, key)
-            if state is None or state["token"] != token or now >= state["expires_at_ms"]:
+            if not holds(state, token, now):
                 return False
             self._medium.write([(LOCK, key, None)])
             return True

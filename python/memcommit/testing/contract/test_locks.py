@@ -49,10 +49,8 @@ class TestLocks:
 
     def test_acquire_a_free_lock(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
         t0 = clock.now_ms()
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         assert (lease.name, lease.owner, lease.token) == (name, "a", 1)
         assert (lease.acquired_at_ms, lease.expires_at_ms) == (t0, t0 + TTL)
         assert store.locks.acquire(name, "b", TTL) is None
@@ -63,9 +61,7 @@ class TestLocks:
 
     def test_expiry_boundary(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        first = store.locks.acquire(name, "a", TTL)
-        assert first is not None
+        name, first = _acquired(harness)
         clock.advance(TTL - 1)
         assert store.locks.get(name) == first
         assert store.locks.acquire(name, "b", TTL) is None
@@ -93,9 +89,7 @@ class TestLocks:
     def test_same_owner_reacquire_keeps_the_token(self, harness: Harness) -> None:
         """Decision 1: the live holder gets the same token, expiry reset to now + ttl."""
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        first = store.locks.acquire(name, "a", TTL)
-        assert first is not None
+        name, first = _acquired(harness)
         clock.advance(600)
         again = store.locks.acquire(name, "a", 2 * TTL)
         assert again is not None
@@ -113,10 +107,8 @@ class TestLocks:
 
     def test_renew_extends_from_now(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
         t0 = clock.now_ms()
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         clock.advance(500)
         renewed = store.locks.renew(name, token=lease.token, ttl_ms=TTL)
         assert renewed.expires_at_ms == t0 + 1_500

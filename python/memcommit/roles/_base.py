@@ -1,4 +1,4 @@
-"""What every in-memory role shares: its clock, its medium, and the run checks."""
+"""What every in-memory role shares: clock, medium, operation steps, lease rules, run checks."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from . import roles
 from ._native import Memory, Record
 from .aio import AsyncMemoryStore
 from .clock import Clock, SystemClock
@@ -32,18 +33,6 @@ from .errors import (
 )
 from .remote import RemoteStore
 from .roles import (
-    AlreadyClaimedError,
-    AlreadyExistsError,
-    CheckpointNotFoundError,
-    ClaimLostError,
-    ConflictError,
-    ConversationAlreadyExistsError,
-    ConversationNotFoundError,
-    EffectConflictError,
-    IdempotencyConflictError,
-    InvalidStateError,
-    LeaseError,
-    LeaseLostError,
     MemoryAgentRevisionRepository,
     MemoryArtifactRepository,
     MemoryCheckpointRepository,
@@ -55,19 +44,9 @@ from .roles import (
     MemoryStateRepository,
     MemoryStepRepository,
     NewTurn,
-    NotFoundError,
-    RevisionAlreadyExistsError,
-    RevisionImmutableError,
-    RevisionNotFoundError,
-    RoleError,
     RoleSet,
-    RunAlreadyExistsError,
-    RunNotFoundError,
-    SequenceConflictError,
-    StepConflictError,
-    StepNotFoundError,
-    VersionConflictError,
 )
+from .roles.errors import *  # noqa: F403  (the role errors: roles.errors.__all__ lists them)
 from .seals import AutoSeal, Seal, VerifyReport, check_seal, seal, verify
 from .server import MemoryServer
 from .store import MemoryStore, create_memory_store, open
@@ -76,27 +55,15 @@ from .wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
 
 __all__ = [
     "TIERS",
-    "AlreadyClaimedError",
-    "AlreadyExistsError",
     "AsyncMemoryStore",
     "AutoSeal",
-    "CheckpointNotFoundError",
-    "ClaimLostError",
     "Clock",
     "Commit",
     "CommitOutcomeUnknown",
-    "ConflictError",
-    "ConversationAlreadyExistsError",
-    "ConversationNotFoundError",
     "CorruptLog",
-    "EffectConflictError",
     "ForgedReference",
     "Guard",
-    "IdempotencyConflictError",
     "IntegrityError",
-    "InvalidStateError",
-    "LeaseError",
-    "LeaseLostError",
     "MemcommitError",
     "Memory",
     "MemoryAgentRevisionRepository",
@@ -113,34 +80,23 @@ __all__ = [
     "MemoryStepRepository",
     "MemoryStore",
     "NewTurn",
-    "NotFoundError",
     "NotSupported",
     "Purged",
     "ReadOnlyStore",
     "Record",
     "Rejected",
     "RemoteStore",
-    "RevisionAlreadyExistsError",
-    "RevisionImmutableError",
-    "RevisionNotFoundError",
-    "RoleError",
     "RoleSet",
-    "RunAlreadyExistsError",
-    "RunNotFoundError",
     "Seal",
     "SealMismatch",
-    "SequenceConflictError",
     "ServerError",
     "ServerUnavailable",
     "SnapshotMismatch",
-    "StepConflictError",
-    "StepNotFoundError",
     "StoreClosed",
     "StoreLocked",
     "SystemClock",
     "TierPolicy",
     "VerifyReport",
-    "VersionConflictError",
     "WriterFailed",
     "check_seal",
     "compact_memory",
@@ -149,3 +105,9 @@ __all__ = [
     "seal",
     "verify",
 ]
+# Every role error, as memcommit.roles.errors names them; their wire helper and the LostReason
+# type stay there only.
+__all__ += roles.errors.__all__
+__all__.remove("error_from_wire")
+__all__.remove("LostReason")
+del error_from_wire, LostReason  # noqa: F821  (star-imported above)

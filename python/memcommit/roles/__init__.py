@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+from . import errors
 from .artifacts import Artifact, ArtifactRepository, ArtifactVersion, MemoryArtifactRepository
 from .checkpoints import Checkpoint, CheckpointRepository, MemoryCheckpointRepository
 from .conversations import (
@@ -39,32 +40,7 @@ from .conversations import (
     Turn,
 )
 from .effects import EffectRecord, EffectRepository, MemoryEffectRepository
-from .errors import (
-    AlreadyClaimedError,
-    AlreadyExistsError,
-    CheckpointNotFoundError,
-    ClaimLostError,
-    ConflictError,
-    ConversationAlreadyExistsError,
-    ConversationNotFoundError,
-    EffectConflictError,
-    IdempotencyConflictError,
-    InvalidStateError,
-    LeaseError,
-    LeaseLostError,
-    NotFoundError,
-    RevisionAlreadyExistsError,
-    RevisionImmutableError,
-    RevisionNotFoundError,
-    RoleError,
-    RunAlreadyExistsError,
-    RunNotFoundError,
-    SequenceConflictError,
-    StepConflictError,
-    StepNotFoundError,
-    VersionConflictError,
-    error_from_wire,
-)
+from .errors import *  # noqa: F403  (the role errors: errors.__all__ lists them)
 from .idempotency import (
     IdempotencyRecord,
     IdempotencyRepository,
@@ -83,32 +59,20 @@ from .values import Json, Namespace
 __all__ = [
     "ROLE_NAMES",
     "AgentStateRepository",
-    "AlreadyClaimedError",
-    "AlreadyExistsError",
     "Artifact",
     "ArtifactRepository",
     "ArtifactVersion",
     "Checkpoint",
-    "CheckpointNotFoundError",
     "CheckpointRepository",
     "Claim",
-    "ClaimLostError",
-    "ConflictError",
     "Conversation",
-    "ConversationAlreadyExistsError",
-    "ConversationNotFoundError",
     "ConversationRepository",
-    "EffectConflictError",
     "EffectRecord",
     "EffectRepository",
-    "IdempotencyConflictError",
     "IdempotencyRecord",
     "IdempotencyRepository",
-    "InvalidStateError",
     "Json",
     "Lease",
-    "LeaseError",
-    "LeaseLostError",
     "LockRepository",
     "Medium",
     "MemoryAgentRevisionRepository",
@@ -124,26 +88,18 @@ __all__ = [
     "MemoryStepRepository",
     "Namespace",
     "NewTurn",
-    "NotFoundError",
     "Reservation",
     "Revision",
-    "RevisionAlreadyExistsError",
-    "RevisionImmutableError",
-    "RevisionNotFoundError",
     "RevisionRepository",
-    "RoleError",
     "RoleSet",
     "Run",
-    "RunAlreadyExistsError",
-    "RunNotFoundError",
     "RunRepository",
-    "SequenceConflictError",
     "StateEntry",
     "Step",
-    "StepConflictError",
-    "StepNotFoundError",
     "StepRepository",
     "Turn",
-    "VersionConflictError",
-    "error_from_wire",
 ]
+# Every role error, as memcommit.roles.errors names them; the LostReason type stays there only.
+__all__ += errors.__all__
+__all__.remove("LostReason")
+del LostReason  # noqa: F821  (star-imported above)

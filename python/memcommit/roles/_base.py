@@ -1,17 +1,29 @@
-"""What every in-memory role shares: its clock, its medium, and the run checks."""
+"""What every in-memory role shares: clock, medium, operation steps, lease rules, run checks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
-from .errors import RunNotFoundError
-from .medium import Medium, MemoryMedium
+from .errors import LeaseLostError, LostReason, RunNotFoundError
+from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
 from .values import check_count
 
-__all__ = ["ClaimCheck", "HasRun", "RoleBase", "RunLinked", "check_token"]
+__all__ = [
+    "ClaimCheck",
+    "HasRun",
+    "RoleBase",
+    "RunLinked",
+    "check_optional_token",
+    "check_token",
+    "holds",
+    "lease_lost",
+    "live",
+]
+
+_Record = TypeVar("_Record")
 
 HasRun = Callable[[str], bool]
 """The ``has_run(run_id)`` lookup: whether the run exists (a foreign key check)."""
@@ -34,6 +46,49 @@ def check_token(token: object, field: str = "token") -> int:
     return check_count(token, field, minimum=1)
 
 
+def check_optional_token(token: object) -> int | None:
+    """Return `token` if it is None (a write without a claim) or what :func:`check_token` takes."""
+    return None if token is None else check_token(token)
+
+
+def live(state: State | None, now: int) -> TypeGuard[State]:
+    """Whether the lease or reservation `state` (None: absent) is live at `now`.
+
+    Live while ``now < expires_at_ms``: a lease granted at T for ``ttl_ms`` ends at exactly
+    ``T + ttl_ms``.
+    """
+    return state is not None and now < state["expires_at_ms"]
+
+
+def holds(state: State | None, token: int, now: int) -> TypeGuard[State]:
+    """Whether `token` holds the lease or reservation `state` at `now`: live, and its token."""
+    return live(state, now) and state["token"] == token
+
+
+def lease_lost(
+    resource: str, token: int, state: State | None, now: int, last_token: int
+) -> LeaseLostError:
+    """Return the error for `token` not holding the lease `state` (of a lock or a key).
+
+    Args:
+        resource: The lock name or idempotency key, for the message.
+        token: The token the caller gave.
+        state: The lease's entity (with ``token`` and ``expires_at_ms``), or None when absent.
+        now: The instant of the operation.
+        last_token: The last token handed out for `resource`: when the lease is gone and
+            `token` is that one, its holder released it.
+    """
+    reason: LostReason
+    if state is not None and state["token"] == token:
+        reason = "expired"
+    elif state is None and token == last_token:
+        reason = "released"
+    else:
+        reason = "stale"
+    current = state["token"] if live(state, now) else None
+    return LeaseLostError(resource=resource, token=token, current_token=current, reason=reason)
+
+
 class RoleBase:
     """A role's clock and medium.
 
@@ -52,6 +107,44 @@ class RoleBase:
     def medium(self) -> Medium:
         """The medium this repository keeps its entities in."""
         return self._medium
+
+    def _save(
+        self, kind: str, key: str, state: State, read: Callable[[State], _Record], *used: Change
+    ) -> _Record:
+        """Write `state` as entity ``(kind, key)`` and return its record built by `read`.
+
+        One batch: the counter changes in `used` (the numbers `state` took), then `state`.
+        Call under the medium's lock, last in the operation.
+        """
+        self._medium.write([*used, (kind, key, state)])
+        return read(state)
+
+    def _delete(self, changes: list[Change]) -> int:
+        """Write `changes` (deletes), unless there are none; return how many there were."""
+        if changes:
+            self._medium.write(changes)
+        return len(changes)
+
+    def _lookup(
+        self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
+    ) -> _Record | None:
+        """Return the record of entity ``(kind, parts)`` built by `read`, or None."""
+        with self._medium.lock:
+            state = self._medium.get(kind, entity_key(*parts))
+            return None if state is None else read(state)
+
+    def _lookup_live(
+        self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
+    ) -> _Record | None:
+        """Return the record of entity ``(kind, parts)`` while it is live, or None.
+
+        For the entities that expire (a lease, a reservation): live while
+        ``now < expires_at_ms``.
+        """
+        with self._medium.lock:
+            now = self._now()
+            state = self._medium.get(kind, entity_key(*parts))
+            return read(state) if live(state, now) else None
 
 
 class RunLinked(RoleBase):
@@ -83,6 +176,15 @@ class RunLinked(RoleBase):
             raise TypeError(f"check_claim must be callable, not {type(check_claim).__name__}")
         self._has_run = has_run
         self._check_claim = check_claim
+
+    def _now_on_run(self, run_id: str, token: int | None) -> int:
+        """Read the clock for a write to `run_id`, and check the run and `token` at that instant.
+
+        Call under the medium's lock, first in the operation.
+        """
+        now = self._now()
+        self._check_run(run_id, token, now)
+        return now
 
     def _check_run(self, run_id: str, token: int | None, now: int) -> None:
         """Raise unless the run exists and, when `token` is given, the token holds it at `now`.

@@ -14,14 +14,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
 from ._base import RoleBase
 from .errors import VersionConflictError
 from .medium import (
     ARTIFACT,
     ARTIFACT_DATA,
     Change,
-    Medium,
     State,
     bump_counter,
     child_prefix,
@@ -37,7 +35,7 @@ from .values import (
     check_namespace,
     check_optional_int,
     check_text,
-    copy_metadata,
+    record_reader,
 )
 
 __all__ = ["Artifact", "ArtifactRepository", "ArtifactVersion", "MemoryArtifactRepository"]
@@ -133,17 +131,7 @@ class ArtifactRepository(Protocol):
         ...
 
 
-def _version(state: State) -> ArtifactVersion:
-    return ArtifactVersion(
-        owner=tuple(state["owner"]),
-        name=state["name"],
-        version=state["version"],
-        media_type=state["media_type"],
-        size=state["size"],
-        sha256=state["sha256"],
-        metadata=copy_metadata(state["metadata"]),
-        created_at_ms=state["created_at_ms"],
-    )
+_version = record_reader(ArtifactVersion)
 
 
 class MemoryArtifactRepository(RoleBase):
@@ -153,9 +141,6 @@ class MemoryArtifactRepository(RoleBase):
         clock: Stamps save times (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def _versions(self, owner: Namespace, name: str) -> builtins.list[tuple[str, State]]:
         found = self._medium.scan(ARTIFACT, child_prefix(owner, name))
@@ -276,9 +261,7 @@ class MemoryArtifactRepository(RoleBase):
             for key, _ in self._versions(ns, name):
                 changes.append((ARTIFACT, key, None))
                 changes.append((ARTIFACT_DATA, key, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes) // 2
+            return self._delete(changes) // 2
 
 
 if TYPE_CHECKING:

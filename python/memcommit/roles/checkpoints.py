@@ -11,7 +11,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import CheckpointNotFoundError
 from .medium import CHECKPOINT, Change, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -22,8 +22,7 @@ from .values import (
     check_optional_int,
     check_optional_text,
     check_text,
-    copy_json,
-    copy_metadata,
+    record_reader,
     same_json,
 )
 
@@ -113,17 +112,7 @@ class CheckpointRepository(Protocol):
         ...
 
 
-def _checkpoint(state: State) -> Checkpoint:
-    return Checkpoint(
-        run_id=state["run_id"],
-        checkpoint_id=state["checkpoint_id"],
-        seq=state["seq"],
-        namespace=state["namespace"],
-        parent_id=state["parent_id"],
-        state=copy_json(state["state"]),
-        metadata=copy_metadata(state["metadata"]),
-        created_at_ms=state["created_at_ms"],
-    )
+_checkpoint = record_reader(Checkpoint)
 
 
 class MemoryCheckpointRepository(RunLinked):
@@ -153,10 +142,9 @@ class MemoryCheckpointRepository(RunLinked):
         meta = check_metadata(metadata)
         parent_id = check_optional_text(parent_id, "parent_id")
         namespace = check_text(namespace, "namespace", empty=True)
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             if parent_id is not None:
                 parent = self._medium.get(CHECKPOINT, entity_key(run_id, parent_id))
                 if parent is None or parent["namespace"] != namespace:
@@ -173,8 +161,9 @@ class MemoryCheckpointRepository(RunLinked):
                 "metadata": meta,
                 "created_at_ms": now,
             }
-            self._medium.write([seq_change, (CHECKPOINT, entity_key(run_id, checkpoint_id), new)])
-            return _checkpoint(new)
+            return self._save(
+                CHECKPOINT, entity_key(run_id, checkpoint_id), new, _checkpoint, seq_change
+            )
 
     def _newest_first(self, run_id: str) -> builtins.list[tuple[str, State]]:
         found = self._medium.scan(CHECKPOINT, child_prefix(run_id))
@@ -247,9 +236,7 @@ class MemoryCheckpointRepository(RunLinked):
                 kept[ns] = kept.get(ns, 0) + 1
                 if kept[ns] > keep_last:
                     changes.append((CHECKPOINT, key, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

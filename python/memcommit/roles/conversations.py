@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import (
     ConversationAlreadyExistsError,
     ConversationNotFoundError,
@@ -41,8 +41,7 @@ from .values import (
     check_optional_int,
     check_optional_text,
     check_text,
-    copy_json,
-    copy_metadata,
+    record_reader,
 )
 
 __all__ = [
@@ -187,27 +186,10 @@ class ConversationRepository(Protocol):
         ...
 
 
-def _conversation(state: State) -> Conversation:
-    return Conversation(
-        conversation_id=state["conversation_id"],
-        agent_id=state["agent_id"],
-        metadata=copy_metadata(state["metadata"]),
-        last_seq=state["last_seq"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_conversation = record_reader(Conversation)
 
 
-def _turn(state: State) -> Turn:
-    return Turn(
-        conversation_id=state["conversation_id"],
-        seq=state["seq"],
-        run_id=state["run_id"],
-        role=state["role"],
-        content=copy_json(state["content"]),
-        metadata=copy_metadata(state["metadata"]),
-        created_at_ms=state["created_at_ms"],
-    )
+_turn = record_reader(Turn)
 
 
 def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
@@ -266,15 +248,13 @@ class MemoryConversationRepository(RunLinked):
                 "created_at_ms": now,
                 "updated_at_ms": now,
             }
-            self._medium.write([(CONVERSATION, key, new)])
-            return _conversation(new)
+            return self._save(CONVERSATION, key, new, _conversation)
 
     def get(self, conversation_id: str) -> Conversation | None:
         """Return the conversation, or None."""
-        conversation_id = check_text(conversation_id, "conversation_id")
-        with self._medium.lock:
-            state = self._medium.get(CONVERSATION, entity_key(conversation_id))
-            return None if state is None else _conversation(state)
+        return self._lookup(
+            CONVERSATION, _conversation, check_text(conversation_id, "conversation_id")
+        )
 
     def _existing(self, conversation_id: str, expected_last_seq: int | None) -> tuple[str, State]:
         key = entity_key(conversation_id)
@@ -305,10 +285,9 @@ class MemoryConversationRepository(RunLinked):
         checked = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
         run_id = check_text(run_id, "run_id")
         expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             key, state = self._existing(conversation_id, expected_last_seq)
             if not checked:
                 return []

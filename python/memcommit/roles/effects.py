@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import EffectConflictError
 from .medium import EFFECT, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -21,7 +21,7 @@ from .values import (
     check_json,
     check_optional_text,
     check_text,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -85,17 +85,7 @@ class EffectRepository(Protocol):
         ...
 
 
-def _effect(state: State) -> EffectRecord:
-    return EffectRecord(
-        run_id=state["run_id"],
-        effect_key=state["effect_key"],
-        seq=state["seq"],
-        outcome=state["outcome"],
-        result=copy_json(state["result"]),
-        error=copy_json(state["error"]),
-        fingerprint=state["fingerprint"],
-        recorded_at_ms=state["recorded_at_ms"],
-    )
+_effect = record_reader(EffectRecord)
 
 
 class MemoryEffectRepository(RunLinked):
@@ -125,11 +115,10 @@ class MemoryEffectRepository(RunLinked):
         result = check_json(result, "result")
         error = check_json(error, "error")
         fingerprint = check_optional_text(fingerprint, "fingerprint")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         key = entity_key(run_id, effect_key)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             state = self._medium.get(EFFECT, key)
             if state is not None:
                 if (
@@ -150,16 +139,13 @@ class MemoryEffectRepository(RunLinked):
                 "fingerprint": fingerprint,
                 "recorded_at_ms": now,
             }
-            self._medium.write([seq_change, (EFFECT, key, new)])
-            return _effect(new)
+            return self._save(EFFECT, key, new, _effect, seq_change)
 
     def get(self, run_id: str, effect_key: str) -> EffectRecord | None:
         """Return the record, or None."""
-        run_id = check_text(run_id, "run_id")
-        effect_key = check_text(effect_key, "effect_key")
-        with self._medium.lock:
-            state = self._medium.get(EFFECT, entity_key(run_id, effect_key))
-            return None if state is None else _effect(state)
+        return self._lookup(
+            EFFECT, _effect, check_text(run_id, "run_id"), check_text(effect_key, "effect_key")
+        )
 
     def list(self, run_id: str) -> builtins.list[EffectRecord]:
         """Return the run's records in recording order."""

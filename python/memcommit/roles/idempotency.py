@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..clock import Clock
-from ._base import RoleBase, check_token
-from .errors import IdempotencyConflictError, LeaseLostError, LostReason
-from .medium import COUNTER, IDEMPOTENCY, Change, Medium, State, bump_counter, entity_key
+from ._base import RoleBase, check_token, holds, lease_lost, live
+from .errors import IdempotencyConflictError
+from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
 from .values import (
     Json,
     check_json,
@@ -24,7 +23,7 @@ from .values import (
     check_optional_text,
     check_text,
     check_ttl,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -128,17 +127,7 @@ class IdempotencyRepository(Protocol):
         ...
 
 
-def _record(state: State) -> IdempotencyRecord:
-    return IdempotencyRecord(
-        key=state["key"],
-        state=state["state"],
-        token=state["token"],
-        owner=state["owner"],
-        fingerprint=state["fingerprint"],
-        result=copy_json(state["result"]),
-        created_at_ms=state["created_at_ms"],
-        expires_at_ms=state["expires_at_ms"],
-    )
+_record = record_reader(IdempotencyRecord)
 
 
 class MemoryIdempotencyRepository(RoleBase):
@@ -148,9 +137,6 @@ class MemoryIdempotencyRepository(RoleBase):
         clock: The clock for expiry and stamps (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def reserve(
         self,
@@ -169,7 +155,7 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if state is not None and now < state["expires_at_ms"]:
+            if live(state, now):
                 stored = state["fingerprint"]
                 if fingerprint is not None and stored is not None and stored != fingerprint:
                     raise IdempotencyConflictError(
@@ -192,20 +178,6 @@ class MemoryIdempotencyRepository(RoleBase):
             self._medium.write([token_change, (IDEMPOTENCY, ekey, new)])
             return Reservation(acquired=True, record=_record(new))
 
-    def _lost(self, key: str, token: int, state: State | None, now: int) -> LeaseLostError:
-        last_state = self._medium.get(COUNTER, entity_key("idempotency.token", key))
-        last = 0 if last_state is None else int(last_state["value"])
-        live = state is not None and now < state["expires_at_ms"]
-        current = state["token"] if state is not None and live else None
-        reason: LostReason
-        if state is not None and state["token"] == token:
-            reason = "expired"
-        elif token == last and state is None:
-            reason = "released"
-        else:
-            reason = "stale"
-        return LeaseLostError(resource=key, token=token, current_token=current, reason=reason)
-
     def complete(
         self, key: str, *, token: int, result: Json = None, ttl_ms: int | None = None
     ) -> IdempotencyRecord:
@@ -218,8 +190,9 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if state is None or state["token"] != token or now >= state["expires_at_ms"]:
-                raise self._lost(key, token, state, now)
+            if not holds(state, token, now):
+                last = read_counter(self._medium, "idempotency.token", key)
+                raise lease_lost(key, token, state, now, last)
             if state["state"] == "completed":
                 if same_json(state["result"], result):
                     return _record(state)
@@ -230,8 +203,7 @@ class MemoryIdempotencyRepository(RoleBase):
                 )
             expires = state["expires_at_ms"] if ttl_ms is None else now + ttl_ms
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}
-            self._medium.write([(IDEMPOTENCY, ekey, new)])
-            return _record(new)
+            return self._save(IDEMPOTENCY, ekey, new, _record)
 
     def release(self, key: str, *, token: int) -> bool:
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""
@@ -241,25 +213,14 @@ class MemoryIdempotencyRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(IDEMPOTENCY, ekey)
-            if (
-                state is None
-                or state["token"] != token
-                or state["state"] != "pending"
-                or now >= state["expires_at_ms"]
-            ):
+            if not holds(state, token, now) or state["state"] != "pending":
                 return False
             self._medium.write([(IDEMPOTENCY, ekey, None)])
             return True
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""
-        key = check_text(key, "key")
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, entity_key(key))
-            if state is None or now >= state["expires_at_ms"]:
-                return None
-            return _record(state)
+        return self._lookup_live(IDEMPOTENCY, _record, check_text(key, "key"))
 
     def purge_expired(self, *, limit: int | None = None) -> int:
         """Remove expired records. See :meth:`IdempotencyRepository.purge_expired`."""
@@ -270,11 +231,9 @@ class MemoryIdempotencyRepository(RoleBase):
             for ekey, state in self._medium.scan(IDEMPOTENCY):
                 if limit is not None and len(changes) >= limit:
                     break
-                if now >= state["expires_at_ms"]:
+                if not live(state, now):
                     changes.append((IDEMPOTENCY, ekey, None))
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

@@ -26,11 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
-from ._base import RoleBase, check_token
-from .errors import LeaseLostError, LostReason
-from .medium import LOCK, Medium, State, bump_counter, entity_key, read_counter
-from .values import check_text, check_ttl
+from ._base import RoleBase, check_token, holds, lease_lost, live
+from .medium import LOCK, State, bump_counter, entity_key, read_counter
+from .values import check_text, check_ttl, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
 
@@ -92,14 +90,7 @@ class LockRepository(Protocol):
         ...
 
 
-def _lease(state: State) -> Lease:
-    return Lease(
-        name=state["name"],
-        owner=state["owner"],
-        token=state["token"],
-        acquired_at_ms=state["acquired_at_ms"],
-        expires_at_ms=state["expires_at_ms"],
-    )
+_lease = record_reader(Lease)
 
 
 class MemoryLockRepository(RoleBase):
@@ -110,9 +101,6 @@ class MemoryLockRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
-
     def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
         """Take the lock or return None. See :meth:`LockRepository.acquire`."""
         name = check_text(name, "name")
@@ -122,12 +110,11 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(LOCK, key)
-            if state is not None and now < state["expires_at_ms"]:
+            if live(state, now):
                 if state["owner"] != owner:
                     return None
                 new = {**state, "expires_at_ms": now + ttl_ms}
-                self._medium.write([(LOCK, key, new)])
-                return _lease(new)
+                return self._save(LOCK, key, new, _lease)
             token, token_change = bump_counter(self._medium, "locks.token", name)
             new = {
                 "name": name,
@@ -136,26 +123,17 @@ class MemoryLockRepository(RoleBase):
                 "acquired_at_ms": now,
                 "expires_at_ms": now + ttl_ms,
             }
-            self._medium.write([token_change, (LOCK, key, new)])
-            return _lease(new)
+            return self._save(LOCK, key, new, _lease, token_change)
 
     def _held(self, name: str, token: int) -> tuple[str, State, int]:
         """Return (key, state, now) if `token` holds a live lease; raise otherwise."""
         key = entity_key(name)
         now = self._now()
         state = self._medium.get(LOCK, key)
-        live = state is not None and now < state["expires_at_ms"]
-        if state is not None and live and state["token"] == token:
+        if holds(state, token, now):
             return key, state, now
-        reason: LostReason
-        if state is not None and state["token"] == token:
-            reason = "expired"
-        elif state is None and token == read_counter(self._medium, "locks.token", name):
-            reason = "released"
-        else:
-            reason = "stale"
-        current = state["token"] if state is not None and live else None
-        raise LeaseLostError(resource=name, token=token, current_token=current, reason=reason)
+        last = read_counter(self._medium, "locks.token", name)
+        raise lease_lost(name, token, state, now, last)
 
     def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
         """Extend a live lease. See :meth:`LockRepository.renew`."""
@@ -165,8 +143,7 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             key, state, now = self._held(name, token)
             new = {**state, "expires_at_ms": now + ttl_ms}
-            self._medium.write([(LOCK, key, new)])
-            return _lease(new)
+            return self._save(LOCK, key, new, _lease)
 
     def release(self, name: str, *, token: int) -> bool:
         """Free the lock. See :meth:`LockRepository.release`."""
@@ -176,20 +153,14 @@ class MemoryLockRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             state = self._medium.get(LOCK, key)
-            if state is None or state["token"] != token or now >= state["expires_at_ms"]:
+            if not holds(state, token, now):
                 return False
             self._medium.write([(LOCK, key, None)])
             return True
 
     def get(self, name: str) -> Lease | None:
         """Return the live lease, or None. See :meth:`LockRepository.get`."""
-        name = check_text(name, "name")
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(LOCK, entity_key(name))
-            if state is None or now >= state["expires_at_ms"]:
-                return None
-            return _lease(state)
+        return self._lookup_live(LOCK, _lease, check_text(name, "name"))
 
     def validate(self, name: str, *, token: int) -> None:
         """Check a token. See :meth:`LockRepository.validate`.

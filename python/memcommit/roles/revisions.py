@@ -14,7 +14,6 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from ..clock import Clock
 from ._base import RoleBase
 from .errors import (
     InvalidStateError,
@@ -26,7 +25,6 @@ from .errors import (
 from .medium import (
     REVISION,
     REVISION_AGENT,
-    Medium,
     State,
     bump_counter,
     child_prefix,
@@ -39,7 +37,7 @@ from .values import (
     check_optional_text,
     check_text,
     checksum,
-    copy_json,
+    record_reader,
 )
 
 __all__ = [
@@ -164,19 +162,7 @@ class RevisionRepository(Protocol):
         ...
 
 
-def _revision(state: State) -> Revision:
-    return Revision(
-        agent_id=state["agent_id"],
-        revision_id=state["revision_id"],
-        status=state["status"],
-        version=state["version"],
-        definition=copy_json(state["definition"]),
-        checksum=state["checksum"],
-        parent_revision_id=state["parent_revision_id"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-        published_at_ms=state["published_at_ms"],
-    )
+_revision = record_reader(Revision)
 
 
 class MemoryAgentRevisionRepository(RoleBase):
@@ -186,9 +172,6 @@ class MemoryAgentRevisionRepository(RoleBase):
         clock: Stamps times (default :class:`SystemClock`).
         medium: Where the entities live; a store passes the medium its roles share.
     """
-
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
 
     def _get(self, agent_id: str, revision_id: str) -> tuple[str, State]:
         key = entity_key(agent_id, revision_id)
@@ -243,8 +226,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "updated_at_ms": now,
                 "published_at_ms": None,
             }
-            self._medium.write([seq_change, (REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision, seq_change)
 
     def update_draft(
         self,
@@ -276,8 +258,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "checksum": checksum(definition),
                 "updated_at_ms": now,
             }
-            self._medium.write([(REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision)
 
     def publish(self, agent_id: str, revision_id: str) -> Revision:
         """Publish a draft. See :meth:`RevisionRepository.publish`."""
@@ -310,11 +291,12 @@ class MemoryAgentRevisionRepository(RoleBase):
 
     def get(self, agent_id: str, revision_id: str) -> Revision | None:
         """Return the revision, or None."""
-        agent_id = check_text(agent_id, "agent_id")
-        revision_id = check_text(revision_id, "revision_id")
-        with self._medium.lock:
-            state = self._medium.get(REVISION, entity_key(agent_id, revision_id))
-            return None if state is None else _revision(state)
+        return self._lookup(
+            REVISION,
+            _revision,
+            check_text(agent_id, "agent_id"),
+            check_text(revision_id, "revision_id"),
+        )
 
     def get_version(self, agent_id: str, version: int) -> Revision | None:
         """Return the revision published as `version`, or None."""
@@ -383,8 +365,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                     attempted="archive",
                 )
             new = {**state, "status": "archived", "updated_at_ms": now}
-            self._medium.write([(REVISION, key, new)])
-            return _revision(new)
+            return self._save(REVISION, key, new, _revision)
 
 
 if TYPE_CHECKING:

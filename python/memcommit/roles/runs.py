@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from ..clock import Clock
 from ._base import RoleBase, check_token
 from .errors import (
     AlreadyClaimedError,
@@ -49,8 +48,7 @@ from .values import (
     check_optional_text,
     check_text,
     check_ttl,
-    copy_json,
-    copy_metadata,
+    record_reader,
 )
 
 __all__ = [
@@ -254,25 +252,7 @@ class RunRepository(Protocol):
         ...
 
 
-def _run(state: State) -> Run:
-    return Run(
-        run_id=state["run_id"],
-        agent_id=state["agent_id"],
-        revision_id=state["revision_id"],
-        status=state["status"],
-        input=copy_json(state["input"]),
-        output=copy_json(state["output"]),
-        error=copy_json(state["error"]),
-        reason=copy_json(state["reason"]),
-        metadata=copy_metadata(state["metadata"]),
-        seq=state["seq"],
-        attempt=state["attempt"],
-        claimed_by=state["claimed_by"],
-        claim_expires_at_ms=state["claim_expires_at_ms"],
-        available_at_ms=state["available_at_ms"],
-        created_at_ms=state["created_at_ms"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_run = record_reader(Run)
 
 
 def _claim(state: State) -> Claim:
@@ -328,17 +308,11 @@ class MemoryRunRepository(RoleBase):
         (1, 'running')
     """
 
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
-
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, run_id: str) -> Run | None:
         """Return the run, or None. See :meth:`RunRepository.get`."""
-        run_id = check_text(run_id, "run_id")
-        with self._medium.lock:
-            state = self._medium.get(RUN, entity_key(run_id))
-            return None if state is None else _run(state)
+        return self._lookup(RUN, _run, check_text(run_id, "run_id"))
 
     def exists(self, run_id: str) -> bool:
         """Return whether the run exists."""
@@ -434,8 +408,7 @@ class MemoryRunRepository(RoleBase):
             "available_at_ms": None,
             "updated_at_ms": now,
         }
-        self._medium.write([token_change, (RUN, key, new)])
-        return _claim(new)
+        return self._save(RUN, key, new, _claim, token_change)
 
     def claim_next(
         self, *, worker_id: str, ttl_ms: int, agent_id: str | None = None
@@ -466,9 +439,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if _live(state, now):
                 raise AlreadyClaimedError(
                     resource=run_id,
@@ -485,6 +456,13 @@ class MemoryRunRepository(RoleBase):
                 raise InvalidStateError(message, current=status, attempted="claim")
             return self._grant(key, state, worker_id, ttl_ms, now)
 
+    def _stored(self, run_id: str, key: str) -> State:
+        """Return the state of run `run_id` (at `key`); raise if there is none. Under the lock."""
+        state = self._medium.get(RUN, key)
+        if state is None:
+            raise RunNotFoundError(run_id=run_id)
+        return state
+
     def _held(self, run_id: str, token: object, now: int | None = None) -> tuple[str, State, int]:
         """Return (key, state, now) if `token` holds a live claim; raise otherwise.
 
@@ -493,9 +471,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         if now is None:
             now = self._now()
-        state = self._medium.get(RUN, key)
-        if state is None:
-            raise RunNotFoundError(run_id=run_id)
+        state = self._stored(run_id, key)
         assert isinstance(token, int)
         if _live(state, now) and state["attempt"] == token:
             return key, state, now
@@ -534,8 +510,7 @@ class MemoryRunRepository(RoleBase):
         with self._medium.lock:
             key, state, now = self._held(run_id, token)
             new = {**state, "claim_expires_at_ms": now + ttl_ms, "updated_at_ms": now}
-            self._medium.write([(RUN, key, new)])
-            return _claim(new)
+            return self._save(RUN, key, new, _claim)
 
     def _finish(self, run_id: str, token: object, **changes: Json) -> Run:
         run_id = check_text(run_id, "run_id")
@@ -547,8 +522,7 @@ class MemoryRunRepository(RoleBase):
                 new["claim_expires_at_ms"] = None
             if new["status"] == "pending":
                 new["claimed_by"] = None
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def release(self, run_id: str, *, token: int, available_at_ms: int | None = None) -> Run:
         """Give the run back. See :meth:`RunRepository.release`."""
@@ -581,9 +555,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if state["status"] != "suspended":
                 raise InvalidStateError(current=state["status"], attempted="resume")
             new = {
@@ -593,8 +565,7 @@ class MemoryRunRepository(RoleBase):
                 "available_at_ms": None,
                 "updated_at_ms": now,
             }
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def cancel(self, run_id: str, *, reason: Json = None) -> Run:
         """Cancel the run. See :meth:`RunRepository.cancel`."""
@@ -603,9 +574,7 @@ class MemoryRunRepository(RoleBase):
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(RUN, key)
-            if state is None:
-                raise RunNotFoundError(run_id=run_id)
+            state = self._stored(run_id, key)
             if state["status"] == "cancelled":
                 return _run(state)
             if state["status"] in TERMINAL_STATUSES:
@@ -617,8 +586,7 @@ class MemoryRunRepository(RoleBase):
                 "claim_expires_at_ms": None,
                 "updated_at_ms": now,
             }
-            self._medium.write([(RUN, key, new)])
-            return _run(new)
+            return self._save(RUN, key, new, _run)
 
     def delete(self, run_id: str) -> bool:
         """Delete the run and everything of it. See :meth:`RunRepository.delete`.

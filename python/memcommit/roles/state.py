@@ -13,10 +13,9 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..clock import Clock
 from ._base import RoleBase
 from .errors import VersionConflictError
-from .medium import STATE, Change, Medium, State, bump_counter, child_prefix, entity_key
+from .medium import STATE, Change, State, bump_counter, child_prefix, entity_key
 from .values import (
     Json,
     Namespace,
@@ -24,7 +23,7 @@ from .values import (
     check_namespace,
     check_optional_int,
     check_text,
-    copy_json,
+    record_reader,
 )
 
 __all__ = ["AgentStateRepository", "MemoryStateRepository", "StateEntry"]
@@ -98,14 +97,7 @@ class AgentStateRepository(Protocol):
         ...
 
 
-def _entry(state: State) -> StateEntry:
-    return StateEntry(
-        namespace=tuple(state["namespace"]),
-        key=state["key"],
-        value=copy_json(state["value"]),
-        version=state["version"],
-        updated_at_ms=state["updated_at_ms"],
-    )
+_entry = record_reader(StateEntry)
 
 
 class MemoryStateRepository(RoleBase):
@@ -116,16 +108,9 @@ class MemoryStateRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
-    def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
-        super().__init__(clock=clock, medium=medium)
-
     def get(self, namespace: Namespace, key: str) -> StateEntry | None:
         """Return the entry, or None."""
-        ns = check_namespace(namespace)
-        key = check_text(key, "key")
-        with self._medium.lock:
-            state = self._medium.get(STATE, entity_key(ns, key))
-            return None if state is None else _entry(state)
+        return self._lookup(STATE, _entry, check_namespace(namespace), check_text(key, "key"))
 
     def _check_expected(
         self, ns: Namespace, key: str, state: State | None, expected: int | None
@@ -159,8 +144,7 @@ class MemoryStateRepository(RoleBase):
                 "version": version,
                 "updated_at_ms": now,
             }
-            self._medium.write([version_change, (STATE, ekey, new)])
-            return _entry(new)
+            return self._save(STATE, ekey, new, _entry, version_change)
 
     def delete(
         self, namespace: Namespace, key: str, *, expected_version: int | None = None
@@ -210,9 +194,7 @@ class MemoryStateRepository(RoleBase):
             changes: builtins.list[Change] = [
                 (STATE, ekey, None) for ekey, _ in self._medium.scan(STATE, child_prefix(ns))
             ]
-            if changes:
-                self._medium.write(changes)
-            return len(changes)
+            return self._delete(changes)
 
 
 if TYPE_CHECKING:

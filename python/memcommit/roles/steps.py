@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_token
+from ._base import RunLinked, check_optional_token
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
 from .medium import STEP, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -20,7 +20,7 @@ from .values import (
     check_json,
     check_optional_int,
     check_text,
-    copy_json,
+    record_reader,
     same_json,
 )
 
@@ -118,20 +118,7 @@ class StepRepository(Protocol):
         ...
 
 
-def _step(state: State) -> Step:
-    return Step(
-        run_id=state["run_id"],
-        step_id=state["step_id"],
-        seq=state["seq"],
-        name=state["name"],
-        status=state["status"],
-        attempt=state["attempt"],
-        input=copy_json(state["input"]),
-        output=copy_json(state["output"]),
-        error=copy_json(state["error"]),
-        started_at_ms=state["started_at_ms"],
-        finished_at_ms=state["finished_at_ms"],
-    )
+_step = record_reader(Step)
 
 
 class MemoryStepRepository(RunLinked):
@@ -159,11 +146,10 @@ class MemoryStepRepository(RunLinked):
         step_id = check_text(step_id, "step_id")
         name = check_text(name, "name")
         input = check_json(input, "input")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         key = entity_key(run_id, step_id)
         with self._medium.lock:
-            now = self._now()
-            self._check_run(run_id, token, now)
+            now = self._now_on_run(run_id, token)
             state = self._medium.get(STEP, key)
             if state is None:
                 seq, seq_change = bump_counter(self._medium, "steps.seq", run_id)
@@ -180,8 +166,7 @@ class MemoryStepRepository(RunLinked):
                     "started_at_ms": now,
                     "finished_at_ms": None,
                 }
-                self._medium.write([seq_change, (STEP, key, new)])
-                return _step(new)
+                return self._save(STEP, key, new, _step, seq_change)
             if state["name"] != name:
                 raise StepConflictError(
                     f"step {step_id!r} of run {run_id!r} was recorded as {state['name']!r}, "
@@ -200,13 +185,11 @@ class MemoryStepRepository(RunLinked):
                 "started_at_ms": now,
                 "finished_at_ms": None,
             }
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def _existing(self, run_id: str, step_id: str, token: int | None) -> tuple[str, State, int]:
         key = entity_key(run_id, step_id)
-        now = self._now()
-        self._check_run(run_id, token, now)
+        now = self._now_on_run(run_id, token)
         state = self._medium.get(STEP, key)
         if state is None:
             raise StepNotFoundError(run_id=run_id, step_id=step_id)
@@ -219,7 +202,7 @@ class MemoryStepRepository(RunLinked):
         run_id = check_text(run_id, "run_id")
         step_id = check_text(step_id, "step_id")
         output = check_json(output, "output")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "succeeded":
@@ -235,15 +218,14 @@ class MemoryStepRepository(RunLinked):
             if state["status"] == "failed":
                 raise InvalidStateError(current="failed", attempted="complete")
             new = {**state, "status": "succeeded", "output": output, "finished_at_ms": now}
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def fail(self, run_id: str, step_id: str, *, error: Json, token: int | None = None) -> Step:
         """Record the step's error. See :meth:`StepRepository.fail`."""
         run_id = check_text(run_id, "run_id")
         step_id = check_text(step_id, "step_id")
         error = check_json(error, "error")
-        token = None if token is None else check_token(token)
+        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "failed" and same_json(state["error"], error):
@@ -251,16 +233,13 @@ class MemoryStepRepository(RunLinked):
             if state["status"] != "running":
                 raise InvalidStateError(current=state["status"], attempted="fail")
             new = {**state, "status": "failed", "error": error, "finished_at_ms": now}
-            self._medium.write([(STEP, key, new)])
-            return _step(new)
+            return self._save(STEP, key, new, _step)
 
     def get(self, run_id: str, step_id: str) -> Step | None:
         """Return the step, or None."""
-        run_id = check_text(run_id, "run_id")
-        step_id = check_text(step_id, "step_id")
-        with self._medium.lock:
-            state = self._medium.get(STEP, entity_key(run_id, step_id))
-            return None if state is None else _step(state)
+        return self._lookup(
+            STEP, _step, check_text(run_id, "run_id"), check_text(step_id, "step_id")
+        )
 
     def list(
         self, run_id: str, *, after_seq: int | None = None, limit: int | None = None

@@ -15,11 +15,12 @@ Values are copied on the way in (:func:`check_json` returns a fresh copy) and on
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Mapping
-from typing import Any, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias, TypeVar
 
 __all__ = [
     "MAX_TTL_MS",
@@ -38,6 +39,7 @@ __all__ = [
     "checksum",
     "copy_json",
     "copy_metadata",
+    "record_reader",
     "same_json",
 ]
 
@@ -155,6 +157,37 @@ def copy_json(value: Json) -> Json:
 def copy_metadata(value: Mapping[str, Json]) -> dict[str, Json]:
     """Return a deep copy of a stored metadata object."""
     return {key: copy_json(item) for key, item in value.items()}
+
+
+_Record = TypeVar("_Record")
+
+#: The field types a record copies out of the state (JSON payloads a caller could mutate).
+_COPIED_TYPES = frozenset({"Json", "dict[str, Json]"})
+
+
+def record_reader(cls: type[_Record]) -> Callable[[Mapping[str, Json]], _Record]:
+    """Return the function that builds a `cls` record from an entity's state.
+
+    `cls` is a frozen dataclass whose fields are keys of the state, of the same name. A field
+    typed ``Json`` or ``dict[str, Json]`` is deep-copied (:func:`copy_json`), so the caller
+    never shares a mutable value with the store; a ``Namespace`` (a JSON array in the state)
+    becomes a tuple; every other field is taken as it is.
+    """
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    plain = tuple(f.name for f in fields if f.type not in _COPIED_TYPES | {"Namespace"})
+    copied = tuple(f.name for f in fields if f.type in _COPIED_TYPES)
+    tuples = tuple(f.name for f in fields if f.type == "Namespace")
+
+    def read(state: Mapping[str, Json]) -> _Record:
+        values = {name: state[name] for name in plain}
+        for name in copied:
+            values[name] = copy_json(state[name])
+        for name in tuples:
+            values[name] = tuple(state[name])
+        return cls(**values)
+
+    read.__qualname__ = read.__name__ = f"read_{cls.__name__}"
+    return read
 
 
 #: The longest lease or retention window a role takes: 100 years of milliseconds. A longer

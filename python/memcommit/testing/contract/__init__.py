@@ -20,24 +20,8 @@ test classes and fixtures.
 
 from __future__ import annotations
 
-from .harness import (
-    Backend,
-    Harness,
-    as_backend,
-    fresh_id,
-    log_backend,
-    memory_backend,
-    requires,
-    store_memory_backend,
-)
+from . import harness
+from .harness import *  # noqa: F403  (the names harness.__all__ lists)
 
-__all__ = [
-    "Backend",
-    "Harness",
-    "as_backend",
-    "fresh_id",
-    "log_backend",
-    "memory_backend",
-    "requires",
-    "store_memory_backend",
-]
+__all__: list[str] = []
+__all__ += harness.__all__

@@ -184,6 +184,13 @@ def fresh_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
+def fresh_run(store: Any) -> str:
+    """Create a pending run of a fresh agent, under a fresh id, in `store`; return its id."""
+    run_id = fresh_id("run")
+    store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
+    return run_id
+
+
 def requires(harness: Harness, capability: str) -> None:
     """Skip the calling test unless the harness has `capability`."""
     if capability not in harness.capabilities:

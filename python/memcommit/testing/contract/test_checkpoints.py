@@ -8,15 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ...roles import CheckpointNotFoundError, ClaimLostError, RunNotFoundError
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_run
 
 TTL = 1_000
-
-
-def _run(harness: Harness) -> str:
-    run_id = fresh_id("run")
-    harness.store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
-    return run_id
 
 
 class TestCheckpoints:
@@ -30,7 +24,7 @@ class TestCheckpoints:
 
     def test_put_and_get(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         assert store.checkpoints.get(run_id) is None
         checkpoint = store.checkpoints.put(run_id, state={"step": 1}, metadata={"source": "loop"})
         assert (checkpoint.run_id, checkpoint.namespace, checkpoint.parent_id) == (run_id, "", None)
@@ -42,7 +36,7 @@ class TestCheckpoints:
 
     def test_latest_without_advancing_the_clock(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         puts = [store.checkpoints.put(run_id, state={"n": n}) for n in range(3)]
         assert store.checkpoints.get(run_id) == puts[2]
         ids = [c.checkpoint_id for c in puts]
@@ -51,7 +45,7 @@ class TestCheckpoints:
 
     def test_list_newest_first_and_paginate(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         puts = [store.checkpoints.put(run_id, state={"n": n}) for n in range(5)]
         newest_first = list(reversed(puts))
         assert store.checkpoints.list(run_id) == newest_first
@@ -69,7 +63,7 @@ class TestCheckpoints:
 
     def test_namespaces_are_isolated(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         root = store.checkpoints.put(run_id, state={"root": 1})
         child = store.checkpoints.put(run_id, state={"child": 1}, namespace="child:abc")
         assert store.checkpoints.get(run_id) == root
@@ -82,7 +76,7 @@ class TestCheckpoints:
 
     def test_parent_must_be_of_the_same_run_and_namespace(self, harness: Harness) -> None:
         store = harness.store
-        run_id, other_run = _run(harness), _run(harness)
+        run_id, other_run = fresh_run(harness.store), fresh_run(harness.store)
         parent = store.checkpoints.put(run_id, state={"n": 0})
         elsewhere = store.checkpoints.put(other_run, state={"n": 0})
         nested = store.checkpoints.put(run_id, state={"n": 0}, namespace="child")
@@ -97,7 +91,7 @@ class TestCheckpoints:
 
     def test_metadata_filter(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         a = store.checkpoints.put(run_id, state=1, metadata={"source": "loop", "step": 1})
         b = store.checkpoints.put(run_id, state=2, metadata={"source": "input", "step": 1})
         c = store.checkpoints.put(run_id, state=3, metadata={"source": "loop", "step": 2, "x": []})
@@ -110,7 +104,7 @@ class TestCheckpoints:
 
     def test_prune_keeps_the_newest_per_namespace(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         for n in range(3):
             store.checkpoints.put(run_id, state=n)
             store.checkpoints.put(run_id, state=n, namespace="child")
@@ -122,7 +116,7 @@ class TestCheckpoints:
 
     def test_prune_one_namespace(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         root = [store.checkpoints.put(run_id, state=n) for n in range(2)]
         store.checkpoints.put(run_id, state=0, namespace="child")
         assert store.checkpoints.prune(run_id, keep_last=0, namespace="child") == 1
@@ -130,7 +124,7 @@ class TestCheckpoints:
 
     def test_fencing(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         old = store.runs.claim(run_id, worker_id="a", ttl_ms=TTL)
         kept = store.checkpoints.put(run_id, state={"n": 1}, token=old.token)
         clock.advance(TTL)

@@ -15,12 +15,11 @@ from ...roles import (
     SequenceConflictError,
 )
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_run
 
 
 def _setup(harness: Harness) -> tuple[str, str]:
-    run_id = fresh_id("run")
-    harness.store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
+    run_id = fresh_run(harness.store)
     conversation = harness.store.conversations.create(conversation_id=fresh_id("conv"))
     return conversation.conversation_id, run_id
 

@@ -26,19 +26,15 @@ from ...roles import (
     VersionConflictError,
     error_from_wire,
 )
-from .harness import Harness, fresh_id, requires
+from .harness import Harness, fresh_id, fresh_run, requires
 
 TTL = 1_000
 
 Reader = Callable[[], Any]
 
 
-def _run(store: Any) -> str:
-    return str(store.runs.create(agent_id=fresh_id("agent"), run_id=fresh_id("run")).run_id)
-
-
 def _claimed(store: Any) -> tuple[str, int]:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     return run_id, int(store.runs.claim(run_id, worker_id="w", ttl_ms=TTL).token)
 
 
@@ -59,32 +55,32 @@ def _runs_output(store: Any, value: Any) -> Reader:
 
 
 def _runs_cancel_reason(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.runs.cancel(run_id, reason=value)
     return lambda: store.runs.get(run_id).reason
 
 
 def _steps_input(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.steps.start(run_id, "1", name="n", input=value)
     return lambda: store.steps.get(run_id, "1").input
 
 
 def _steps_output(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.steps.start(run_id, "1", name="n")
     store.steps.complete(run_id, "1", output=value)
     return lambda: store.steps.get(run_id, "1").output
 
 
 def _checkpoint_state(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.checkpoints.put(run_id, state=value)
     return lambda: store.checkpoints.get(run_id).state
 
 
 def _checkpoint_metadata(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.checkpoints.put(run_id, state=None, metadata={"v": value})
     return lambda: store.checkpoints.get(run_id).metadata["v"]
 
@@ -97,13 +93,13 @@ def _idempotency_result(store: Any, value: Any) -> Reader:
 
 
 def _effect_result(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.effects.record(run_id, "e", result=value)
     return lambda: store.effects.get(run_id, "e").result
 
 
 def _effect_error(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     store.effects.record(run_id, "e", error=value)
     return lambda: store.effects.get(run_id, "e").error
 
@@ -132,14 +128,14 @@ def _conversation_metadata(store: Any, value: Any) -> Reader:
 
 
 def _turn_content(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     conversation_id = store.conversations.create().conversation_id
     store.conversations.append(conversation_id, [NewTurn("user", value)], run_id=run_id)
     return lambda: store.conversations.list_turns(conversation_id)[0].content
 
 
 def _turn_metadata(store: Any, value: Any) -> Reader:
-    run_id = _run(store)
+    run_id = fresh_run(store)
     conversation_id = store.conversations.create().conversation_id
     store.conversations.append(conversation_id, [NewTurn("user", "x", {"v": value})], run_id=run_id)
     return lambda: store.conversations.list_turns(conversation_id)[0].metadata["v"]
@@ -301,7 +297,7 @@ class TestCrossCutting:
 
     def test_ttl_must_be_a_positive_int(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(store)
+        run_id = fresh_run(store)
         name, key = fresh_id("lock"), fresh_id("key")
         calls: list[Callable[[Any], Any]] = [
             lambda ttl: store.runs.claim_next(worker_id="w", ttl_ms=ttl, agent_id="none"),
@@ -345,7 +341,7 @@ class TestCrossCutting:
 
     def test_bad_ids_are_refused(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(store)
+        run_id = fresh_run(store)
         calls: list[Callable[[Any], Any]] = [
             lambda bad: store.runs.create(agent_id="a", run_id=bad),
             lambda bad: store.runs.create(agent_id=bad),
@@ -438,7 +434,7 @@ class TestCrossCutting:
         assert versions == [1, 2, 3] and all(type(v) is int for v in versions)
         with pytest.raises(VersionConflictError):
             store.state.put(ns, "k", "x", expected_version=2)
-        run_id = _run(store)
+        run_id = fresh_run(store)
         conversation_id = store.conversations.create().conversation_id
         store.conversations.append(conversation_id, [NewTurn("user", "a")], run_id=run_id)
         with pytest.raises(SequenceConflictError):
@@ -460,7 +456,7 @@ class TestCrossCutting:
         catch(RunNotFoundError, lambda: store.steps.start(missing_run, "1", name="n"))
         catch(
             ConversationNotFoundError,
-            lambda: store.conversations.append(fresh_id("c"), [], run_id=_run(store)),
+            lambda: store.conversations.append(fresh_id("c"), [], run_id=fresh_run(store)),
         )
         ns = ("agent", fresh_id("a"))
         store.state.put(ns, "k", 1)

@@ -9,15 +9,9 @@ import pytest
 
 from ...roles import ClaimLostError, EffectConflictError, EffectRecord, RunNotFoundError
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_run
 
 TTL = 1_000
-
-
-def _run(harness: Harness) -> str:
-    run_id = fresh_id("run")
-    harness.store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
-    return run_id
 
 
 class TestEffects:
@@ -33,7 +27,7 @@ class TestEffects:
 
     def test_record_once(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         first = store.effects.record(run_id, "charge", result={"id": "ch_1"}, fingerprint="f")
         assert (first.run_id, first.effect_key, first.seq) == (run_id, "charge", 1)
         assert (first.outcome, first.result, first.error) == ("succeeded", {"id": "ch_1"}, None)
@@ -45,7 +39,7 @@ class TestEffects:
 
     def test_conflicting_record(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         first = store.effects.record(run_id, "charge", result={"id": "ch_1"}, fingerprint="f")
         for kwargs in (
             {"result": {"id": "ch_2"}, "fingerprint": "f"},
@@ -60,7 +54,7 @@ class TestEffects:
 
     def test_failure_outcome(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         failed = store.effects.record(run_id, "email", error={"status": 503})
         assert (failed.outcome, failed.error, failed.result) == ("failed", {"status": 503}, None)
         assert store.effects.record(run_id, "email", error={"status": 503}) == failed
@@ -70,7 +64,7 @@ class TestEffects:
 
     def test_get_list_and_isolation(self, harness: Harness) -> None:
         store = harness.store
-        a, b = _run(harness), _run(harness)
+        a, b = fresh_run(harness.store), fresh_run(harness.store)
         assert store.effects.get(a, "missing") is None
         recorded = [store.effects.record(a, key, result=key) for key in ("z", "a", "m")]
         other = store.effects.record(b, "z", result="other")
@@ -81,7 +75,7 @@ class TestEffects:
 
     def test_concurrent_records_of_one_key(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         outcomes = race(16, lambda i: store.effects.record(run_id, "charge", result={"by": i}))
         records = [o for o in outcomes if isinstance(o, EffectRecord)]
         errors = [o for o in outcomes if isinstance(o, Exception)]
@@ -91,14 +85,14 @@ class TestEffects:
 
     def test_concurrent_identical_records(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         outcomes = race(16, lambda i: store.effects.record(run_id, "charge", result="same"))
         assert all(isinstance(o, EffectRecord) for o in outcomes)
         assert len({o.seq for o in outcomes}) == 1  # type: ignore[union-attr]
 
     def test_fencing(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         old = store.runs.claim(run_id, worker_id="a", ttl_ms=TTL)
         clock.advance(TTL)
         new = store.runs.claim(run_id, worker_id="b", ttl_ms=TTL)
@@ -110,7 +104,7 @@ class TestEffects:
 
     def test_result_mutated_after_record(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         result = {"items": [1, 2]}
         store.effects.record(run_id, "e", result=result)
         result["items"].append(3)

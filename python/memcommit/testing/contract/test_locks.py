@@ -14,6 +14,24 @@ from .harness import Harness, fresh_id
 TTL = 1_000
 
 
+def _acquired(harness: Harness) -> tuple[str, Lease]:
+    """Acquire a fresh lock for owner "a"; return its name and the lease."""
+    name = fresh_id("lock")
+    lease = harness.store.locks.acquire(name, "a", TTL)
+    assert lease is not None
+    return name, lease
+
+
+def _taken_over(harness: Harness) -> tuple[str, Lease]:
+    """Let owner "a"'s lease on a fresh lock expire and owner "b" take it; return b's."""
+    name = fresh_id("lock")
+    harness.store.locks.acquire(name, "a", TTL)
+    harness.clock.advance(TTL)
+    current = harness.store.locks.acquire(name, "b", TTL)
+    assert current is not None
+    return name, current
+
+
 class TestLocks:
     """Named leases with fencing tokens."""
 
@@ -31,10 +49,8 @@ class TestLocks:
 
     def test_acquire_a_free_lock(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
         t0 = clock.now_ms()
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         assert (lease.name, lease.owner, lease.token) == (name, "a", 1)
         assert (lease.acquired_at_ms, lease.expires_at_ms) == (t0, t0 + TTL)
         assert store.locks.acquire(name, "b", TTL) is None
@@ -45,9 +61,7 @@ class TestLocks:
 
     def test_expiry_boundary(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        first = store.locks.acquire(name, "a", TTL)
-        assert first is not None
+        name, first = _acquired(harness)
         clock.advance(TTL - 1)
         assert store.locks.get(name) == first
         assert store.locks.acquire(name, "b", TTL) is None
@@ -75,9 +89,7 @@ class TestLocks:
     def test_same_owner_reacquire_keeps_the_token(self, harness: Harness) -> None:
         """Decision 1: the live holder gets the same token, expiry reset to now + ttl."""
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        first = store.locks.acquire(name, "a", TTL)
-        assert first is not None
+        name, first = _acquired(harness)
         clock.advance(600)
         again = store.locks.acquire(name, "a", 2 * TTL)
         assert again is not None
@@ -95,10 +107,8 @@ class TestLocks:
 
     def test_renew_extends_from_now(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
         t0 = clock.now_ms()
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         clock.advance(500)
         renewed = store.locks.renew(name, token=lease.token, ttl_ms=TTL)
         assert renewed.expires_at_ms == t0 + 1_500
@@ -111,9 +121,7 @@ class TestLocks:
     def test_renew_after_expiry_fails(self, harness: Harness) -> None:
         """Decision 2: renewing an expired lease fails even when nobody took over."""
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         clock.advance(TTL)
         with pytest.raises(LeaseLostError) as caught:
             store.locks.renew(name, token=lease.token, ttl_ms=TTL)
@@ -124,12 +132,8 @@ class TestLocks:
         assert store.locks.get(name) is None
 
     def test_renew_with_a_stale_token_fails_and_changes_nothing(self, harness: Harness) -> None:
-        store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        store.locks.acquire(name, "a", TTL)
-        clock.advance(TTL)
-        current = store.locks.acquire(name, "b", TTL)
-        assert current is not None
+        store = harness.store
+        name, current = _taken_over(harness)
         with pytest.raises(LeaseLostError) as caught:
             store.locks.renew(name, token=1, ttl_ms=5 * TTL)
         assert caught.value.reason == "stale"
@@ -137,12 +141,8 @@ class TestLocks:
         assert store.locks.get(name) == current
 
     def test_release_refusals_leave_the_lease(self, harness: Harness) -> None:
-        store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        store.locks.acquire(name, "a", TTL)
-        clock.advance(TTL)
-        current = store.locks.acquire(name, "b", TTL)
-        assert current is not None
+        store = harness.store
+        name, current = _taken_over(harness)
         assert store.locks.release(name, token=1) is False  # stale
         assert store.locks.release(name, token=99) is False  # never issued
         assert store.locks.get(name) == current
@@ -152,9 +152,7 @@ class TestLocks:
 
     def test_release_after_expiry_is_false(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         clock.advance(TTL)
         assert store.locks.release(name, token=lease.token) is False
         again = store.locks.acquire(name, "b", TTL)
@@ -165,9 +163,7 @@ class TestLocks:
 
     def test_validate(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        name = fresh_id("lock")
-        lease = store.locks.acquire(name, "a", TTL)
-        assert lease is not None
+        name, lease = _acquired(harness)
         assert store.locks.validate(name, token=lease.token) is None
         clock.advance(TTL)
         with pytest.raises(LeaseLostError) as expired:

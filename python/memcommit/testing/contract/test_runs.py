@@ -12,6 +12,7 @@ import pytest
 
 from ...roles import (
     AlreadyClaimedError,
+    Claim,
     ClaimLostError,
     InvalidStateError,
     NewTurn,
@@ -29,6 +30,15 @@ def _pending(store: Any, agent: str, n: int = 1, **kwargs: Any) -> list[str]:
     for _ in range(n):
         ids.append(store.runs.create(agent_id=agent, run_id=fresh_id("run"), **kwargs).run_id)
     return ids
+
+
+def _claimed(harness: Harness) -> tuple[str, str, Claim]:
+    """Create a run of a fresh agent and have worker "A" claim it; return agent, run, claim."""
+    agent = fresh_id("agent")
+    (run_id,) = _pending(harness.store, agent)
+    claim = harness.store.runs.claim_next(worker_id="A", ttl_ms=TTL, agent_id=agent)
+    assert claim is not None
+    return agent, run_id, claim
 
 
 class TestRuns:
@@ -118,11 +128,8 @@ class TestRuns:
 
     def test_claim_boundary(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        agent = fresh_id("agent")
-        (run_id,) = _pending(store, agent)
         t0 = clock.now_ms()
-        first = store.runs.claim_next(worker_id="A", ttl_ms=TTL, agent_id=agent)
-        assert first is not None
+        agent, run_id, first = _claimed(harness)
         assert (first.run.run_id, first.token, first.worker_id) == (run_id, 1, "A")
         assert first.expires_at_ms == t0 + TTL
         assert first.run.status == "running" and first.run.attempt == 1
@@ -187,10 +194,7 @@ class TestRuns:
     def test_fenced_write_interleaved_with_a_takeover(self, harness: Harness) -> None:
         """A write prepared under A's claim lands after B took over: refused, B unharmed."""
         store, clock = harness.store, harness.clock
-        agent = fresh_id("agent")
-        (run_id,) = _pending(store, agent)
-        a = store.runs.claim_next(worker_id="A", ttl_ms=TTL, agent_id=agent)
-        assert a is not None
+        agent, run_id, a = _claimed(harness)
         store.steps.start(run_id, "1", name="fetch", token=a.token)
 
         def late_write() -> object:
@@ -207,9 +211,7 @@ class TestRuns:
 
     def test_expired_claim_is_lost_even_when_not_taken(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        agent = fresh_id("agent")
-        (run_id,) = _pending(store, agent)
-        store.runs.claim_next(worker_id="A", ttl_ms=TTL, agent_id=agent)
+        agent, run_id, _ = _claimed(harness)
         clock.advance(TTL)
         with pytest.raises(ClaimLostError) as caught:
             store.runs.heartbeat(run_id, token=1, ttl_ms=TTL)
@@ -222,11 +224,8 @@ class TestRuns:
 
     def test_heartbeat_extends_from_now(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        agent = fresh_id("agent")
-        (run_id,) = _pending(store, agent)
         t0 = clock.now_ms()
-        claim = store.runs.claim_next(worker_id="A", ttl_ms=TTL, agent_id=agent)
-        assert claim is not None
+        agent, run_id, claim = _claimed(harness)
         clock.set(t0 + 500)
         beat = store.runs.heartbeat(run_id, token=claim.token, ttl_ms=TTL)
         assert beat.expires_at_ms == t0 + 1_500 and beat.token == claim.token

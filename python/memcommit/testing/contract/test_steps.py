@@ -14,15 +14,9 @@ from ...roles import (
     StepConflictError,
     StepNotFoundError,
 )
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_run
 
 TTL = 1_000
-
-
-def _run(harness: Harness) -> str:
-    run_id = fresh_id("run")
-    harness.store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
-    return run_id
 
 
 class TestSteps:
@@ -38,7 +32,7 @@ class TestSteps:
 
     def test_start_records_a_new_step(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         step = store.steps.start(run_id, "1", name="fetch", input={"url": "u"})
         assert (step.run_id, step.step_id, step.name) == (run_id, "1", "fetch")
         assert (step.seq, step.attempt, step.status) == (1, 1, "running")
@@ -49,7 +43,7 @@ class TestSteps:
 
     def test_retry_keeps_seq_and_counts_attempts(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         first = store.steps.start(run_id, "1", name="fetch")
         failed = store.steps.fail(run_id, "1", error={"kind": "timeout"})
         assert (failed.status, failed.error) == ("failed", {"kind": "timeout"})
@@ -63,7 +57,7 @@ class TestSteps:
 
     def test_name_mismatch_is_a_conflict(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         first = store.steps.start(run_id, "1", name="fetch")
         with pytest.raises(StepConflictError) as caught:
             store.steps.start(run_id, "1", name="search")
@@ -73,7 +67,7 @@ class TestSteps:
 
     def test_complete_is_idempotent_for_an_equal_output(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         store.steps.start(run_id, "1", name="fetch")
         done = store.steps.complete(run_id, "1", output={"a": [1, 2]})
         clock.advance(5)
@@ -86,7 +80,7 @@ class TestSteps:
     def test_equal_outputs_are_equal_json(self, harness: Harness) -> None:
         """1, 1.0 and True are three JSON documents; key order is not significant."""
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         store.steps.start(run_id, "1", name="n")
         done = store.steps.complete(run_id, "1", output={"a": 1, "b": 2})
         assert store.steps.complete(run_id, "1", output={"b": 2, "a": 1}) == done
@@ -97,7 +91,7 @@ class TestSteps:
 
     def test_complete_or_fail_of_a_step_never_started(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         with pytest.raises(StepNotFoundError) as caught:
             store.steps.complete(run_id, "9", output=1)
         assert (caught.value.run_id, caught.value.step_id) == (run_id, "9")
@@ -107,7 +101,7 @@ class TestSteps:
 
     def test_fail_after_success_is_invalid(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         store.steps.start(run_id, "1", name="fetch")
         done = store.steps.complete(run_id, "1", output=1)
         with pytest.raises(InvalidStateError) as caught:
@@ -117,7 +111,7 @@ class TestSteps:
 
     def test_complete_of_a_failed_step_is_invalid(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         store.steps.start(run_id, "1", name="fetch")
         failed = store.steps.fail(run_id, "1", error="e")
         assert store.steps.fail(run_id, "1", error="e") == failed
@@ -127,7 +121,7 @@ class TestSteps:
 
     def test_start_of_a_succeeded_step_replays_it(self, harness: Harness) -> None:
         store, clock = harness.store, harness.clock
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         store.steps.start(run_id, "1", name="fetch")
         done = store.steps.complete(run_id, "1", output="result")
         clock.advance(50)
@@ -137,7 +131,7 @@ class TestSteps:
 
     def test_list_is_in_first_start_order(self, harness: Harness) -> None:
         store = harness.store
-        run_id = _run(harness)
+        run_id = fresh_run(harness.store)
         for step_id in ("9", "10", "2"):
             store.steps.start(run_id, step_id, name=f"s{step_id}")
         store.steps.complete(run_id, "2", output=1)
@@ -153,7 +147,7 @@ class TestSteps:
 
     def test_same_step_id_in_two_runs_is_independent(self, harness: Harness) -> None:
         store = harness.store
-        a, b = _run(harness), _run(harness)
+        a, b = fresh_run(harness.store), fresh_run(harness.store)
         store.steps.start(a, "1", name="fetch")
         other = store.steps.start(b, "1", name="search")
         store.steps.complete(a, "1", output="a")

@@ -47,6 +47,7 @@ __all__ = [
     "add_commands",
     "add_retention_options",
     "compaction_figures",
+    "copy_sidecars",
     "cp_sync",
     "retention_from",
 ]
@@ -100,12 +101,14 @@ class PeakRss:
     """The peak resident memory of this process over a ``with`` block (``.bytes`` after it).
 
     On Linux the kernel's high-water mark is reset as the block starts (``/proc/self/
-    clear_refs``), so the figure is the block's own peak; elsewhere, or where the reset is
-    refused, it is the peak of the whole process so far (``reset`` is then False).
+    clear_refs``), so the figure is the block's own peak, counted from what the process held
+    as it started (``.start_bytes``); elsewhere, or where the reset is refused, it is the peak
+    of the whole process so far (``reset`` is then False).
     """
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.start_bytes = 0
         self.reset = False
 
     def __enter__(self) -> PeakRss:
@@ -115,6 +118,7 @@ class PeakRss:
             self.reset = True
         except OSError:
             self.reset = False
+        self.start_bytes = _status_bytes("VmRSS:") or 0
         return self
 
     def __exit__(
@@ -123,19 +127,23 @@ class PeakRss:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.bytes = _peak_rss_bytes()
+        peak = _status_bytes("VmHWM:")
+        if peak is None:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak *= 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB elsewhere
+        self.bytes = peak
 
 
-def _peak_rss_bytes() -> int:
+def _status_bytes(field: str) -> int | None:
+    """A size from ``/proc/self/status`` (``VmRSS:``, ``VmHWM:``), or None without one."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+    return None
 
 
 def cp_sync(source: str, target: str) -> float:
@@ -144,6 +152,13 @@ def cp_sync(source: str, target: str) -> float:
     subprocess.run(["cp", source, target], check=True)
     subprocess.run(["sync", target], check=True)
     return time.perf_counter() - started
+
+
+def copy_sidecars(source: str, target: str) -> None:
+    """Copy the files of :data:`SIDECARS` that the log `source` has to beside `target`."""
+    for suffix in SIDECARS:
+        if os.path.exists(source + suffix):
+            shutil.copyfile(source + suffix, target + suffix)
 
 
 def add_retention_options(parser: argparse.ArgumentParser) -> None:
@@ -245,9 +260,7 @@ def _run_compact(args: argparse.Namespace) -> int:
             while f.read(1 << 24):
                 pass
         cp_seconds = cp_sync(path, copy)
-        for suffix in SIDECARS:
-            if os.path.exists(path + suffix):
-                shutil.copyfile(path + suffix, copy + suffix)
+        copy_sidecars(path, copy)
         started = time.perf_counter()
         store = _open_copy(path, copy)
         try:

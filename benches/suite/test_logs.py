@@ -121,9 +121,7 @@ def test_verify(benchmark: Any, generated: GeneratedLog, size: Size) -> None:
 
 
 @pytest.mark.benchmark(group="snapshot save")
-def test_snapshot_save(
-    benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size
-) -> None:
+def test_snapshot_save(benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size) -> None:
     out = scratch / "state.json"
     with memcommit.open(generated.path, read_only=True) as store:
 

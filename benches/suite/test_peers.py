@@ -74,9 +74,7 @@ def test_durable_commits(
         for record in records:
             contender.put_durable(record)
 
-    each_round(
-        benchmark, _fresh(name, scratch, len(records)), commit_each, size.rounds, _close
-    )
+    each_round(benchmark, _fresh(name, scratch, len(records)), commit_each, size.rounds, _close)
     benchmark.extra_info["records"] = len(records)
 
 

@@ -93,7 +93,8 @@ def group_tables(run: dict[str, Any]) -> list[str]:
         lines += [
             f"#### {group} ({size_of(run)})",
             "",
-            f"| benchmark | median | records/s | MB/s in | MB/s out | peak RSS | time ÷ {ref_name} |",
+            "| benchmark | median | records/s | MB/s in | MB/s out | peak RSS "
+            f"| time ÷ {ref_name} |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         ref_median = float(reference["stats"]["median"]) if reference is not None else 0.0
@@ -119,7 +120,7 @@ def growth_tables(runs: Sequence[dict[str, Any]]) -> list[str]:
     )
     sizes = [size_of(r) for r in ordered]
     rows: dict[tuple[str, str], dict[str, float]] = {}
-    for size, run in zip(sizes, ordered):
+    for size, run in zip(sizes, ordered, strict=True):
         for bench in run["benchmarks"]:
             key = (str(bench.get("group")), label(bench))
             rows.setdefault(key, {})[size] = float(bench["stats"]["median"])
@@ -140,7 +141,7 @@ def growth_tables(runs: Sequence[dict[str, Any]]) -> list[str]:
         "| reclaimed | purged | peak RSS | ÷ cp + sync |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for size, run in zip(sizes, ordered):
+    for size, run in zip(sizes, ordered, strict=True):
         for bench in run["benchmarks"]:
             info = bench.get("extra_info", {})
             if label(bench) == "cp + sync" or "reclaimed_bytes" not in info:

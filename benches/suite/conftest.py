@@ -2,6 +2,8 @@
 
 Everything a benchmark reads is built once per session (the generated log once per size and
 kept in the cache, see :mod:`suite.loggen`); what a round changes is made fresh per round.
+Copies are removed as soon as their benchmarks are done (a 50M-record log is gigabytes); put
+pytest's ``--basetemp`` on the disk you mean to measure (copies and compactions go there).
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import _peers
 import pytest
-from _peers import Record
 
+import _peers
 import memcommit
+from _peers import Record
 from memcommit.storage import compact
 from suite import loggen
 from suite.peers import CONTENDERS
@@ -66,7 +68,7 @@ def stored_records(size: Size) -> list[Record]:
 @pytest.fixture(scope="session")
 def filled(
     tmp_path_factory: pytest.TempPathFactory, stored_records: list[Record]
-) -> Callable[[str], str]:
+) -> Iterator[Callable[[str], str]]:
     """``filled(contender)``: the directory of that contender's store of the stored records."""
     built: dict[str, str] = {}
 
@@ -79,7 +81,9 @@ def filled(
             built[name] = directory
         return built[name]
 
-    return fill
+    yield fill
+    for directory in built.values():
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -89,17 +93,22 @@ def generated(size: Size) -> loggen.GeneratedLog:
 
 
 @pytest.fixture(scope="session")
-def compacted(generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory) -> str:
+def compacted(
+    generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """A compacted copy of the generated log (no retention), for the reopen after it."""
     path = tmp_path_factory.mktemp("compacted") / "compacted.db"
     shutil.copyfile(generated.path, path)
     with memcommit.open(path, clock=generated.clock()) as store:
         compact(store)
-    return str(path)
+    yield str(path)
+    shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def without_index(generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory) -> str:
+def without_index(
+    generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """The generated log under a second name with no index file beside it (a hard link,
     or a copy where links are refused): opening it replays the whole log."""
     path = tmp_path_factory.mktemp("replay") / "replay.db"
@@ -107,15 +116,17 @@ def without_index(generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempP
         os.link(generated.path, path)
     except OSError:
         shutil.copyfile(generated.path, path)
-    return str(path)
+    yield str(path)
+    shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def snapshot_of_log(
     generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
-) -> str:
+) -> Iterator[str]:
     """A snapshot of the generated log, for the open from a snapshot."""
     path = tmp_path_factory.mktemp("snapshot") / "state.json"
     with memcommit.open(generated.path, read_only=True) as store:
         store.save_snapshot(path)
-    return str(path)
+    yield str(path)
+    shutil.rmtree(path.parent, ignore_errors=True)

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import _peers
-
 import memcommit
 from memcommit.seals import seal
 from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy

@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import _peers
-from _peers import Record
-
 import memcommit
+from _peers import Record
 
 
 class Contender(Protocol):

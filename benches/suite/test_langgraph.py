@@ -19,7 +19,6 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs langgraph (memcommit[dev])")
 
 from langgraph_bench import NAMESPACES, SAVERS, STORES, checkpoint
-
 from suite.measure import each_round
 from suite.sizes import Size
 

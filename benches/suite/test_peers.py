@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _peers import Record
 
+from _peers import Record
 from suite.measure import NO_SUCH_ID, each_round
 from suite.peers import CONTENDERS, Contender
 from suite.sizes import Size

@@ -146,8 +146,8 @@ def growth_tables(runs: Sequence[dict[str, Any]]) -> list[str]:
             info = bench.get("extra_info", {})
             if label(bench) == "cp + sync" or "reclaimed_bytes" not in info:
                 continue
-            group = [b for b in run["benchmarks"] if b.get("group") == bench.get("group")]
-            base = next((b for b in group if label(b) == "cp + sync"), None)
+            beside = [b for b in run["benchmarks"] if b.get("group") == bench.get("group")]
+            base = next((b for b in beside if label(b) == "cp + sync"), None)
             median = float(bench["stats"]["median"])
             ratio = f"{median / float(base['stats']['median']):.2f}" if base else ""
             lines.append(

@@ -25,7 +25,7 @@ from suite.sizes import Size
 THREAD: dict[str, Any] = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
 
 
-def _named(contenders: list[tuple[str, Callable[[str], Any]]]) -> Any:
+def _named(contenders: list[tuple[str, Callable[[str], Any]]]) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("name", [pytest.param(name, id=name) for name, _ in contenders])
 
 

@@ -66,24 +66,29 @@ def stored_records(size: Size) -> list[Record]:
 
 
 @pytest.fixture(scope="session")
-def filled(
-    tmp_path_factory: pytest.TempPathFactory, stored_records: list[Record]
-) -> Iterator[Callable[[str], str]]:
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory for the files the whole session reads, removed at its end."""
+    path = tmp_path_factory.mktemp("session")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def filled(session_dir: Path, stored_records: list[Record]) -> Callable[[str], str]:
     """``filled(contender)``: the directory of that contender's store of the stored records."""
     built: dict[str, str] = {}
 
     def fill(name: str) -> str:
         if name not in built:
-            directory = str(tmp_path_factory.mktemp("filled"))
-            contender = CONTENDERS[name][0](directory, len(stored_records))
+            directory = session_dir / f"filled-{len(built)}"
+            directory.mkdir()
+            contender = CONTENDERS[name][0](str(directory), len(stored_records))
             contender.put_batch(stored_records)
             contender.close()
-            built[name] = directory
+            built[name] = str(directory)
         return built[name]
 
-    yield fill
-    for directory in built.values():
-        shutil.rmtree(directory, ignore_errors=True)
+    return fill
 
 
 @pytest.fixture(scope="session")
@@ -93,40 +98,31 @@ def generated(size: Size) -> loggen.GeneratedLog:
 
 
 @pytest.fixture(scope="session")
-def compacted(
-    generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def compacted(generated: loggen.GeneratedLog, session_dir: Path) -> str:
     """A compacted copy of the generated log (no retention), for the reopen after it."""
-    path = tmp_path_factory.mktemp("compacted") / "compacted.db"
+    path = session_dir / "compacted.db"
     shutil.copyfile(generated.path, path)
     with memcommit.open(path, clock=generated.clock()) as store:
         compact(store)
-    yield str(path)
-    shutil.rmtree(path.parent, ignore_errors=True)
+    return str(path)
 
 
 @pytest.fixture(scope="session")
-def without_index(
-    generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def without_index(generated: loggen.GeneratedLog, session_dir: Path) -> str:
     """The generated log under a second name with no index file beside it (a hard link,
     or a copy where links are refused): opening it replays the whole log."""
-    path = tmp_path_factory.mktemp("replay") / "replay.db"
+    path = session_dir / "replay.db"
     try:
         os.link(generated.path, path)
     except OSError:
         shutil.copyfile(generated.path, path)
-    yield str(path)
-    shutil.rmtree(path.parent, ignore_errors=True)
+    return str(path)
 
 
 @pytest.fixture(scope="session")
-def snapshot_of_log(
-    generated: loggen.GeneratedLog, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def snapshot_of_log(generated: loggen.GeneratedLog, session_dir: Path) -> str:
     """A snapshot of the generated log, for the open from a snapshot."""
-    path = tmp_path_factory.mktemp("snapshot") / "state.json"
+    path = session_dir / "state.json"
     with memcommit.open(generated.path, read_only=True) as store:
         store.save_snapshot(path)
-    yield str(path)
-    shutil.rmtree(path.parent, ignore_errors=True)
+    return str(path)

@@ -9,6 +9,7 @@ benchmarks are skipped.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -141,12 +142,9 @@ class Rocksdb:
 
 
 def _missing(module: str) -> str | None:
-    """Why `module` does not import, or None when it does."""
-    try:
-        __import__(module)
-    except ImportError as error:
-        return f"{module} does not import ({error}); pip install 'memcommit[bench]'"
-    return None
+    """Why `module` cannot be used (it is not installed), or None when it is there."""
+    found = importlib.util.find_spec(module) is not None
+    return None if found else f"{module} is not installed: pip install 'memcommit[bench]'"
 
 
 CONTENDERS: dict[str, tuple[Callable[[str, int], Contender], str | None]] = {

@@ -78,20 +78,22 @@ def test_durable_commits(
     benchmark.extra_info["records"] = len(records)
 
 
+@pytest.fixture
+def reopen(
+    name: str, filled: Callable[[str], str], stored_records: list[Record]
+) -> Callable[[], Contender]:
+    """Open the contender `name` on its store of the stored records (one per session)."""
+    directory = filled(name)
+    return lambda: CONTENDERS[name][0](directory, len(stored_records))
+
+
 @pytest.mark.benchmark(group="open")
 @CONTENDER
-def test_open(
-    benchmark: Any,
-    name: str,
-    size: Size,
-    filled: Callable[[str], str],
-    stored_records: list[Record],
-) -> None:
+def test_open(benchmark: Any, size: Size, reopen: Callable[[], Contender]) -> None:
     """From opening the store to its first answered get (of an id it does not hold)."""
-    directory = filled(name)
 
     def open_and_get(opened: list[Contender]) -> None:
-        opened.append(CONTENDERS[name][0](directory, len(stored_records)))
+        opened.append(reopen())
         opened[0].get(NO_SUCH_ID)
 
     def close(opened: list[Contender]) -> None:
@@ -99,7 +101,6 @@ def test_open(
             contender.close()
 
     each_round(benchmark, list, open_and_get, max(size.rounds, 5), close)
-    benchmark.extra_info["records_held"] = len(stored_records)
 
 
 @pytest.mark.benchmark(group="get")
@@ -108,12 +109,12 @@ def test_get(
     benchmark: Any,
     name: str,
     size: Size,
-    filled: Callable[[str], str],
+    reopen: Callable[[], Contender],
     stored_records: list[Record],
 ) -> None:
     rng = random.Random(3)
     wanted = [stored_records[rng.randrange(len(stored_records))][0] for _ in range(size.gets)]
-    contender = CONTENDERS[name][0](filled(name), len(stored_records))
+    contender = reopen()
 
     def get_all() -> None:
         for rid in wanted:

@@ -21,7 +21,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import TracebackType
 
 import memcommit
 from memcommit.cli._common import (
@@ -121,12 +120,7 @@ class PeakRss:
         self.start_bytes = _status_bytes("VmRSS:") or 0
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         peak = _status_bytes("VmHWM:")
         if peak is None:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -30,25 +30,17 @@ from memcommit.cli._common import (
     empty_file,
     require_file,
 )
-from memcommit.cli.compact import _age, _kind_age
+from memcommit.cli.compact import add_retention_options, retention_from
 from memcommit.errors import CommandError
-from memcommit.storage import (
-    ArchivedOlderThan,
-    CompactionReport,
-    KindsAfter,
-    RetentionPolicy,
-    compact,
-)
+from memcommit.storage import CompactionReport, compact
 
 __all__ = [
     "FIGURES",
     "PeakRss",
     "add_commands",
-    "add_retention_options",
     "compaction_figures",
     "copy_sidecars",
     "cp_sync",
-    "retention_from",
 ]
 
 FIGURES = (
@@ -153,37 +145,6 @@ def copy_sidecars(source: str, target: str) -> None:
     for suffix in SIDECARS:
         if os.path.exists(source + suffix):
             shutil.copyfile(source + suffix, target + suffix)
-
-
-def add_retention_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--archived-older-than`` and ``--kinds-after`` (read by :func:`retention_from`)."""
-    parser.add_argument(
-        "--archived-older-than",
-        metavar="AGE",
-        type=_age,
-        help="purge archived memories whose last move is at least AGE old",
-    )
-    parser.add_argument(
-        "--kinds-after",
-        metavar="KIND=AGE",
-        action="append",
-        default=[],
-        type=_kind_age,
-        help="purge memories of KIND created at least AGE ago (repeatable)",
-    )
-
-
-def retention_from(args: argparse.Namespace) -> RetentionPolicy | None:
-    """The retention policy the options of :func:`add_retention_options` name, if any."""
-    policies: list[RetentionPolicy] = []
-    if args.archived_older_than is not None:
-        policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
-    if args.kinds_after:
-        policies.append(KindsAfter(dict(args.kinds_after)))
-    retention: RetentionPolicy | None = None
-    for p in policies:
-        retention = p if retention is None else retention | p
-    return retention
 
 
 def add_commands(commands: Subcommands) -> None:

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 CARGO ?= cargo
 
-.PHONY: help install dev test test-rust test-python lint fmt bench bench-quick demo wheel wheel-test clean
+.PHONY: help install dev test test-rust test-python bench-smoke lint fmt bench bench-quick demo wheel wheel-test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -13,13 +13,16 @@ install:  ## build (release) and install the package
 dev:  ## install the package editable with the test and lint tools
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
-test: dev lint test-rust test-python wheel-test  ## everything CI runs: lint, Rust tests, Python tests, the wheel
+test: dev lint test-rust test-python bench-smoke wheel-test  ## everything CI runs: lint, Rust tests, Python tests, the benchmarks' smoke run, the wheel
 
 test-rust:  ## the core's cargo tests
 	$(CARGO) test --locked -p memcommit-core
 
 test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
 	$(PYTHON) -m pytest -q
+
+bench-smoke:  ## the benchmark suite once, untimed, at its tiny size: a broken benchmark fails
+	$(PYTHON) -m pytest -q benches/suite --benchmark-disable --bench-size tiny
 
 lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest of the native module
 	$(CARGO) fmt --all --check
@@ -34,11 +37,16 @@ fmt:  ## format Rust and Python
 	$(PYTHON) -m ruff format python tests benches examples
 	$(PYTHON) -m ruff check --fix python tests benches examples
 
-bench:  ## side-by-side benchmarks against SQLite and LMDB (release build)
-	$(PYTHON) -m pip install -q '.[bench]'
-	$(PYTHON) benches/compare.py
+BENCH_SIZE ?= 1m
+BENCH_JSON ?= bench-data/bench-$(BENCH_SIZE).json
 
-bench-quick:  ## the same at a small size
+bench:  ## the pytest-benchmark suite (release build) at BENCH_SIZE (tiny 1m 10m 50m; default 1m): its JSON, then BENCHMARKS.md's tables
+	$(PYTHON) -m pip install -q '.[bench]'
+	mkdir -p $(dir $(BENCH_JSON))
+	$(PYTHON) -m pytest benches/suite --bench-size $(BENCH_SIZE) --benchmark-json $(BENCH_JSON)
+	$(PYTHON) benches/tables.py $(BENCH_JSON) --write BENCHMARKS.md --command 'make bench BENCH_SIZE=$(BENCH_SIZE)'
+
+bench-quick:  ## side-by-side benchmarks against SQLite and LMDB at a small size (benches/compare.py --quick)
 	$(PYTHON) -m pip install -q '.[bench]'
 	$(PYTHON) benches/compare.py --quick
 

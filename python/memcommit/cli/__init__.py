@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 import memcommit
-from memcommit.cli import compact, demo, info, repair, seal, transfer
+from memcommit.cli import bench, compact, demo, info, repair, seal, transfer
 from memcommit.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_commands(commands)
     seal.add_commands(commands)
     demo.add_commands(commands)
+    bench.add_commands(commands)
     _add_serve_command(commands)
     return parser
 

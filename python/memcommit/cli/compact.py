@@ -47,16 +47,15 @@ def _kind_age(text: str) -> tuple[str, float]:
     return kind, _age(age)
 
 
-def add_commands(commands: Subcommands) -> None:
-    """Add ``compact`` and ``snapshot`` to the command line's subcommands."""
-    compact_cmd = add_store_command(commands, "compact", _run_compact)
-    compact_cmd.add_argument(
+def add_retention_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--archived-older-than`` and ``--kinds-after`` (read by :func:`retention_from`)."""
+    parser.add_argument(
         "--archived-older-than",
         metavar="AGE",
         type=_age,
         help="purge archived memories whose last move is at least AGE old",
     )
-    compact_cmd.add_argument(
+    parser.add_argument(
         "--kinds-after",
         metavar="KIND=AGE",
         action="append",
@@ -64,6 +63,25 @@ def add_commands(commands: Subcommands) -> None:
         type=_kind_age,
         help="purge memories of KIND created at least AGE ago (repeatable)",
     )
+
+
+def retention_from(args: argparse.Namespace) -> RetentionPolicy | None:
+    """The retention policy the options of :func:`add_retention_options` name, if any."""
+    policies: list[RetentionPolicy] = []
+    if args.archived_older_than is not None:
+        policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
+    if args.kinds_after:
+        policies.append(KindsAfter(dict(args.kinds_after)))
+    retention: RetentionPolicy | None = None
+    for p in policies:
+        retention = p if retention is None else retention | p
+    return retention
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Add ``compact`` and ``snapshot`` to the command line's subcommands."""
+    compact_cmd = add_store_command(commands, "compact", _run_compact)
+    add_retention_options(compact_cmd)
     compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
     snapshot_cmd = add_store_command(commands, "snapshot", _run_snapshot)
     snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
@@ -79,14 +97,7 @@ def _run_compact(args: argparse.Namespace) -> int:
     """
     path: str = args.path
     require_file(path)
-    policies: list[RetentionPolicy] = []
-    if args.archived_older_than is not None:
-        policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
-    if args.kinds_after:
-        policies.append(KindsAfter(dict(args.kinds_after)))
-    retention: RetentionPolicy | None = None
-    for p in policies:
-        retention = p if retention is None else retention | p
+    retention = retention_from(args)
     with open_writer(path) as store:
         if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
             raise CommandError(

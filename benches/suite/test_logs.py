@@ -1,0 +1,200 @@
+"""Work on the generated log: compaction, with retention, the reopen after it, verify, snapshots.
+
+Each group holds memcommit's figure and ``cp`` plus ``sync`` of the same file, the baseline:
+the time it takes just to copy the bytes durably. ``extra_info`` carries ``bytes_in``,
+``bytes_out`` and ``records`` (for ``benches/tables.py``'s MB/s and records/s from the median
+time), the figures of :func:`memcommit.cli.bench.compaction_figures` for a compaction (the same
+ones ``memcommit bench compact`` prints), and the peak RSS of the work.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit.cli.bench import PeakRss, compaction_figures, cp_sync
+from memcommit.seals import verify
+from memcommit.storage import CompactionReport, RetentionPolicy, compact
+from suite.loggen import RETENTION, GeneratedLog
+from suite.measure import copy_log, each_round, open_and_get, remove_log
+from suite.sizes import Size
+
+
+def _describe(benchmark: Any, log: GeneratedLog) -> None:
+    benchmark.extra_info.update(
+        log_records=log.records, log_bytes=log.bytes, log_memories=log.memories
+    )
+
+
+def _compact(
+    benchmark: Any,
+    generated: GeneratedLog,
+    scratch: Path,
+    size: Size,
+    retention: RetentionPolicy | None,
+) -> None:
+    """Compact a fresh copy of the generated log each round (the copy and open untimed)."""
+    copy = scratch / "copy.db"
+
+    def setup() -> memcommit.MemoryStore:
+        copy_log(generated.path, copy)
+        store = memcommit.open(copy, clock=generated.clock())
+        # A writer hashes its log from the open on; a running store's chain is current.
+        store.engine.chain_hex()
+        return store
+
+    def run(store: memcommit.MemoryStore) -> tuple[CompactionReport, PeakRss]:
+        with PeakRss() as rss:
+            report = compact(store, retention=retention)
+        return report, rss
+
+    def close(store: memcommit.MemoryStore) -> None:
+        store.close()
+        remove_log(copy)
+
+    report, rss = each_round(benchmark, setup, run, size.rounds, close)
+    _describe(benchmark, generated)
+    benchmark.extra_info.update(
+        compaction_figures(report, rss.bytes),
+        bytes_in=report.bytes_before,
+        bytes_out=report.bytes_after,
+        records=report.before,
+        rss_at_start_mib=rss.start_bytes / 2**20,
+    )
+
+
+@pytest.mark.benchmark(group="compact")
+def test_compact(benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size) -> None:
+    _compact(benchmark, generated, scratch, size, None)
+
+
+@pytest.mark.benchmark(group="compact with retention")
+def test_compact_with_retention(
+    benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size
+) -> None:
+    _compact(benchmark, generated, scratch, size, RETENTION)
+    assert benchmark.extra_info["purged"] > 0, "the retention purged nothing"
+
+
+@pytest.mark.benchmark(group="reopen after compact")
+@pytest.mark.parametrize("which", ["compacted", "not compacted"])
+def test_reopen(
+    benchmark: Any, which: str, generated: GeneratedLog, compacted: str, size: Size
+) -> None:
+    """A reader's open until its first get, of the compacted log and of the log before it."""
+    path = compacted if which == "compacted" else generated.path
+
+    def run(_: None) -> memcommit.MemoryStore:
+        with PeakRss() as rss:
+            store = open_and_get(path)
+        benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+        return store
+
+    store = each_round(benchmark, lambda: None, run, max(size.rounds, 5))
+    benchmark.extra_info.update(bytes_in=os.path.getsize(path), records=store.lsn)
+    store.close()
+    _describe(benchmark, generated)
+
+
+@pytest.mark.benchmark(group="verify")
+def test_verify(benchmark: Any, generated: GeneratedLog, size: Size) -> None:
+    with memcommit.open(generated.path, read_only=True) as store:
+
+        def run() -> Any:
+            with PeakRss() as rss:
+                report = verify(store)
+            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+            return report
+
+        report = benchmark.pedantic(run, rounds=size.rounds, iterations=1)
+    assert report.ok and report.seals_checked > 0, report
+    benchmark.extra_info.update(
+        bytes_in=report.bytes_checked,
+        records=report.records_checked,
+        seals=report.seals_checked,
+    )
+    _describe(benchmark, generated)
+
+
+@pytest.mark.benchmark(group="snapshot save")
+def test_snapshot_save(benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size) -> None:
+    out = scratch / "state.json"
+    with memcommit.open(generated.path, read_only=True) as store:
+
+        def run() -> None:
+            with PeakRss() as rss:
+                store.save_snapshot(out)
+            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+
+        benchmark.pedantic(run, rounds=size.rounds, iterations=1)
+        memories = len(store)
+    benchmark.extra_info.update(bytes_out=os.path.getsize(out), records=memories)
+    _describe(benchmark, generated)
+
+
+@pytest.mark.benchmark(group="snapshot open")
+@pytest.mark.parametrize("way", ["from the snapshot", "full replay", "from the index file"])
+def test_snapshot_open(
+    benchmark: Any,
+    way: str,
+    generated: GeneratedLog,
+    without_index: str,
+    snapshot_of_log: str,
+    size: Size,
+) -> None:
+    """A reader's open until its first get: from a snapshot, replaying, or from the index."""
+    if way == "from the index file" and not os.path.exists(f"{generated.path}.index"):
+        pytest.skip("the generated log has no index file at this size (under 100,000 records)")
+    path = generated.path if way == "from the index file" else without_index
+    snapshot = snapshot_of_log if way == "from the snapshot" else None
+    store = each_round(
+        benchmark, lambda: None, lambda _: open_and_get(path, snapshot), max(size.rounds, 5)
+    )
+    benchmark.extra_info.update(
+        bytes_in=os.path.getsize(path) + (os.path.getsize(snapshot) if snapshot else 0),
+        records=store.lsn,
+    )
+    store.close()
+    _describe(benchmark, generated)
+
+
+BASELINES = {
+    "compact": "generated",
+    "compact with retention": "generated",
+    "reopen after compact": "compacted",
+    "verify": "generated",
+    "snapshot save": "generated",
+    "snapshot open": "generated",
+}
+"""Each group of this module, and which log its ``cp`` + ``sync`` baseline copies."""
+
+
+@pytest.mark.parametrize(
+    "group",
+    [pytest.param(g, marks=pytest.mark.benchmark(group=g), id=g) for g in BASELINES],
+)
+def test_cp_sync(
+    benchmark: Any,
+    group: str,
+    generated: GeneratedLog,
+    compacted: str,
+    scratch: Path,
+    size: Size,
+) -> None:
+    """The baseline of every group: ``cp`` the file, then ``sync`` the copy."""
+    source = compacted if BASELINES[group] == "compacted" else generated.path
+    target = scratch / "cp-sync.db"
+
+    def fresh() -> str:
+        target.unlink(missing_ok=True)
+        return str(target)
+
+    each_round(benchmark, fresh, lambda path: cp_sync(source, path), size.rounds)
+    bytes_copied = os.path.getsize(source)
+    target.unlink(missing_ok=True)
+    benchmark.extra_info.update(bytes_in=bytes_copied, bytes_out=bytes_copied)
+    _describe(benchmark, generated)

@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import _native
 from ._native import Memory, Record
+from .commit import Commit
+from .engine import Engine
 from .roles.roleset import ROLE_NAMES
 from .seals import AutoSeal, Seal
 from .store import MemoryStore
@@ -92,13 +93,17 @@ class AsyncCommit:
     block ends). The end of the block runs the commit in the worker thread.
     """
 
-    def __init__(self, owner: AsyncMemoryStore, expect_lsn: int | None) -> None:
-        self._owner = owner
-        self._expect_lsn = expect_lsn
+    def __init__(
+        self,
+        begin: Callable[[], Commit],
+        write: Callable[[Callable[[], bool]], Awaitable[bool]],
+    ) -> None:
+        self._begin = begin
+        self._write = write
         self._commit: Any = None
 
     async def __aenter__(self) -> Any:
-        self._commit = self._owner.store.commit(self._expect_lsn)
+        self._commit = self._begin()
         return self._commit.__enter__()
 
     async def __aexit__(
@@ -108,7 +113,7 @@ class AsyncCommit:
         tb: TracebackType | None,
     ) -> bool:
         commit = self._commit
-        return bool(await self._owner._write(lambda: commit.__exit__(exc_type, exc, tb)))
+        return bool(await self._write(lambda: commit.__exit__(exc_type, exc, tb)))
 
     @property
     def lsn(self) -> int | None:
@@ -183,7 +188,7 @@ class AsyncMemoryStore:
         Raises:
             Rejected: (at the end of the block) a guard failed; nothing was written.
         """
-        return AsyncCommit(self, expect_lsn)
+        return AsyncCommit(functools.partial(self.store.commit, expect_lsn), self._write)
 
     async def put(
         self,
@@ -356,7 +361,7 @@ class AsyncMemoryStore:
         return self.store.read_only
 
     @property
-    def engine(self) -> _native.NativeLog:
+    def engine(self) -> Engine:
         """The engine under the store (the store's ``engine``)."""
         return self.store.engine
 

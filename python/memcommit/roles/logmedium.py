@@ -65,6 +65,11 @@ class _DurableLock:
         if end:
             self._wait(end)
 
+    @property
+    def bare(self) -> threading.RLock:
+        """The same lock without the wait for durability (to swap what it guards)."""
+        return self._lock
+
     def acquire(self) -> bool:
         """Take the lock (like ``RLock.acquire``)."""
         self.__enter__()
@@ -104,7 +109,7 @@ class LogMedium:
 
     def rebind(self, native: _native.NativeLog) -> None:
         """Continue on `native` (the store reopened after log compaction) and reload."""
-        with self._lock._lock:
+        with self._lock.bare:
             self._native = native
             self.reload()
 
@@ -117,7 +122,7 @@ class LogMedium:
             kind, _, key = full_key.partition(_SEP)
             changes.append((kind, key, json.loads(payload)))
         cache.write(changes)
-        with self._lock._lock:
+        with self._lock.bare:
             self._cache = cache
 
     def refresh(self) -> None:

@@ -20,7 +20,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...errors import NotSupported
+
 if TYPE_CHECKING:
+    from ...roles.medium import Medium
     from ...store import MemoryStore
 
 __all__ = [
@@ -54,6 +57,20 @@ def b64encode(data: bytes) -> str:
 def b64decode(text: str) -> bytes:
     """Return the bytes :func:`b64encode` wrote as `text`."""
     return base64.b64decode(text)
+
+
+def medium_of(store: MemoryStore) -> Medium:
+    """The medium `store`'s roles keep their entities in, where LangGraph's entities go too.
+
+    Raises:
+        NotSupported: The store's roles run on a server (a RemoteStore), which keeps them.
+    """
+    if store.medium is None:
+        raise NotSupported(
+            f"{store!r}: its roles' entities live on its server; open the store itself "
+            "(memcommit.open) where LangGraph runs"
+        )
+    return store.medium
 
 
 def writes_block(store: MemoryStore) -> bool:

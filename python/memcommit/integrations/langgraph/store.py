@@ -66,7 +66,7 @@ from langgraph.store.base import (
 
 from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
 from ...roles.values import copy_json
-from ._common import compile_store_filter, writes_block
+from ._common import compile_store_filter, medium_of, writes_block
 
 if TYPE_CHECKING:
     from ...store import Durability, MemoryStore
@@ -229,7 +229,7 @@ class MemcommitStore(BaseStore):
             )
         self.store = store
         self.ttl_config = ttl
-        self._medium = store._medium
+        self._medium = medium_of(store)
         self._now_us = store.now_us
         self._thread_writes = writes_block(store)
         self._sweeper: threading.Thread | None = None

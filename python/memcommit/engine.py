@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _native
@@ -36,7 +37,15 @@ from .roles.roleset import Roles, RoleSet
 if TYPE_CHECKING:
     from ._native import Memory, Record
 
-__all__ = ["MEMORY", "Engine", "LocalEngine", "SealTuple", "clock_for_commit"]
+__all__ = [
+    "MEMORY",
+    "CompactionPlan",
+    "Engine",
+    "LocalEngine",
+    "LogView",
+    "SealTuple",
+    "clock_for_commit",
+]
 
 MEMORY = ":memory:"
 """The path that names a log in RAM."""
@@ -45,67 +54,12 @@ SealTuple = tuple[int, int, int, int, bool, str, str]
 """A seal as an engine returns it: ``(lsn, record_lsn, count, at_us, keyed, hash, key_id)``."""
 
 
-class Engine(Protocol):
-    """What a store needs from the log under it.
+class LogView(Protocol):
+    """The reads of a log: what :meth:`Engine.view` hands out (the native log is one).
 
-    Reads answer from the engine's state as of the last commit this store made (a remote
-    engine catches its replica up first); writes are commits. Every time an engine records
-    comes in as ``at_us`` or as the ``now_us`` clock callable.
+    Reads answer from the log as of the last commit this store made (a remote engine's view
+    is its replica, caught up first).
     """
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        """What the engine can do beyond reads and commits, by name.
-
-        ``"file"``: a log file (snapshots, an index file, a read-only reader beside the
-        writer); ``"compact"``: log compaction here, in this process; ``"seal"``: seals
-        written by this engine's writer or its server; ``"remote"``: a server runs the commits.
-        """
-        ...
-
-    @property
-    def path(self) -> str | None:
-        """The log file, or None (a log in RAM, or a server's)."""
-        ...
-
-    def describe(self) -> str:
-        """Where the log is and its state, for the store's repr (asks no server)."""
-        ...
-
-    # -- writing
-
-    def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
-        """A new commit (written when its ``with`` block ends), timed by `now_us`."""
-        ...
-
-    def put(
-        self,
-        at_us: int | None,
-        text: str,
-        kind: str,
-        id: str | None,
-        task: str | None,
-        tier: str,
-        data: Mapping[str, Any] | None,
-        tags: Sequence[str],
-        sources: Sequence[str],
-    ) -> str:
-        """One put as its own commit (`at_us` None: the system clock, read in the engine)."""
-        ...
-
-    def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
-        """Append role entity records as they are, as one commit; returns its end offset."""
-        ...
-
-    def wait_durable(self, end: int) -> None:
-        """Wait until the log is durable up to offset `end`."""
-        ...
-
-    def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
-        """The store's ten roles, built once per store (their changes are this log's commits)."""
-        ...
-
-    # -- reading
 
     def get(self, id: str) -> Memory | None:
         """The memory `id`, or None."""
@@ -117,12 +71,12 @@ class Engine(Protocol):
 
     def find(
         self,
-        tier: str | None,
-        kind: str | None,
-        task: str | None,
-        status: str | None,
-        tags: Sequence[str] | None,
-        limit: int | None,
+        tier: str | None = None,
+        kind: str | None = None,
+        task: str | None = None,
+        status: str | None = None,
+        tags: object = None,
+        limit: int | None = None,
     ) -> list[Memory]:
         """The memories matching every filter given (None matches anything)."""
         ...
@@ -164,16 +118,6 @@ class Engine(Protocol):
         """Facts: path, records, lsn, bytes, generation, store_id, read_only, memories..."""
         ...
 
-    def manifest(self) -> list[ManifestEntry]:
-        """The compaction manifest as of the current generation (the engine's own list)."""
-        ...
-
-    # -- the log as a whole
-
-    def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
-        """Write a seal over every record so far, stamped `at_us`."""
-        ...
-
     def seals(self) -> list[SealTuple]:
         """The seals of the current generation, oldest first."""
         ...
@@ -188,35 +132,125 @@ class Engine(Protocol):
         """Re-read and check the whole log and every seal."""
         ...
 
-    def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
-        """Seal after every `every` records (None: stop)."""
-        ...
-
-    def compact(
-        self,
-        horizon: int | None,
-        archived_older_than_us: int | None,
-        kinds_after_us: list[tuple[str, int]],
-        ids: list[str],
-        now_us: int,
-        at_us: int,
-        before_swap: Callable[[dict[str, Any]], object],
-        step: Callable[[str], object] | None = None,
-        progress: Callable[[int, int], object] | None = None,
-    ) -> dict[str, Any]:
-        """Compact the log into a new generation (see :func:`memcommit.storage.compact`)."""
-        ...
-
-    def snapshot_json(self) -> str:
-        """The state as snapshot JSON (raises NotSupported without a log file)."""
-        ...
-
     def header(self) -> bytes:
         """The log's header (what a replica starts from)."""
         ...
 
     def read_raw(self, after: int, max_bytes: int = 4194304) -> tuple[bytes, int]:
         """The raw records above LSN `after`, up to `max_bytes`; and the last LSN in them."""
+        ...
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What one log compaction is to do (built by :func:`memcommit.storage.compact`).
+
+    Attributes:
+        horizon: The LSN up to which history is folded (None: the head).
+        archived_older_than_us: Purge archived memories last moved this long ago, or None.
+        kinds_after_us: Purge memories of a kind created this long ago: ``(kind, age)``.
+        ids: Purge these ids too (what a Python retention policy selected).
+        now_us: The time retention ages count back from.
+        at_us: The time the new log's seal records.
+        before_swap: Called with the report before the new log replaces the old (it writes
+            the manifest entry).
+        step: Called with the name of each step (crash tests kill the process at one).
+        progress: Called with (bytes read, total bytes) as the log is read.
+    """
+
+    horizon: int | None
+    archived_older_than_us: int | None
+    kinds_after_us: list[tuple[str, int]]
+    ids: list[str]
+    now_us: int
+    at_us: int
+    before_swap: Callable[[dict[str, Any]], object]
+    step: Callable[[str], object] | None = None
+    progress: Callable[[int, int], object] | None = None
+
+
+class Engine(Protocol):
+    """What a store needs from the log under it: its reads (:meth:`view`) and its writes.
+
+    Every time an engine records comes in as ``at_us`` or as the ``now_us`` clock callable.
+    """
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the engine can do beyond reads and commits, by name.
+
+        ``"file"``: a log file (snapshots, an index file, a read-only reader beside the
+        writer); ``"compact"``: log compaction here, in this process; ``"seal"``: seals
+        written by this engine's writer or its server; ``"remote"``: a server runs the commits.
+        """
+        ...
+
+    @property
+    def path(self) -> str | None:
+        """The log file, or None (a log in RAM, or a server's)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the log is and its state, for the store's repr (asks no server)."""
+        ...
+
+    def view(self) -> LogView:
+        """The log to read now (a remote engine catches its replica up first)."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """The view's facts, with what the engine adds (a remote engine: the server's url)."""
+        ...
+
+    def manifest(self) -> list[ManifestEntry]:
+        """The compaction manifest as of the current generation (the engine's own list)."""
+        ...
+
+    def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
+        """A new commit (written when its ``with`` block ends), timed by `now_us`."""
+        ...
+
+    def put(
+        self,
+        at_us: int | None,
+        text: str,
+        kind: str,
+        id: str | None,
+        task: str | None,
+        tier: str,
+        data: Mapping[str, Any] | None,
+        tags: Sequence[str],
+        sources: Sequence[str],
+    ) -> str:
+        """One put as its own commit (`at_us` None: the system clock, read in the engine)."""
+        ...
+
+    def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
+        """Append role entity records as they are, as one commit; returns its end offset."""
+        ...
+
+    def wait_durable(self, end: int) -> None:
+        """Wait until the log is durable up to offset `end`."""
+        ...
+
+    def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
+        """The store's ten roles, built once per store (their changes are this log's commits)."""
+        ...
+
+    def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
+        """Write a seal over every record so far, stamped `at_us`."""
+        ...
+
+    def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
+        """Seal after every `every` records (None: stop)."""
+        ...
+
+    def compact(self, plan: CompactionPlan) -> dict[str, Any]:
+        """Compact the log into a new generation; the engine goes on with it."""
+        ...
+
+    def snapshot_json(self) -> str:
+        """The state as snapshot JSON (raises NotSupported without a log file)."""
         ...
 
     def refresh(self, wait: float = 0.0) -> int:
@@ -274,7 +308,7 @@ class LocalEngine:
         path: str | None = None,
         reopen: Callable[[], _native.NativeLog] | None = None,
     ) -> None:
-        self._log = log
+        self._bind(log)
         self._path = path
         self._reopen = reopen
         self._medium: LogMedium | None = None
@@ -359,146 +393,47 @@ class LocalEngine:
             self._load_manifest()
         return self._manifest
 
-    # -- writing
+    def view(self) -> _native.NativeLog:
+        """The native log (the generation now open): its reads are the store's."""
+        return self._log
+
+    def info(self) -> dict[str, Any]:
+        """The native log's facts."""
+        return self._log.info()
 
     def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
         """A native commit on the log, refused outside its ``with`` block."""
         clock = clock_for_commit(now_us)
         return Commit(self._log, clock, expect_lsn, now_us() // 1000, require_with=True)
 
-    def put(
-        self,
-        at_us: int | None,
-        text: str,
-        kind: str,
-        id: str | None,
-        task: str | None,
-        tier: str,
-        data: Mapping[str, Any] | None,
-        tags: Sequence[str],
-        sources: Sequence[str],
-    ) -> str:
-        """One put as its own commit, in one native call."""
-        return self._log.put(at_us, text, kind, id, task, tier, data, tags, sources)
-
-    def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
-        """Append role entity records as one commit (the roles' log medium writes these)."""
-        return self._log.write_entities(at_us, changes)
-
-    def wait_durable(self, end: int) -> None:
-        """Wait until the log is durable up to offset `end`."""
-        self._log.wait_durable(end)
+    def _bind(self, log: _native.NativeLog) -> None:
+        """Go on with `log`; the native log's own writes are the engine's."""
+        self._log = log
+        self.put = log.put
+        self.write_entities = log.write_entities
+        self.wait_durable = log.wait_durable
+        self.seal = log.seal
+        self.set_auto_seal = log.set_auto_seal
+        self.flush = log.flush
+        self.close = log.close
 
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
         """The ten roles over one :class:`~memcommit.roles.logmedium.LogMedium` on this log."""
         self._medium = LogMedium(self._log, now_us)
         return RoleSet(clock=clock, medium=self._medium)
 
-    # -- reading
-
-    def get(self, id: str) -> Memory | None:
-        """The memory `id`, or None."""
-        return self._log.get(id)
-
-    def get_many(self, ids: list[str]) -> list[Memory | None]:
-        """The memories `ids`."""
-        return self._log.get_many(ids)
-
-    def find(
-        self,
-        tier: str | None,
-        kind: str | None,
-        task: str | None,
-        status: str | None,
-        tags: Sequence[str] | None,
-        limit: int | None,
-    ) -> list[Memory]:
-        """The memories matching every filter given."""
-        return self._log.find(tier, kind, task, status, tags, limit)
-
-    def history(self, id: str) -> list[Record]:
-        """The records of memory `id` still in the log."""
-        return self._log.history(id)
-
-    def read_records(self, after: int, start: int, max: int) -> tuple[list[Record], int]:
-        """A batch of records above LSN `after`."""
-        return self._log.read_records(after, start, max)
-
-    def entities(self) -> list[tuple[str, bytes]]:
-        """Every live role entity."""
-        return self._log.entities()
-
-    @property
-    def lsn(self) -> int:
-        """The newest committed LSN."""
-        return self._log.lsn
-
-    def __len__(self) -> int:
-        return len(self._log)
-
-    def contains(self, id: str) -> bool:
-        """Whether memory `id` exists."""
-        return self._log.contains(id)
-
-    def is_purged(self, id: str) -> bool:
-        """Whether log compaction purged memory `id`."""
-        return self._log.is_purged(id)
-
-    def is_task_finished(self, task: str) -> bool:
-        """Whether `task` was marked finished."""
-        return self._log.is_task_finished(task)
-
-    def info(self) -> dict[str, Any]:
-        """The native log's facts."""
-        return self._log.info()
-
-    # -- the log as a whole
-
-    def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
-        """Write a seal, stamped `at_us`."""
-        return self._log.seal(at_us, key)
-
-    def seals(self) -> list[SealTuple]:
-        """The seals of the current generation."""
-        return self._log.seals()
-
-    def check_seal(self, key: bytes | None = None) -> tuple[SealTuple, dict[str, Any]]:
-        """Check the newest seal."""
-        return self._log.check_seal(key)
-
-    def verify(
-        self, key: bytes | None = None, progress: Callable[[int], object] | None = None
-    ) -> dict[str, Any]:
-        """Check the whole log and every seal."""
-        return self._log.verify(key, progress)
-
-    def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
-        """Have the writer seal after every `every` records (None: stop)."""
-        self._log.set_auto_seal(every, key)
-
-    def compact(
-        self,
-        horizon: int | None,
-        archived_older_than_us: int | None,
-        kinds_after_us: list[tuple[str, int]],
-        ids: list[str],
-        now_us: int,
-        at_us: int,
-        before_swap: Callable[[dict[str, Any]], object],
-        step: Callable[[str], object] | None = None,
-        progress: Callable[[int, int], object] | None = None,
-    ) -> dict[str, Any]:
+    def compact(self, plan: CompactionPlan) -> dict[str, Any]:
         """Compact the log; the native log goes on with the new generation itself."""
         report, _ = self._log.compact(
-            horizon,
-            archived_older_than_us,
-            kinds_after_us,
-            ids,
-            now_us,
-            at_us,
-            before_swap,
-            step,
-            progress,
+            plan.horizon,
+            plan.archived_older_than_us,
+            plan.kinds_after_us,
+            plan.ids,
+            plan.now_us,
+            plan.at_us,
+            plan.before_swap,
+            plan.step,
+            plan.progress,
         )
         return report
 
@@ -511,14 +446,6 @@ class LocalEngine:
         if self._path is None:
             raise NotSupported("save_snapshot: a store in RAM has no log file to open it with")
         return self._log.snapshot_json()
-
-    def header(self) -> bytes:
-        """The log's header."""
-        return self._log.header()
-
-    def read_raw(self, after: int, max_bytes: int = 4194304) -> tuple[bytes, int]:
-        """The raw records above LSN `after`."""
-        return self._log.read_raw(after, max_bytes)
 
     def refresh(self, wait: float = 0.0) -> int:
         """Apply what the writer appended since the last look (a reader of a log file).
@@ -539,7 +466,7 @@ class LocalEngine:
             # Log compaction replaced the file: read the new generation from the start.
             log = self._reopen()
             self._log.close()
-            self._log = log
+            self._bind(log)
             self._load_manifest()
             if self._medium is not None:
                 self._medium.rebind(log)
@@ -548,14 +475,6 @@ class LocalEngine:
         if applied and self._medium is not None:
             self._medium.refresh()
         return applied
-
-    def flush(self) -> None:
-        """Fsync every record written so far."""
-        self._log.flush()
-
-    def close(self) -> None:
-        """Flush (unless durability is ``"none"``) and release the file."""
-        self._log.close()
 
     @property
     def closed(self) -> bool:

@@ -214,7 +214,7 @@ def seal(store: MemoryStore, key: bytes | str | None = None) -> Seal:
 def seals(store: MemoryStore) -> list[Seal]:
     """The seals of the store's current log generation, oldest first."""
     s = _store(store)
-    return [_seal(s, t) for t in s.engine.seals()]
+    return [_seal(s, t) for t in s.engine.view().seals()]
 
 
 def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyReport:
@@ -233,7 +233,7 @@ def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyRepo
         ValueError: The log holds no seal, or the newest is keyed and no key was given.
     """
     s = _store(store)
-    newest, r = s.engine.check_seal(_key(key))
+    newest, r = s.engine.view().check_seal(_key(key))
     return _report(r, seal=_seal(s, newest))
 
 
@@ -265,7 +265,7 @@ def verify(
     """
     s = _store(store)
     wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
-    r = s.engine.verify(_key(key), progress)
+    r = s.engine.view().verify(_key(key), progress)
     found = {(t[0], t[5], t[4]) for t in r["seals"]}
     superseded = 0
     for a in wanted:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import manifest as _manifest
 from ._native import Memory
+from .engine import CompactionPlan
 from .errors import NotSupported
 
 if TYPE_CHECKING:
@@ -259,17 +260,18 @@ def compact(
         _manifest.write_manifest(path, store_id, [*old, entry])
 
     started = time.perf_counter()
-    report = store.engine.compact(
-        horizon,
-        None if archived is None else round(archived * 1e6),
-        [(k, round(v * 1e6)) for k, v in kinds.items()],
-        ids,
-        _us(now),
-        store.now_us(),
-        before_swap,
-        _failpoint,
-        progress,
+    plan = CompactionPlan(
+        horizon=horizon,
+        archived_older_than_us=None if archived is None else round(archived * 1e6),
+        kinds_after_us=[(k, round(v * 1e6)) for k, v in kinds.items()],
+        ids=ids,
+        now_us=_us(now),
+        at_us=store.now_us(),
+        before_swap=before_swap,
+        step=_failpoint,
+        progress=progress,
     )
+    report = store.engine.compact(plan)
     return CompactionReport(
         before=int(report["before"]),
         after=int(report["after"]),

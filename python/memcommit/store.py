@@ -220,8 +220,8 @@ class MemoryStore:
         Raises:
             Purged: Retention purged `id` during log compaction (see :meth:`manifest`).
         """
-        m = self._engine.get(id)
-        if m is None and self._engine.is_purged(id):
+        m = self._engine.view().get(id)
+        if m is None and self._engine.view().is_purged(id):
             raise _purged(id)
         return m
 
@@ -258,7 +258,7 @@ class MemoryStore:
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
-        return self._engine.is_purged(id)
+        return self._engine.view().is_purged(id)
 
     def manifest(self) -> list[dict[str, Any]]:
         """The compaction manifest's entries, oldest first: one per log compaction.
@@ -278,9 +278,10 @@ class MemoryStore:
             ValueError: An id is empty.
         """
         ids = check_ids(ids)
-        out = self._engine.get_many(ids)
+        view = self._engine.view()
+        out = view.get_many(ids)
         for id, m in zip(ids, out, strict=True):
-            if m is None and self._engine.is_purged(id):
+            if m is None and view.is_purged(id):
                 raise _purged(id)
         return out
 
@@ -298,11 +299,11 @@ class MemoryStore:
         A filter given as None matches anything; `tags` matches memories carrying all of them.
         By default only active memories are returned: pass ``status=None`` for all.
         """
-        return self._engine.find(tier, kind, task, status, tags, limit)
+        return self._engine.view().find(tier, kind, task, status, tags, limit)
 
     def history(self, id: str) -> list[Record]:
         """Return the records of memory `id` that are still in the log, oldest first."""
-        return self._engine.history(check_id(id))
+        return self._engine.view().history(check_id(id))
 
     def records(self, after: int = 0) -> Iterator[Record]:
         """Iterate over every record with an LSN above `after`, in LSN order.
@@ -316,14 +317,14 @@ class MemoryStore:
     def _records(self, after: int) -> Iterator[Record]:
         start = 0
         while True:
-            batch, start = self._engine.read_records(after, start, _RECORD_BATCH)
+            batch, start = self._engine.view().read_records(after, start, _RECORD_BATCH)
             yield from batch
             if len(batch) < _RECORD_BATCH:
                 return
 
     def is_task_finished(self, task: str) -> bool:
         """Return whether `task` was marked finished."""
-        return self._engine.is_task_finished(task)
+        return self._engine.view().is_task_finished(task)
 
     @property
     def lsn(self) -> int:
@@ -332,13 +333,13 @@ class MemoryStore:
         Raises:
             StoreClosed: The store is closed.
         """
-        return self._engine.lsn
+        return self._engine.view().lsn
 
     def __len__(self) -> int:
-        return len(self._engine)
+        return len(self._engine.view())
 
     def __contains__(self, id: object) -> bool:
-        return isinstance(id, str) and self._engine.contains(id)
+        return isinstance(id, str) and self._engine.view().contains(id)
 
     # -- the store as a whole ------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..store import MemoryStore
 from .commit import RemoteCommit
 from .engine import RemoteEngine
+from .pipeline import Pipeline
 
 __all__ = ["RemoteCommit", "RemoteStore"]
 
@@ -58,15 +59,15 @@ class RemoteStore(MemoryStore):
         follow: bool = False,
         max_in_flight: int = 2,
     ) -> None:
-        self._remote = RemoteEngine(
+        pipeline = Pipeline(
             url,
             token,
             timeout=timeout,
             retry_seconds=retry_seconds,
             ca_file=ca_file,
-            follow=follow,
             max_in_flight=max_in_flight,
         )
+        self._remote = RemoteEngine(pipeline, follow=follow)
         super().__init__(self._remote)
 
     @property

@@ -10,14 +10,14 @@ server. :class:`~memcommit.RemoteStore` is :class:`~memcommit.MemoryStore` on th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from http.client import HTTPMessage
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import Any, NoReturn, cast
 
 from .. import _native, wire
 from ..clock import Clock
 from ..commit import Commit
-from ..engine import SealTuple
+from ..engine import CompactionPlan, SealTuple
 from ..errors import NotSupported
 from ..manifest import ManifestEntry
 from ..roles.roleset import ROLE_NAMES, Roles
@@ -26,51 +26,40 @@ from .pipeline import Http, Pipeline
 from .replica import Replica
 from .roles import remote_role
 
-if TYPE_CHECKING:
-    from .._native import Memory, Record
-
 __all__ = ["RemoteEngine"]
+
+_PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources")
+"""The fields of an engine's put after its text, in their order."""
+
+
+def _unread_clock() -> int:
+    """The clock of a remote commit: never read (the server's clock times the commit)."""
+    raise AssertionError("a remote commit is timed by the server's clock")
 
 
 class RemoteEngine:
-    """A server's log, as a :class:`~memcommit.engine.Engine` (arguments: RemoteStore's).
+    """A server's log, as a :class:`~memcommit.engine.Engine`.
+
+    Args:
+        pipeline: The requests to the server (this engine notes the log each answer names,
+            and closes the pipeline if the first read fails).
+        follow: Keep a thread pulling commits as they happen.
 
     Raises:
         ServerError: The server refused (401: wrong token) or could not be reached.
     """
 
-    def __init__(
-        self,
-        url: str,
-        token: str | None = None,
-        *,
-        timeout: float = 60.0,
-        retry_seconds: float = 10.0,
-        ca_file: str | None = None,
-        follow: bool = False,
-        max_in_flight: int = 2,
-    ) -> None:
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
-            raise TypeError(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
-        if max_in_flight < 1:
-            raise ValueError(f"max_in_flight: must be at least 1, got {max_in_flight}")
+    def __init__(self, pipeline: Pipeline, *, follow: bool = False) -> None:
+        self._pipeline = pipeline
         self._replica: Replica | None = None
-        self._pipeline = Pipeline(
-            url,
-            token,
-            timeout=timeout,
-            retry_seconds=retry_seconds,
-            ca_file=ca_file,
-            max_in_flight=max_in_flight,
-            on_answer=self._note,
-        )
+        pipeline.on_answer = self._note
         self.scratch = _native.NativeLog.memory()
         """A log in RAM that is never written: a remote commit checks its operations on it."""
         self._follower: threading.Thread | None = None
         try:
-            self._replica = replica = Replica(self._pipeline)
+            self._replica = replica = Replica(pipeline)
         except BaseException:
-            self._pipeline.http.close()
+            pipeline.close()
             raise
         self._live = replica
         if follow:
@@ -112,7 +101,7 @@ class RemoteEngine:
         if self._replica is not None:
             self._replica.note(headers)
 
-    def _log(self) -> _native.NativeLog:
+    def view(self) -> _native.NativeLog:
         """The replica, fresh for a read: of the server's log, with this store's commits."""
         self._live.fresh()
         return self._live.log
@@ -147,23 +136,13 @@ class RemoteEngine:
         result = self._send({"expect_lsn": expect_lsn, "ops": wire_ops})
         return result["first_lsn"], result["lsn"]
 
-    def put(
-        self,
-        at_us: int | None,
-        text: str,
-        kind: str,
-        id: str | None,
-        task: str | None,
-        tier: str,
-        data: Mapping[str, Any] | None,
-        tags: Sequence[str],
-        sources: Sequence[str],
-    ) -> str:
-        """One put as its own commit, on the server (which stamps its own time)."""
-        with self.begin(None, lambda: 0) as c:
-            mid = c.put(
-                text, kind=kind, id=id, task=task, tier=tier, data=data, tags=tags, sources=sources
-            )
+    def put(self, at_us: int | None, text: str, *fields: Any) -> str:
+        """One put as its own commit, on the server (which stamps its own time).
+
+        `fields` are the rest of :meth:`~memcommit.engine.Engine.put`'s, in its order.
+        """
+        with self.begin(None, _unread_clock) as c:
+            mid = c.put(text, **dict(zip(_PUT_FIELDS, fields, strict=True)))
         return mid
 
     def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
@@ -193,63 +172,9 @@ class RemoteEngine:
             setattr(roles, name, cast(Any, remote_role(name)(self._call, self.url)))
         return roles
 
-    # -- reading (from the replica, caught up with this store's own commits)
-
-    def get(self, id: str) -> Memory | None:
-        """The memory `id`, or None."""
-        return self._log().get(id)
-
-    def get_many(self, ids: list[str]) -> list[Memory | None]:
-        """The memories `ids`."""
-        return self._log().get_many(ids)
-
-    def find(
-        self,
-        tier: str | None,
-        kind: str | None,
-        task: str | None,
-        status: str | None,
-        tags: Sequence[str] | None,
-        limit: int | None,
-    ) -> list[Memory]:
-        """The memories matching every filter given."""
-        return self._log().find(tier, kind, task, status, tags, limit)
-
-    def history(self, id: str) -> list[Record]:
-        """The records of memory `id` still in the server's log."""
-        return self._log().history(id)
-
-    def read_records(self, after: int, start: int, max: int) -> tuple[list[Record], int]:
-        """A batch of records above LSN `after`."""
-        return self._log().read_records(after, start, max)
-
-    def entities(self) -> list[tuple[str, bytes]]:
-        """Every live role entity, as the replica holds them."""
-        return self._log().entities()
-
-    @property
-    def lsn(self) -> int:
-        """The newest LSN in the replica (at least that of this store's own last commit)."""
-        return self._log().lsn
-
-    def __len__(self) -> int:
-        return len(self._log())
-
-    def contains(self, id: str) -> bool:
-        """Whether memory `id` exists."""
-        return self._log().contains(id)
-
-    def is_purged(self, id: str) -> bool:
-        """Whether log compaction on the server purged memory `id`."""
-        return self._log().is_purged(id)
-
-    def is_task_finished(self, task: str) -> bool:
-        """Whether `task` was marked finished."""
-        return self._log().is_task_finished(task)
-
     def info(self) -> dict[str, Any]:
         """The replica's facts (records, lsn, generation, store_id...), with the server's url."""
-        info = dict(self._log().info())
+        info = dict(self.view().info())
         info.update(path=None, url=self.url, server_boot=self._pipeline.boot, read_only=False)
         return info
 
@@ -267,20 +192,6 @@ class RemoteEngine:
             spec["key"] = wire.encode_value(key)
         return cast(SealTuple, tuple(self._send(spec)["seal"]))
 
-    def seals(self) -> list[SealTuple]:
-        """The seals of the server's current generation, from the replica."""
-        return self._log().seals()
-
-    def check_seal(self, key: bytes | None = None) -> tuple[SealTuple, dict[str, Any]]:
-        """Check the newest seal against the replica's chain."""
-        return self._log().check_seal(key)
-
-    def verify(
-        self, key: bytes | None = None, progress: Callable[[int], object] | None = None
-    ) -> dict[str, Any]:
-        """Check the replica (the server's records, checked here) and every seal."""
-        return self._log().verify(key, progress)
-
     def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
         """Refused: auto-sealing belongs to the server's store."""
         raise NotSupported(
@@ -288,32 +199,13 @@ class RemoteEngine:
             "store (seal(remote_store) seals it on demand)"
         )
 
-    def compact(
-        self,
-        horizon: int | None,
-        archived_older_than_us: int | None,
-        kinds_after_us: list[tuple[str, int]],
-        ids: list[str],
-        now_us: int,
-        at_us: int,
-        before_swap: Callable[[dict[str, Any]], object],
-        step: Callable[[str], object] | None = None,
-        progress: Callable[[int, int], object] | None = None,
-    ) -> dict[str, Any]:
+    def compact(self, plan: CompactionPlan) -> dict[str, Any]:
         """Refused: the log file is the server's."""
         self._refuse("compact", "compact it on the server's host with 'memcommit compact PATH'")
 
     def snapshot_json(self) -> str:
         """Refused: a snapshot opens a log file, and the log is the server's."""
         self._refuse("save_snapshot", "a snapshot belongs beside the log file on the server's host")
-
-    def header(self) -> bytes:
-        """The replica's header (the server's log's)."""
-        return self._log().header()
-
-    def read_raw(self, after: int, max_bytes: int = 4194304) -> tuple[bytes, int]:
-        """The replica's raw records above LSN `after`."""
-        return self._log().read_raw(after, max_bytes)
 
     def refresh(self, wait: float = 0.0) -> int:
         """Pull what was committed on the server (a long poll of up to `wait` seconds)."""

@@ -207,15 +207,17 @@ class Writer:
 
     def _call(self, work: Work) -> dict[str, Any]:
         spec = work.spec
-        before = self._engine.lsn
+        before = self._engine.view().lsn
         try:
             method = getattr(getattr(self._store, spec["role"]), spec["method"])
             value = method(*spec["args"], **spec["kwargs"])
             encoded = wire.encode_value(value)
         except Exception as e:
-            work.wrote = self._engine.lsn != before  # a refused call writes nothing, but check
+            work.wrote = (
+                self._engine.view().lsn != before
+            )  # a refused call writes nothing, but check
             return {"ok": False, "error": wire.encode_error(e)}
-        after = self._engine.lsn
+        after = self._engine.view().lsn
         work.wrote = after != before
         return {"ok": True, "value": encoded, "lsn": after if work.wrote else None}
 
@@ -232,13 +234,13 @@ class Writer:
         try:
             identity = self.identity()
             if work.kind == SNAPSHOT:
-                data, last = self._engine.read_raw(0, max_bytes)
-                return identity, self._engine.header() + data, last
+                data, last = self._engine.view().read_raw(0, max_bytes)
+                return identity, self._engine.view().header() + data, last
             if want is not None and (
                 want[0] != identity.store_id or want[1] != identity.generation
             ):
                 return identity, None, after
-            data, last = self._engine.read_raw(after, max_bytes)
+            data, last = self._engine.view().read_raw(after, max_bytes)
             return identity, data, last
         except Exception as e:
             return e

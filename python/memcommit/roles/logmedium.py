@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .medium import Change, MemoryMedium, State
@@ -50,12 +49,7 @@ class _DurableLock:
         self._local.depth = getattr(self._local, "depth", 0) + 1
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._local.depth -= 1
         end = 0
         if self._local.depth == 0:
@@ -77,7 +71,7 @@ class _DurableLock:
 
     def release(self) -> None:
         """Let go of the lock; the outermost release waits for durability."""
-        self.__exit__(None, None, None)
+        self.__exit__()
 
     def written(self, end: int) -> None:
         """A commit ending at log offset `end` was queued by this thread."""

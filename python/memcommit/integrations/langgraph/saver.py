@@ -55,7 +55,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...roles.medium import Change, State, child_prefix, entity_key
 from ...roles.values import copy_json
-from ._common import MISSING, b64decode, b64encode, json_equal, lookup, medium_of, writes_block
+from ._common import (
+    MISSING,
+    b64decode,
+    b64encode,
+    json_equal,
+    lookup,
+    medium_of,
+    opened,
+    writes_block,
+)
 
 if TYPE_CHECKING:
     from ...store import Durability, MemoryStore
@@ -134,13 +143,8 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         Yields:
             The saver.
         """
-        from ...store import open as open_store
-
-        store = open_store(path, durability=durability)
-        try:
+        with opened(path, durability) as store:
             yield cls(store, serde=serde)
-        finally:
-            store.close()
 
     # -- reading -------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ def _memories(store: memcommit.MemoryStore) -> list[tuple[Any, ...]]:
 
 def _entities(store: memcommit.MemoryStore) -> dict[str, Any]:
     """Every live role entity, decoded: what the roles replay from the log."""
-    return {key: json.loads(state) for key, state in store._native.entities()}
+    return {key: json.loads(state) for key, state in store.engine.view().entities()}
 
 
 def _state(path: Path) -> tuple[Any, ...]:

@@ -1496,7 +1496,7 @@ def test_items_written_with_millisecond_times_read_the_same(
         "expires_at_ms": t0,
     }
     fresh = {**old, "key": "r", "expires_at_ms": t0 + 5000}
-    opened._medium.write(
+    opened.medium.write(
         [(ITEM, entity_key(("t",), "k"), old), (ITEM, entity_key(("t",), "r"), fresh)]
     )
     opened.close()
@@ -1510,7 +1510,7 @@ def test_items_written_with_millisecond_times_read_the_same(
     assert found.updated_at == clock.now() - 1000 * ms
     clock.advance(10)
     store.put(("t",), "k", {"v": 2})  # keeps created_at, writes microseconds
-    state = opened._medium.get(ITEM, entity_key(("t",), "k"))
+    state = opened.medium.get(ITEM, entity_key(("t",), "k"))
     assert state is not None and not any(name.endswith("_ms") for name in state)
     item = store.get(("t",), "k")
     assert item is not None and item.value == {"v": 2}
@@ -1518,7 +1518,7 @@ def test_items_written_with_millisecond_times_read_the_same(
     # A refreshing read of an old item rewrites its times as microseconds.
     refreshed = store.get(("t",), "r")
     assert refreshed is not None and refreshed.created_at == clock.now() - 2010 * ms
-    state = opened._medium.get(ITEM, entity_key(("t",), "r"))
+    state = opened.medium.get(ITEM, entity_key(("t",), "r"))
     assert state is not None and not any(name.endswith("_ms") for name in state)
     assert state["expires_at_us"] == clock.now_ms() * 1000 + 1_000_000
     assert store.sweep_ttl() == 0

@@ -556,7 +556,7 @@ def test_a_resend_from_before_a_restart_is_not_guessed(
 
 def test_a_remote_store_resends_through_a_dropped_connection(store: memcommit.RemoteStore) -> None:
     """The first attempt's answer is lost (the connection drops after the request went out)."""
-    real = store._http.request
+    real = store.engine.http.request
     calls: list[str] = []
 
     def flaky(
@@ -570,11 +570,11 @@ def test_a_remote_store_resends_through_a_dropped_connection(store: memcommit.Re
             raise _MaybeSent("connection reset (injected)")
         return answer
 
-    store._http.request = flaky  # type: ignore[method-assign]
+    store.engine.http.request = flaky  # type: ignore[method-assign]
     try:
         mid = store.put("sent twice, written once", id=f"flaky-{time.time_ns()}")
     finally:
-        store._http.request = real  # type: ignore[method-assign]
+        store.engine.http.request = real  # type: ignore[method-assign]
     assert calls == ["dropped"]
     assert len(store.history(mid)) == 1
 

@@ -44,7 +44,7 @@ def _compact(
         copy_log(generated.path, copy)
         store = memcommit.open(copy, clock=generated.clock())
         # A writer hashes its log from the open on; a running store's chain is current.
-        store.engine.chain_hex()
+        store.engine.view().chain_hex()
         return store
 
     def run(store: memcommit.MemoryStore) -> tuple[CompactionReport, PeakRss]:

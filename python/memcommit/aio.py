@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import _native
-from ._native import Memory, Record
+from ._native import Record
+from .commit import Commit
+from .engine import Engine
 from .roles.roleset import ROLE_NAMES
 from .seals import AutoSeal, Seal
 from .store import MemoryStore
@@ -45,6 +46,7 @@ from .store import MemoryStore
 __all__ = ["AsyncCommit", "AsyncMemoryStore", "AsyncRole"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _RECORD_CHUNK = 4096
 
@@ -84,6 +86,25 @@ class AsyncRole:
         return f"<async {self._role!r}>"
 
 
+def _forwarded(
+    method: Callable[Concatenate[MemoryStore, P], T], *, writes: bool
+) -> Callable[Concatenate[AsyncMemoryStore, P], Coroutine[Any, Any, T]]:
+    """The store's `method` as a coroutine, with its name, parameters and docstring.
+
+    A write runs in the worker thread (in order), a read on a reader thread.
+    """
+    name = method.__name__
+
+    async def call(self: AsyncMemoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        run = self._write if writes else self._read
+        # Looked up on the store each call, as a direct call would (it may be wrapped).
+        bound: Callable[P, T] = getattr(self.store, name)
+        return await run(functools.partial(bound, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call
+
+
 class AsyncCommit:
     """``async with astore.commit(expect_lsn=...) as c:`` -- collect, then commit in the worker.
 
@@ -92,13 +113,17 @@ class AsyncCommit:
     block ends). The end of the block runs the commit in the worker thread.
     """
 
-    def __init__(self, owner: AsyncMemoryStore, expect_lsn: int | None) -> None:
-        self._owner = owner
-        self._expect_lsn = expect_lsn
+    def __init__(
+        self,
+        begin: Callable[[], Commit],
+        write: Callable[[Callable[[], bool]], Awaitable[bool]],
+    ) -> None:
+        self._begin = begin
+        self._write = write
         self._commit: Any = None
 
     async def __aenter__(self) -> Any:
-        self._commit = self._owner.store.commit(self._expect_lsn)
+        self._commit = self._begin()
         return self._commit.__enter__()
 
     async def __aexit__(
@@ -108,7 +133,7 @@ class AsyncCommit:
         tb: TracebackType | None,
     ) -> bool:
         commit = self._commit
-        return bool(await self._owner._write(lambda: commit.__exit__(exc_type, exc, tb)))
+        return bool(await self._write(lambda: commit.__exit__(exc_type, exc, tb)))
 
     @property
     def lsn(self) -> int | None:
@@ -183,49 +208,13 @@ class AsyncMemoryStore:
         Raises:
             Rejected: (at the end of the block) a guard failed; nothing was written.
         """
-        return AsyncCommit(self, expect_lsn)
+        return AsyncCommit(functools.partial(self.store.commit, expect_lsn), self._write)
 
-    async def put(
-        self,
-        text: str,
-        *,
-        kind: str = "note",
-        id: str | None = None,
-        task: str | None = None,
-        tier: str = "working",
-        data: Mapping[str, Any] | None = None,
-        tags: Sequence[str] = (),
-        sources: Sequence[str] = (),
-    ) -> str:
-        """Create a memory or replace an existing id's content; see :meth:`MemoryStore.put`."""
-        put = functools.partial(
-            self.store.put,
-            text,
-            kind=kind,
-            id=id,
-            task=task,
-            tier=tier,
-            data=data,
-            tags=tags,
-            sources=sources,
-        )
-        return await self._write(put)
-
-    async def stale(self, id: str, reason: str | None = None) -> int:
-        """Mark a memory stale; returns the record's LSN."""
-        return await self._write(lambda: self.store.stale(id, reason))
-
-    async def restore(self, id: str) -> int:
-        """Mark a stale memory active again; returns the record's LSN."""
-        return await self._write(lambda: self.store.restore(id))
-
-    async def move(self, id: str, tier: str) -> int:
-        """Move a memory to `tier`; returns the record's LSN."""
-        return await self._write(lambda: self.store.move(id, tier))
-
-    async def finish_task(self, task: str) -> int:
-        """Mark a task finished; returns the record's LSN."""
-        return await self._write(lambda: self.store.finish_task(task))
+    put = _forwarded(MemoryStore.put, writes=True)
+    stale = _forwarded(MemoryStore.stale, writes=True)
+    restore = _forwarded(MemoryStore.restore, writes=True)
+    move = _forwarded(MemoryStore.move, writes=True)
+    finish_task = _forwarded(MemoryStore.finish_task, writes=True)
 
     async def flush(self) -> None:
         """Make everything written so far durable (after the writes awaited before it)."""
@@ -237,29 +226,10 @@ class AsyncMemoryStore:
 
     # -- reads, on the reader threads --------------------------------------------------------
 
-    async def get(self, id: str) -> Memory | None:
-        """Return the memory `id`, or None."""
-        return await self._read(lambda: self.store.get(id))
-
-    async def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
-        """Return the memories `ids` (None for each missing one)."""
-        return await self._read(lambda: self.store.get_many(ids))
-
-    async def find(
-        self,
-        tier: str | None = None,
-        kind: str | None = None,
-        task: str | None = None,
-        status: str | None = "active",
-        tags: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> list[Memory]:
-        """Return the memories matching every given filter, in creation order."""
-        return await self._read(lambda: self.store.find(tier, kind, task, status, tags, limit))
-
-    async def history(self, id: str) -> list[Record]:
-        """Return the records of memory `id` still in the log, oldest first."""
-        return await self._read(lambda: self.store.history(id))
+    get = _forwarded(MemoryStore.get, writes=False)
+    get_many = _forwarded(MemoryStore.get_many, writes=False)
+    find = _forwarded(MemoryStore.find, writes=False)
+    history = _forwarded(MemoryStore.history, writes=False)
 
     async def records(self, after: int = 0) -> AsyncIterator[Record]:
         """Iterate over every record with an LSN above `after` (read in chunks off the loop)."""
@@ -280,9 +250,7 @@ class AsyncMemoryStore:
             if len(records) < _RECORD_CHUNK:
                 return
 
-    async def is_task_finished(self, task: str) -> bool:
-        """Return whether `task` was marked finished."""
-        return await self._read(lambda: self.store.is_task_finished(task))
+    is_task_finished = _forwarded(MemoryStore.is_task_finished, writes=False)
 
     async def lsn(self) -> int:
         """The newest committed LSN (the store's ``lsn``)."""
@@ -300,25 +268,17 @@ class AsyncMemoryStore:
         """Facts about the store (the store's ``info()``)."""
         return await self._read(self.store.info)
 
-    async def context(self, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
-        """The active memories an agent should read, within a budget (``store.context``)."""
-        return await self._read(lambda: self.store.context(task, budget_chars))
+    context = _forwarded(MemoryStore.context, writes=False)
 
-    async def lineage(self, id: str) -> list[Memory]:
-        """What memory `id` was derived from, recursively (``store.lineage``)."""
-        return await self._read(lambda: self.store.lineage(id))
+    lineage = _forwarded(MemoryStore.lineage, writes=False)
 
-    async def descendants(self, id: str) -> list[Memory]:
-        """The memories derived from `id` (``store.descendants``)."""
-        return await self._read(lambda: self.store.descendants(id))
+    descendants = _forwarded(MemoryStore.descendants, writes=False)
 
     async def seals(self) -> list[Seal]:
         """The seals of the current log generation (``store.seals()``)."""
         return await self._read(self.store.seals)
 
-    async def is_purged(self, id: str) -> bool:
-        """Whether log compaction purged memory `id` (``store.is_purged``)."""
-        return await self._read(lambda: self.store.is_purged(id))
+    is_purged = _forwarded(MemoryStore.is_purged, writes=False)
 
     async def manifest(self) -> list[dict[str, Any]]:
         """The compaction manifest's entries, oldest first (``store.manifest()``)."""
@@ -356,7 +316,7 @@ class AsyncMemoryStore:
         return self.store.read_only
 
     @property
-    def engine(self) -> _native.NativeLog:
+    def engine(self) -> Engine:
         """The engine under the store (the store's ``engine``)."""
         return self.store.engine
 

@@ -32,7 +32,6 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from .commit import check_u64
@@ -214,7 +213,7 @@ def seal(store: MemoryStore, key: bytes | str | None = None) -> Seal:
 def seals(store: MemoryStore) -> list[Seal]:
     """The seals of the store's current log generation, oldest first."""
     s = _store(store)
-    return [_seal(s, t) for t in s.engine.seals()]
+    return [_seal(s, t) for t in s.engine.view().seals()]
 
 
 def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyReport:
@@ -233,7 +232,7 @@ def check_seal(store: MemoryStore, key: bytes | str | None = None) -> VerifyRepo
         ValueError: The log holds no seal, or the newest is keyed and no key was given.
     """
     s = _store(store)
-    newest, r = s.engine.check_seal(_key(key))
+    newest, r = s.engine.view().check_seal(_key(key))
     return _report(r, seal=_seal(s, newest))
 
 
@@ -265,7 +264,7 @@ def verify(
     """
     s = _store(store)
     wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
-    r = s.engine.verify(_key(key), progress)
+    r = s.engine.view().verify(_key(key), progress)
     found = {(t[0], t[5], t[4]) for t in r["seals"]}
     superseded = 0
     for a in wanted:
@@ -288,35 +287,40 @@ def _check_anchor(store: MemoryStore, a: Seal, found: set[tuple[int, str, bool]]
             for s in old.get("seals", ()):
                 if (s.get("lsn"), s.get("hash"), s.get("keyed")) == (a.lsn, a.hash, a.keyed):
                     return 1
-        raise SealMismatch(
-            f"{where}: the anchor at LSN {a.lsn} is from log generation {a.generation}, and the "
+        raise _mismatch(
+            where,
+            a,
+            f"the anchor at LSN {a.lsn} is from log generation {a.generation}, and the "
             "compaction manifest holds no such seal of that generation: the log or its manifest "
             "was rewritten",
-            where,
-            a.record_lsn,
         )
     if a.store_id != store.store_id:
-        raise SealMismatch(
-            f"{where}: the anchor at LSN {a.lsn} belongs to store {a.store_id}, "
-            f"but this log is store {store.store_id}",
+        raise _mismatch(
             where,
-            a.record_lsn,
+            a,
+            f"the anchor at LSN {a.lsn} belongs to store {a.store_id}, "
+            f"but this log is store {store.store_id}",
         )
     if a.generation != store.generation:
-        raise SealMismatch(
-            f"{where}: the anchor at LSN {a.lsn} is from log generation {a.generation}, but the "
-            f"log is generation {store.generation}: it was replaced by an older or a foreign copy",
+        raise _mismatch(
             where,
-            a.record_lsn,
+            a,
+            f"the anchor at LSN {a.lsn} is from log generation {a.generation}, but the "
+            f"log is generation {store.generation}: it was replaced by an older or a foreign copy",
         )
     if (a.lsn, a.hash, a.keyed) not in found:
-        raise SealMismatch(
-            f"{where}: the log holds no seal at LSN {a.lsn} with hash {a.hash}: it was rewritten "
-            "or rolled back since the anchor was taken; restore it from a copy that verifies",
+        raise _mismatch(
             where,
-            a.record_lsn,
+            a,
+            f"the log holds no seal at LSN {a.lsn} with hash {a.hash}: it was rewritten "
+            "or rolled back since the anchor was taken; restore it from a copy that verifies",
         )
     return 0
+
+
+def _mismatch(where: str, anchor: Seal, why: str) -> SealMismatch:
+    """The error for `anchor`, which the log at `where` does not hold: `why`."""
+    return SealMismatch(f"{where}: {why}", where, anchor.record_lsn)
 
 
 def _report(
@@ -387,10 +391,5 @@ class AutoSeal:
     def __enter__(self) -> AutoSeal:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

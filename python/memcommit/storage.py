@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import manifest as _manifest
 from ._native import Memory
+from .engine import CompactionPlan
 from .errors import NotSupported
 
 if TYPE_CHECKING:
@@ -73,9 +74,6 @@ class RetentionPolicy:
         if not isinstance(other, RetentionPolicy):
             return NotImplemented
         return AnyOf(self, other)
-
-    def _parts(self) -> Iterator[RetentionPolicy]:
-        yield self
 
 
 @dataclass(frozen=True)
@@ -127,17 +125,19 @@ class AnyOf(RetentionPolicy):
         for p in policies:
             if not isinstance(p, RetentionPolicy):
                 raise TypeError(f"AnyOf takes RetentionPolicy objects, not {type(p).__name__}")
-        self.policies = tuple(q for p in policies for q in p._parts())
+        self.policies = tuple(q for p in policies for q in _parts(p))
 
     def selects(self, memory: Memory, now: datetime) -> bool:
         """Whether any policy selects `memory`."""
         return any(p.selects(memory, now) for p in self.policies)
 
-    def _parts(self) -> Iterator[RetentionPolicy]:
-        yield from self.policies
-
     def __repr__(self) -> str:
         return " | ".join(repr(p) for p in self.policies)
+
+
+def _parts(policy: RetentionPolicy) -> tuple[RetentionPolicy, ...]:
+    """The simple policies `policy` combines (itself, unless it is an :class:`AnyOf`)."""
+    return policy.policies if isinstance(policy, AnyOf) else (policy,)
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def compact(
     archived: float | None = None
     kinds: dict[str, float] = {}
     custom: list[RetentionPolicy] = []
-    for p in retention._parts() if retention is not None else ():
+    for p in _parts(retention) if retention is not None else ():
         if type(p) is ArchivedOlderThan:
             archived = p.seconds if archived is None else min(archived, p.seconds)
         elif type(p) is KindsAfter:
@@ -260,17 +260,18 @@ def compact(
         _manifest.write_manifest(path, store_id, [*old, entry])
 
     started = time.perf_counter()
-    report, _ = store.engine.compact(
-        horizon,
-        None if archived is None else round(archived * 1e6),
-        [(k, round(v * 1e6)) for k, v in kinds.items()],
-        ids,
-        _us(now),
-        store.now_us(),
-        before_swap,
-        _failpoint,
-        progress,
+    plan = CompactionPlan(
+        horizon=horizon,
+        archived_older_than_us=None if archived is None else round(archived * 1e6),
+        kinds_after_us=[(k, round(v * 1e6)) for k, v in kinds.items()],
+        ids=ids,
+        now_us=_us(now),
+        at_us=store.now_us(),
+        before_swap=before_swap,
+        step=_failpoint,
+        progress=progress,
     )
+    report = store.engine.compact(plan)
     return CompactionReport(
         before=int(report["before"]),
         after=int(report["after"]),

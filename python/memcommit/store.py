@@ -7,24 +7,21 @@ import contextlib
 import copy
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from . import _native
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
+from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
-from .manifest import ManifestEntry, reconcile
 from .roles.artifacts import MemoryArtifactRepository
 from .roles.checkpoints import MemoryCheckpointRepository
 from .roles.conversations import MemoryConversationRepository
 from .roles.effects import MemoryEffectRepository
 from .roles.idempotency import MemoryIdempotencyRepository
 from .roles.locks import MemoryLockRepository
-from .roles.logmedium import LogMedium
 from .roles.revisions import MemoryAgentRevisionRepository
-from .roles.roleset import RoleSet
+from .roles.roleset import ROLE_NAMES
 from .roles.runs import MemoryRunRepository
 from .roles.state import MemoryStateRepository
 from .roles.steps import MemoryStepRepository
@@ -34,12 +31,11 @@ __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 
 Durability = Literal["commit", "batch", "none"]
 _DURABILITIES = ("commit", "batch", "none")
-_MEMORY = ":memory:"
 _RECORD_BATCH = 4096
 
 
 class MemoryStore:
-    """A store of memories over one log. Open one with :func:`memcommit.open`.
+    """A store of memories over one engine. Open one with :func:`memcommit.open`.
 
     A store is safe to share between threads: commits from many threads are serialised by the
     writer and, under ``durability="commit"``, share fsyncs. It is a context manager;
@@ -51,6 +47,11 @@ class MemoryStore:
     sealed with the memories and durable as the store's durability mode says. They share one
     lock and check runs against this store's own ``runs``; replacing ``runs`` on a
     ``copy.copy`` of the store leaves the others checking the original.
+
+    Args:
+        engine: What keeps the log (see :mod:`memcommit.engine`): :func:`memcommit.open`
+            builds a local one, :class:`~memcommit.RemoteStore` a remote one.
+        clock: The time source for records (default: the system clock, UTC).
     """
 
     runs: MemoryRunRepository
@@ -64,44 +65,29 @@ class MemoryStore:
     agent_revisions: MemoryAgentRevisionRepository
     conversations: MemoryConversationRepository
 
-    def __init__(self, native: _native.NativeLog, *, clock: Clock | None, path: str | None) -> None:
-        self._native = native
+    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        self._engine = engine
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
-        self._path = path
-        # (durability, read_only, flush_interval_ms, max_record_bytes) of a file store, to
-        # open it again (a reader after log compaction replaced the file).
-        self._open_args: tuple[str, bool, int, int] | None = None
-        self._manifest: list[ManifestEntry] = []
-        self._manifest_generation = 0
-        if path is not None:
-            self._load_manifest(at_open=True)
-        self._medium = LogMedium(native, self.now_us)
-        roles = RoleSet(clock=self._clock, medium=self._medium)
-        self.runs = roles.runs
-        self.steps = roles.steps
-        self.checkpoints = roles.checkpoints
-        self.idempotency = roles.idempotency
-        self.locks = roles.locks
-        self.effects = roles.effects
-        self.state = roles.state
-        self.artifacts = roles.artifacts
-        self.agent_revisions = roles.agent_revisions
-        self.conversations = roles.conversations
+        roles = engine.roles(self._clock, self.now_us)
+        for name in ROLE_NAMES:
+            setattr(self, name, getattr(roles, name))
+        self.medium = roles.medium
+        """Where the roles keep their entities (None when they run on a server)."""
 
     # -- the engine and its clock ---------------------------------------------------------
 
     @property
-    def engine(self) -> _native.NativeLog:
-        """The engine under the store: the native log, or a remote store's view of the server's.
+    def engine(self) -> Engine:
+        """The store's :class:`~memcommit.engine.Engine`: what keeps its log.
 
-        The native log keeps a file or RAM; a :class:`~memcommit.RemoteStore`'s engine reads
-        its replica and sends what it writes to the server. It is the seam the modules built
-        on the store (seals, log compaction, memory compaction, the server, import) use,
-        instead of the store's private attributes.
+        A local engine keeps the native log, a file or RAM; a :class:`~memcommit.RemoteStore`'s
+        engine reads its replica and sends what it writes to the server. It is the seam the
+        modules built on the store (seals, log compaction, memory compaction, the server,
+        import) use, instead of the store's private attributes.
         """
-        return self._native
+        return self._engine
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -111,9 +97,7 @@ class MemoryStore:
         writer); ``"compact"``: log compaction here, in this process; ``"seal"``: seals written
         by this store's writer or its server; ``"remote"``: a server runs the commits.
         """
-        if self._path is None:
-            return frozenset({"seal"})
-        return frozenset({"file", "compact", "seal"})
+        return self._engine.capabilities
 
     @property
     def auto_seal(self) -> AutoSeal | None:
@@ -125,12 +109,6 @@ class MemoryStore:
         if self._system_clock is not None:
             return self._system_clock.now_us()
         return to_microseconds(self._clock.now())
-
-    def _reopened(self, engine: _native.NativeLog) -> None:
-        """Go on with `engine`: the log file reopened after log compaction replaced it."""
-        self._native = engine
-        self._load_manifest()
-        self._medium.rebind(engine)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -154,9 +132,7 @@ class MemoryStore:
         """
         if expect_lsn is not None:
             check_u64(expect_lsn, "expect_lsn")
-        return Commit(
-            self._native, self.now_us, expect_lsn, self.now_us() // 1000, require_with=True
-        )
+        return self._engine.begin(expect_lsn, self.now_us)
 
     def put(
         self,
@@ -192,7 +168,7 @@ class MemoryStore:
             ValueError: An argument has a bad value; nothing was written.
         """
         at = None if self._system_clock is not None else to_microseconds(self._clock.now())
-        return self._native.put(at, text, kind, id, task, tier, data, tags, sources)
+        return self._engine.put(at, text, kind, id, task, tier, data, tags, sources)
 
     def _one(self, c: Commit) -> int:
         assert c.lsn is not None
@@ -243,8 +219,8 @@ class MemoryStore:
         Raises:
             Purged: Retention purged `id` during log compaction (see :meth:`manifest`).
         """
-        m = self._native.get(id)
-        if m is None and self._native.is_purged(id):
+        m = self._engine.view().get(id)
+        if m is None and self._engine.view().is_purged(id):
             raise _purged(id)
         return m
 
@@ -260,10 +236,8 @@ class MemoryStore:
         Raises:
             NotSupported: The store is in RAM (a snapshot points into a log file).
         """
-        if self._path is None:
-            raise NotSupported("save_snapshot: a store in RAM has no log file to open it with")
         target = os.fspath(path)
-        text = self._native.snapshot_json()
+        text = self._engine.snapshot_json()
         tmp = f"{target}.tmp-{os.getpid()}"
         try:
             with builtins.open(tmp, "w", encoding="utf-8") as f:
@@ -283,7 +257,7 @@ class MemoryStore:
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
-        return self._native.is_purged(id)
+        return self._engine.view().is_purged(id)
 
     def manifest(self) -> list[dict[str, Any]]:
         """The compaction manifest's entries, oldest first: one per log compaction.
@@ -291,23 +265,7 @@ class MemoryStore:
         Each has its time, horizon, counts, purged ids and the old log's chain (see
         :mod:`memcommit.manifest`).
         """
-        if self._path is not None and self._manifest_generation != self.generation:
-            self._load_manifest()  # log compaction wrote a new entry and a new generation
-        return copy.deepcopy(self._manifest)
-
-    def _load_manifest(self, *, at_open: bool = False) -> None:
-        """Read the compaction manifest and mark its purged ids.
-
-        A writer, at open, also drops the entry of a compaction that crashed before its rename.
-        """
-        assert self._path is not None
-        info = self._native.info()
-        write = at_open and not info["read_only"]
-        self._manifest = reconcile(self._path, info["store_id"], info["generation"], write=write)
-        self._manifest_generation = int(info["generation"])
-        purged = [i for e in self._manifest for i in e.get("purged", ())]
-        if purged:
-            self._native.add_purged(purged)
+        return copy.deepcopy(self._engine.manifest())
 
     def get_many(self, ids: Sequence[str]) -> list[Memory | None]:
         """Return the memories `ids` (None for each the store does not have), in one call.
@@ -319,9 +277,10 @@ class MemoryStore:
             ValueError: An id is empty.
         """
         ids = check_ids(ids)
-        out = self._native.get_many(ids)
+        view = self._engine.view()
+        out = view.get_many(ids)
         for id, m in zip(ids, out, strict=True):
-            if m is None and self._native.is_purged(id):
+            if m is None and view.is_purged(id):
                 raise _purged(id)
         return out
 
@@ -339,11 +298,11 @@ class MemoryStore:
         A filter given as None matches anything; `tags` matches memories carrying all of them.
         By default only active memories are returned: pass ``status=None`` for all.
         """
-        return self._native.find(tier, kind, task, status, tags, limit)
+        return self._engine.view().find(tier, kind, task, status, tags, limit)
 
     def history(self, id: str) -> list[Record]:
         """Return the records of memory `id` that are still in the log, oldest first."""
-        return self._native.history(check_id(id))
+        return self._engine.view().history(check_id(id))
 
     def records(self, after: int = 0) -> Iterator[Record]:
         """Iterate over every record with an LSN above `after`, in LSN order.
@@ -357,14 +316,14 @@ class MemoryStore:
     def _records(self, after: int) -> Iterator[Record]:
         start = 0
         while True:
-            batch, start = self._native.read_records(after, start, _RECORD_BATCH)
+            batch, start = self._engine.view().read_records(after, start, _RECORD_BATCH)
             yield from batch
             if len(batch) < _RECORD_BATCH:
                 return
 
     def is_task_finished(self, task: str) -> bool:
         """Return whether `task` was marked finished."""
-        return self._native.is_task_finished(task)
+        return self._engine.view().is_task_finished(task)
 
     @property
     def lsn(self) -> int:
@@ -373,35 +332,35 @@ class MemoryStore:
         Raises:
             StoreClosed: The store is closed.
         """
-        return self._native.lsn
+        return self._engine.view().lsn
 
     def __len__(self) -> int:
-        return len(self._native)
+        return len(self._engine.view())
 
     def __contains__(self, id: object) -> bool:
-        return isinstance(id, str) and self._native.contains(id)
+        return isinstance(id, str) and self._engine.view().contains(id)
 
     # -- the store as a whole ------------------------------------------------------------
 
     @property
     def path(self) -> str | None:
-        """The log file, or None for an in-memory store."""
-        return self._path
+        """The log file, or None for an in-memory store (or a remote one)."""
+        return self._engine.path
 
     @property
     def read_only(self) -> bool:
         """Whether the store was opened read-only."""
-        return bool(self._native.info()["read_only"])
+        return bool(self._engine.info()["read_only"])
 
     @property
     def generation(self) -> int:
         """The log generation (0 until the log is first compacted)."""
-        return int(self._native.info()["generation"])
+        return int(self._engine.info()["generation"])
 
     @property
     def store_id(self) -> str:
         """The store's random id (hex), fixed at creation."""
-        return str(self._native.info()["store_id"])
+        return str(self._engine.info()["store_id"])
 
     @property
     def recovered_bytes(self) -> int:
@@ -411,16 +370,16 @@ class MemoryStore:
         write and the zeros the writer had written ahead of its commits (up to 2 MiB of free
         space), which the next writer's open cuts: nothing acknowledged is ever cut.
         """
-        return int(self._native.info()["recovered_bytes"])
+        return int(self._engine.info()["recovered_bytes"])
 
     @property
     def closed(self) -> bool:
         """Whether the store is closed."""
-        return self._native.closed
+        return self._engine.closed
 
     def info(self) -> dict[str, Any]:
         """Facts about the store: path, records, lsn, bytes, generation, store_id, memories..."""
-        return self._native.info()
+        return self._engine.info()
 
     def context(self, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
         """The active memories an agent should read, within a budget of characters.
@@ -454,27 +413,23 @@ class MemoryStore:
         """The seals of the current log generation, oldest first (see :mod:`memcommit.seals`)."""
         return seals(self)
 
-    def refresh(self) -> int:
-        """Apply what the writer appended since the last look (read-only stores).
+    def refresh(self, wait: float = 0.0) -> int:
+        """Apply what was committed since the last look (read-only stores, remote stores).
+
+        Args:
+            wait: Seconds to wait for a commit when there is none yet: a
+                :class:`~memcommit.RemoteStore`'s long poll; 0 (the default, and the only
+                value a local store takes) returns at once.
 
         Returns:
-            How many records were applied.
+            How many records were applied (after a reader went on with a compacted log, or
+            a remote store's resync: how many the new log holds).
         """
-        if self._open_args is not None and self._path and self._native.replaced_on_disk():
-            # Log compaction replaced the file: read the new generation from the start.
-            durability, read_only, interval, max_bytes = self._open_args
-            native = _native.NativeLog.open(self._path, durability, read_only, interval, max_bytes)
-            self._native.close()
-            self._reopened(native)
-            return int(native.info()["records"])
-        applied = self._native.refresh()
-        if applied:
-            self._medium.refresh()
-        return applied
+        return self._engine.refresh(wait)
 
     def flush(self) -> None:
         """Fsync every record written so far, whatever the durability mode."""
-        self._native.flush()
+        self._engine.flush()
 
     def close(self) -> None:
         """Flush (unless durability is ``"none"``) and release the log. Safe to call twice.
@@ -483,22 +438,16 @@ class MemoryStore:
         index file and any snapshot it was opened from are closed (the store object may live
         on; every later call raises :class:`~memcommit.StoreClosed`).
         """
-        self._native.close()
+        self._engine.close()
 
-    def __enter__(self) -> MemoryStore:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"lsn={self.lsn}"
-        return f"<MemoryStore {self._path or _MEMORY} {state}>"
+        return f"<{type(self).__name__} {self._engine.describe()}>"
 
 
 def _purged(id: str) -> Purged:
@@ -560,31 +509,29 @@ def open(
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
     snapshot_path = None
     if snapshot is not None:
-        if fspath == _MEMORY:
+        if fspath == MEMORY:
             raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
         snapshot_path = os.fspath(snapshot)
-    if fspath == _MEMORY:
+    if fspath == MEMORY:
         if read_only:
             raise NotSupported(
                 "read_only: a store in RAM has no log file for a reader to share with a "
                 "writer; open a log file to read it beside its writer"
             )
-        return MemoryStore(_native.NativeLog.memory(max_record_bytes), clock=clock, path=None)
-    native = _native.NativeLog.open(
+        return MemoryStore(LocalEngine.memory(max_record_bytes), clock=clock)
+    engine = LocalEngine.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path
     )
     try:
-        store = MemoryStore(native, clock=clock, path=fspath)
+        return MemoryStore(engine, clock=clock)
     except BaseException:
         # Let go of the file and the writer lock now, not when the collector finds the cycle
         # the half-built store left: a second open must not find it locked.
         with contextlib.suppress(MemcommitError):
-            native.close()
+            engine.close()
         raise
-    store._open_args = (durability, read_only, flush_interval_ms, max_record_bytes)
-    return store
 
 
 def create_memory_store(clock: Clock | None = None) -> MemoryStore:
     """Return a new in-memory store (the same as ``open(":memory:")``) using `clock`."""
-    return open(_MEMORY, clock=clock)
+    return open(MEMORY, clock=clock)

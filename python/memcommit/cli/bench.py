@@ -220,7 +220,7 @@ def _run_compact(args: argparse.Namespace) -> int:
             open_seconds = time.perf_counter() - started
             # A writer hashes its log from the open on; a running store's chain is current,
             # so the compaction is timed after it caught up.
-            store.engine.chain_hex()
+            store.engine.view().chain_hex()
             with PeakRss() as rss:
                 report = compact(store, retention=retention)
         finally:

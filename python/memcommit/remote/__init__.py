@@ -26,10 +26,11 @@ Rust code that replays a log file.
   commit id and is not applied twice; if the server restarted meanwhile, the outcome cannot
   be known and :class:`~memcommit.wire.CommitOutcomeUnknown` is raised instead.
 
-The package, one idea a module: :mod:`.client` (:class:`RemoteStore`,
-:class:`RemoteCommit`), :mod:`.pipeline` (connections, retries, pipelined commits and
-resends), :mod:`.replica` (bootstrap, catch-up, resync) and :mod:`.roles` (role calls
-forwarded to the server).
+The package, one idea a module: :mod:`.client` (:class:`RemoteStore`, the store on a
+remote engine), :mod:`.engine` (the remote engine: reads from the replica, writes to the
+server), :mod:`.commit` (:class:`RemoteCommit`), :mod:`.pipeline` (connections, retries,
+pipelined commits and resends), :mod:`.replica` (bootstrap, catch-up, resync) and
+:mod:`.roles` (role calls forwarded to the server).
 
 Example:
     >>> import memcommit

@@ -239,7 +239,12 @@ class Pipeline:
         retry_seconds: How long to keep resending when the server cannot be reached.
         ca_file: A PEM file of the certificate authority to trust for ``https://``.
         max_in_flight: Requests kept in flight at once (commits of many threads ride along).
-        on_answer: Called with the headers of every answer but a 503 (the log it names).
+        on_answer: Called with the headers of every answer but a 503 (the log it names);
+            settable later, as :attr:`on_answer`.
+
+    Raises:
+        TypeError: `max_in_flight` is not an int.
+        ValueError: `max_in_flight` is below 1, or `url` is not an http(s) URL.
     """
 
     def __init__(
@@ -251,8 +256,12 @@ class Pipeline:
         retry_seconds: float,
         ca_file: str | None,
         max_in_flight: int,
-        on_answer: Callable[[http.client.HTTPMessage], None],
+        on_answer: Callable[[http.client.HTTPMessage], None] | None = None,
     ) -> None:
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
+            raise TypeError(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight: must be at least 1, got {max_in_flight}")
         self.http = Http(url, token, timeout, ca_file)
         self.new_id = CommitIds()
         self.boot: str | None = None
@@ -260,7 +269,8 @@ class Pipeline:
         self.closed = False
         self._retry_seconds = retry_seconds
         self._max_in_flight = max_in_flight
-        self._on_answer = on_answer
+        self.on_answer = on_answer
+        """Called with the headers of every answer but a 503, if set."""
         self._pipe: list[_Pending] = []
         self._pipe_lock = threading.Lock()
         self._senders = 0
@@ -284,7 +294,8 @@ class Pipeline:
         boot = headers.get(wire.H_BOOT)
         if boot:
             self.boot = boot
-        self._on_answer(headers)
+        if self.on_answer is not None:
+            self.on_answer(headers)
 
     def ask_once(self, method: str, path: str) -> tuple[int, http.client.HTTPMessage] | None:
         """Send one request, never retried; None if the server could not be reached."""

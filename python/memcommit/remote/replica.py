@@ -22,7 +22,6 @@ from __future__ import annotations
 import http.client
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .. import _native, wire
@@ -39,20 +38,13 @@ class Replica:
 
     Args:
         pipeline: The requests to the server.
-        on_replace: Called with the new log (and its manifest) each time a resync replaces
-            the replica, before the old log is closed.
 
     Raises:
         ServerError: The server refused the first read or could not be reached.
     """
 
-    def __init__(
-        self,
-        pipeline: Pipeline,
-        on_replace: Callable[[_native.NativeLog, list[dict[str, Any]]], None],
-    ) -> None:
+    def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
-        self._on_replace = on_replace
         self.lock = threading.RLock()
         """Held while the replica is read, moved or replaced."""
         self._want = 0
@@ -216,7 +208,6 @@ class Replica:
                     self._want = 0  # this store's commits were to another log
             old = self.log
             self.log = replica
-            self._on_replace(replica, self.manifest)
             old.close()
             return int(replica.info()["records"])
 

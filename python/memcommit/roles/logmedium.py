@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .medium import Change, MemoryMedium, State
@@ -50,12 +49,7 @@ class _DurableLock:
         self._local.depth = getattr(self._local, "depth", 0) + 1
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._local.depth -= 1
         end = 0
         if self._local.depth == 0:
@@ -65,6 +59,11 @@ class _DurableLock:
         if end:
             self._wait(end)
 
+    @property
+    def bare(self) -> threading.RLock:
+        """The same lock without the wait for durability (to swap what it guards)."""
+        return self._lock
+
     def acquire(self) -> bool:
         """Take the lock (like ``RLock.acquire``)."""
         self.__enter__()
@@ -72,7 +71,7 @@ class _DurableLock:
 
     def release(self) -> None:
         """Let go of the lock; the outermost release waits for durability."""
-        self.__exit__(None, None, None)
+        self.__exit__()
 
     def written(self, end: int) -> None:
         """A commit ending at log offset `end` was queued by this thread."""
@@ -104,7 +103,7 @@ class LogMedium:
 
     def rebind(self, native: _native.NativeLog) -> None:
         """Continue on `native` (the store reopened after log compaction) and reload."""
-        with self._lock._lock:
+        with self._lock.bare:
             self._native = native
             self.reload()
 
@@ -117,7 +116,7 @@ class LogMedium:
             kind, _, key = full_key.partition(_SEP)
             changes.append((kind, key, json.loads(payload)))
         cache.write(changes)
-        with self._lock._lock:
+        with self._lock.bare:
             self._cache = cache
 
     def refresh(self) -> None:

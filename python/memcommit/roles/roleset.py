@@ -18,7 +18,7 @@ from .runs import MemoryRunRepository
 from .state import MemoryStateRepository
 from .steps import MemoryStepRepository
 
-__all__ = ["ROLE_NAMES", "RoleSet"]
+__all__ = ["ROLE_NAMES", "RoleSet", "Roles"]
 
 ROLE_NAMES = (
     "runs",
@@ -35,7 +35,27 @@ ROLE_NAMES = (
 """The attribute names of the ten roles on a store."""
 
 
-class RoleSet:
+class Roles:
+    """The ten agent-runtime roles of a store, by name (what a store and a :class:`RoleSet` carry).
+
+    `medium` is where their entities live, or None when they run elsewhere (a remote store's
+    roles run on its server).
+    """
+
+    runs: MemoryRunRepository
+    steps: MemoryStepRepository
+    checkpoints: MemoryCheckpointRepository
+    idempotency: MemoryIdempotencyRepository
+    locks: MemoryLockRepository
+    effects: MemoryEffectRepository
+    state: MemoryStateRepository
+    artifacts: MemoryArtifactRepository
+    agent_revisions: MemoryAgentRevisionRepository
+    conversations: MemoryConversationRepository
+    medium: Medium | None = None
+
+
+class RoleSet(Roles):
     """The ten agent-runtime roles of one store, sharing one medium, one lock and one clock.
 
     The steps, checkpoints, effects and conversations check runs through this set's own
@@ -66,16 +86,7 @@ class RoleSet:
         True
     """
 
-    runs: MemoryRunRepository
-    steps: MemoryStepRepository
-    checkpoints: MemoryCheckpointRepository
-    idempotency: MemoryIdempotencyRepository
-    locks: MemoryLockRepository
-    effects: MemoryEffectRepository
-    state: MemoryStateRepository
-    artifacts: MemoryArtifactRepository
-    agent_revisions: MemoryAgentRevisionRepository
-    conversations: MemoryConversationRepository
+    medium: Medium
 
     def __init__(self, clock: Clock | None = None, *, medium: Medium | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()

@@ -99,6 +99,8 @@ class Writer:
         done: Callable[[list[Work], Identity], None],
     ) -> None:
         self._store = store
+        # The store's engine goes on with the new generation after log compaction itself.
+        self._engine = store.engine
         self._loop = loop
         self._sync = sync_each_batch
         self._done = done
@@ -108,11 +110,6 @@ class Writer:
         self.fsyncs = 0
         self.batched_commits = 0
         self.failed: str | None = None
-
-    @property
-    def _native(self) -> Any:
-        # Looked up each time: log compaction in this process swaps the store's log.
-        return self._store.engine
 
     def start(self) -> None:
         """Start the thread."""
@@ -129,7 +126,7 @@ class Writer:
 
     def identity(self) -> Identity:
         """The store id, generation and head of the log the writer writes now."""
-        info = self._native.info()
+        info = self._engine.info()
         return Identity(str(info["store_id"]), int(info["generation"]), int(info["lsn"]))
 
     def _run(self) -> None:
@@ -191,7 +188,7 @@ class Writer:
 
     def _flush_all(self) -> dict[str, Any] | None:
         try:
-            self._native.flush()
+            self._engine.flush()
             self.fsyncs += 1
             return None
         except Exception as e:  # WriterFailed: the log is poisoned; every later write fails
@@ -210,21 +207,23 @@ class Writer:
 
     def _call(self, work: Work) -> dict[str, Any]:
         spec = work.spec
-        before = self._native.lsn
+        before = self._engine.view().lsn
         try:
             method = getattr(getattr(self._store, spec["role"]), spec["method"])
             value = method(*spec["args"], **spec["kwargs"])
             encoded = wire.encode_value(value)
         except Exception as e:
-            work.wrote = self._native.lsn != before  # a refused call writes nothing, but check
+            work.wrote = (
+                self._engine.view().lsn != before
+            )  # a refused call writes nothing, but check
             return {"ok": False, "error": wire.encode_error(e)}
-        after = self._native.lsn
+        after = self._engine.view().lsn
         work.wrote = after != before
         return {"ok": True, "value": encoded, "lsn": after if work.wrote else None}
 
     def _seal(self, work: Work) -> dict[str, Any]:
         try:
-            sealed = self._native.seal(self._store.now_us(), work.spec["key"])
+            sealed = self._engine.seal(self._store.now_us(), work.spec["key"])
         except Exception as e:
             return {"ok": False, "error": wire.encode_error(e)}
         work.wrote = True
@@ -235,13 +234,13 @@ class Writer:
         try:
             identity = self.identity()
             if work.kind == SNAPSHOT:
-                data, last = self._native.read_raw(0, max_bytes)
-                return identity, self._native.header() + data, last
+                data, last = self._engine.view().read_raw(0, max_bytes)
+                return identity, self._engine.view().header() + data, last
             if want is not None and (
                 want[0] != identity.store_id or want[1] != identity.generation
             ):
                 return identity, None, after
-            data, last = self._native.read_raw(after, max_bytes)
+            data, last = self._engine.view().read_raw(after, max_bytes)
             return identity, data, last
         except Exception as e:
             return e

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ...errors import NotSupported
+from ...store import open as open_store
+
 if TYPE_CHECKING:
-    from ...store import MemoryStore
+    from ...roles.medium import Medium
+    from ...store import Durability, MemoryStore
 
 __all__ = [
     "MISSING",
@@ -54,6 +59,30 @@ def b64encode(data: bytes) -> str:
 def b64decode(text: str) -> bytes:
     """Return the bytes :func:`b64encode` wrote as `text`."""
     return base64.b64decode(text)
+
+
+@contextmanager
+def opened(path: str, durability: Durability) -> Iterator[MemoryStore]:
+    """The store at `path`, opened for the block and closed after it (``from_path``)."""
+    store = open_store(path, durability=durability)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def medium_of(store: MemoryStore) -> Medium:
+    """The medium `store`'s roles keep their entities in, where LangGraph's entities go too.
+
+    Raises:
+        NotSupported: The store's roles run on a server (a RemoteStore), which keeps them.
+    """
+    if store.medium is None:
+        raise NotSupported(
+            f"{store!r}: its roles' entities live on its server; open the store itself "
+            "(memcommit.open) where LangGraph runs"
+        )
+    return store.medium
 
 
 def writes_block(store: MemoryStore) -> bool:

@@ -55,7 +55,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...roles.medium import Change, State, child_prefix, entity_key
 from ...roles.values import copy_json
-from ._common import MISSING, b64decode, b64encode, json_equal, lookup, writes_block
+from ._common import (
+    MISSING,
+    b64decode,
+    b64encode,
+    json_equal,
+    lookup,
+    medium_of,
+    opened,
+    writes_block,
+)
 
 if TYPE_CHECKING:
     from ...store import Durability, MemoryStore
@@ -112,7 +121,7 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
     def __init__(self, store: MemoryStore, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.store = store
-        self._medium = store._medium
+        self._medium = medium_of(store)
         self._thread_writes = writes_block(store)
 
     @classmethod
@@ -134,13 +143,8 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         Yields:
             The saver.
         """
-        from ...store import open as open_store
-
-        store = open_store(path, durability=durability)
-        try:
+        with opened(path, durability) as store:
             yield cls(store, serde=serde)
-        finally:
-            store.close()
 
     # -- reading -------------------------------------------------------------------------
 

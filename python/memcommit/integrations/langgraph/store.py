@@ -66,7 +66,7 @@ from langgraph.store.base import (
 
 from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
 from ...roles.values import copy_json
-from ._common import compile_store_filter, writes_block
+from ._common import compile_store_filter, medium_of, opened, writes_block
 
 if TYPE_CHECKING:
     from ...store import Durability, MemoryStore
@@ -229,7 +229,7 @@ class MemcommitStore(BaseStore):
             )
         self.store = store
         self.ttl_config = ttl
-        self._medium = store._medium
+        self._medium = medium_of(store)
         self._now_us = store.now_us
         self._thread_writes = writes_block(store)
         self._sweeper: threading.Thread | None = None
@@ -250,13 +250,8 @@ class MemcommitStore(BaseStore):
         Yields:
             The store.
         """
-        from ...store import open as open_store
-
-        store = open_store(path, durability=durability)
-        try:
+        with opened(path, durability) as store:
             yield cls(store, ttl=ttl)
-        finally:
-            store.close()
 
     # -- batches -------------------------------------------------------------------------
 
@@ -439,23 +434,11 @@ class MemcommitStore(BaseStore):
 
     @staticmethod
     def _item(state: State) -> Item:
-        return Item(
-            value=copy_json(state["value"]),
-            key=state["key"],
-            namespace=tuple(state["namespace"]),
-            created_at=_when(_time(state, "created_at")),
-            updated_at=_when(_time(state, "updated_at")),
-        )
+        return Item(**_item_fields(state))
 
     @staticmethod
     def _search_item(state: State) -> SearchItem:
-        return SearchItem(
-            namespace=tuple(state["namespace"]),
-            key=state["key"],
-            value=copy_json(state["value"]),
-            created_at=_when(_time(state, "created_at")),
-            updated_at=_when(_time(state, "updated_at")),
-        )
+        return SearchItem(**_item_fields(state))
 
     # -- TTL -----------------------------------------------------------------------------
 
@@ -533,3 +516,14 @@ class MemcommitStore(BaseStore):
         if stopped:
             self._sweeper = None
         return stopped
+
+
+def _item_fields(state: State) -> dict[str, Any]:
+    """An item's fields as LangGraph's ``Item`` (and ``SearchItem``) take them."""
+    return {
+        "namespace": tuple(state["namespace"]),
+        "key": state["key"],
+        "value": copy_json(state["value"]),
+        "created_at": _when(_time(state, "created_at")),
+        "updated_at": _when(_time(state, "updated_at")),
+    }

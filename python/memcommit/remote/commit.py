@@ -1,0 +1,108 @@
+"""RemoteCommit: a commit whose operations are checked here and run by the server."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import ops
+from ..clock import SystemClock
+from ..commit import Commit
+
+if TYPE_CHECKING:
+    from .engine import RemoteEngine
+
+__all__ = ["RemoteCommit"]
+
+_CLOCK = SystemClock().now_us  # never read: a checking commit is never ended
+
+
+class RemoteCommit:
+    """The operations and guards of one commit to a server (``with store.commit() as c:``).
+
+    The same methods as :class:`~memcommit.Commit`, one per operation of
+    :mod:`memcommit.ops`, each checking its arguments at once on a native commit that is never
+    written (the same checks, the same messages) and recording the operation's wire form; the
+    commit travels to the server when the block ends without an exception. `lsn` and
+    `first_lsn` are the LSNs of its last and first record once it is written.
+    """
+
+    def __init__(self, engine: RemoteEngine, expect_lsn: int | None) -> None:
+        self._engine = engine
+        self._expect_lsn = expect_lsn
+        # A native commit on a scratch log checks each operation as a local commit would; it
+        # is never written (its block is never ended).
+        self._check = Commit(engine.scratch, _CLOCK, None, time.time_ns() // 1_000_000)
+        self._ops: list[list[Any]] = []
+        self._entered = False
+        self._ended = False
+        self.lsn: int | None = None
+        self.first_lsn: int | None = None
+
+    def _add(self, op: ops.Operation, values: dict[str, Any]) -> None:
+        if self._ended:
+            raise RuntimeError("this commit has already ended; start a new one with store.commit()")
+        if not self._entered:
+            raise RuntimeError(
+                "this commit is not open: use it as `with store.commit() as c:` (its operations "
+                "are written when the block ends; without `with` nothing would ever be written)"
+            )
+        self._ops.append(ops.to_wire(op, values))
+
+    def __enter__(self) -> RemoteCommit:
+        self._entered = True
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> Literal[False]:
+        if self._ended:
+            raise RuntimeError("this commit has already ended; start a new one with store.commit()")
+        self._ended = True
+        if exc_type is not None:
+            return False
+        if not self._ops and self._expect_lsn is None:
+            return False
+        self.first_lsn, self.lsn = self._engine.run_commit(self._ops, self._expect_lsn)
+        return False
+
+
+def _once(value: Any) -> Any:
+    """`value`, with an iterable (a generator, say) made a list, so it can be read twice."""
+    if isinstance(value, (str, bytes, bytearray, Mapping, list, tuple)):
+        return value
+    return list(value) if isinstance(value, Iterable) else value
+
+
+def _operation(op: ops.Operation) -> Callable[..., Any]:
+    """The method of operation `op`: the native commit's, whose checks run here first.
+
+    It takes the native :class:`~memcommit.Commit` method's parameters (and has its
+    docstring); what the check returns (the ids a put made) is the operation's first field
+    on the wire, as :mod:`memcommit.ops` declares.
+    """
+    checked = getattr(Commit, op.name)
+    signature = inspect.signature(checked)
+
+    def method(self: RemoteCommit, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(_once(a) for a in args)
+        kwargs = {name: _once(v) for name, v in kwargs.items()}
+        made = getattr(self._check, op.name)(*args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        values = {name: v for name, v in bound.arguments.items() if name != "self"}
+        if made is not None:
+            values[op.fields[0]] = made
+        self._add(op, values)
+        return made
+
+    method.__name__ = op.name
+    method.__qualname__ = f"RemoteCommit.{op.name}"
+    method.__doc__ = checked.__doc__
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return method
+
+
+for _op in ops.OPERATIONS:
+    setattr(RemoteCommit, _op.name, _operation(_op))
+del _op

@@ -209,6 +209,14 @@ class Engine(Protocol):
         """The compaction manifest as of the current generation (the engine's own list)."""
         ...
 
+    def get(self, id: str) -> Memory | None:
+        """``view().get(id)``: the hot read, without a call of its own on a local engine."""
+        ...
+
+    def get_many(self, ids: list[str]) -> list[Memory | None]:
+        """``view().get_many(ids)``, likewise."""
+        ...
+
     def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
         """A new commit (written when its ``with`` block ends), timed by `now_us`."""
         ...
@@ -390,6 +398,8 @@ class LocalEngine:
     def _bind(self, log: _native.NativeLog) -> None:
         """Go on with `log`; the native log's own writes are the engine's."""
         self._log = log
+        self.get = log.get
+        self.get_many = log.get_many
         self.put = log.put
         self.write_entities = log.write_entities
         self.wait_durable = log.wait_durable

@@ -219,7 +219,7 @@ class MemoryStore:
         Raises:
             Purged: Retention purged `id` during log compaction (see :meth:`manifest`).
         """
-        m = self._engine.view().get(id)
+        m = self._engine.get(id)
         if m is None and self._engine.view().is_purged(id):
             raise _purged(id)
         return m
@@ -277,10 +277,9 @@ class MemoryStore:
             ValueError: An id is empty.
         """
         ids = check_ids(ids)
-        view = self._engine.view()
-        out = view.get_many(ids)
+        out = self._engine.get_many(ids)
         for id, m in zip(ids, out, strict=True):
-            if m is None and view.is_purged(id):
+            if m is None and self._engine.view().is_purged(id):
                 raise _purged(id)
         return out
 

@@ -15,6 +15,7 @@ from http.client import HTTPMessage
 from typing import Any, NoReturn, cast
 
 from .. import _native, wire
+from .._native import Memory
 from ..clock import Clock
 from ..commit import Commit
 from ..engine import CompactionPlan, SealTuple
@@ -105,6 +106,14 @@ class RemoteEngine:
         """The replica, fresh for a read: of the server's log, with this store's commits."""
         self._live.fresh()
         return self._live.log
+
+    def get(self, id: str) -> Memory | None:
+        """The memory `id` in the fresh replica."""
+        return self.view().get(id)
+
+    def get_many(self, ids: list[str]) -> list[Memory | None]:
+        """The memories `ids` in the fresh replica."""
+        return self.view().get_many(ids)
 
     def _refuse(self, what: str, why: str) -> NoReturn:
         raise NotSupported(f"{what}: {self.url} serves the log; {why}")

@@ -1,7 +1,8 @@
 """The ``memcommit`` command line.
 
 Subcommands: ``info``, ``export``, ``import``, ``repair``, ``compact``, ``snapshot``, ``seal``,
-``verify``, ``serve`` and ``demo``. Run
+``verify``, ``serve``, ``demo`` and ``bench compact`` (times a compaction of a copy of a
+log). Run
 ``memcommit --help`` or ``memcommit COMMAND --help`` for their options.
 
 Exit codes: 0 on success, 1 when the command failed (a missing file, a damaged log, a

@@ -159,6 +159,8 @@ class CompactionPlan:
             the manifest entry).
         step: Called with the name of each step (crash tests kill the process at one).
         progress: Called with (bytes read, total bytes) as the log is read.
+        dry_run: Only find out what the compaction would do; write nothing (no new log, no
+            manifest entry, and `before_swap` and `step` are not called).
     """
 
     horizon: int | None
@@ -170,6 +172,7 @@ class CompactionPlan:
     before_swap: Callable[[dict[str, Any]], object]
     step: Callable[[str], object] | None = None
     progress: Callable[[int, int], object] | None = None
+    dry_run: bool = False
 
 
 class Engine(Protocol):
@@ -414,7 +417,22 @@ class LocalEngine:
         return RoleSet(clock=clock, medium=self._medium)
 
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
-        """Compact the log; the native log goes on with the new generation itself."""
+        """Compact the log; the native log goes on with the new generation itself.
+
+        A dry run reads the log (a writer's or a read-only reader's) and writes nothing; its
+        report names the generation the compaction would make.
+        """
+        if plan.dry_run:
+            report = self._log.compaction_plan(
+                plan.horizon,
+                plan.archived_older_than_us,
+                plan.kinds_after_us,
+                plan.ids,
+                plan.now_us,
+                plan.progress,
+            )
+            report["generation"] = int(self._log.info()["generation"]) + 1
+            return report
         report, _ = self._log.compact(
             plan.horizon,
             plan.archived_older_than_us,

@@ -153,6 +153,9 @@ class CompactionReport:
         bytes_after: Bytes of the new log.
         seconds: How long it took.
         generation: The new log's generation.
+        dry_run: Whether this is what a compaction would do (``compact(..., dry_run=True)``):
+            nothing was written, and `after`, `bytes_after`, `purged` and `generation` are what
+            the compaction would leave.
     """
 
     before: int
@@ -163,6 +166,7 @@ class CompactionReport:
     bytes_after: int
     seconds: float
     generation: int
+    dry_run: bool = False
 
 
 def _us(when: datetime) -> int:
@@ -180,16 +184,21 @@ def compact(
     retention: RetentionPolicy | None = None,
     horizon: int | None = None,
     progress: Callable[[int, int], object] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> CompactionReport:
     """Compact the store's log into a new generation (see the module docstring).
 
-    Holds the writer for the duration; the store stays open and usable afterwards.
+    Holds the writer for the duration; the store stays open and usable afterwards. With
+    `dry_run`, only finds out what the compaction would keep, purge and reclaim, and writes
+    nothing (also on a read-only store; commits wait while it reads the log).
 
     Args:
         store: A writable store on a log file.
         retention: What to purge (default nothing).
         horizon: The LSN up to which history is folded (default the head).
         progress: Called with (bytes read, total bytes) as the log is read.
+        dry_run: Write nothing; report what the compaction would do.
 
     Returns:
         The report.
@@ -213,6 +222,8 @@ def compact(
         raise TypeError(f"horizon must be an int LSN or None, not {horizon!r}")
     if horizon is not None and horizon < 0:
         raise ValueError(f"horizon must be >= 0, not {horizon}")
+    if not isinstance(dry_run, bool):
+        raise TypeError(f"dry_run must be a bool, not {dry_run!r}")
     if retention is not None and not isinstance(retention, RetentionPolicy):
         raise TypeError(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
     now = _EPOCH + timedelta(microseconds=store.now_us())
@@ -270,6 +281,7 @@ def compact(
         before_swap=before_swap,
         step=_failpoint,
         progress=progress,
+        dry_run=dry_run,
     )
     report = store.engine.compact(plan)
     return CompactionReport(
@@ -281,4 +293,5 @@ def compact(
         bytes_after=int(report["bytes_after"]),
         seconds=time.perf_counter() - started,
         generation=int(report["generation"]),
+        dry_run=dry_run,
     )

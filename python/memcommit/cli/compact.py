@@ -83,6 +83,11 @@ def add_commands(commands: Subcommands) -> None:
     compact_cmd = add_store_command(commands, "compact", _run_compact)
     add_retention_options(compact_cmd)
     compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
+    compact_cmd.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="report what would be kept, purged and reclaimed; write nothing",
+    )
     snapshot_cmd = add_store_command(commands, "snapshot", _run_snapshot)
     snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
 
@@ -93,12 +98,16 @@ def _run_compact(args: argparse.Namespace) -> int:
     Compact the log: up to the horizon (default the newest LSN) keep only the records replay
     needs, keep every later record as it is, and purge the memories the retention options name
     that have no record after the horizon. The compaction manifest (PATH.manifest) records what
-    was done. Ages: 30d, 12h, 45m, 90s or seconds.
+    was done. Ages: 30d, 12h, 45m, 90s or seconds. With --dry-run, only report what it would
+    keep, purge and reclaim, and how long finding out took: the log is opened read-only (beside
+    a running writer too) and nothing is written.
     """
     path: str = args.path
     require_file(path)
     retention = retention_from(args)
-    with open_writer(path) as store:
+    dry_run: bool = args.dry_run
+    opened = open_read_only(path, "compact") if dry_run else open_writer(path)
+    with opened as store:
         if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
             raise CommandError(
                 f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
@@ -106,9 +115,16 @@ def _run_compact(args: argparse.Namespace) -> int:
         total = as_int(store.info()["bytes"], "bytes")
         with Progress(total, "compact", unit="bytes") as bar:
             report = compact(
-                store, retention=retention, horizon=args.horizon, progress=progress_to(bar)
+                store,
+                retention=retention,
+                horizon=args.horizon,
+                progress=progress_to(bar),
+                dry_run=dry_run,
             )
-    print(f"compacted: {path} (generation {report.generation})")
+    if dry_run:
+        print(f"dry run: {path} (nothing written; would make generation {report.generation})")
+    else:
+        print(f"compacted: {path} (generation {report.generation})")
     print(f"records: {report.before} -> {report.after}")
     print(f"bytes: {report.bytes_before} -> {report.bytes_after}")
     print(f"horizon: {report.horizon}")

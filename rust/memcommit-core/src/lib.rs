@@ -53,7 +53,7 @@ pub mod seal {
 
 /// Compaction: what to keep, what a compaction did, and the hooks that watch and stop it.
 pub mod compact {
-    pub use crate::tools::compact::{Compacted, Hooks, Retention};
+    pub use crate::tools::compact::{Compacted, Hooks, Plan, Retention};
 }
 
 /// The index file beside a log: where it lives and what open made of it.

@@ -64,8 +64,15 @@ proptest! {
         let horizon = (head as f64 * cut) as u64;
         log.flush().unwrap();
         let before = records(&path);
+        // A dry run writes nothing and foretells the report.
+        let plan = log.compaction_plan(Some(horizon), &Retention::default(), &mut Quiet).unwrap();
+        prop_assert_eq!(records(&path), before.clone());
         let (report, log) = compact(&log, Some(horizon), &Retention::default());
         prop_assert_eq!(report.horizon, horizon);
+        prop_assert_eq!(
+            (plan.horizon, plan.before, plan.after, plan.bytes_before, plan.bytes_after, plan.purged),
+            (report.horizon, report.before, report.after, report.bytes_before, report.bytes_after, report.purged.clone())
+        );
         prop_assert_eq!(state(&log), want.clone());
         // Every record after the horizon, byte for byte and in order (seals aside).
         let after = records(&path);

@@ -494,6 +494,38 @@ impl NativeLog {
         Ok((compacted_dict(py, &done)?, slf.clone()))
     }
 
+    /// What `compact` with these arguments would do, writing nothing (on a writer or a
+    /// read-only reader): a dict of horizon, before, after, bytes_before, bytes_after and
+    /// purged. `progress(done, total)` with bytes read.
+    #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, progress=None))]
+    fn compaction_plan<'py>(
+        &self,
+        py: Python<'py>,
+        horizon: Option<u64>,
+        archived_older_than_us: Option<i64>,
+        kinds_after_us: Vec<(String, i64)>,
+        ids: Vec<String>,
+        now_us: i64,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
+        let log = self.log().map_err(to_py)?;
+        let mut hooks = PyHooks { before_swap: py.None(), step: None, progress, failed: None };
+        let result = gate::detach(py, || log.compaction_plan(horizon, &retention, &mut hooks));
+        if let Some(e) = hooks.failed.take() {
+            return Err(e);
+        }
+        let plan = result.map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("horizon", plan.horizon)?;
+        d.set_item("before", plan.before)?;
+        d.set_item("after", plan.after)?;
+        d.set_item("bytes_before", plan.bytes_before)?;
+        d.set_item("bytes_after", plan.bytes_after)?;
+        d.set_item("purged", plan.purged)?;
+        Ok(d)
+    }
+
     /// The state as a snapshot's JSON text.
     fn snapshot_json(&self, py: Python<'_>) -> PyResult<String> {
         self.run(py, |log| log.snapshot_json())

@@ -34,6 +34,14 @@ impl Log {
         Ok(Frozen { log: self, st })
     }
 
+    /// Look at the log as it stands, commits (or a reader's refresh) held off, on a writer or
+    /// a read-only reader: what a dry run of compaction reads, writing nothing.
+    pub(crate) fn hold_still(&self) -> Result<Frozen<'_>> {
+        let st = self.state.upgradable_read();
+        self.check_open(&st)?;
+        Ok(Frozen { log: self, st })
+    }
+
     /// Close this log, retired by log compaction, and open the new generation at `path` in
     /// its place. The OS lock passes from this log to the new one without a gap; the ids
     /// purged so far and the automatic seal policy go on as they were.

@@ -78,6 +78,31 @@ pub struct Compacted {
     pub seal: SealEntry,
 }
 
+/// What a compaction would do, found without writing anything (`Log::compaction_plan`).
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The horizon LSN.
+    pub horizon: u64,
+    /// Records now.
+    pub before: u64,
+    /// Records the new log would hold (its new seal included).
+    pub after: u64,
+    /// Bytes now.
+    pub bytes_before: u64,
+    /// Bytes the new log would have.
+    pub bytes_after: u64,
+    /// Ids retention would purge.
+    pub purged: Vec<String>,
+}
+
+/// What a compaction keeps: its horizon, who retention purges, and the offsets of the
+/// records replay needs up to the horizon (sorted).
+struct Selection {
+    horizon: u64,
+    purged: Vec<String>,
+    keep: Vec<u64>,
+}
+
 /// The caller's part of the protocol.
 pub trait Hooks {
     /// Bytes of the old log read so far, of `total`. An error stops the compaction there (the
@@ -141,62 +166,9 @@ impl Log {
             return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
         }
         let (lsn, end, old_header) = (st.lsn(), st.end(), *st.header());
-        let horizon = horizon.unwrap_or(lsn);
-        if horizon > lsn {
-            return Err(Error::invalid(
-                "horizon",
-                format!("LSN {horizon} is past the newest LSN {lsn}; pass at most {lsn}"),
-            ));
-        }
         let old_seals = st.index().seals().to_vec();
-
-        // Who is purged: named by retention, and no record after the horizon.
-        let kinds: Vec<(u32, i64)> = retention
-            .kinds_after_us
-            .iter()
-            .filter_map(|(k, age)| st.index().kinds.lookup(k).map(|id| (id, *age)))
-            .collect();
-        let named: HashSet<&str> = retention.ids.iter().map(String::as_str).collect();
-        let mut purged: Vec<String> = Vec::new();
-        for e in st.index().entries() {
-            if e.lsn > horizon {
-                continue;
-            }
-            let id = st.index().id_of(e);
-            let archived = retention
-                .archived_older_than_us
-                .is_some_and(|age| e.tier == Tier::Archive && e.moved_at <= retention.now_us - age);
-            let by_kind = kinds.iter().any(|&(k, age)| e.kind == k && e.created_at <= retention.now_us - age);
-            if archived || by_kind || named.contains(id) {
-                purged.push(id.to_string());
-            }
-        }
-        let purged_set: HashSet<&str> = purged.iter().map(String::as_str).collect();
-
-        // What replay needs up to the horizon: offsets of the records to keep.
-        let owned;
-        let idx: &Index = if horizon == lsn {
-            st.index()
-        } else {
-            owned = index_at(self, &st, horizon)?;
-            &owned
-        };
-        let mut keep: Vec<u64> = Vec::with_capacity(idx.len() + 16);
-        for e in idx.entries() {
-            if purged_set.contains(idx.id_of(e)) {
-                continue;
-            }
-            // A put carries the memory's whole state, so a status or move before its last put
-            // is not needed (and would replay before the memory exists).
-            keep.push(e.put_off);
-            for off in [e.status_off, e.move_off] {
-                if off != NO_OFFSET && off > e.put_off {
-                    keep.push(off);
-                }
-            }
-        }
-        keep.extend(idx.entities().map(|(_, (off, _))| off));
-        keep.sort_unstable();
+        let sel = self.select(&st, horizon, retention)?;
+        let Selection { horizon, ref purged, .. } = sel;
 
         // Write the new generation.
         let tmp = temp_path(&path);
@@ -236,65 +208,27 @@ impl Log {
                 })
                 .map_err(|e| Error::io(&display, "start the chain thread for", e))?;
             let mut batch = Vec::with_capacity(1 << 20);
-            let (mut before, mut after, mut written) = (0u64, 0u64, HEADER_LEN as u64);
-            let mut last_lsn = 0;
-            let mut tasks: HashSet<Vec<u8>> = HashSet::new();
-            let mut next_keep = 0usize;
-            let mut sc = st.records();
-            let mut reported = 0;
-            let streamed = (|| -> Result<()> {
-                loop {
-                    let (off, rec) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
-                        Item::Record(off, rec) => (off, rec),
-                        Item::End => return Ok(()),
-                        Item::Bad(off, _) => {
-                            return Err(self.damaged(
-                                off,
-                                last_lsn + 1,
-                                "the record no longer matches its checksum; nothing was compacted",
-                            ))
-                        }
-                    };
-                    before += 1;
-                    while next_keep < keep.len() && keep[next_keep] < off {
-                        next_keep += 1;
-                    }
-                    let kept = match rec.op {
-                        Op::Seal => false,
-                        _ if rec.lsn > horizon => true,
-                        Op::Task => tasks.insert(rec.key.to_vec()),
-                        _ => keep.get(next_keep) == Some(&off),
-                    };
-                    if kept {
-                        out.write_all(rec.bytes).map_err(werr)?;
-                        batch.extend_from_slice(rec.bytes);
-                        if batch.len() >= 1 << 20 {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
-                            let _ = tx.send(full);
-                        }
-                        after += 1;
-                        written += rec.bytes.len() as u64;
-                        last_lsn = rec.lsn;
-                    }
-                    if off - reported >= 4 << 20 {
-                        reported = off;
-                        hooks.progress(off, end)?;
-                    }
+            let (mut after, mut written) = (0u64, HEADER_LEN as u64);
+            let streamed = self.stream_kept(&st, &sel, &mut *hooks, |bytes| {
+                out.write_all(bytes).map_err(werr)?;
+                batch.extend_from_slice(bytes);
+                if batch.len() >= 1 << 20 {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
+                    let _ = tx.send(full);
                 }
-            })();
+                after += 1;
+                written += bytes.len() as u64;
+                Ok(())
+            });
             let _ = tx.send(batch);
             drop(tx);
             let value = hasher.join().expect("the chain thread does not panic");
-            streamed?;
+            let (before, last_lsn) = streamed?;
             // The old log's chain, for the manifest: the chain thread has been hashing it
             // meanwhile (a running store's is already current).
             let (old_lsn, old_chain) = st.chain_to_end()?;
             // The new log's seal, over everything it holds.
-            let mut buf = Vec::new();
-            let seal_lsn = lsn + 1;
-            encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, salt, seal_lsn, at, b"", |o| {
-                seal::encode_payload(o, last_lsn, &value, None)
-            });
+            let buf = seal_record(salt, lsn + 1, at, last_lsn, &value);
             let new_seal = seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded");
             out.write_all(&buf).map_err(werr)?;
             written += buf.len() as u64;
@@ -344,4 +278,156 @@ impl Log {
         reopened.add_purged(&done.purged);
         Ok((done, reopened))
     }
+}
+
+impl Log {
+    /// What `compact` with these arguments would do, found without writing anything: the
+    /// records it would keep and their bytes (its new seal included), the ids retention would
+    /// purge. Works on a writer and on a read-only reader; commits (or a reader's refresh)
+    /// wait while it reads the log, as during a compaction.
+    pub fn compaction_plan(
+        &self,
+        horizon: Option<u64>,
+        retention: &Retention,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Plan> {
+        let st = self.hold_still()?;
+        if !st.in_file() {
+            return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
+        }
+        let (lsn, end) = (st.lsn(), st.end());
+        let sel = self.select(&st, horizon, retention)?;
+        let (mut after, mut bytes_after) = (1u64, HEADER_LEN as u64);
+        let (before, last_lsn) = self.stream_kept(&st, &sel, hooks, |bytes| {
+            after += 1;
+            bytes_after += bytes.len() as u64;
+            Ok(())
+        })?;
+        // The new seal's length does not depend on the chain value it carries.
+        let salt = st.header().salt();
+        bytes_after += seal_record(salt, lsn + 1, 0, last_lsn, &chain::start(&[0; HEADER_LEN])).len() as u64;
+        hooks.progress(end, end)?;
+        Ok(Plan { horizon: sel.horizon, before, after, bytes_before: end, bytes_after, purged: sel.purged })
+    }
+
+    /// Who retention purges (named by it, no record after the horizon) and which records up to
+    /// the horizon replay needs (see the module documentation).
+    fn select(&self, st: &Frozen<'_>, horizon: Option<u64>, retention: &Retention) -> Result<Selection> {
+        let lsn = st.lsn();
+        let horizon = horizon.unwrap_or(lsn);
+        if horizon > lsn {
+            return Err(Error::invalid(
+                "horizon",
+                format!("LSN {horizon} is past the newest LSN {lsn}; pass at most {lsn}"),
+            ));
+        }
+
+        // Who is purged: named by retention, and no record after the horizon.
+        let kinds: Vec<(u32, i64)> = retention
+            .kinds_after_us
+            .iter()
+            .filter_map(|(k, age)| st.index().kinds.lookup(k).map(|id| (id, *age)))
+            .collect();
+        let named: HashSet<&str> = retention.ids.iter().map(String::as_str).collect();
+        let mut purged: Vec<String> = Vec::new();
+        for e in st.index().entries() {
+            if e.lsn > horizon {
+                continue;
+            }
+            let id = st.index().id_of(e);
+            let archived = retention
+                .archived_older_than_us
+                .is_some_and(|age| e.tier == Tier::Archive && e.moved_at <= retention.now_us - age);
+            let by_kind = kinds.iter().any(|&(k, age)| e.kind == k && e.created_at <= retention.now_us - age);
+            if archived || by_kind || named.contains(id) {
+                purged.push(id.to_string());
+            }
+        }
+        let purged_set: HashSet<&str> = purged.iter().map(String::as_str).collect();
+
+        // What replay needs up to the horizon: offsets of the records to keep.
+        let owned;
+        let idx: &Index = if horizon == lsn {
+            st.index()
+        } else {
+            owned = index_at(self, &st, horizon)?;
+            &owned
+        };
+        let mut keep: Vec<u64> = Vec::with_capacity(idx.len() + 16);
+        for e in idx.entries() {
+            if purged_set.contains(idx.id_of(e)) {
+                continue;
+            }
+            // A put carries the memory's whole state, so a status or move before its last put
+            // is not needed (and would replay before the memory exists).
+            keep.push(e.put_off);
+            for off in [e.status_off, e.move_off] {
+                if off != NO_OFFSET && off > e.put_off {
+                    keep.push(off);
+                }
+            }
+        }
+        keep.extend(idx.entities().map(|(_, (off, _))| off));
+        keep.sort_unstable();
+        drop(purged_set);
+        Ok(Selection { horizon, purged, keep })
+    }
+
+    /// Read the frozen log's records in order and hand `kept` the bytes of each one the new
+    /// log keeps (see the module documentation). Returns how many records were read and the
+    /// LSN of the last one kept.
+    fn stream_kept(
+        &self,
+        st: &Frozen<'_>,
+        sel: &Selection,
+        hooks: &mut dyn Hooks,
+        mut kept: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<(u64, u64)> {
+        let end = st.end();
+        let (mut before, mut last_lsn) = (0u64, 0u64);
+        let mut tasks: HashSet<Vec<u8>> = HashSet::new();
+        let mut next_keep = 0usize;
+        let mut sc = st.records();
+        let mut reported = 0;
+        loop {
+            let (off, rec) = match sc.next_item().map_err(|e| Error::io(self.display(), "read", e))? {
+                Item::Record(off, rec) => (off, rec),
+                Item::End => return Ok((before, last_lsn)),
+                Item::Bad(off, _) => {
+                    return Err(self.damaged(
+                        off,
+                        last_lsn + 1,
+                        "the record no longer matches its checksum; nothing was compacted",
+                    ))
+                }
+            };
+            before += 1;
+            while next_keep < sel.keep.len() && sel.keep[next_keep] < off {
+                next_keep += 1;
+            }
+            let keep = match rec.op {
+                Op::Seal => false,
+                _ if rec.lsn > sel.horizon => true,
+                Op::Task => tasks.insert(rec.key.to_vec()),
+                _ => sel.keep.get(next_keep) == Some(&off),
+            };
+            if keep {
+                kept(rec.bytes)?;
+                last_lsn = rec.lsn;
+            }
+            if off - reported >= 4 << 20 {
+                reported = off;
+                hooks.progress(off, end)?;
+            }
+        }
+    }
+}
+
+/// The seal record a compacted log ends with: over everything up to `last_lsn`, chain `value`.
+fn seal_record(salt: u32, seal_lsn: u64, at: i64, last_lsn: u64, value: &ChainValue) -> Vec<u8> {
+    let mut buf = Vec::new();
+    encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, salt, seal_lsn, at, b"", |o| {
+        seal::encode_payload(o, last_lsn, value, None)
+    });
+    buf
 }

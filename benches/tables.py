@@ -3,21 +3,24 @@
     python benches/tables.py out.json                          # print the tables
     python benches/tables.py 1m.json 10m.json 50m.json         # and how the figures grow
     python benches/tables.py out.json --write BENCHMARKS.md    # into its marked section
+    python benches/tables.py 1m.json 10m.json --plot growth.svg  # and a plot of the growth
 
 One table per group (per figure): each benchmark's median time, records/s and MB/s in and out
 (from ``extra_info``'s ``records``, ``bytes_in`` and ``bytes_out`` over the median), peak RSS
 where it was measured, and its time over the group's reference: ``cp`` + ``sync`` where the
 group has it (the log benchmarks), else memcommit. With several JSON files (one per
 ``--bench-size``), a table of how each figure grows with the size follows, and one of the
-compaction figures per size. ``--write`` replaces what lies between :data:`BEGIN` and
-:data:`END` in the file (appending the section when they are missing), so the hand-written
-parts of the file stay.
+compaction figures per size; ``--plot`` draws how the log benchmarks' median times grow with
+the log's records (log-log, one line per benchmark, as an SVG file). ``--write`` replaces
+what lies between :data:`BEGIN` and :data:`END` in the file (appending the section when they
+are missing), so the hand-written parts of the file stay.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -163,6 +166,88 @@ def growth_tables(runs: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def growth_series(runs: Sequence[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Per log benchmark (``group: name``), its (records in the log, median seconds) points.
+
+    Only benchmarks on the generated log (those whose ``extra_info`` names the log's records)
+    measured at two sizes or more; ``cp + sync``, the baseline each group repeats, once (as the
+    ``compact`` group measured it).
+    """
+    series: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        for bench in run["benchmarks"]:
+            records = bench.get("extra_info", {}).get("log_records")
+            if not isinstance(records, (int, float)) or records <= 0:
+                continue
+            name = f"{bench.get('group')}: {label(bench)}"
+            if label(bench) == "cp + sync":
+                if bench.get("group") != "compact":
+                    continue
+                name = "cp + sync"
+            series.setdefault(name, []).append((float(records), float(bench["stats"]["median"])))
+    return {k: sorted(v) for k, v in sorted(series.items()) if len({x for x, _ in v}) > 1}
+
+
+_COLOURS = ("#1b6ca8", "#d1495b", "#2a9d8f", "#e9a03b", "#6c4f9c", "#5c5c5c", "#8ab17d")
+
+
+def plot_svg(series: dict[str, list[tuple[float, float]]], title: str) -> str:
+    """`series` as a log-log line plot (records across, median seconds up), an SVG document."""
+    if not series:
+        raise SystemExit("nothing to plot: no log benchmark was measured at two sizes or more")
+    width, height, left, right, top, bottom = 760, 420, 70, 250, 40, 50
+    xs = [x for points in series.values() for x, _ in points]
+    ys = [y for points in series.values() for _, y in points]
+    x0, x1 = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
+    y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        px = left + (math.log10(x) - x0) / (x1 - x0) * (width - left - right)
+        py = height - bottom - (math.log10(y) - y0) / (y1 - y0) * (height - top - bottom)
+        return round(px, 1), round(py, 1)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="22" font-size="14">{_escape(title)}</text>',
+    ]
+    for e in range(x0, x1 + 1):
+        px, _ = at(10.0**e, 10.0**y0)
+        out.append(f'<line x1="{px}" y1="{top}" x2="{px}" y2="{height - bottom}" stroke="#ddd"/>')
+        out.append(f'<text x="{px}" y="{height - bottom + 16}" text-anchor="middle">1e{e}</text>')
+    for e in range(y0, y1 + 1):
+        _, py = at(10.0**x0, 10.0**e)
+        out.append(f'<line x1="{left}" y1="{py}" x2="{width - right}" y2="{py}" stroke="#ddd"/>')
+        out.append(
+            f'<text x="{left - 6}" y="{py + 4}" text-anchor="end">{_seconds(10.0**e)}</text>'
+        )
+    out.append(
+        f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">'
+        "records in the log</text>"
+    )
+    for i, (name, points) in enumerate(series.items()):
+        colour = _COLOURS[i % len(_COLOURS)]
+        dash = ' stroke-dasharray="5,4"' if name.endswith("cp + sync") else ""
+        path = " ".join(f"{px},{py}" for px, py in (at(x, y) for x, y in points))
+        out.append(
+            f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
+        )
+        ly = top + 16 * i + 8
+        out.append(
+            f'<line x1="{width - right + 12}" y1="{ly - 4}" x2="{width - right + 32}" '
+            f'y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
+        )
+        out.append(f'<text x="{width - right + 38}" y="{ly}">{_escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def machine(run: dict[str, Any]) -> str:
     """One line naming where and when `run` was made."""
     info = run.get("machine_info", {})
@@ -207,8 +292,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--command", default="make bench", help="the command named above the tables"
     )
+    parser.add_argument(
+        "--plot", metavar="SVG", help="also draw the log benchmarks' growth with size into SVG"
+    )
     args = parser.parse_args(argv)
-    body = render(load(args.json), args.command)
+    runs = load(args.json)
+    body = render(runs, args.command)
+    if args.plot:
+        title = "median time by log size (log-log; dashed: cp + sync of the same file)"
+        Path(args.plot).write_text(plot_svg(growth_series(runs), title), encoding="utf-8")
     if args.write:
         write_section(Path(args.write), body)
     else:

@@ -185,3 +185,45 @@ def test_tables_refuse_a_run_without_timings(tmp_path: Path) -> None:
     refused = _run(data)
     assert refused.returncode == 1
     assert f"{data}: holds no timed benchmarks" in refused.stderr
+
+
+def test_the_plot_draws_one_line_per_log_benchmark_measured_at_two_sizes(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ElementTree
+
+    def run(size: str, records: int, scale: float) -> dict[str, object]:
+        log = {"log_records": records}
+        return {
+            "benchmarks": [
+                _bench("compact", "test_cp_sync[compact]", 0.1 * scale, **log),
+                _bench("compact", "test_compact", 0.5 * scale, **log),
+                _bench("verify", "test_cp_sync[verify]", 0.1 * scale, **log),
+                _bench("verify", "test_verify", 0.2 * scale, **log),
+                _bench("get", "test_get[memcommit]", 1.0, records=1000),  # not a log benchmark
+            ]
+        }
+
+    paths = []
+    for size, records, scale in (("1m", 10**6, 1.0), ("10m", 10**7, 12.0)):
+        paths.append(tmp_path / f"{size}.json")
+        paths[-1].write_text(json.dumps(run(size, records, scale)), encoding="utf-8")
+    svg = tmp_path / "growth.svg"
+    done = subprocess.run(
+        [sys.executable, str(BENCHES / "tables.py"), *map(str, paths), "--plot", str(svg)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    root = ElementTree.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    lines = root.findall(f"{ns}polyline")
+    legend = [t.text for t in root.findall(f"{ns}text")]
+    # compact, verify and the baseline once; the get benchmark is not on the log.
+    assert len(lines) == 3
+    assert {"compact: compact", "verify: verify", "cp + sync"} <= set(legend)
+    assert all(len(line.get("points", "").split()) == 2 for line in lines)
+    assert [line.get("stroke-dasharray") is not None for line in lines].count(True) == 1
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(run("1m", 10**6, 1.0)), encoding="utf-8")
+    refused = _run(one, "--plot", str(tmp_path / "no.svg"))
+    assert refused.returncode != 0 and "nothing to plot" in refused.stderr

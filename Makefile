@@ -24,13 +24,14 @@ test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KIL
 bench-smoke:  ## the benchmark suite once, untimed, at its tiny size: a broken benchmark fails
 	$(PYTHON) -m pytest -q benches/suite --benchmark-disable --bench-size tiny
 
-lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest of the native module
+lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest, the workflows against GitHub's schema
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches examples
 	$(PYTHON) -m ruff format --check python tests benches examples
 	$(PYTHON) -m mypy
 	$(PYTHON) -m mypy.stubtest memcommit._native
+	$(PYTHON) -m check_jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 fmt:  ## format Rust and Python
 	$(CARGO) fmt --all

@@ -118,3 +118,14 @@ def test_serve_without_the_server_extra_names_it_and_writes_nothing(tmp_path: ob
     assert out.returncode != 0
     assert "pip install 'memcommit[server]'" in out.stderr, out.stderr
     assert not os.path.exists(path)
+
+
+def test_the_langgraph_integration_without_its_extra_names_it() -> None:
+    code = "import sys\nsys.modules['langgraph'] = None\nimport memcommit.integrations.langgraph\n"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode != 0
+    assert "MissingExtra" in out.stderr, out.stderr
+    assert "pip install 'memcommit[langgraph]'" in out.stderr, out.stderr

@@ -24,7 +24,11 @@ Example:
 
 from __future__ import annotations
 
-from .saver import MemcommitSaver
-from .store import MemcommitStore
+from ..._extras import require
+
+require("langgraph")  # before the imports below need it: an error naming the extra
+
+from .saver import MemcommitSaver  # noqa: E402
+from .store import MemcommitStore  # noqa: E402
 
 __all__ = ["MemcommitSaver", "MemcommitStore"]

@@ -497,6 +497,7 @@ impl NativeLog {
     /// What `compact` with these arguments would do, writing nothing (on a writer or a
     /// read-only reader): a dict of horizon, before, after, bytes_before, bytes_after and
     /// purged. `progress(done, total)` with bytes read.
+    #[allow(clippy::too_many_arguments)] // the parts of a compaction request
     #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, progress=None))]
     fn compaction_plan<'py>(
         &self,

@@ -350,7 +350,7 @@ impl Log {
         let idx: &Index = if horizon == lsn {
             st.index()
         } else {
-            owned = index_at(self, &st, horizon)?;
+            owned = index_at(self, st, horizon)?;
             &owned
         };
         let mut keep: Vec<u64> = Vec::with_capacity(idx.len() + 16);

@@ -220,6 +220,10 @@ class Engine(Protocol):
         """``view().get_many(ids)``, likewise."""
         ...
 
+    def is_purged(self, id: str) -> bool:
+        """``view().is_purged(id)``, likewise (what a get that found nothing asks next)."""
+        ...
+
     def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
         """A new commit (written when its ``with`` block ends), timed by `now_us`."""
         ...
@@ -403,6 +407,7 @@ class LocalEngine:
         self._log = log
         self.get = log.get
         self.get_many = log.get_many
+        self.is_purged = log.is_purged
         self.put = log.put
         self.write_entities = log.write_entities
         self.wait_durable = log.wait_durable

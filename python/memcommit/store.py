@@ -220,7 +220,7 @@ class MemoryStore:
             Purged: Retention purged `id` during log compaction (see :meth:`manifest`).
         """
         m = self._engine.get(id)
-        if m is None and self._engine.view().is_purged(id):
+        if m is None and self._engine.is_purged(id):
             raise _purged(id)
         return m
 
@@ -257,7 +257,7 @@ class MemoryStore:
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
-        return self._engine.view().is_purged(id)
+        return self._engine.is_purged(id)
 
     def manifest(self) -> list[dict[str, Any]]:
         """The compaction manifest's entries, oldest first: one per log compaction.
@@ -279,7 +279,7 @@ class MemoryStore:
         ids = check_ids(ids)
         out = self._engine.get_many(ids)
         for id, m in zip(ids, out, strict=True):
-            if m is None and self._engine.view().is_purged(id):
+            if m is None and self._engine.is_purged(id):
                 raise _purged(id)
         return out
 

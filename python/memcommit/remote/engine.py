@@ -115,6 +115,10 @@ class RemoteEngine:
         """The memories `ids` in the fresh replica."""
         return self.view().get_many(ids)
 
+    def is_purged(self, id: str) -> bool:
+        """Whether the server's compactions purged `id` (as the fresh replica knows)."""
+        return self.view().is_purged(id)
+
     def _refuse(self, what: str, why: str) -> NoReturn:
         raise NotSupported(f"{what}: {self.url} serves the log; {why}")
 

@@ -7,7 +7,7 @@ import contextlib
 import copy
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._native import Memory, Record
 from .clock import Clock, SystemClock, to_microseconds
@@ -26,6 +26,9 @@ from .roles.runs import MemoryRunRepository
 from .roles.state import MemoryStateRepository
 from .roles.steps import MemoryStepRepository
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+
 
 __all__ = ["Durability", "MemoryStore", "create_memory_store", "open"]
 

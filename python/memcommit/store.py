@@ -14,17 +14,7 @@ from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
-from .roles.artifacts import MemoryArtifactRepository
-from .roles.checkpoints import MemoryCheckpointRepository
-from .roles.conversations import MemoryConversationRepository
-from .roles.effects import MemoryEffectRepository
-from .roles.idempotency import MemoryIdempotencyRepository
-from .roles.locks import MemoryLockRepository
-from .roles.revisions import MemoryAgentRevisionRepository
-from .roles.roleset import ROLE_NAMES
-from .roles.runs import MemoryRunRepository
-from .roles.state import MemoryStateRepository
-from .roles.steps import MemoryStepRepository
+from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
 
 if TYPE_CHECKING:
@@ -37,7 +27,7 @@ _DURABILITIES = ("commit", "batch", "none")
 _RECORD_BATCH = 4096
 
 
-class MemoryStore:
+class MemoryStore(Roles):
     """A store of memories over one engine. Open one with :func:`memcommit.open`.
 
     A store is safe to share between threads: commits from many threads are serialised by the
@@ -56,17 +46,6 @@ class MemoryStore:
             builds a local one, :class:`~memcommit.RemoteStore` a remote one.
         clock: The time source for records (default: the system clock, UTC).
     """
-
-    runs: MemoryRunRepository
-    steps: MemoryStepRepository
-    checkpoints: MemoryCheckpointRepository
-    idempotency: MemoryIdempotencyRepository
-    locks: MemoryLockRepository
-    effects: MemoryEffectRepository
-    state: MemoryStateRepository
-    artifacts: MemoryArtifactRepository
-    agent_revisions: MemoryAgentRevisionRepository
-    conversations: MemoryConversationRepository
 
     def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
         self._engine = engine

@@ -181,6 +181,7 @@ class RemoteEngine:
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
         """The ten roles, each method run on the server (under the server's roles lock)."""
         roles = Roles()
+        roles.medium = None
         for name in ROLE_NAMES:
             setattr(roles, name, cast(Any, remote_role(name)(self._call, self.url)))
         return roles

@@ -52,7 +52,7 @@ class Roles:
     artifacts: MemoryArtifactRepository
     agent_revisions: MemoryAgentRevisionRepository
     conversations: MemoryConversationRepository
-    medium: Medium | None = None
+    medium: Medium | None
 
 
 class RoleSet(Roles):

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memcommit_core::compact::{Compacted, Hooks, Retention};
+use memcommit_core::compact::{Compacted, Hooks, Plan, Retention};
 use memcommit_core::log::AutoSeal;
 use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options, Query};
@@ -516,15 +516,7 @@ impl NativeLog {
         if let Some(e) = hooks.failed.take() {
             return Err(e);
         }
-        let plan = result.map_err(to_py)?;
-        let d = PyDict::new(py);
-        d.set_item("horizon", plan.horizon)?;
-        d.set_item("before", plan.before)?;
-        d.set_item("after", plan.after)?;
-        d.set_item("bytes_before", plan.bytes_before)?;
-        d.set_item("bytes_after", plan.bytes_after)?;
-        d.set_item("purged", plan.purged)?;
-        Ok(d)
+        plan_dict(py, &result.map_err(to_py)?)
     }
 
     /// The state as a snapshot's JSON text.
@@ -701,14 +693,19 @@ impl Hooks for PyHooks {
     }
 }
 
-fn compacted_dict<'py>(py: Python<'py>, c: &Compacted) -> PyResult<Bound<'py, PyDict>> {
+fn plan_dict<'py>(py: Python<'py>, p: &Plan) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("horizon", c.horizon)?;
-    d.set_item("before", c.before)?;
-    d.set_item("after", c.after)?;
-    d.set_item("bytes_before", c.bytes_before)?;
-    d.set_item("bytes_after", c.bytes_after)?;
-    d.set_item("purged", &c.purged)?;
+    d.set_item("horizon", p.horizon)?;
+    d.set_item("before", p.before)?;
+    d.set_item("after", p.after)?;
+    d.set_item("bytes_before", p.bytes_before)?;
+    d.set_item("bytes_after", p.bytes_after)?;
+    d.set_item("purged", &p.purged)?;
+    Ok(d)
+}
+
+fn compacted_dict<'py>(py: Python<'py>, c: &Compacted) -> PyResult<Bound<'py, PyDict>> {
+    let d = plan_dict(py, &c.plan)?;
     d.set_item("old_generation", c.old_generation)?;
     d.set_item("generation", c.generation)?;
     d.set_item("old_lsn", c.old_lsn)?;

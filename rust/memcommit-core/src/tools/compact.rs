@@ -49,21 +49,11 @@ pub struct Retention {
     pub now_us: i64,
 }
 
-/// What a compaction did.
+/// What a compaction did: what its plan said, and the swap of generations.
 #[derive(Clone, Debug)]
 pub struct Compacted {
-    /// The horizon LSN.
-    pub horizon: u64,
-    /// Records before and after.
-    pub before: u64,
-    /// Records in the new log (its new seal included).
-    pub after: u64,
-    /// Bytes before and after.
-    pub bytes_before: u64,
-    /// Bytes of the new log.
-    pub bytes_after: u64,
-    /// Ids purged by retention.
-    pub purged: Vec<String>,
+    /// What it kept, purged and reclaimed (what `Log::compaction_plan` foretold).
+    pub plan: Plan,
     /// The old log's generation.
     pub old_generation: u64,
     /// The new log's generation.
@@ -78,20 +68,20 @@ pub struct Compacted {
     pub seal: SealEntry,
 }
 
-/// What a compaction would do, found without writing anything (`Log::compaction_plan`).
-#[derive(Clone, Debug)]
+/// What a compaction keeps, purges and reclaims.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The horizon LSN.
     pub horizon: u64,
-    /// Records now.
+    /// Records in the old log.
     pub before: u64,
-    /// Records the new log would hold (its new seal included).
+    /// Records in the new log (its new seal included).
     pub after: u64,
-    /// Bytes now.
+    /// Bytes of the old log.
     pub bytes_before: u64,
-    /// Bytes the new log would have.
+    /// Bytes of the new log.
     pub bytes_after: u64,
-    /// Ids retention would purge.
+    /// Ids purged by retention.
     pub purged: Vec<String>,
 }
 
@@ -239,12 +229,14 @@ impl Log {
             hooks.progress(end, end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {
-                horizon,
-                before,
-                after,
-                bytes_before: end,
-                bytes_after: written,
-                purged: purged.clone(),
+                plan: Plan {
+                    horizon,
+                    before,
+                    after,
+                    bytes_before: end,
+                    bytes_after: written,
+                    purged: purged.clone(),
+                },
                 old_generation: old_header.generation,
                 generation: header.generation,
                 old_lsn,
@@ -275,7 +267,7 @@ impl Log {
         fsync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         hooks.step("renamed")?;
         let reopened = self.reopen_next(&path)?;
-        reopened.add_purged(&done.purged);
+        reopened.add_purged(&done.plan.purged);
         Ok((done, reopened))
     }
 }

@@ -58,6 +58,23 @@ def test_a_reader_sees_the_writers_roles_after_refresh(tmp_path: Path) -> None:
         reader.close()
 
 
+def test_a_reader_forgets_what_it_read_when_the_writer_changes_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "roles.db")
+    with memcommit.open(path) as writer:
+        lease = writer.locks.acquire("job", "a", 60_000)
+        assert lease
+        writer.state.put(("ns",), "k1", {"v": 1})
+        with memcommit.open(path, read_only=True) as reader:
+            assert reader.locks.get("job") is not None  # read, and kept
+            assert [e.key for e in reader.state.list(("ns",))] == ["k1"]
+            assert writer.locks.release("job", token=lease.token)
+            writer.state.put(("ns",), "k0", {"v": 0})
+            assert reader.locks.get("job") is not None  # until it refreshes
+            assert reader.refresh() > 0
+            assert reader.locks.get("job") is None
+            assert [e.key for e in reader.state.list(("ns",))] == ["k0", "k1"]
+
+
 def test_concurrent_role_operations_share_fsyncs_and_stay_correct(tmp_path: Path) -> None:
     path = str(tmp_path / "roles.db")
     with memcommit.open(path) as store:

@@ -3,8 +3,9 @@
 Every :meth:`LogMedium.write` appends its batch of entity changes to the store's log as one
 commit (``Entity`` records, key ``kind``, a NUL and ``key``, payload the state's JSON), so the
 roles' state is sealed, compacted and snapshotted with the memories and survives reopen. The
-entities live in a :class:`~memcommit.roles.medium.MemoryMedium` cache, loaded from the log at
-open (the index keeps each entity's newest record) and updated after each append.
+log's index keeps each entity's newest record in key order; a read asks it for one entity or
+for every entity under a key prefix, and keeps what it decoded in a cache, which each append
+updates. Opening a store therefore reads no entity at all, however many the roles hold.
 
 Durability without a convoy: a role operation holds the medium's lock from its first read to
 its write. Waiting for the fsync inside that lock would serialise every operation behind the
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .medium import Change, MemoryMedium, State
+from .medium import Change, State
 
 if TYPE_CHECKING:
     from .. import _native
@@ -93,8 +94,10 @@ class LogMedium:
         self._native = native
         self._now_us = now_us
         self._lock = _DurableLock(lambda end: self._native.wait_durable(end))
-        self._cache = MemoryMedium()
-        self.reload()
+        self._version = native.entity_version()
+        # Decoded states by full key (None: known not to be live). Roles never mutate a state
+        # they read, so the cache hands out what it holds.
+        self._cache: dict[str, State | None] = {}
 
     @property
     def lock(self) -> _DurableLock:
@@ -102,42 +105,51 @@ class LogMedium:
         return self._lock
 
     def rebind(self, native: _native.NativeLog) -> None:
-        """Continue on `native` (the store reopened after log compaction) and reload."""
+        """Continue on `native` (the store reopened after log compaction)."""
         with self._lock.bare:
             self._native = native
             self.reload()
 
     def reload(self) -> None:
-        """Load every live entity from the log (at open, and after a reader's refresh)."""
-        self._version = self._native.entity_version()
-        cache = MemoryMedium()
-        changes: list[Change] = []
-        for full_key, payload in self._native.entities():
-            kind, _, key = full_key.partition(_SEP)
-            changes.append((kind, key, json.loads(payload)))
-        cache.write(changes)
+        """Forget what was read: the next reads go to the log."""
         with self._lock.bare:
-            self._cache = cache
+            self._version = self._native.entity_version()
+            self._cache = {}
 
     def refresh(self) -> None:
-        """Reload after a reader's refresh, if any entity record came with it."""
+        """Forget what was read after a reader's refresh, if any entity record came with it."""
         if self._native.entity_version() != self._version:
             self.reload()
 
     def get(self, kind: str, key: str) -> State | None:
         """Return the state of ``(kind, key)``, or None.
 
-        The cache holds a commit as soon as it is appended, before it is durable (as the
-        store's own index does); after a failed write or fsync every read raises
-        :class:`~memcommit.WriterFailed`, since the cache may then hold what the disk does not.
+        The log's index holds a commit as soon as it is appended, before it is durable (as it
+        does for memories); after a failed write or fsync every read raises
+        :class:`~memcommit.WriterFailed`, since memory may then hold what the disk does not.
         """
         self._native.check_not_failed()
-        return self._cache.get(kind, key)
+        full_key = kind + _SEP + key
+        try:
+            return self._cache[full_key]
+        except KeyError:
+            pass
+        payload = self._native.entity(full_key)
+        state = None if payload is None else _decode(payload)
+        self._cache[full_key] = state
+        return state
 
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
         """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`."""
         self._native.check_not_failed()
-        return self._cache.scan(kind, prefix)
+        cache = self._cache
+        out: list[tuple[str, State]] = []
+        for full_key, payload in self._native.entities(kind + _SEP + prefix):
+            state = cache.get(full_key)
+            if state is None:
+                state = cache[full_key] = _decode(payload)
+            out.append((full_key.partition(_SEP)[2], state))
+        return out
 
     def write(self, changes: Sequence[Change]) -> None:
         """Append `changes` as one commit, then apply them to the cache.
@@ -159,10 +171,17 @@ class LogMedium:
             for kind, key, state in changes
         ]
         end = self._native.write_entities(self._now_us(), items)
-        self._cache.write(changes)
+        cache = self._cache
+        for (full_key, _), (_, _, state) in zip(items, changes, strict=True):
+            cache[full_key] = state
         self._lock.written(end)
 
     def count(self, kind: str | None = None) -> int:
         """Return how many entities there are (of `kind`, or of every kind)."""
         self._native.check_not_failed()
-        return self._cache.count(kind)
+        return self._native.entity_count("" if kind is None else kind + _SEP)
+
+
+def _decode(payload: bytes) -> State:
+    state: State = json.loads(payload)
+    return state

@@ -42,3 +42,32 @@ fn a_bad_change_writes_nothing_of_its_batch() {
     assert!(log.entities().unwrap().is_empty());
     assert_eq!(log.lsn(), 0);
 }
+
+#[test]
+fn one_entity_or_every_entity_under_a_prefix_reads_in_key_order() {
+    let log = Log::memory(opts()).unwrap();
+    log.write_entities(
+        &[
+            ("run\0b", Some(br#"{"n":2}"#)),
+            ("run\0a", Some(br#"{"n":1}"#)),
+            ("runs\0x", Some(b"{}")),
+            ("lock\0a", Some(b"{}")),
+        ],
+        1,
+    )
+    .unwrap();
+    log.write_entities(&[("run\0c", Some(b"{}")), ("run\0c", None)], 2).unwrap();
+    assert_eq!(log.entity(b"run\0a").unwrap().as_deref(), Some(&br#"{"n":1}"#[..]));
+    assert_eq!(log.entity(b"run\0c").unwrap(), None, "removed in the same commit");
+    assert_eq!(log.entity(b"run\0").unwrap(), None, "a prefix is not a key");
+    let keys = |prefix: &[u8]| -> Vec<String> {
+        log.entities_under(prefix).unwrap().into_iter().map(|(k, _)| k).collect()
+    };
+    assert_eq!(keys(b"run\0"), ["run\0a", "run\0b"], "in key order, and not runs\\0x");
+    assert_eq!(keys(b""), ["lock\0a", "run\0a", "run\0b", "runs\0x"]);
+    assert!(keys(b"zzz").is_empty());
+    assert_eq!(log.entity_count(b"run\0").unwrap(), 2);
+    assert_eq!(log.entity_count(b"").unwrap(), 4);
+    log.close().unwrap();
+    assert!(matches!(log.entity(b"run\0a"), Err(Error::Closed { .. })));
+}

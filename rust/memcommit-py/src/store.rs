@@ -9,7 +9,7 @@ use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options, Query};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::commit::PutArgs;
 use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
@@ -177,9 +177,9 @@ impl NativeLog {
     }
 
     /// The log's 64-byte header.
-    fn header<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    fn header<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let header = self.run(py, |log| Ok(log.header_bytes()))?;
-        Ok(pyo3::types::PyBytes::new(py, &header))
+        Ok(PyBytes::new(py, &header))
     }
 
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
@@ -190,13 +190,13 @@ impl NativeLog {
         py: Python<'py>,
         after: u64,
         max_bytes: usize,
-    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, u64)> {
+    ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
         let (bytes, last) = self.run(py, |log| match after {
             // No LSN lies above the largest (and the core's scan would look from `after + 1`).
             u64::MAX => log.len().map(|_| (Vec::new(), after)),
             _ => log.read_raw(after, max_bytes),
         })?;
-        Ok((pyo3::types::PyBytes::new(py, &bytes), last))
+        Ok((PyBytes::new(py, &bytes), last))
     }
 
     /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
@@ -443,10 +443,24 @@ impl NativeLog {
         self.run(py, |log| Ok(log.entity_version()))
     }
 
-    /// Every live entity of the roles: (key, state JSON bytes).
-    fn entities<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, pyo3::types::PyBytes>)>> {
-        let all = self.run(py, |log| log.entities())?;
-        Ok(all.into_iter().map(|(k, v)| (k, pyo3::types::PyBytes::new(py, &v))).collect())
+    /// The live entities of the roles whose key starts with `prefix` (every one by default):
+    /// (key, state JSON bytes), in key order.
+    #[pyo3(signature = (prefix=""))]
+    fn entities<'py>(&self, py: Python<'py>, prefix: &str) -> PyResult<Vec<(String, Bound<'py, PyBytes>)>> {
+        let all = self.run(py, |log| log.entities_under(prefix.as_bytes()))?;
+        Ok(all.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v))).collect())
+    }
+
+    /// The state JSON bytes of entity `key`, or None if it is not live.
+    fn entity<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let found = self.run(py, |log| log.entity(key.as_bytes()))?;
+        Ok(found.map(|v| PyBytes::new(py, &v)))
+    }
+
+    /// How many live entities have a key that starts with `prefix` (every one by default).
+    #[pyo3(signature = (prefix=""))]
+    fn entity_count(&self, py: Python<'_>, prefix: &str) -> PyResult<u64> {
+        self.run(py, |log| log.entity_count(prefix.as_bytes()))
     }
 
     /// Compact the log (see memcommit.storage.compact). `before_swap(report)` must write the

@@ -8,6 +8,7 @@
 
 use crate::engine::commit::Committed;
 use crate::engine::log::Log;
+use crate::engine::state::State;
 use crate::error::{Error, Result};
 use crate::format::memory;
 use crate::format::{self, Op, MAX_KEY_LEN};
@@ -48,30 +49,57 @@ impl Log {
         self.state.read().index.entity_records()
     }
 
-    /// Every live entity: (key, state as JSON), in no particular order.
+    /// Every live entity: (key, state as JSON), in key order.
     pub fn entities(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        self.entities_under(b"")
+    }
+
+    /// The live entities whose key starts with `prefix`: (key, state as JSON), in key order.
+    pub fn entities_under(&self, prefix: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
         let st = self.state.read();
         self.check_open(&st)?;
-        let src = st.medium.source();
-        let mut out = Vec::new();
         let mut buf = Vec::new();
-        for (key, (off, len)) in st.index.entities() {
-            buf.resize(len as usize, 0);
-            let n = src.read_at(&mut buf, off).map_err(|e| Error::io(self.display(), "read", e))?;
-            let damaged = || Error::Corrupt {
-                path: self.display().to_string(),
-                offset: off,
-                lsn: 0,
-                reason: "an entity record no longer reads back as it was written".into(),
-            };
-            if n < buf.len() {
-                return Err(damaged());
-            }
-            let rec = format::parse_record(&buf, st.header.salt(), format::MAX_PAYLOAD_LEN)
-                .map_err(|_| damaged())?;
-            let json = memory::decode_entity(rec.payload).flatten().ok_or_else(damaged)?;
-            out.push((String::from_utf8_lossy(key).into_owned(), json.to_vec()));
+        st.index
+            .entities_under(prefix)
+            .map(|(key, place)| {
+                let json = self.read_entity(&st, place, &mut buf)?;
+                Ok((String::from_utf8_lossy(key).into_owned(), json.to_vec()))
+            })
+            .collect()
+    }
+
+    /// The state of entity `key` as JSON, if it is live.
+    pub fn entity(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let Some(place) = st.index.entity(key) else { return Ok(None) };
+        let mut buf = Vec::new();
+        Ok(Some(self.read_entity(&st, place, &mut buf)?.to_vec()))
+    }
+
+    /// How many live entities have a key that starts with `prefix`.
+    pub fn entity_count(&self, prefix: &[u8]) -> Result<u64> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(if prefix.is_empty() { st.index.entities.len() } else { st.index.entities_under(prefix).count() }
+            as u64)
+    }
+
+    /// The state in the entity record at `(off, len)`, read into `buf`.
+    fn read_entity<'b>(&self, st: &State, (off, len): (u64, u32), buf: &'b mut Vec<u8>) -> Result<&'b [u8]> {
+        buf.resize(len as usize, 0);
+        let n = st.medium.source().read_at(buf, off).map_err(|e| Error::io(self.display(), "read", e))?;
+        let damaged = || Error::Corrupt {
+            path: self.display().to_string(),
+            offset: off,
+            lsn: 0,
+            reason: "an entity record no longer reads back as it was written".into(),
+        };
+        if n < buf.len() {
+            return Err(damaged());
         }
-        Ok(out)
+        let rec =
+            format::parse_record(buf, st.header.salt(), format::MAX_PAYLOAD_LEN).map_err(|_| damaged())?;
+        memory::decode_entity(rec.payload).flatten().ok_or_else(damaged)
     }
 }

@@ -379,12 +379,14 @@ fn decode_small(b: &[u8], idx: &mut Index) -> Option<Vec<(u64, u64)>> {
     }
     idx.finished = r.take(n)?.iter().map(|&f| f != 0).collect();
     let n = r.count(16)?;
-    idx.entities.reserve(n);
+    let mut entities = Vec::with_capacity(n);
     for _ in 0..n {
         let k = r.blob()?;
         let (off, len) = (r.u64()?, r.u32()?);
-        idx.entities.insert(k.into(), (off, len));
+        entities.push((k.into(), (off, len)));
     }
+    // Written in key order, so this builds the tree in one pass.
+    idx.entities = entities.into_iter().collect();
     let n = r.count(97)?;
     for _ in 0..n {
         idx.seals.push(SealEntry {

@@ -8,7 +8,9 @@
 
 use foldhash::fast::FixedState;
 use hashbrown::HashMap;
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
+use std::ops::Bound;
 
 use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
@@ -194,8 +196,9 @@ pub struct Index {
     sorted: bool,
     /// The seals of this log, in log order.
     pub(crate) seals: Vec<SealEntry>,
-    /// Every live entity of the roles: its key and (offset, length) of its newest record.
-    pub(crate) entities: HashMap<Box<[u8]>, (u64, u32)>,
+    /// Every live entity of the roles: its key and (offset, length) of its newest record, in
+    /// key order (the roles read one entity, or every entity under a key prefix).
+    pub(crate) entities: BTreeMap<Box<[u8]>, (u64, u32)>,
     /// Entity records applied so far (a reader reloads the roles only when it moves).
     pub(crate) entity_records: u64,
 }
@@ -237,7 +240,7 @@ impl Index {
             finished: vec![false],
             sorted: true,
             seals: Vec::new(),
-            entities: HashMap::default(),
+            entities: BTreeMap::new(),
             entity_records: 0,
         }
     }
@@ -510,9 +513,25 @@ impl Index {
         self.seals.truncate(mark.seals);
     }
 
-    /// Every live entity: (key, offset and length of its newest record).
+    /// Every live entity: (key, offset and length of its newest record), in key order.
     pub fn entities(&self) -> impl Iterator<Item = (&[u8], (u64, u32))> + '_ {
-        self.entities.iter().map(|(k, v)| (&**k, *v))
+        self.entities_under(b"")
+    }
+
+    /// The live entities whose key starts with `prefix`, in key order.
+    pub fn entities_under<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u8], (u64, u32))> + 'a {
+        self.entities
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (&**k, *v))
+    }
+
+    /// Where the newest record of entity `key` is, if it is live.
+    pub fn entity(&self, key: &[u8]) -> Option<(u64, u32)> {
+        self.entities.get(key).copied()
     }
 
     /// How many entity records were ever applied: it changes whenever an entity may have.
@@ -741,9 +760,7 @@ impl Index {
             idx.entries.push(e);
             idx.table.insert_new(e.hash, n);
         }
-        for (k, o, l) in p.entities {
-            idx.entities.insert(k.into_boxed_slice(), (o, l));
-        }
+        idx.entities = p.entities.into_iter().map(|(k, o, l)| (k.into_boxed_slice(), (o, l))).collect();
         idx.seals = p.seals;
         idx.finish_replay();
         Ok(idx)

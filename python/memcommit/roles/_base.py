@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError
 from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
-from .values import check_count
+from .values import Json, check_count, same_json
 
 __all__ = [
     "ClaimCheck",
@@ -21,6 +21,7 @@ __all__ = [
     "holds",
     "lease_lost",
     "live",
+    "same_or_conflict",
 ]
 
 _Record = TypeVar("_Record")
@@ -87,6 +88,28 @@ def lease_lost(
         reason = "stale"
     current = state["token"] if live(state, now) else None
     return LeaseLostError(resource=resource, token=token, current_token=current, reason=reason)
+
+
+def same_or_conflict(
+    state: State,
+    read: Callable[[State], _Record],
+    recorded: Mapping[str, Json],
+    conflict: Callable[[], Exception],
+) -> _Record:
+    """Return the record of `state` if it already holds `recorded`; raise ``conflict()`` otherwise.
+
+    The record-once rule: the first write stands, a repeat with equal values (by
+    :func:`~memcommit.roles.values.same_json`) returns it, and a different one is a conflict.
+
+    Args:
+        state: The stored entity.
+        read: Builds its record.
+        recorded: The fields the write gives and their values, to compare with `state`'s.
+        conflict: Builds the error for a write with other values.
+    """
+    if all(same_json(state[field], value) for field, value in recorded.items()):
+        return read(state)
+    raise conflict()
 
 
 class RoleBase:

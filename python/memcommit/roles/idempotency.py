@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token, holds, lease_lost, live
+from ._base import RoleBase, check_token, holds, lease_lost, live, same_or_conflict
 from .errors import IdempotencyConflictError
 from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
 from .values import (
@@ -24,7 +24,6 @@ from .values import (
     check_text,
     check_ttl,
     record_reader,
-    same_json,
 )
 
 __all__ = [
@@ -194,12 +193,15 @@ class MemoryIdempotencyRepository(RoleBase):
                 last = read_counter(self._medium, "idempotency.token", key)
                 raise lease_lost(key, token, state, now, last)
             if state["state"] == "completed":
-                if same_json(state["result"], result):
-                    return _record(state)
-                raise IdempotencyConflictError(
-                    f"idempotency key {key!r} is already completed with another result; "
-                    "the first result stands",
-                    key=key,
+                return same_or_conflict(
+                    state,
+                    _record,
+                    {"result": result},
+                    lambda: IdempotencyConflictError(
+                        f"idempotency key {key!r} is already completed with another result; "
+                        "the first result stands",
+                        key=key,
+                    ),
                 )
             expires = state["expires_at_ms"] if ttl_ms is None else now + ttl_ms
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}

@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_optional_token
+from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
 from .medium import STEP, State, bump_counter, child_prefix, entity_key
 from .values import (
@@ -206,14 +206,17 @@ class MemoryStepRepository(RunLinked):
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "succeeded":
-                if same_json(state["output"], output):
-                    return _step(state)
-                raise StepConflictError(
-                    f"step {step_id!r} of run {run_id!r} already succeeded with another "
-                    "output; the first output stands",
-                    run_id=run_id,
-                    step_id=step_id,
-                    reason="output_mismatch",
+                return same_or_conflict(
+                    state,
+                    _step,
+                    {"output": output},
+                    lambda: StepConflictError(
+                        f"step {step_id!r} of run {run_id!r} already succeeded with another "
+                        "output; the first output stands",
+                        run_id=run_id,
+                        step_id=step_id,
+                        reason="output_mismatch",
+                    ),
                 )
             if state["status"] == "failed":
                 raise InvalidStateError(current="failed", attempted="complete")

@@ -8,7 +8,7 @@ from typing import Protocol, TypeGuard, TypeVar
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError
-from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
+from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key, read_counter
 from .values import Json, check_count, same_json
 
 __all__ = [
@@ -147,6 +147,47 @@ class RoleBase:
         if changes:
             self._medium.write(changes)
         return len(changes)
+
+    def _read(self, kind: str, *parts: KeyPart) -> tuple[str, State | None]:
+        """Return the key of entity ``(kind, parts)`` and its state (None: absent).
+
+        Call under the medium's lock.
+        """
+        key = entity_key(*parts)
+        return key, self._medium.get(kind, key)
+
+    def _held_lease(self, kind: str, counter: str, name: str, token: int) -> tuple[str, State, int]:
+        """Return (key, state, now) of the lease ``(kind, name)`` if `token` holds it now.
+
+        For the entities a token holds until they expire: a lock's lease, an idempotency
+        reservation. Otherwise raise the :func:`lease_lost` error, which reads the last token
+        handed out for `name` from the counter named `counter`.
+        Call under the medium's lock, first in the operation.
+        """
+        now = self._now()
+        key, state = self._read(kind, name)
+        if holds(state, token, now):
+            return key, state, now
+        raise lease_lost(name, token, state, now, read_counter(self._medium, counter, name))
+
+    def _release_held(
+        self,
+        kind: str,
+        name: str,
+        token: int,
+        releasable: Callable[[State], bool] | None = None,
+    ) -> bool:
+        """Delete the lease ``(kind, name)`` if `token` holds it now; return whether it did.
+
+        With `releasable`, only a lease it accepts is deleted. Takes the medium's lock.
+        """
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._read(kind, name)
+            if not holds(state, token, now) or (releasable is not None and not releasable(state)):
+                return False
+            self._medium.write([(kind, key, None)])
+            return True
 
     def _lookup(
         self, kind: str, read: Callable[[State], _Record], *parts: KeyPart

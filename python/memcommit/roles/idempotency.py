@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token, holds, lease_lost, live, same_or_conflict
+from ._base import RoleBase, check_token, live, same_or_conflict
 from .errors import IdempotencyConflictError
-from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
+from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key
 from .values import (
     Json,
     check_json,
@@ -129,6 +129,10 @@ class IdempotencyRepository(Protocol):
 _record = record_reader(IdempotencyRecord)
 
 
+def _pending(state: State) -> bool:
+    return bool(state["state"] == "pending")
+
+
 class MemoryIdempotencyRepository(RoleBase):
     """The in-memory ``idempotency`` role.
 
@@ -185,13 +189,8 @@ class MemoryIdempotencyRepository(RoleBase):
         token = check_token(token)
         result = check_json(result, "result")
         ttl_ms = None if ttl_ms is None else check_ttl(ttl_ms)
-        ekey = entity_key(key)
         with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
-            if not holds(state, token, now):
-                last = read_counter(self._medium, "idempotency.token", key)
-                raise lease_lost(key, token, state, now, last)
+            ekey, state, now = self._held_lease(IDEMPOTENCY, "idempotency.token", key, token)
             if state["state"] == "completed":
                 return same_or_conflict(
                     state,
@@ -211,14 +210,7 @@ class MemoryIdempotencyRepository(RoleBase):
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""
         key = check_text(key, "key")
         token = check_token(token)
-        ekey = entity_key(key)
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
-            if not holds(state, token, now) or state["state"] != "pending":
-                return False
-            self._medium.write([(IDEMPOTENCY, ekey, None)])
-            return True
+        return self._release_held(IDEMPOTENCY, key, token, _pending)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""

@@ -250,6 +250,18 @@ class RunLinked(RoleBase):
         self._check_run(run_id, token, now)
         return now
 
+    def _read_on_run(
+        self, kind: str, run_id: str, token: int | None, *parts: KeyPart
+    ) -> tuple[str, State | None, int]:
+        """Return (key, state, now) of entity ``(kind, run_id, parts)``, a part of run `run_id`.
+
+        Reads the clock and checks the run and `token` first (:meth:`_now_on_run`); the state
+        is None when the entity is absent. Call under the medium's lock, first in the operation.
+        """
+        now = self._now_on_run(run_id, token)
+        key, state = self._read(kind, run_id, *parts)
+        return key, state, now
+
     def _check_run(self, run_id: str, token: int | None, now: int) -> None:
         """Raise unless the run exists and, when `token` is given, the token holds it at `now`.
 

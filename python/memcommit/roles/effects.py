@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import EffectConflictError
-from .medium import EFFECT, State, bump_counter, child_prefix, entity_key
+from .medium import EFFECT, State, bump_counter, child_prefix
 from .values import (
     Json,
     check_json,
@@ -115,10 +115,8 @@ class MemoryEffectRepository(RunLinked):
         error = check_json(error, "error")
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         token = check_optional_token(token)
-        key = entity_key(run_id, effect_key)
         with self._medium.lock:
-            now = self._now_on_run(run_id, token)
-            state = self._medium.get(EFFECT, key)
+            key, state, now = self._read_on_run(EFFECT, run_id, token, effect_key)
             if state is not None:
                 recorded = {"result": result, "error": error, "fingerprint": fingerprint}
                 return same_or_conflict(

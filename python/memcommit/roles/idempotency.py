@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import RoleBase, check_token, live, same_or_conflict
 from .errors import IdempotencyConflictError
-from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key
+from .medium import IDEMPOTENCY, Change, State, bump_counter
 from .values import (
     Json,
     check_json,
@@ -154,10 +154,9 @@ class MemoryIdempotencyRepository(RoleBase):
         ttl_ms = check_ttl(ttl_ms)
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         owner = check_optional_text(owner, "owner")
-        ekey = entity_key(key)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
+            ekey, state = self._read(IDEMPOTENCY, key)
             if live(state, now):
                 stored = state["fingerprint"]
                 if fingerprint is not None and stored is not None and stored != fingerprint:

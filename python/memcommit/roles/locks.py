@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ._base import RoleBase, check_token, live
-from .medium import LOCK, bump_counter, entity_key
+from .medium import LOCK, bump_counter
 from .values import check_text, check_ttl, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
@@ -106,10 +106,9 @@ class MemoryLockRepository(RoleBase):
         name = check_text(name, "name")
         owner = check_text(owner, "owner")
         ttl_ms = check_ttl(ttl_ms)
-        key = entity_key(name)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(LOCK, key)
+            key, state = self._read(LOCK, name)
             if live(state, now):
                 if state["owner"] != owner:
                     return None

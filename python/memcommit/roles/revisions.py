@@ -174,8 +174,7 @@ class MemoryAgentRevisionRepository(RoleBase):
     """
 
     def _get(self, agent_id: str, revision_id: str) -> tuple[str, State]:
-        key = entity_key(agent_id, revision_id)
-        state = self._medium.get(REVISION, key)
+        key, state = self._read(REVISION, agent_id, revision_id)
         if state is None:
             raise RevisionNotFoundError(agent_id=agent_id, revision_id=revision_id)
         return key, state

@@ -41,7 +41,6 @@ from .medium import (
 )
 from .values import (
     Json,
-    check_count,
     check_json,
     check_metadata,
     check_optional_int,
@@ -496,7 +495,7 @@ class MemoryRunRepository(RoleBase):
         """
         run_id = check_text(run_id, "run_id")
         token = check_token(token)
-        now_ms = None if now_ms is None else check_count(now_ms, "now_ms")
+        now_ms = check_optional_int(now_ms, "now_ms")
         with self._medium.lock:
             self._held(run_id, token, now_ms)
 

@@ -22,6 +22,7 @@ from .values import (
     check_json,
     check_namespace,
     check_optional_int,
+    check_optional_text,
     check_text,
     record_reader,
 )
@@ -165,9 +166,7 @@ class MemoryStateRepository(RoleBase):
     ) -> builtins.list[StateEntry]:
         """Return the entries of `namespace` by key. See :meth:`AgentStateRepository.list`."""
         ns = check_namespace(namespace)
-        key_prefix = (
-            None if key_prefix is None else check_text(key_prefix, "key_prefix", empty=True)
-        )
+        key_prefix = check_optional_text(key_prefix, "key_prefix", empty=True)
         limit = check_optional_int(limit, "limit")
         with self._medium.lock:
             states = [state for _, state in self._medium.scan(STATE, child_prefix(ns))]

@@ -25,6 +25,7 @@ from .errors import (
 from .medium import (
     REVISION,
     REVISION_AGENT,
+    Change,
     State,
     bump_counter,
     child_prefix,
@@ -165,6 +166,12 @@ class RevisionRepository(Protocol):
 _revision = record_reader(Revision)
 
 
+def _make_current(agent_id: str, version: int) -> Change:
+    """Return the change that makes `version` the agent's current one (its pointer entity)."""
+    pointer = {"agent_id": agent_id, "current_version": version}
+    return (REVISION_AGENT, entity_key(agent_id), pointer)
+
+
 class MemoryAgentRevisionRepository(RoleBase):
     """The in-memory ``agent_revisions`` role.
 
@@ -278,13 +285,8 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "updated_at_ms": now,
                 "published_at_ms": now,
             }
-            agent = {"agent_id": agent_id, "current_version": version}
             self._medium.write(
-                [
-                    version_change,
-                    (REVISION, key, new),
-                    (REVISION_AGENT, entity_key(agent_id), agent),
-                ]
+                [version_change, (REVISION, key, new), _make_current(agent_id, version)]
             )
             return _revision(new)
 
@@ -325,8 +327,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 raise RevisionNotFoundError(agent_id=agent_id, version=version)
             if state["status"] == "archived":
                 raise InvalidStateError(current="archived", attempted="set_current")
-            agent = {"agent_id": agent_id, "current_version": version}
-            self._medium.write([(REVISION_AGENT, entity_key(agent_id), agent)])
+            self._medium.write([_make_current(agent_id, version)])
             return _revision(state)
 
     def list(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError
-from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key
-from .values import check_count
+from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key, read_counter
+from .values import Json, check_count, same_json
 
 __all__ = [
     "ClaimCheck",
@@ -21,6 +21,7 @@ __all__ = [
     "holds",
     "lease_lost",
     "live",
+    "same_or_conflict",
 ]
 
 _Record = TypeVar("_Record")
@@ -89,6 +90,28 @@ def lease_lost(
     return LeaseLostError(resource=resource, token=token, current_token=current, reason=reason)
 
 
+def same_or_conflict(
+    state: State,
+    read: Callable[[State], _Record],
+    recorded: Mapping[str, Json],
+    conflict: Callable[[], Exception],
+) -> _Record:
+    """Return the record of `state` if it already holds `recorded`; raise ``conflict()`` otherwise.
+
+    The record-once rule: the first write stands, a repeat with equal values (by
+    :func:`~memcommit.roles.values.same_json`) returns it, and a different one is a conflict.
+
+    Args:
+        state: The stored entity.
+        read: Builds its record.
+        recorded: The fields the write gives and their values, to compare with `state`'s.
+        conflict: Builds the error for a write with other values.
+    """
+    if all(same_json(state[field], value) for field, value in recorded.items()):
+        return read(state)
+    raise conflict()
+
+
 class RoleBase:
     """A role's clock and medium.
 
@@ -124,6 +147,47 @@ class RoleBase:
         if changes:
             self._medium.write(changes)
         return len(changes)
+
+    def _read(self, kind: str, *parts: KeyPart) -> tuple[str, State | None]:
+        """Return the key of entity ``(kind, parts)`` and its state (None: absent).
+
+        Call under the medium's lock.
+        """
+        key = entity_key(*parts)
+        return key, self._medium.get(kind, key)
+
+    def _held_lease(self, kind: str, counter: str, name: str, token: int) -> tuple[str, State, int]:
+        """Return (key, state, now) of the lease ``(kind, name)`` if `token` holds it now.
+
+        For the entities a token holds until they expire: a lock's lease, an idempotency
+        reservation. Otherwise raise the :func:`lease_lost` error, which reads the last token
+        handed out for `name` from the counter named `counter`.
+        Call under the medium's lock, first in the operation.
+        """
+        now = self._now()
+        key, state = self._read(kind, name)
+        if holds(state, token, now):
+            return key, state, now
+        raise lease_lost(name, token, state, now, read_counter(self._medium, counter, name))
+
+    def _release_held(
+        self,
+        kind: str,
+        name: str,
+        token: int,
+        releasable: Callable[[State], bool] | None = None,
+    ) -> bool:
+        """Delete the lease ``(kind, name)`` if `token` holds it now; return whether it did.
+
+        With `releasable`, only a lease it accepts is deleted. Takes the medium's lock.
+        """
+        with self._medium.lock:
+            now = self._now()
+            key, state = self._read(kind, name)
+            if not holds(state, token, now) or (releasable is not None and not releasable(state)):
+                return False
+            self._medium.write([(kind, key, None)])
+            return True
 
     def _lookup(
         self, kind: str, read: Callable[[State], _Record], *parts: KeyPart
@@ -185,6 +249,18 @@ class RunLinked(RoleBase):
         now = self._now()
         self._check_run(run_id, token, now)
         return now
+
+    def _read_on_run(
+        self, kind: str, run_id: str, token: int | None, *parts: KeyPart
+    ) -> tuple[str, State | None, int]:
+        """Return (key, state, now) of entity ``(kind, run_id, parts)``, a part of run `run_id`.
+
+        Reads the clock and checks the run and `token` first (:meth:`_now_on_run`); the state
+        is None when the entity is absent. Call under the medium's lock, first in the operation.
+        """
+        now = self._now_on_run(run_id, token)
+        key, state = self._read(kind, run_id, *parts)
+        return key, state, now
 
     def _check_run(self, run_id: str, token: int | None, now: int) -> None:
         """Raise unless the run exists and, when `token` is given, the token holds it at `now`.

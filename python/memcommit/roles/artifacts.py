@@ -30,7 +30,6 @@ from .values import (
     Json,
     Namespace,
     check_bytes,
-    check_count,
     check_metadata,
     check_namespace,
     check_optional_int,
@@ -209,7 +208,7 @@ class MemoryArtifactRepository(RoleBase):
     def _find(self, owner: object, name: object, version: object) -> tuple[str, State] | None:
         ns = check_namespace(owner, "owner")
         name = check_text(name, "name")
-        wanted = None if version is None else check_count(version, "version", minimum=1)
+        wanted = check_optional_int(version, "version", minimum=1)
         if wanted is None:
             state = self._latest(ns, name)
             if state is None:

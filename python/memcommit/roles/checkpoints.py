@@ -199,7 +199,7 @@ class MemoryCheckpointRepository(RunLinked):
     ) -> builtins.list[Checkpoint]:
         """Return checkpoints newest first. See :meth:`CheckpointRepository.list`."""
         run_id = check_text(run_id, "run_id")
-        namespace = None if namespace is None else check_text(namespace, "namespace", empty=True)
+        namespace = check_optional_text(namespace, "namespace", empty=True)
         before = check_optional_text(before, "before")
         limit = check_optional_int(limit, "limit")
         wanted = None if metadata_filter is None else check_metadata(metadata_filter)
@@ -224,7 +224,7 @@ class MemoryCheckpointRepository(RunLinked):
         """Drop all but the newest checkpoints. See :meth:`CheckpointRepository.prune`."""
         run_id = check_text(run_id, "run_id")
         keep_last = check_count(keep_last, "keep_last")
-        namespace = None if namespace is None else check_text(namespace, "namespace", empty=True)
+        namespace = check_optional_text(namespace, "namespace", empty=True)
         with self._medium.lock:
             self._check_run(run_id, None, 0)
             kept: dict[str, int] = {}

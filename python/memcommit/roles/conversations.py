@@ -257,8 +257,7 @@ class MemoryConversationRepository(RunLinked):
         )
 
     def _existing(self, conversation_id: str, expected_last_seq: int | None) -> tuple[str, State]:
-        key = entity_key(conversation_id)
-        state = self._medium.get(CONVERSATION, key)
+        key, state = self._read(CONVERSATION, conversation_id)
         if state is None:
             raise ConversationNotFoundError(conversation_id=conversation_id)
         if expected_last_seq is not None and expected_last_seq != state["last_seq"]:

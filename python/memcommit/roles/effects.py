@@ -13,16 +13,15 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_optional_token
+from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import EffectConflictError
-from .medium import EFFECT, State, bump_counter, child_prefix, entity_key
+from .medium import EFFECT, State, bump_counter, child_prefix
 from .values import (
     Json,
     check_json,
     check_optional_text,
     check_text,
     record_reader,
-    same_json,
 )
 
 __all__ = ["EffectRecord", "EffectRepository", "MemoryEffectRepository"]
@@ -116,18 +115,16 @@ class MemoryEffectRepository(RunLinked):
         error = check_json(error, "error")
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         token = check_optional_token(token)
-        key = entity_key(run_id, effect_key)
         with self._medium.lock:
-            now = self._now_on_run(run_id, token)
-            state = self._medium.get(EFFECT, key)
+            key, state, now = self._read_on_run(EFFECT, run_id, token, effect_key)
             if state is not None:
-                if (
-                    same_json(state["result"], result)
-                    and same_json(state["error"], error)
-                    and state["fingerprint"] == fingerprint
-                ):
-                    return _effect(state)
-                raise EffectConflictError(run_id=run_id, effect_key=effect_key)
+                recorded = {"result": result, "error": error, "fingerprint": fingerprint}
+                return same_or_conflict(
+                    state,
+                    _effect,
+                    recorded,
+                    lambda: EffectConflictError(run_id=run_id, effect_key=effect_key),
+                )
             seq, seq_change = bump_counter(self._medium, "effects.seq", run_id)
             new: State = {
                 "run_id": run_id,

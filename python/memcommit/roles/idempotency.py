@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token, holds, lease_lost, live
+from ._base import RoleBase, check_token, live, same_or_conflict
 from .errors import IdempotencyConflictError
-from .medium import IDEMPOTENCY, Change, State, bump_counter, entity_key, read_counter
+from .medium import IDEMPOTENCY, Change, State, bump_counter
 from .values import (
     Json,
     check_json,
@@ -24,7 +24,6 @@ from .values import (
     check_text,
     check_ttl,
     record_reader,
-    same_json,
 )
 
 __all__ = [
@@ -130,6 +129,10 @@ class IdempotencyRepository(Protocol):
 _record = record_reader(IdempotencyRecord)
 
 
+def _pending(state: State) -> bool:
+    return bool(state["state"] == "pending")
+
+
 class MemoryIdempotencyRepository(RoleBase):
     """The in-memory ``idempotency`` role.
 
@@ -151,10 +154,9 @@ class MemoryIdempotencyRepository(RoleBase):
         ttl_ms = check_ttl(ttl_ms)
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         owner = check_optional_text(owner, "owner")
-        ekey = entity_key(key)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
+            ekey, state = self._read(IDEMPOTENCY, key)
             if live(state, now):
                 stored = state["fingerprint"]
                 if fingerprint is not None and stored is not None and stored != fingerprint:
@@ -186,20 +188,18 @@ class MemoryIdempotencyRepository(RoleBase):
         token = check_token(token)
         result = check_json(result, "result")
         ttl_ms = None if ttl_ms is None else check_ttl(ttl_ms)
-        ekey = entity_key(key)
         with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
-            if not holds(state, token, now):
-                last = read_counter(self._medium, "idempotency.token", key)
-                raise lease_lost(key, token, state, now, last)
+            ekey, state, now = self._held_lease(IDEMPOTENCY, "idempotency.token", key, token)
             if state["state"] == "completed":
-                if same_json(state["result"], result):
-                    return _record(state)
-                raise IdempotencyConflictError(
-                    f"idempotency key {key!r} is already completed with another result; "
-                    "the first result stands",
-                    key=key,
+                return same_or_conflict(
+                    state,
+                    _record,
+                    {"result": result},
+                    lambda: IdempotencyConflictError(
+                        f"idempotency key {key!r} is already completed with another result; "
+                        "the first result stands",
+                        key=key,
+                    ),
                 )
             expires = state["expires_at_ms"] if ttl_ms is None else now + ttl_ms
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}
@@ -209,14 +209,7 @@ class MemoryIdempotencyRepository(RoleBase):
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""
         key = check_text(key, "key")
         token = check_token(token)
-        ekey = entity_key(key)
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(IDEMPOTENCY, ekey)
-            if not holds(state, token, now) or state["state"] != "pending":
-                return False
-            self._medium.write([(IDEMPOTENCY, ekey, None)])
-            return True
+        return self._release_held(IDEMPOTENCY, key, token, _pending)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""

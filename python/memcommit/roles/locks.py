@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, check_token, holds, lease_lost, live
-from .medium import LOCK, State, bump_counter, entity_key, read_counter
+from ._base import RoleBase, check_token, live
+from .medium import LOCK, bump_counter
 from .values import check_text, check_ttl, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
@@ -106,10 +106,9 @@ class MemoryLockRepository(RoleBase):
         name = check_text(name, "name")
         owner = check_text(owner, "owner")
         ttl_ms = check_ttl(ttl_ms)
-        key = entity_key(name)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(LOCK, key)
+            key, state = self._read(LOCK, name)
             if live(state, now):
                 if state["owner"] != owner:
                     return None
@@ -125,23 +124,13 @@ class MemoryLockRepository(RoleBase):
             }
             return self._save(LOCK, key, new, _lease, token_change)
 
-    def _held(self, name: str, token: int) -> tuple[str, State, int]:
-        """Return (key, state, now) if `token` holds a live lease; raise otherwise."""
-        key = entity_key(name)
-        now = self._now()
-        state = self._medium.get(LOCK, key)
-        if holds(state, token, now):
-            return key, state, now
-        last = read_counter(self._medium, "locks.token", name)
-        raise lease_lost(name, token, state, now, last)
-
     def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
         """Extend a live lease. See :meth:`LockRepository.renew`."""
         name = check_text(name, "name")
         token = check_token(token)
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
-            key, state, now = self._held(name, token)
+            key, state, now = self._held_lease(LOCK, "locks.token", name, token)
             new = {**state, "expires_at_ms": now + ttl_ms}
             return self._save(LOCK, key, new, _lease)
 
@@ -149,14 +138,7 @@ class MemoryLockRepository(RoleBase):
         """Free the lock. See :meth:`LockRepository.release`."""
         name = check_text(name, "name")
         token = check_token(token)
-        key = entity_key(name)
-        with self._medium.lock:
-            now = self._now()
-            state = self._medium.get(LOCK, key)
-            if not holds(state, token, now):
-                return False
-            self._medium.write([(LOCK, key, None)])
-            return True
+        return self._release_held(LOCK, name, token)
 
     def get(self, name: str) -> Lease | None:
         """Return the live lease, or None. See :meth:`LockRepository.get`."""
@@ -171,7 +153,7 @@ class MemoryLockRepository(RoleBase):
         name = check_text(name, "name")
         token = check_token(token)
         with self._medium.lock:
-            self._held(name, token)
+            self._held_lease(LOCK, "locks.token", name, token)
 
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from .errors import (
 from .medium import (
     REVISION,
     REVISION_AGENT,
+    Change,
     State,
     bump_counter,
     child_prefix,
@@ -165,6 +166,12 @@ class RevisionRepository(Protocol):
 _revision = record_reader(Revision)
 
 
+def _make_current(agent_id: str, version: int) -> Change:
+    """Return the change that makes `version` the agent's current one (its pointer entity)."""
+    pointer = {"agent_id": agent_id, "current_version": version}
+    return (REVISION_AGENT, entity_key(agent_id), pointer)
+
+
 class MemoryAgentRevisionRepository(RoleBase):
     """The in-memory ``agent_revisions`` role.
 
@@ -174,8 +181,7 @@ class MemoryAgentRevisionRepository(RoleBase):
     """
 
     def _get(self, agent_id: str, revision_id: str) -> tuple[str, State]:
-        key = entity_key(agent_id, revision_id)
-        state = self._medium.get(REVISION, key)
+        key, state = self._read(REVISION, agent_id, revision_id)
         if state is None:
             raise RevisionNotFoundError(agent_id=agent_id, revision_id=revision_id)
         return key, state
@@ -279,13 +285,8 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "updated_at_ms": now,
                 "published_at_ms": now,
             }
-            agent = {"agent_id": agent_id, "current_version": version}
             self._medium.write(
-                [
-                    version_change,
-                    (REVISION, key, new),
-                    (REVISION_AGENT, entity_key(agent_id), agent),
-                ]
+                [version_change, (REVISION, key, new), _make_current(agent_id, version)]
             )
             return _revision(new)
 
@@ -326,8 +327,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 raise RevisionNotFoundError(agent_id=agent_id, version=version)
             if state["status"] == "archived":
                 raise InvalidStateError(current="archived", attempted="set_current")
-            agent = {"agent_id": agent_id, "current_version": version}
-            self._medium.write([(REVISION_AGENT, entity_key(agent_id), agent)])
+            self._medium.write([_make_current(agent_id, version)])
             return _revision(state)
 
     def list(

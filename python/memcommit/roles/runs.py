@@ -41,7 +41,6 @@ from .medium import (
 )
 from .values import (
     Json,
-    check_count,
     check_json,
     check_metadata,
     check_optional_int,
@@ -436,10 +435,9 @@ class MemoryRunRepository(RoleBase):
         run_id = check_text(run_id, "run_id")
         worker_id = check_text(worker_id, "worker_id")
         ttl_ms = check_ttl(ttl_ms)
-        key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._stored(run_id, key)
+            key, state = self._stored(run_id)
             if _live(state, now):
                 raise AlreadyClaimedError(
                     resource=run_id,
@@ -456,22 +454,21 @@ class MemoryRunRepository(RoleBase):
                 raise InvalidStateError(message, current=status, attempted="claim")
             return self._grant(key, state, worker_id, ttl_ms, now)
 
-    def _stored(self, run_id: str, key: str) -> State:
-        """Return the state of run `run_id` (at `key`); raise if there is none. Under the lock."""
-        state = self._medium.get(RUN, key)
+    def _stored(self, run_id: str) -> tuple[str, State]:
+        """Return the key and state of run `run_id`; raise if there is none. Under the lock."""
+        key, state = self._read(RUN, run_id)
         if state is None:
             raise RunNotFoundError(run_id=run_id)
-        return state
+        return key, state
 
     def _held(self, run_id: str, token: object, now: int | None = None) -> tuple[str, State, int]:
         """Return (key, state, now) if `token` holds a live claim; raise otherwise.
 
         Call under the lock.
         """
-        key = entity_key(run_id)
         if now is None:
             now = self._now()
-        state = self._stored(run_id, key)
+        key, state = self._stored(run_id)
         assert isinstance(token, int)
         if _live(state, now) and state["attempt"] == token:
             return key, state, now
@@ -498,7 +495,7 @@ class MemoryRunRepository(RoleBase):
         """
         run_id = check_text(run_id, "run_id")
         token = check_token(token)
-        now_ms = None if now_ms is None else check_count(now_ms, "now_ms")
+        now_ms = check_optional_int(now_ms, "now_ms")
         with self._medium.lock:
             self._held(run_id, token, now_ms)
 
@@ -552,10 +549,9 @@ class MemoryRunRepository(RoleBase):
             InvalidStateError: The run is not suspended.
         """
         run_id = check_text(run_id, "run_id")
-        key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._stored(run_id, key)
+            key, state = self._stored(run_id)
             if state["status"] != "suspended":
                 raise InvalidStateError(current=state["status"], attempted="resume")
             new = {
@@ -571,10 +567,9 @@ class MemoryRunRepository(RoleBase):
         """Cancel the run. See :meth:`RunRepository.cancel`."""
         run_id = check_text(run_id, "run_id")
         reason = check_json(reason, "reason")
-        key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
-            state = self._stored(run_id, key)
+            key, state = self._stored(run_id)
             if state["status"] == "cancelled":
                 return _run(state)
             if state["status"] in TERMINAL_STATUSES:

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from ._base import RoleBase
 from .errors import VersionConflictError
-from .medium import STATE, Change, State, bump_counter, child_prefix, entity_key
+from .medium import STATE, Change, State, bump_counter, child_prefix
 from .values import (
     Json,
     Namespace,
     check_json,
     check_namespace,
     check_optional_int,
+    check_optional_text,
     check_text,
     record_reader,
 )
@@ -131,10 +132,9 @@ class MemoryStateRepository(RoleBase):
         key = check_text(key, "key")
         value = check_json(value, "value")
         expected_version = check_optional_int(expected_version, "expected_version")
-        ekey = entity_key(ns, key)
         with self._medium.lock:
             now = self._now()
-            state = self._medium.get(STATE, ekey)
+            ekey, state = self._read(STATE, ns, key)
             self._check_expected(ns, key, state, expected_version)
             version, version_change = bump_counter(self._medium, "state.version", ns, key)
             new: State = {
@@ -153,9 +153,8 @@ class MemoryStateRepository(RoleBase):
         ns = check_namespace(namespace)
         key = check_text(key, "key")
         expected_version = check_optional_int(expected_version, "expected_version")
-        ekey = entity_key(ns, key)
         with self._medium.lock:
-            state = self._medium.get(STATE, ekey)
+            ekey, state = self._read(STATE, ns, key)
             self._check_expected(ns, key, state, expected_version)
             if state is None:
                 return False
@@ -167,9 +166,7 @@ class MemoryStateRepository(RoleBase):
     ) -> builtins.list[StateEntry]:
         """Return the entries of `namespace` by key. See :meth:`AgentStateRepository.list`."""
         ns = check_namespace(namespace)
-        key_prefix = (
-            None if key_prefix is None else check_text(key_prefix, "key_prefix", empty=True)
-        )
+        key_prefix = check_optional_text(key_prefix, "key_prefix", empty=True)
         limit = check_optional_int(limit, "limit")
         with self._medium.lock:
             states = [state for _, state in self._medium.scan(STATE, child_prefix(ns))]

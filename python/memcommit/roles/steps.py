@@ -12,9 +12,9 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_optional_token
+from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
-from .medium import STEP, State, bump_counter, child_prefix, entity_key
+from .medium import STEP, State, bump_counter, child_prefix
 from .values import (
     Json,
     check_json,
@@ -147,10 +147,8 @@ class MemoryStepRepository(RunLinked):
         name = check_text(name, "name")
         input = check_json(input, "input")
         token = check_optional_token(token)
-        key = entity_key(run_id, step_id)
         with self._medium.lock:
-            now = self._now_on_run(run_id, token)
-            state = self._medium.get(STEP, key)
+            key, state, now = self._read_on_run(STEP, run_id, token, step_id)
             if state is None:
                 seq, seq_change = bump_counter(self._medium, "steps.seq", run_id)
                 new: State = {
@@ -188,9 +186,7 @@ class MemoryStepRepository(RunLinked):
             return self._save(STEP, key, new, _step)
 
     def _existing(self, run_id: str, step_id: str, token: int | None) -> tuple[str, State, int]:
-        key = entity_key(run_id, step_id)
-        now = self._now_on_run(run_id, token)
-        state = self._medium.get(STEP, key)
+        key, state, now = self._read_on_run(STEP, run_id, token, step_id)
         if state is None:
             raise StepNotFoundError(run_id=run_id, step_id=step_id)
         return key, state, now
@@ -206,14 +202,17 @@ class MemoryStepRepository(RunLinked):
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "succeeded":
-                if same_json(state["output"], output):
-                    return _step(state)
-                raise StepConflictError(
-                    f"step {step_id!r} of run {run_id!r} already succeeded with another "
-                    "output; the first output stands",
-                    run_id=run_id,
-                    step_id=step_id,
-                    reason="output_mismatch",
+                return same_or_conflict(
+                    state,
+                    _step,
+                    {"output": output},
+                    lambda: StepConflictError(
+                        f"step {step_id!r} of run {run_id!r} already succeeded with another "
+                        "output; the first output stands",
+                        run_id=run_id,
+                        step_id=step_id,
+                        reason="output_mismatch",
+                    ),
                 )
             if state["status"] == "failed":
                 raise InvalidStateError(current="failed", attempted="complete")

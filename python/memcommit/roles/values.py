@@ -83,9 +83,9 @@ def check_text(value: object, field: str, *, empty: bool = False) -> str:
     return _check_str_value(value, field)
 
 
-def check_optional_text(value: object, field: str) -> str | None:
-    """Return `value` if it is None or a str :func:`check_text` accepts."""
-    return None if value is None else check_text(value, field)
+def check_optional_text(value: object, field: str, *, empty: bool = False) -> str | None:
+    """Return `value` if it is None or a str :func:`check_text` accepts (with `empty`)."""
+    return None if value is None else check_text(value, field, empty=empty)
 
 
 def _copy_in(value: object, where: str) -> Json:

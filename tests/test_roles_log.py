@@ -115,3 +115,31 @@ def test_replacing_runs_on_a_copied_store_leaves_the_others_checking_the_origina
     with pytest.raises(memcommit.RunNotFoundError):
         spread.steps.start(run.run_id, "step-1", name="s")
     assert store.runs.get("only-in-custom") is None
+
+
+def test_the_log_medium_scans_by_key_with_what_it_has_not_read_yet(tmp_path: Path) -> None:
+    path = str(tmp_path / "medium.db")
+    changes: list[tuple[str, str, dict[str, object] | None]] = [
+        ("k", "b", {"n": 2}),
+        ("k", "a", {}),
+        ("k", "ab", {"n": 3}),
+        ("k2", "a", {"other": True}),
+        ("k", "c", {"n": 4}),
+        ("k", "c", None),
+    ]
+    with memcommit.open(path) as store:
+        medium = store.medium
+        assert medium is not None
+        with medium.lock:
+            medium.write(changes)
+        want = [("a", {}), ("ab", {"n": 3}), ("b", {"n": 2})]
+        assert medium.scan("k") == want
+        assert medium.scan("k", "a") == want[:2]
+        assert medium.count("k") == 3 and medium.count() == 4
+    with memcommit.open(path, read_only=True) as reader:  # nothing read yet
+        medium = reader.medium
+        assert medium is not None
+        assert medium.get("k", "ab") == {"n": 3}  # one read, then the scan reads the rest
+        assert medium.scan("k") == want
+        assert medium.scan("k2") == [("a", {"other": True})]
+        assert medium.get("k", "c") is None

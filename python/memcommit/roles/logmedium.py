@@ -140,15 +140,25 @@ class LogMedium:
         return state
 
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
-        """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`."""
+        """Return ``(key, state)`` of the entities of `kind` whose key starts with `prefix`.
+
+        The log's index gives the keys; only the states not in the cache are read.
+        """
         self._native.check_not_failed()
         cache = self._cache
+        keys = self._native.entity_keys(kind + _SEP + prefix)
+        missing = [full_key for full_key in keys if cache.get(full_key) is None]
+        if missing:
+            for full_key, payload in zip(missing, self._native.entities_of(missing), strict=True):
+                # None: removed between the two reads (a reader refreshed in another thread).
+                if payload is not None:
+                    cache[full_key] = _decode(payload)
+        start = len(kind) + 1
         out: list[tuple[str, State]] = []
-        for full_key, payload in self._native.entities(kind + _SEP + prefix):
+        for full_key in keys:
             state = cache.get(full_key)
-            if state is None:
-                state = cache[full_key] = _decode(payload)
-            out.append((full_key.partition(_SEP)[2], state))
+            if state is not None:
+                out.append((full_key[start:], state))
         return out
 
     def write(self, changes: Sequence[Change]) -> None:

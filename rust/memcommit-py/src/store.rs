@@ -457,6 +457,23 @@ impl NativeLog {
         Ok(found.map(|v| PyBytes::new(py, &v)))
     }
 
+    /// The state JSON bytes of each of entities `keys` (None for one not live), in order.
+    fn entities_of<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<String>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let found =
+            self.run(py, |log| log.entities_of(&keys.iter().map(|k| k.as_bytes()).collect::<Vec<_>>()))?;
+        Ok(found.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect())
+    }
+
+    /// The keys of the live entities whose key starts with `prefix`, in key order.
+    #[pyo3(signature = (prefix=""))]
+    fn entity_keys(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<String>> {
+        self.run(py, |log| log.entity_keys(prefix.as_bytes()))
+    }
+
     /// How many live entities have a key that starts with `prefix` (every one by default).
     #[pyo3(signature = (prefix=""))]
     fn entity_count(&self, py: Python<'_>, prefix: &str) -> PyResult<u64> {

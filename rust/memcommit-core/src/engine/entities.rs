@@ -70,11 +70,32 @@ impl Log {
 
     /// The state of entity `key` as JSON, if it is live.
     pub fn entity(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.entities_of(&[key])?.pop().flatten())
+    }
+
+    /// The states of entities `keys` as JSON (None for each one not live), in their order.
+    pub fn entities_of(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let st = self.state.read();
         self.check_open(&st)?;
-        let Some(place) = st.index.entity(key) else { return Ok(None) };
         let mut buf = Vec::new();
-        Ok(Some(self.read_entity(&st, place, &mut buf)?.to_vec()))
+        keys.iter()
+            .map(|key| match st.index.entity(key) {
+                Some(place) => Ok(Some(self.read_entity(&st, place, &mut buf)?.to_vec())),
+                None => Ok(None),
+            })
+            .collect()
+    }
+
+    /// The keys of the live entities whose key starts with `prefix`, in key order (reads no
+    /// record).
+    pub fn entity_keys(&self, prefix: &[u8]) -> Result<Vec<String>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        Ok(st
+            .index
+            .entities_under(prefix)
+            .map(|(key, _)| String::from_utf8_lossy(key).into_owned())
+            .collect())
     }
 
     /// How many live entities have a key that starts with `prefix`.

@@ -87,16 +87,24 @@ def test_reopen(
 ) -> None:
     """A reader's open until its first get, of the compacted log and of the log before it."""
     path = compacted if which == "compacted" else generated.path
+    opened: list[memcommit.MemoryStore] = []
 
-    def run(_: None) -> memcommit.MemoryStore:
+    def close_opened(_: object = None) -> None:
+        while opened:
+            opened.pop().close()
+
+    def run(_: None) -> int:
         with PeakRss() as rss:
-            store = open_and_get(path)
-        benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
-        return store
+            opened.append(open_and_get(path))
+        benchmark.extra_info.update(
+            peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
+        )
+        return opened[-1].lsn
 
-    store = each_round(benchmark, lambda: None, run, max(size.rounds, 5))
-    benchmark.extra_info.update(bytes_in=os.path.getsize(path), records=store.lsn)
-    store.close()
+    # Each round's store is closed before the next round opens (untimed), so a round's peak
+    # holds one open store.
+    records = each_round(benchmark, close_opened, run, max(size.rounds, 5), close_opened)
+    benchmark.extra_info.update(bytes_in=os.path.getsize(path), records=records)
     _describe(benchmark, generated)
 
 

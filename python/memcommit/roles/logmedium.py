@@ -134,9 +134,14 @@ class LogMedium:
             return self._cache[full_key]
         except KeyError:
             pass
-        payload = self._native.entity(full_key)
-        state = None if payload is None else _decode(payload)
-        self._cache[full_key] = state
+        # A miss reads the log and fills the cache under the lock, so that a write by another
+        # thread cannot land between the two and be overwritten by the older state.
+        with self._lock.bare:
+            if full_key in self._cache:
+                return self._cache[full_key]
+            payload = self._native.entity(full_key)
+            state = None if payload is None else _decode(payload)
+            self._cache[full_key] = state
         return state
 
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, State]]:
@@ -145,14 +150,15 @@ class LogMedium:
         The log's index gives the keys; only the states not in the cache are read.
         """
         self._native.check_not_failed()
-        cache = self._cache
-        keys = self._native.entity_keys(kind + _SEP + prefix)
-        missing = [full_key for full_key in keys if cache.get(full_key) is None]
-        if missing:
-            for full_key, payload in zip(missing, self._native.entities_of(missing), strict=True):
-                # None: removed between the two reads (a reader refreshed in another thread).
-                if payload is not None:
-                    cache[full_key] = _decode(payload)
+        with self._lock.bare:  # as in get: no write lands between the reads and the cache
+            cache = self._cache
+            keys = self._native.entity_keys(kind + _SEP + prefix)
+            missing = [full_key for full_key in keys if cache.get(full_key) is None]
+            if missing:
+                states = self._native.entities_of(missing)
+                for full_key, payload in zip(missing, states, strict=True):
+                    if payload is not None:
+                        cache[full_key] = _decode(payload)
         start = len(kind) + 1
         out: list[tuple[str, State]] = []
         for full_key in keys:

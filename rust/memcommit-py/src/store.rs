@@ -443,11 +443,9 @@ impl NativeLog {
         self.run(py, |log| Ok(log.entity_version()))
     }
 
-    /// The live entities of the roles whose key starts with `prefix` (every one by default):
-    /// (key, state JSON bytes), in key order.
-    #[pyo3(signature = (prefix=""))]
-    fn entities<'py>(&self, py: Python<'py>, prefix: &str) -> PyResult<Vec<(String, Bound<'py, PyBytes>)>> {
-        let all = self.run(py, |log| log.entities_under(prefix.as_bytes()))?;
+    /// Every live entity of the roles: (key, state JSON bytes), in key order.
+    fn entities<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyBytes>)>> {
+        let all = self.run(py, |log| log.entities())?;
         Ok(all.into_iter().map(|(k, v)| (k, PyBytes::new(py, &v))).collect())
     }
 

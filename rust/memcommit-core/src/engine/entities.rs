@@ -51,16 +51,11 @@ impl Log {
 
     /// Every live entity: (key, state as JSON), in key order.
     pub fn entities(&self) -> Result<Vec<(String, Vec<u8>)>> {
-        self.entities_under(b"")
-    }
-
-    /// The live entities whose key starts with `prefix`: (key, state as JSON), in key order.
-    pub fn entities_under(&self, prefix: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
         let st = self.state.read();
         self.check_open(&st)?;
         let mut buf = Vec::new();
         st.index
-            .entities_under(prefix)
+            .entities()
             .map(|(key, place)| {
                 let json = self.read_entity(&st, place, &mut buf)?;
                 Ok((String::from_utf8_lossy(key).into_owned(), json.to_vec()))

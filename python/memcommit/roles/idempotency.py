@@ -177,8 +177,8 @@ class MemoryIdempotencyRepository(RoleBase):
                 "created_at_ms": now,
                 "expires_at_ms": now + ttl_ms,
             }
-            self._medium.write([token_change, (IDEMPOTENCY, ekey, new)])
-            return Reservation(acquired=True, record=_record(new))
+            record = self._save(IDEMPOTENCY, ekey, new, _record, token_change)
+            return Reservation(acquired=True, record=record)
 
     def complete(
         self, key: str, *, token: int, result: Json = None, ttl_ms: int | None = None

@@ -392,8 +392,7 @@ class MemoryRunRepository(RoleBase):
                 "created_at_ms": now,
                 "updated_at_ms": now,
             }
-            self._medium.write([seq_change, (RUN, key, state)])
-            return _run(state)
+            return self._save(RUN, key, state, _run, seq_change)
 
     def _grant(self, key: str, state: State, worker_id: str, ttl_ms: int, now: int) -> Claim:
         """Write a new claim on `state` and return it (under the lock)."""

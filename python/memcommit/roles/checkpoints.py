@@ -145,10 +145,8 @@ class MemoryCheckpointRepository(RunLinked):
         token = check_optional_token(token)
         with self._medium.lock:
             now = self._now_on_run(run_id, token)
-            if parent_id is not None:
-                parent = self._medium.get(CHECKPOINT, entity_key(run_id, parent_id))
-                if parent is None or parent["namespace"] != namespace:
-                    raise CheckpointNotFoundError(run_id=run_id, checkpoint_id=parent_id)
+            if parent_id is not None and self._in_namespace(run_id, parent_id, namespace) is None:
+                raise CheckpointNotFoundError(run_id=run_id, checkpoint_id=parent_id)
             seq, seq_change = bump_counter(self._medium, "checkpoints.seq")
             checkpoint_id = f"ckpt-{seq:020d}"
             new: State = {
@@ -165,6 +163,15 @@ class MemoryCheckpointRepository(RunLinked):
                 CHECKPOINT, entity_key(run_id, checkpoint_id), new, _checkpoint, seq_change
             )
 
+    def _in_namespace(self, run_id: str, checkpoint_id: str, namespace: str) -> State | None:
+        """Return the state of the run's checkpoint `checkpoint_id` if it is in `namespace`.
+
+        None when there is no such checkpoint, or it is in another namespace. Call under the
+        medium's lock.
+        """
+        state = self._medium.get(CHECKPOINT, entity_key(run_id, checkpoint_id))
+        return state if state is not None and state["namespace"] == namespace else None
+
     def _newest_first(self, run_id: str) -> builtins.list[tuple[str, State]]:
         found = self._medium.scan(CHECKPOINT, child_prefix(run_id))
         found.sort(key=lambda item: -int(item[1]["seq"]))
@@ -179,10 +186,8 @@ class MemoryCheckpointRepository(RunLinked):
         namespace = check_text(namespace, "namespace", empty=True)
         with self._medium.lock:
             if checkpoint_id is not None:
-                state = self._medium.get(CHECKPOINT, entity_key(run_id, checkpoint_id))
-                if state is None or state["namespace"] != namespace:
-                    return None
-                return _checkpoint(state)
+                state = self._in_namespace(run_id, checkpoint_id, namespace)
+                return None if state is None else _checkpoint(state)
             for _, state in self._newest_first(run_id):
                 if state["namespace"] == namespace:
                     return _checkpoint(state)

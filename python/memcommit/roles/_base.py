@@ -1,4 +1,4 @@
-"""What every in-memory role shares: clock, medium, operation steps, lease rules, run checks."""
+"""What every in-memory role shares: clock, medium, operation steps, lease and version rules, run checks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Protocol, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
-from .errors import LeaseLostError, LostReason, RunNotFoundError
+from .errors import LeaseLostError, LostReason, RunNotFoundError, VersionConflictError
 from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key, read_counter
 from .values import Json, check_count, same_json
 
@@ -18,6 +18,7 @@ __all__ = [
     "RunLinked",
     "check_optional_token",
     "check_token",
+    "check_version",
     "holds",
     "lease_lost",
     "live",
@@ -50,6 +51,21 @@ def check_token(token: object, field: str = "token") -> int:
 def check_optional_token(token: object) -> int | None:
     """Return `token` if it is None (a write without a claim) or what :func:`check_token` takes."""
     return None if token is None else check_token(token)
+
+
+def check_version(expected: int | None, state: State | None, what: str) -> None:
+    """Raise :class:`VersionConflictError` unless `state` is at version `expected`.
+
+    Args:
+        expected: The version the write expects (0: no entity); None expects nothing.
+        state: The entity (with ``version``), or None when absent (version 0).
+        what: What the entity is, for the message.
+    """
+    if expected is None:
+        return
+    actual = 0 if state is None else int(state["version"])
+    if actual != expected:
+        raise VersionConflictError(what=what, expected=expected, actual=actual)
 
 
 def live(state: State | None, now: int) -> TypeGuard[State]:

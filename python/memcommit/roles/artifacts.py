@@ -14,8 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase
-from .errors import VersionConflictError
+from ._base import RoleBase, check_version
 from .medium import (
     ARTIFACT,
     ARTIFACT_DATA,
@@ -177,13 +176,7 @@ class MemoryArtifactRepository(RoleBase):
             now = self._now()
             if expected_version is not None:
                 latest = self._latest(ns, name)
-                actual = 0 if latest is None else int(latest["version"])
-                if actual != expected_version:
-                    raise VersionConflictError(
-                        what=f"artifact {name!r} of {ns!r}",
-                        expected=expected_version,
-                        actual=actual,
-                    )
+                check_version(expected_version, latest, f"artifact {name!r} of {ns!r}")
             version, version_change = bump_counter(self._medium, "artifacts.version", ns, name)
             key = entity_key(ns, name, version)
             new: State = {

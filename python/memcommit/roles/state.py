@@ -13,8 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase
-from .errors import VersionConflictError
+from ._base import RoleBase, check_version
 from .medium import STATE, Change, State, bump_counter, child_prefix
 from .values import (
     Json,
@@ -113,17 +112,6 @@ class MemoryStateRepository(RoleBase):
         """Return the entry, or None."""
         return self._lookup(STATE, _entry, check_namespace(namespace), check_text(key, "key"))
 
-    def _check_expected(
-        self, ns: Namespace, key: str, state: State | None, expected: int | None
-    ) -> None:
-        if expected is None:
-            return
-        actual = 0 if state is None else int(state["version"])
-        if actual != expected:
-            raise VersionConflictError(
-                what=f"state {key!r} in {ns!r}", expected=expected, actual=actual
-            )
-
     def put(
         self, namespace: Namespace, key: str, value: Json, *, expected_version: int | None = None
     ) -> StateEntry:
@@ -135,7 +123,7 @@ class MemoryStateRepository(RoleBase):
         with self._medium.lock:
             now = self._now()
             ekey, state = self._read(STATE, ns, key)
-            self._check_expected(ns, key, state, expected_version)
+            check_version(expected_version, state, f"state {key!r} in {ns!r}")
             version, version_change = bump_counter(self._medium, "state.version", ns, key)
             new: State = {
                 "namespace": list(ns),
@@ -155,7 +143,7 @@ class MemoryStateRepository(RoleBase):
         expected_version = check_optional_int(expected_version, "expected_version")
         with self._medium.lock:
             ekey, state = self._read(STATE, ns, key)
-            self._check_expected(ns, key, state, expected_version)
+            check_version(expected_version, state, f"state {key!r} in {ns!r}")
             if state is None:
                 return False
             self._medium.write([(STATE, ekey, None)])

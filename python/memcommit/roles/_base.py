@@ -1,4 +1,4 @@
-"""What every in-memory role shares: clock, medium, operation steps, lease and version rules, run checks."""
+"""What every in-memory role shares: clock, medium, operation steps, lease, version, run checks."""
 
 from __future__ import annotations
 

@@ -8,7 +8,16 @@ from typing import Protocol, TypeGuard, TypeVar
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError, VersionConflictError
-from .medium import Change, KeyPart, Medium, MemoryMedium, State, entity_key, read_counter
+from .medium import (
+    Change,
+    KeyPart,
+    Medium,
+    MemoryMedium,
+    State,
+    child_prefix,
+    entity_key,
+    read_counter,
+)
 from .values import Json, check_count, same_json
 
 __all__ = [
@@ -171,6 +180,14 @@ class RoleBase:
         """
         key = entity_key(*parts)
         return key, self._medium.get(kind, key)
+
+    def _states(self, kind: str, *parts: KeyPart) -> list[State]:
+        """Return the states of the entities of `kind` whose keys start with `parts`.
+
+        In key order; every entity of `kind` without `parts`. Takes the medium's lock.
+        """
+        with self._medium.lock:
+            return [state for _, state in self._medium.scan(kind, child_prefix(*parts))]
 
     def _held_lease(self, kind: str, counter: str, name: str, token: int) -> tuple[str, State, int]:
         """Return (key, state, now) of the lease ``(kind, name)`` if `token` holds it now.

@@ -233,9 +233,7 @@ class MemoryArtifactRepository(RoleBase):
     def list_names(self, owner: Namespace) -> builtins.list[str]:
         """Return the owner's artifact names, sorted."""
         ns = check_namespace(owner, "owner")
-        with self._medium.lock:
-            names = {state["name"] for _, state in self._medium.scan(ARTIFACT, child_prefix(ns))}
-        return sorted(names)
+        return sorted({state["name"] for state in self._states(ARTIFACT, ns)})
 
     def list_versions(self, owner: Namespace, name: str) -> builtins.list[ArtifactVersion]:
         """Return the artifact's versions, ascending."""

@@ -328,9 +328,8 @@ class MemoryConversationRepository(RunLinked):
         if last is not None:
             if isinstance(last, bool) or not isinstance(last, int):
                 raise TypeError(f"last must be int, not {type(last).__name__}")
-        with self._medium.lock:
-            # Keys hold the sequence number zero-padded, so scan order is turn order.
-            states = [s for _, s in self._medium.scan(TURN, child_prefix(conversation_id))]
+        # Keys hold the sequence number zero-padded, so key order is turn order.
+        states = self._states(TURN, conversation_id)
         if after_seq is not None:
             states = [s for s in states if s["seq"] > after_seq]
         if last is not None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import EffectConflictError
-from .medium import EFFECT, State, bump_counter, child_prefix
+from .medium import EFFECT, State, bump_counter
 from .values import (
     Json,
     check_json,
@@ -147,8 +147,7 @@ class MemoryEffectRepository(RunLinked):
     def list(self, run_id: str) -> builtins.list[EffectRecord]:
         """Return the run's records in recording order."""
         run_id = check_text(run_id, "run_id")
-        with self._medium.lock:
-            states = [state for _, state in self._medium.scan(EFFECT, child_prefix(run_id))]
+        states = self._states(EFFECT, run_id)
         states.sort(key=lambda s: int(s["seq"]))
         return [_effect(s) for s in states]
 

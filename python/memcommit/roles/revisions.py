@@ -337,8 +337,7 @@ class MemoryAgentRevisionRepository(RoleBase):
         agent_id = check_text(agent_id, "agent_id")
         if status is not None and status not in _STATUSES:
             raise ValueError(f"status: {status!r} is not one of {sorted(_STATUSES)}")
-        with self._medium.lock:
-            states = [state for _, state in self._medium.scan(REVISION, child_prefix(agent_id))]
+        states = self._states(REVISION, agent_id)
         if status is not None:
             states = [s for s in states if s["status"] == status]
         versioned = sorted(

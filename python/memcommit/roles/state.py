@@ -156,8 +156,7 @@ class MemoryStateRepository(RoleBase):
         ns = check_namespace(namespace)
         key_prefix = check_optional_text(key_prefix, "key_prefix", empty=True)
         limit = check_optional_int(limit, "limit")
-        with self._medium.lock:
-            states = [state for _, state in self._medium.scan(STATE, child_prefix(ns))]
+        states = self._states(STATE, ns)
         states.sort(key=lambda s: str(s["key"]))
         if key_prefix:
             states = [s for s in states if s["key"].startswith(key_prefix)]
@@ -168,8 +167,7 @@ class MemoryStateRepository(RoleBase):
     def list_namespaces(self, *, prefix: Namespace = ()) -> builtins.list[Namespace]:
         """Return the namespaces in use under `prefix`, sorted."""
         pre = check_namespace(prefix, "prefix", empty=True)
-        with self._medium.lock:
-            found = {tuple(state["namespace"]) for _, state in self._medium.scan(STATE)}
+        found = {tuple(state["namespace"]) for state in self._states(STATE)}
         return sorted(ns for ns in found if ns[: len(pre)] == pre)
 
     def delete_namespace(self, namespace: Namespace) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import RunLinked, check_optional_token, same_or_conflict
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
-from .medium import STEP, State, bump_counter, child_prefix
+from .medium import STEP, State, bump_counter
 from .values import (
     Json,
     check_json,
@@ -247,8 +247,7 @@ class MemoryStepRepository(RunLinked):
         run_id = check_text(run_id, "run_id")
         after_seq = check_optional_int(after_seq, "after_seq")
         limit = check_optional_int(limit, "limit")
-        with self._medium.lock:
-            states = [state for _, state in self._medium.scan(STEP, child_prefix(run_id))]
+        states = self._states(STEP, run_id)
         states.sort(key=lambda s: int(s["seq"]))
         if after_seq is not None:
             states = [s for s in states if s["seq"] > after_seq]

@@ -173,6 +173,13 @@ class RoleBase:
             self._medium.write(changes)
         return len(changes)
 
+    def _deletions(self, kind: str, *parts: KeyPart) -> list[Change]:
+        """Return the changes deleting every entity of `kind` whose key starts with `parts`.
+
+        Call under the medium's lock.
+        """
+        return [(kind, key, None) for key, _ in self._medium.scan(kind, child_prefix(*parts))]
+
     def _read(self, kind: str, *parts: KeyPart) -> tuple[str, State | None]:
         """Return the key of entity ``(kind, parts)`` and its state (None: absent).
 

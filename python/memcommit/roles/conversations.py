@@ -368,12 +368,7 @@ class MemoryConversationRepository(RunLinked):
         with self._medium.lock:
             if self._medium.get(CONVERSATION, key) is None:
                 return False
-            changes: builtins.list[Change] = [(CONVERSATION, key, None)]
-            changes.extend(
-                (TURN, tkey, None)
-                for tkey, _ in self._medium.scan(TURN, child_prefix(conversation_id))
-            )
-            self._medium.write(changes)
+            self._medium.write([(CONVERSATION, key, None), *self._deletions(TURN, conversation_id)])
             return True
 
 

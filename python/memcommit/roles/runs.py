@@ -597,9 +597,8 @@ class MemoryRunRepository(RoleBase):
             if self._medium.get(RUN, key) is None:
                 return False
             changes: list[Change] = [(RUN, key, None)]
-            prefix = child_prefix(run_id)
             for kind in (STEP, CHECKPOINT, EFFECT):
-                changes.extend((kind, k, None) for k, _ in self._medium.scan(kind, prefix))
+                changes.extend(self._deletions(kind, run_id))
             changes.extend(_cascade_turns(self._medium, run_id, now))
             self._medium.write(changes)
             return True

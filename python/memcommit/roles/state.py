@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ._base import RoleBase, check_version
-from .medium import STATE, Change, State, bump_counter, child_prefix
+from .medium import STATE, State, bump_counter
 from .values import (
     Json,
     Namespace,
@@ -174,10 +174,7 @@ class MemoryStateRepository(RoleBase):
         """Delete the namespace's entries. See :meth:`AgentStateRepository.delete_namespace`."""
         ns = check_namespace(namespace)
         with self._medium.lock:
-            changes: builtins.list[Change] = [
-                (STATE, ekey, None) for ekey, _ in self._medium.scan(STATE, child_prefix(ns))
-            ]
-            return self._delete(changes)
+            return self._delete(self._deletions(STATE, ns))
 
 
 if TYPE_CHECKING:

@@ -28,7 +28,6 @@ from .medium import (
     Change,
     State,
     bump_counter,
-    child_prefix,
     entity_key,
 )
 from .values import (
@@ -191,7 +190,7 @@ class MemoryAgentRevisionRepository(RoleBase):
         return None if agent is None else agent["current_version"]
 
     def _by_version(self, agent_id: str, version: int) -> State | None:
-        for _, state in self._medium.scan(REVISION, child_prefix(agent_id)):
+        for state in self._states(REVISION, agent_id):
             if state["version"] == version:
                 return state
         return None

@@ -332,10 +332,7 @@ class MemoryRunRepository(RoleBase):
         agent_id = check_optional_text(agent_id, "agent_id")
         limit = check_optional_int(limit, "limit")
         after_seq = check_optional_int(after_seq, "after_seq")
-        with self._medium.lock:
-            states = sorted(
-                (state for _, state in self._medium.scan(RUN)), key=lambda s: int(s["seq"])
-            )
+        states = sorted(self._states(RUN), key=lambda s: int(s["seq"]))
         out: list[Run] = []
         for state in states:
             if limit is not None and len(out) >= limit:

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .groupings import Grouper, Grouping, Groupings
 from .medium import Change, State
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class LogMedium:
         # Decoded states by full key (None: known not to be live). Roles never mutate a state
         # they read, so the cache hands out what it holds.
         self._cache: dict[str, State | None] = {}
+        self._groupings = Groupings()
 
     @property
     def lock(self) -> _DurableLock:
@@ -115,6 +117,7 @@ class LogMedium:
         with self._lock.bare:
             self._version = self._native.entity_version()
             self._cache = {}
+            self._groupings.clear()
 
     def refresh(self) -> None:
         """Forget what was read after a reader's refresh, if any entity record came with it."""
@@ -187,10 +190,21 @@ class LogMedium:
             for kind, key, state in changes
         ]
         end = self._native.write_entities(self._now_us(), items)
-        cache = self._cache
-        for (full_key, _), (_, _, state) in zip(items, changes, strict=True):
+        cache, groupings = self._cache, self._groupings
+        for (full_key, _), (kind, key, state) in zip(items, changes, strict=True):
             cache[full_key] = state
+            groupings.update(kind, key, state)
         self._lock.written(end)
+
+    def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
+        """Return grouping `name` of `kind` (see :meth:`~memcommit.roles.medium.Medium.grouping`).
+
+        Built by one scan the first time it is asked for after the medium last forgot what it
+        read, then kept up to date by :meth:`write`.
+        """
+        self._native.check_not_failed()
+        with self._lock.bare:
+            return self._groupings.get(kind, name, grouper, lambda: self.scan(kind))
 
     def count(self, kind: str | None = None) -> int:
         """Return how many entities there are (of `kind`, or of every kind)."""

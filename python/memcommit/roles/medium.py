@@ -10,13 +10,18 @@ A role operation is always, under the medium's lock:
    or ``None`` for each entity it removes (a delete), as one atomic batch.
 
 So a medium needs no knowledge of the roles. The in-memory store uses :class:`MemoryMedium`
-(dicts). A durable store implements the same three methods and the lock over its log:
+(dicts). A durable store implements the same methods and the lock over its log:
 ``write`` appends the batch as one commit (all or nothing, in order) and applies it to its
 cache only once the commit is durable; ``get``/``scan`` read the cache; opening replays the
 batches in order. Because states never hold "now" but only resolved values (granted tokens,
 absolute ``expires_at_ms``, assigned versions and sequence numbers), a replay rebuilds exactly
 the state that was acknowledged, whatever the clock says at replay; expiry is then judged
 lazily against the clock of the moment, as it was before the restart.
+
+A role that must find the first entity of a kind that meets a condition (the lowest-``seq``
+claimable run) asks :meth:`Medium.grouping` for the kind's entities in groups, each group in
+rank order (:mod:`~memcommit.roles.groupings`), which the medium keeps in step with its writes:
+the lookup then walks only the groups it needs instead of every entity of the kind.
 
 **Keys** are str, built by :func:`entity_key` from parts (str, non-negative int, or a tuple of
 str for a namespace): the JSON array of the parts, with ints written as 20 zero-padded digits
@@ -96,6 +101,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring as _quote
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from .groupings import Grouper, Grouping, Groupings
 from .values import Json
 
 __all__ = [
@@ -224,6 +230,14 @@ class Medium(Protocol):
         """Apply `changes` (upserts and deletes) atomically, in order."""
         ...
 
+    def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
+        """Return the entities of `kind` grouped and ranked by `grouper`, kept up to date.
+
+        `name` identifies the grouping (one `grouper` per name). Call and read it under
+        :attr:`lock`.
+        """
+        ...
+
 
 class MemoryMedium:
     """A :class:`Medium` in dicts: gone with the process.
@@ -238,6 +252,7 @@ class MemoryMedium:
         self._lock = threading.RLock()
         self._states: dict[str, dict[str, State]] = {}
         self._keys: dict[str, list[str]] = {}
+        self._groupings = Groupings()
 
     @property
     def lock(self) -> threading.RLock:
@@ -281,6 +296,12 @@ class MemoryMedium:
                     if key not in states:
                         bisect.insort(self._keys[kind], key)
                     states[key] = state
+                self._groupings.update(kind, key, state)
+
+    def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
+        """Return grouping `name` of `kind` (see :meth:`Medium.grouping`)."""
+        with self._lock:
+            return self._groupings.get(kind, name, grouper, lambda: self.scan(kind))
 
     def count(self, kind: str | None = None) -> int:
         """Return how many entities the medium holds (of `kind`, or of every kind)."""

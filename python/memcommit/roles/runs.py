@@ -11,8 +11,9 @@ checkpoints, effects and turns it writes with ``token=``.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
@@ -276,6 +277,17 @@ def _claimable(state: State, now: int) -> bool:
     return bool(status == "running" and now >= state["claim_expires_at_ms"])
 
 
+_CLAIMABLE = ("pending", "running")
+"""The statuses a claimable run can have (a running one, once its claim expired)."""
+
+_BY_STATUS = "by_status"
+"""The medium's grouping of runs: by status, each status in ``seq`` order."""
+
+
+def _status_seq(state: State) -> tuple[str, int]:
+    return str(state["status"]), int(state["seq"])
+
+
 def _statuses(status: object) -> frozenset[str] | None:
     if status is None:
         return None
@@ -332,19 +344,14 @@ class MemoryRunRepository(RoleBase):
         agent_id = check_optional_text(agent_id, "agent_id")
         limit = check_optional_int(limit, "limit")
         after_seq = check_optional_int(after_seq, "after_seq")
-        states = sorted(self._states(RUN), key=lambda s: int(s["seq"]))
-        out: list[Run] = []
-        for state in states:
-            if limit is not None and len(out) >= limit:
-                break
-            if statuses is not None and state["status"] not in statuses:
-                continue
-            if agent_id is not None and state["agent_id"] != agent_id:
-                continue
-            if after_seq is not None and state["seq"] <= after_seq:
-                continue
-            out.append(_run(state))
-        return out
+        with self._medium.lock:
+            matching = (
+                state
+                for _, state in self._by_status(statuses, after=after_seq)
+                if agent_id is None or state["agent_id"] == agent_id
+            )
+            states = list(itertools.islice(matching, limit))
+        return [_run(state) for state in states]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -414,17 +421,13 @@ class MemoryRunRepository(RoleBase):
         agent_id = check_optional_text(agent_id, "agent_id")
         with self._medium.lock:
             now = self._now()
-            best: tuple[str, State] | None = None
-            for key, state in self._medium.scan(RUN):
+            # Pending and running runs in seq order: the first claimable one is the answer.
+            for key, state in self._by_status(_CLAIMABLE):
                 if agent_id is not None and state["agent_id"] != agent_id:
                     continue
-                if not _claimable(state, now):
-                    continue
-                if best is None or state["seq"] < best[1]["seq"]:
-                    best = (key, state)
-            if best is None:
-                return None
-            return self._grant(best[0], best[1], worker_id, ttl_ms, now)
+                if _claimable(state, now):
+                    return self._grant(key, state, worker_id, ttl_ms, now)
+            return None
 
     def claim(self, run_id: str, *, worker_id: str, ttl_ms: int) -> Claim:
         """Claim this run. See :meth:`RunRepository.claim`."""
@@ -449,6 +452,19 @@ class MemoryRunRepository(RoleBase):
                     )
                 raise InvalidStateError(message, current=status, attempted="claim")
             return self._grant(key, state, worker_id, ttl_ms, now)
+
+    def _by_status(
+        self, statuses: Iterable[str] | None, after: int | None = None
+    ) -> Iterator[tuple[str, State]]:
+        """Yield ``(key, state)`` of the runs in `statuses` (all when None) by seq, above `after`.
+
+        Under the lock; stop iterating before writing.
+        """
+        grouping = self._medium.grouping(RUN, _BY_STATUS, _status_seq)
+        for key in grouping.keys(statuses, after=after):
+            state = self._medium.get(RUN, key)
+            assert state is not None, key  # the grouping holds only stored runs
+            yield key, state
 
     def _stored(self, run_id: str) -> tuple[str, State]:
         """Return the key and state of run `run_id`; raise if there is none. Under the lock."""

@@ -1,0 +1,217 @@
+"""The run queue: claim_next and list by status walk the runs they need, not every run.
+
+The medium keeps the runs grouped by status, each status in ``seq`` order
+(:mod:`memcommit.roles.groupings`). These tests pin that the grouping agrees with the runs
+themselves through every kind of change (writes, a reader's refresh, a reopen, log
+compaction), and that once it is built a claim reads only the runs it walks.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import memcommit
+from memcommit.roles import RoleSet
+from memcommit.roles.groupings import Grouping
+from memcommit.roles.medium import RUN, Medium, MemoryMedium, State
+from memcommit.roles.roleset import Roles
+from memcommit.roles.runs import RunStatus
+from memcommit.storage import compact
+from memcommit.testing import ControllableClock
+
+STATUSES = ("pending", "running", "suspended", "succeeded", "failed", "cancelled")
+
+
+def _by_parity(state: State) -> tuple[str, int] | None:
+    n = state["n"]
+    assert isinstance(n, int)
+    return None if n < 0 else ("even" if n % 2 == 0 else "odd", n)
+
+
+def test_a_grouping_keeps_each_group_in_rank_order_through_moves_and_deletes() -> None:
+    grouping = Grouping(_by_parity, [("c", {"n": 3}), ("a", {"n": 1}), ("b", {"n": 2})])
+    assert list(grouping.keys(["odd"])) == ["a", "c"]
+    assert list(grouping.keys()) == ["a", "b", "c"]  # every group, merged by rank
+    grouping.update("a", {"n": 4})  # moves from odd to even
+    grouping.update("d", {"n": 0})  # new
+    grouping.update("c", None)  # deleted
+    grouping.update("b", {"n": -1})  # left out by the grouper
+    grouping.update("e", {"n": 4})  # same rank as "a": the key breaks the tie
+    assert list(grouping.keys(["even"])) == ["d", "a", "e"]
+    assert list(grouping.keys(["odd"])) == []
+    assert list(grouping.keys(["even"], after=0)) == ["a", "e"]
+    assert list(grouping.keys(["nothing"])) == []
+
+
+def _stored(medium: Medium | None) -> list[State]:
+    """Every run's state, read straight from the medium (not through the grouping), by seq."""
+    assert medium is not None
+    return sorted((state for _, state in medium.scan(RUN)), key=lambda s: int(str(s["seq"])))
+
+
+def _expected(
+    medium: Medium | None, statuses: tuple[str, ...] | None, after: int | None
+) -> list[str]:
+    """The run ids list() must return, by a full read."""
+    return [
+        str(s["run_id"])
+        for s in _stored(medium)
+        if (statuses is None or s["status"] in statuses)
+        and (after is None or int(str(s["seq"])) > after)
+    ]
+
+
+def _drive(roles: Roles, clock: ControllableClock, rng: random.Random, steps: int) -> None:
+    """Random run traffic: creates, claims, takeovers, releases, suspends, finishes, deletes."""
+    runs = roles.runs
+    for _ in range(steps):
+        live = [r for s in _stored(roles.medium) if (r := runs.get(str(s["run_id"])))]
+        choice = rng.random()
+        if choice < 0.3 or not live:
+            delay = rng.choice([None, None, 500])
+            runs.create(
+                agent_id=rng.choice(["a", "b"]), available_at_ms=delay and clock.now_ms() + delay
+            )
+        elif choice < 0.5:
+            runs.claim_next(worker_id="w", ttl_ms=rng.choice([100, 10_000]))
+        elif choice < 0.6:
+            clock.advance(rng.choice([50, 200, 1_000]))
+        else:
+            run = rng.choice(live)
+            expires = run.claim_expires_at_ms
+            if run.status == "running" and expires is not None and expires > clock.now_ms():
+                token = run.attempt
+                act = rng.choice(["complete", "fail", "release", "suspend"])
+                if act == "complete":
+                    runs.complete(run.run_id, token=token, output=1)
+                elif act == "fail":
+                    runs.fail(run.run_id, token=token, error="e")
+                elif act == "release":
+                    runs.release(run.run_id, token=token)
+                else:
+                    runs.suspend(run.run_id, token=token)
+            elif run.status == "suspended":
+                runs.resume(run.run_id)
+            elif run.status in ("pending", "running"):
+                runs.cancel(run.run_id)
+            else:
+                runs.delete(run.run_id)
+
+
+def _check(roles: Roles) -> None:
+    runs, medium = roles.runs, roles.medium
+    seqs = [int(str(s["seq"])) for s in _stored(medium)]
+    choices: list[tuple[RunStatus, ...] | None] = [
+        None,
+        ("pending",),
+        ("pending", "running"),
+        ("succeeded", "failed"),
+    ]
+    for statuses in choices:
+        for after in [None, seqs[len(seqs) // 2] if seqs else None]:
+            got = [r.run_id for r in runs.list(status=statuses, after_seq=after)]
+            assert got == _expected(medium, statuses, after), (statuses, after)
+    heads = runs.list(status="pending", limit=3)
+    assert [r.run_id for r in heads] == _expected(medium, ("pending",), None)[:3]
+
+
+@pytest.mark.parametrize("where", ["log", "memory"])
+def test_list_and_claim_next_agree_with_the_runs_through_random_traffic(
+    tmp_path: Path, where: str
+) -> None:
+    clock = ControllableClock()
+    rng = random.Random(20261202)
+    store = None
+    if where == "log":
+        store = memcommit.open(str(tmp_path / "runs.db"), clock=clock, durability="none")
+        roles: Roles = store
+    else:
+        roles = RoleSet(clock=clock)
+    for _ in range(12):
+        _drive(roles, clock, rng, 25)
+        _check(roles)
+        # claim_next takes the lowest-seq claimable run, as a full read finds it.
+        now = clock.now_ms()
+        claimable = [
+            str(s["run_id"])
+            for s in _stored(roles.medium)
+            if (
+                s["status"] == "pending"
+                and (s["available_at_ms"] is None or now >= int(str(s["available_at_ms"])))
+            )
+            or (s["status"] == "running" and now >= int(str(s["claim_expires_at_ms"])))
+        ]
+        claim = roles.runs.claim_next(worker_id="checker", ttl_ms=1_000)
+        if claimable:
+            assert claim is not None and claim.run.run_id == claimable[0]
+        else:
+            assert claim is None
+    if store is not None:
+        store.close()
+
+
+def test_a_claim_reads_only_the_runs_it_walks_once_the_grouping_is_built() -> None:
+    medium = MemoryMedium()
+    calls = {"scan": 0, "get": 0}
+    scan, get = medium.scan, medium.get
+
+    def counting_scan(kind: str, prefix: str = "") -> list[tuple[str, State]]:
+        calls["scan"] += kind == RUN
+        return scan(kind, prefix)
+
+    def counting_get(kind: str, key: str) -> State | None:
+        calls["get"] += kind == RUN
+        return get(kind, key)
+
+    medium.scan = counting_scan  # type: ignore[method-assign]
+    medium.get = counting_get  # type: ignore[method-assign]
+    runs = RoleSet(medium=medium).runs
+    for i in range(300):
+        run = runs.create(agent_id="agent")
+        if i < 290:  # a long finished history, ten pending
+            runs.complete(run.run_id, token=runs.claim(run.run_id, worker_id="w", ttl_ms=9).token)
+    runs.claim_next(worker_id="w", ttl_ms=60_000)  # builds the grouping: one scan
+    calls.update(scan=0, get=0)
+    claim = runs.claim_next(worker_id="w", ttl_ms=60_000)
+    assert claim is not None
+    assert calls["scan"] == 0
+    # The one running run (live claim) and the first pending one, plus the grant's own reads.
+    assert calls["get"] <= 4, calls
+    calls.update(scan=0, get=0)
+    assert len(runs.list(status="succeeded", limit=5)) == 5
+    assert calls == {"scan": 0, "get": 5}
+
+
+def test_a_reader_lists_runs_the_writer_changed_after_it_refreshes(tmp_path: Path) -> None:
+    path = str(tmp_path / "runs.db")
+    with memcommit.open(path) as writer:
+        first = writer.runs.create(agent_id="a")
+        with memcommit.open(path, read_only=True) as reader:
+            assert [r.run_id for r in reader.runs.list(status="pending")] == [first.run_id]
+            second = writer.runs.create(agent_id="a")
+            claim = writer.runs.claim(first.run_id, worker_id="w", ttl_ms=60_000)
+            writer.runs.complete(first.run_id, token=claim.token)
+            assert reader.refresh() > 0
+            assert [r.run_id for r in reader.runs.list(status="pending")] == [second.run_id]
+            assert [r.run_id for r in reader.runs.list(status="succeeded")] == [first.run_id]
+
+
+def test_the_queue_survives_a_reopen_and_log_compaction(tmp_path: Path) -> None:
+    path = str(tmp_path / "runs.db")
+    with memcommit.open(path) as store:
+        made = [store.runs.create(agent_id="a").run_id for _ in range(5)]
+        store.runs.list(status="pending")  # builds the grouping before compaction
+        claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
+        assert claim is not None and claim.run.run_id == made[0]
+        report = compact(store)
+        assert report.after < report.before  # the log was rewritten; the store moved onto it
+        claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
+        assert claim is not None and claim.run.run_id == made[1]
+        assert [r.run_id for r in store.runs.list(status="pending")] == made[2:]
+    with memcommit.open(path) as store:
+        assert [r.run_id for r in store.runs.list(status="running")] == made[:2]
+        claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
+        assert claim is not None and claim.run.run_id == made[2]

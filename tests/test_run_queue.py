@@ -9,6 +9,8 @@ compaction), and that once it is built a claim reads only the runs it walks.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,18 @@ def test_the_queue_survives_a_reopen_and_log_compaction(tmp_path: Path) -> None:
         assert [r.run_id for r in store.runs.list(status="running")] == made[:2]
         claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
         assert claim is not None and claim.run.run_id == made[2]
+
+
+def test_the_run_queue_benchmark_runs_at_a_small_size() -> None:
+    """benches/run_queue.py prints one row per figure and contender (a broken bench fails)."""
+    script = Path(__file__).parent.parent / "benches" / "run_queue.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--runs", "120", "--open", "20", "--calls", "5"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| 120 |")]
+    assert len(rows) == 8, out
+    assert {row.split("|")[2].strip() for row in rows} == {"log store", "in memory"}

@@ -27,9 +27,9 @@ from memcommit import (
     SnapshotMismatch,
     StoreLocked,
 )
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 HEADER_BYTES = 64  # ARCHITECTURE.md: the log header
 
 

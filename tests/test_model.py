@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import memcommit
 from memcommit import Rejected
 from memcommit.clock import to_microseconds
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock, ServerProcess
 
 LONG = os.environ.get("MEMCOMMIT_LONG") == "1"
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TIERS = ("working", "mid", "long", "archive")
 KINDS = ("note", "fact", "trace")
 TASKS = (None, "t1", "t2")

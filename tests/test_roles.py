@@ -47,11 +47,11 @@ from memcommit.roles import (
 from memcommit.roles import errors as role_errors
 from memcommit.roles.medium import KINDS, Change, State, child_prefix, entity_key
 from memcommit.roles.values import check_json
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import Backend, ControllableClock, Harness, race, run_contract
 from memcommit.testing.contract.plugin import _load
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 START_MS = 1_767_225_600_000
 TTL = 1_000
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,9 @@ from memcommit import (
     seal,
     verify,
 )
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SEAL_PAYLOAD_LEN = 74
 HEX = set("0123456789abcdef")
 

@@ -35,7 +35,7 @@ import tempfile
 import textwrap
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,9 @@ from memcommit.storage import (
     RetentionPolicy,
     compact,
 )
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DAY_MS = 86_400_000
 DAY_S = 86_400
 TIERS = ("working", "mid", "long", "archive")

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import memcommit
 from memcommit import Memory, MemoryStore
 from memcommit.lineage import descendants, lineage
 from memcommit.summarize import ExtractiveSummarizer, default_summarizer
+from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock
 from memcommit.tiers import (
     MemoryCompactionReport,
@@ -30,7 +31,6 @@ from memcommit.tiers import (
     context,
 )
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 HOUR = 3_600_000  # ms, for ControllableClock.advance
 DAY = 24 * HOUR
 

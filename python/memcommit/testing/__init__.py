@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .clock import ControllableClock
+from .clock import CLOCK_START, ControllableClock
 from .contract.harness import (
     Backend,
     Harness,
@@ -26,6 +26,7 @@ from .race import race
 from .server import ServerProcess
 
 __all__ = [
+    "CLOCK_START",
     "Backend",
     "ControllableClock",
     "Harness",

@@ -7,10 +7,11 @@ from datetime import datetime, timedelta, timezone
 
 from ..clock import to_microseconds
 
-__all__ = ["ControllableClock"]
+__all__ = ["CLOCK_START", "ControllableClock"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+"""Where a :class:`ControllableClock` starts unless told otherwise (2026-01-01T00:00:00Z)."""
 
 
 def _instant_us(value: object, field: str) -> int:
@@ -54,7 +55,7 @@ class ControllableClock:
             TypeError: `start` is neither a datetime nor an int (bools are refused).
             ValueError: `start` is a naive datetime.
         """
-        self._us = _instant_us(_DEFAULT_START if start is None else start, "start")
+        self._us = _instant_us(CLOCK_START if start is None else start, "start")
         self._lock = threading.Lock()
 
     def now(self) -> datetime:

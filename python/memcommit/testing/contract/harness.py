@@ -21,11 +21,10 @@ import pathlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from ...errors import NotSupported
-from ..clock import ControllableClock
+from ..clock import CLOCK_START, ControllableClock
 
 __all__ = [
     "Backend",
@@ -38,7 +37,7 @@ __all__ = [
     "store_memory_backend",
 ]
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = CLOCK_START
 """Where a memory backend's clock starts."""
 
 

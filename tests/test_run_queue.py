@@ -120,7 +120,18 @@ def _check(roles: Roles) -> None:
     assert [r.run_id for r in heads] == _expected(medium, ("pending",), None)[:3]
 
 
-@pytest.mark.parametrize("where", ["log", "memory"])
+class PlainMedium:
+    """A medium with only the three methods and the lock: it keeps no groupings."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryMedium()
+        self.lock = self._inner.lock
+        self.get = self._inner.get
+        self.scan = self._inner.scan
+        self.write = self._inner.write
+
+
+@pytest.mark.parametrize("where", ["log", "memory", "plain medium"])
 def test_list_and_claim_next_agree_with_the_runs_through_random_traffic(
     tmp_path: Path, where: str
 ) -> None:
@@ -130,8 +141,11 @@ def test_list_and_claim_next_agree_with_the_runs_through_random_traffic(
     if where == "log":
         store = memcommit.open(str(tmp_path / "runs.db"), clock=clock, durability="none")
         roles: Roles = store
-    else:
+    elif where == "memory":
         roles = RoleSet(clock=clock)
+    else:
+        roles = RoleSet(clock=clock, medium=PlainMedium())
+        assert not hasattr(roles.medium, "grouping")
     for _ in range(12):
         _drive(roles, clock, rng, 25)
         _check(roles)

@@ -197,7 +197,7 @@ class LogMedium:
         self._lock.written(end)
 
     def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
-        """Return grouping `name` of `kind` (see :meth:`~memcommit.roles.medium.Medium.grouping`).
+        """Return grouping `name` of `kind`, kept in step with :meth:`write`.
 
         Built by one scan the first time it is asked for after the medium last forgot what it
         read, then kept up to date by :meth:`write`.

@@ -19,9 +19,12 @@ the state that was acknowledged, whatever the clock says at replay; expiry is th
 lazily against the clock of the moment, as it was before the restart.
 
 A role that must find the first entity of a kind that meets a condition (the lowest-``seq``
-claimable run) asks :meth:`Medium.grouping` for the kind's entities in groups, each group in
-rank order (:mod:`~memcommit.roles.groupings`), which the medium keeps in step with its writes:
-the lookup then walks only the groups it needs instead of every entity of the kind.
+claimable run) asks the medium for the kind's entities in groups, each group in rank order
+(:mod:`~memcommit.roles.groupings`), which the medium keeps in step with its writes: the lookup
+then walks only the groups it needs instead of every entity of the kind. Keeping groupings is
+optional: :class:`MemoryMedium` and the log's medium do, with a method
+``grouping(kind, name, grouper)``; on a medium without it the role builds the grouping from a
+:meth:`Medium.scan` on each call (correct, at the cost of reading every entity of the kind).
 
 **Keys** are str, built by :func:`entity_key` from parts (str, non-negative int, or a tuple of
 str for a namespace): the JSON array of the parts, with ints written as 20 zero-padded digits
@@ -230,14 +233,6 @@ class Medium(Protocol):
         """Apply `changes` (upserts and deletes) atomically, in order."""
         ...
 
-    def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
-        """Return the entities of `kind` grouped and ranked by `grouper`, kept up to date.
-
-        `name` identifies the grouping (one `grouper` per name). Call and read it under
-        :attr:`lock`.
-        """
-        ...
-
 
 class MemoryMedium:
     """A :class:`Medium` in dicts: gone with the process.
@@ -299,7 +294,11 @@ class MemoryMedium:
                 self._groupings.update(kind, key, state)
 
     def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
-        """Return grouping `name` of `kind` (see :meth:`Medium.grouping`)."""
+        """Return the entities of `kind` grouped and ranked by `grouper`, kept up to date.
+
+        `name` identifies the grouping (one `grouper` per name). Call and read it under
+        :attr:`lock`.
+        """
         with self._lock:
             return self._groupings.get(kind, name, grouper, lambda: self.scan(kind))
 

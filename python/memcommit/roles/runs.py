@@ -26,6 +26,7 @@ from .errors import (
     RunAlreadyExistsError,
     RunNotFoundError,
 )
+from .groupings import Grouping
 from .medium import (
     CHECKPOINT,
     CONVERSATION,
@@ -460,7 +461,12 @@ class MemoryRunRepository(RoleBase):
 
         Under the lock; stop iterating before writing.
         """
-        grouping = self._medium.grouping(RUN, _BY_STATUS, _status_seq)
+        kept = getattr(self._medium, "grouping", None)  # a medium may keep none (medium.py)
+        grouping: Grouping = (
+            Grouping(_status_seq, self._medium.scan(RUN))
+            if kept is None
+            else kept(RUN, _BY_STATUS, _status_seq)
+        )
         for key in grouping.keys(statuses, after=after):
             state = self._medium.get(RUN, key)
             assert state is not None, key  # the grouping holds only stored runs

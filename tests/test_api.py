@@ -44,11 +44,6 @@ def store(path: str) -> Iterator[Any]:
         yield s
 
 
-@pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock(START)
-
-
 def snapshot(store: Any) -> list[tuple[int, str, str, dict[str, Any]]]:
     return [(r.lsn, r.op, r.key, r.fields) for r in store.records()]
 

@@ -47,11 +47,6 @@ def _files(path: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock()
-
-
 @pytest.mark.parametrize(
     ("retention", "horizon"),
     [

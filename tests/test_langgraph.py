@@ -1247,11 +1247,6 @@ def test_search_and_listing_keep_empty_prefixes_and_wildcards(store: MemcommitSt
 # -- TTL: langgraph-checkpoint-sqlite tests/test_ttl.py, on a clock the test moves -----------
 
 
-@pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock()
-
-
 def _ttl_store(tmp_path: Path, clock: ControllableClock, ttl: TTLConfig | None) -> MemcommitStore:
     return MemcommitStore(memcommit.open(str(tmp_path / "ttl.log"), clock=clock), ttl=ttl)
 

@@ -121,11 +121,6 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock(START)
-
-
-@pytest.fixture
 def sealed(path: Path) -> Iterator[tuple[Path, list[Seal]]]:
     seals_written = build_sealed(path)
     assert [(x.record_lsn, x.lsn) for x in seals_written] == list(

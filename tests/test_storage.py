@@ -207,11 +207,6 @@ def path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
 
 
-@pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock(START)
-
-
 # -- the API and the report ----------------------------------------------------------------
 
 

@@ -36,11 +36,6 @@ DAY = 24 * HOUR
 
 
 @pytest.fixture
-def clock() -> ControllableClock:
-    return ControllableClock(START)
-
-
-@pytest.fixture
 def store(clock: ControllableClock) -> Iterator[MemoryStore]:
     with memcommit.create_memory_store(clock=clock) as s:
         yield s

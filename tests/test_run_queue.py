@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import memcommit
-from memcommit.roles import RoleSet
+from memcommit.roles import NewTurn, RoleSet
 from memcommit.roles.groupings import Grouping
 from memcommit.roles.medium import RUN, Medium, MemoryMedium, State
 from memcommit.roles.roleset import Roles
@@ -246,3 +246,35 @@ def test_the_run_queue_benchmark_runs_at_a_small_size() -> None:
     rows = [line for line in out.splitlines() if line.startswith("| 120 |")]
     assert len(rows) == 8, out
     assert {row.split("|")[2].strip() for row in rows} == {"log store", "in memory"}
+
+
+@pytest.mark.parametrize("where", ["log", "memory", "plain medium"])
+def test_deleting_a_run_removes_its_turns_and_only_them_as_turns_come_and_go(
+    tmp_path: Path, where: str
+) -> None:
+    store = None
+    if where == "log":
+        store = memcommit.open(str(tmp_path / "runs.db"), durability="none")
+        roles: Roles = store
+    else:
+        roles = RoleSet(medium=PlainMedium() if where == "plain medium" else None)
+    runs, talk = roles.runs, roles.conversations
+    a, b = talk.create().conversation_id, talk.create().conversation_id
+    made = [runs.create(agent_id="agent").run_id for _ in range(4)]
+    talk.append(a, [NewTurn("user", "r0 in a")], run_id=made[0])
+    talk.append(b, [NewTurn("user", "r1 in b")], run_id=made[1])
+    assert runs.delete(made[0])  # builds the turns' grouping by run (where one is kept)
+    # Turns written after the grouping was built are found by the next delete.
+    talk.append(a, [NewTurn("user", "r1 in a"), NewTurn("user", "r1 in a, too")], run_id=made[1])
+    talk.append(a, [NewTurn("user", "r2 in a")], run_id=made[2])
+    talk.append(b, [NewTurn("user", "r3 in b")], run_id=made[3])
+    assert runs.delete(made[1])
+    left_a = [(t.content, t.run_id) for t in talk.list_turns(a)]
+    left_b = [(t.content, t.run_id) for t in talk.list_turns(b)]
+    assert left_a == [("r2 in a", made[2])]
+    assert left_b == [("r3 in b", made[3])]
+    assert runs.delete(made[2])
+    assert talk.list_turns(a) == []
+    assert [t.content for t in talk.list_turns(b)] == ["r3 in b"]
+    if store is not None:
+        store.close()

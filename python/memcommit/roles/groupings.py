@@ -15,11 +15,11 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from .values import Json
 
-__all__ = ["Grouper", "Grouping", "Groupings"]
+__all__ = ["Grouper", "Grouping", "Groupings", "grouping_of"]
 
 _State = dict[str, Json]
 
@@ -117,3 +117,22 @@ class Groupings:
     def clear(self) -> None:
         """Forget every grouping (the medium forgot what it read)."""
         self._by_kind.clear()
+
+
+class _Scanning(Protocol):
+    def scan(self, kind: str, prefix: str = "") -> list[tuple[str, _State]]: ...
+
+
+def grouping_of(medium: _Scanning, kind: str, name: str, grouper: Grouper) -> Grouping:
+    """Return the medium's grouping `name` of `kind`, or one built now if it keeps none.
+
+    :class:`~memcommit.roles.medium.MemoryMedium` and the log's medium keep groupings (a
+    method ``grouping(kind, name, grouper)``); on a medium without one this builds the
+    grouping from a scan, which is correct at the cost of reading every entity of the kind.
+    Call it and read the grouping under the medium's lock.
+    """
+    kept = getattr(medium, "grouping", None)
+    if kept is None:
+        return Grouping(grouper, medium.scan(kind))
+    grouping: Grouping = kept(kind, name, grouper)
+    return grouping

@@ -26,7 +26,7 @@ from .errors import (
     RunAlreadyExistsError,
     RunNotFoundError,
 )
-from .groupings import Grouping
+from .groupings import grouping_of
 from .medium import (
     CHECKPOINT,
     CONVERSATION,
@@ -289,6 +289,14 @@ def _status_seq(state: State) -> tuple[str, int]:
     return str(state["status"]), int(state["seq"])
 
 
+_BY_RUN = "by_run"
+"""The medium's grouping of conversation turns by the run that wrote them."""
+
+
+def _run_turn(turn: State) -> tuple[str, str]:
+    return str(turn["run_id"]), str(turn["conversation_id"])
+
+
 def _statuses(status: object) -> frozenset[str] | None:
     if status is None:
         return None
@@ -461,12 +469,7 @@ class MemoryRunRepository(RoleBase):
 
         Under the lock; stop iterating before writing.
         """
-        kept = getattr(self._medium, "grouping", None)  # a medium may keep none (medium.py)
-        grouping: Grouping = (
-            Grouping(_status_seq, self._medium.scan(RUN))
-            if kept is None
-            else kept(RUN, _BY_STATUS, _status_seq)
-        )
+        grouping = grouping_of(self._medium, RUN, _BY_STATUS, _status_seq)
         for key in grouping.keys(statuses, after=after):
             state = self._medium.get(RUN, key)
             assert state is not None, key  # the grouping holds only stored runs
@@ -627,10 +630,11 @@ def _cascade_turns(medium: Medium, run_id: str, now: int) -> list[Change]:
     """Return the changes removing the turns of `run_id` and fixing their conversations."""
     changes: list[Change] = []
     touched: dict[str, int] = {}
-    for key, turn in medium.scan(TURN):
-        if turn["run_id"] == run_id:
-            changes.append((TURN, key, None))
-            touched.setdefault(turn["conversation_id"], 0)
+    for key in grouping_of(medium, TURN, _BY_RUN, _run_turn).keys([run_id]):
+        turn = medium.get(TURN, key)
+        assert turn is not None, key  # the grouping holds only stored turns
+        changes.append((TURN, key, None))
+        touched.setdefault(str(turn["conversation_id"]), 0)
     if not touched:
         return changes
     removed = {key for _, key, _ in changes}

@@ -4,15 +4,17 @@
     python benches/run_queue.py --runs 1000 --runs 10000 --open 100
     python benches/run_queue.py --quick              # 2,000 runs, a smoke run
 
-For each size N, the store gets N runs through the public API, of which all but ``--open``
-(default 1,000) are claimed and completed, so the queue holds a finished history and a
-backlog of pending runs, as a fleet's store does after a while. Then, per call, median and
-p99 over ``--calls`` calls:
+For each size N, the store gets N runs through the public API, each with one conversation
+turn, of which all but ``--open`` (default 1,000) are claimed and completed, so the queue
+holds a finished history and a backlog of pending runs, as a fleet's store does after a
+while. Then, per call, median and p99 over ``--calls`` calls:
 
 * ``claim_next``: claims the lowest-seq pending run (each call takes a new one);
 * ``list(status="pending", limit=10)``: the head of the backlog;
 * ``list(status="pending")``: the whole backlog;
-* ``list(status="succeeded", limit=10)``: the head of the history.
+* ``list(status="succeeded", limit=10)``: the head of the history;
+* ``delete``: a finished run, and with it its conversation turn (each run appended one turn
+  to one of 100 conversations), so the store holds N turns.
 
 Contenders: the log store (``memcommit.open(path, durability="none")``, so the figure is the
 lookup, not the fsync) and the in-memory roles (:class:`memcommit.roles.RoleSet`). A per-call
@@ -38,14 +40,20 @@ sys.path.insert(
 )
 
 import memcommit
-from memcommit.roles import RoleSet
+from memcommit.roles import NewTurn, RoleSet
 
 
-def fill(runs: Any, n: int, open_runs: int) -> float:
-    """Create `n` runs, completing all but the last `open_runs`; return the seconds taken."""
+def fill(roles: Any, n: int, open_runs: int) -> float:
+    """Create `n` runs, each with a conversation turn, completing all but the last `open_runs`.
+
+    Returns the seconds taken.
+    """
+    runs, talk = roles.runs, roles.conversations
+    conversations = [talk.create().conversation_id for _ in range(100)]
     t0 = time.perf_counter()
     for i in range(n):
         run = runs.create(agent_id="agent")
+        talk.append(conversations[i % 100], [NewTurn("user", "hello")], run_id=run.run_id)
         if i < n - open_runs:
             claim = runs.claim(run.run_id, worker_id="filler", ttl_ms=60_000)
             runs.complete(run.run_id, token=claim.token)
@@ -64,6 +72,7 @@ def per_call(fn: Callable[[], object], calls: int) -> tuple[float, float]:
 
 
 def measure(runs: Any, calls: int) -> dict[str, tuple[float, float]]:
+    finished = iter([run.run_id for run in runs.list(status="succeeded", limit=calls)])
     return {
         "claim_next": per_call(lambda: runs.claim_next(worker_id="w", ttl_ms=600_000), calls),
         'list(status="pending", limit=10)': per_call(
@@ -72,6 +81,9 @@ def measure(runs: Any, calls: int) -> dict[str, tuple[float, float]]:
         'list(status="pending")': per_call(lambda: runs.list(status="pending"), calls),
         'list(status="succeeded", limit=10)': per_call(
             lambda: runs.list(status="succeeded", limit=10), calls
+        ),
+        "delete (a finished run and its turn)": per_call(
+            lambda: runs.delete(next(finished)), calls
         ),
     }
 
@@ -102,13 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = tempfile.mkdtemp(prefix="memcommit-run-queue-")
         try:
             store = memcommit.open(os.path.join(base, "runs.db"), durability="none")
-            contenders = [
-                ("log store", store.runs, store.close),
-                ("in memory", RoleSet().runs, None),
-            ]
-            for name, runs, close in contenders:
-                built = fill(runs, n, args.open)
-                for figure, (p50, p99) in measure(runs, args.calls).items():
+            contenders = [("log store", store, store.close), ("in memory", RoleSet(), None)]
+            for name, roles, close in contenders:
+                built = fill(roles, n, args.open)
+                for figure, (p50, p99) in measure(roles.runs, args.calls).items():
                     print(f"| {n:,} | {name} | {built:.1f} | `{figure}` | {p50:.3f} | {p99:.3f} |")
                     sys.stdout.flush()
                 if close is not None:

@@ -244,7 +244,7 @@ def test_the_run_queue_benchmark_runs_at_a_small_size() -> None:
         timeout=120,
     ).stdout
     rows = [line for line in out.splitlines() if line.startswith("| 120 |")]
-    assert len(rows) == 8, out
+    assert len(rows) == 10, out
     assert {row.split("|")[2].strip() for row in rows} == {"log store", "in memory"}
 
 

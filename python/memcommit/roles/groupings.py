@@ -111,8 +111,10 @@ class Groupings:
 
     def update(self, kind: str, key: str, state: _State | None) -> None:
         """Apply one written change to every grouping of `kind`."""
-        for grouping in self._by_kind.get(kind, {}).values():
-            grouping.update(key, state)
+        named = self._by_kind.get(kind)
+        if named:
+            for grouping in named.values():
+                grouping.update(key, state)
 
     def clear(self) -> None:
         """Forget every grouping (the medium forgot what it read)."""

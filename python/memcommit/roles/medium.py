@@ -10,7 +10,7 @@ A role operation is always, under the medium's lock:
    or ``None`` for each entity it removes (a delete), as one atomic batch.
 
 So a medium needs no knowledge of the roles. The in-memory store uses :class:`MemoryMedium`
-(dicts). A durable store implements the same methods and the lock over its log:
+(dicts). A durable store implements the same three methods and the lock over its log:
 ``write`` appends the batch as one commit (all or nothing, in order) and applies it to its
 cache only once the commit is durable; ``get``/``scan`` read the cache; opening replays the
 batches in order. Because states never hold "now" but only resolved values (granted tokens,

@@ -37,9 +37,6 @@ __all__ = [
     "store_memory_backend",
 ]
 
-START = CLOCK_START
-"""Where a memory backend's clock starts."""
-
 
 @dataclass
 class Harness:
@@ -133,7 +130,7 @@ def as_backend(factory: Backend | HarnessFactory, name: str | None = None) -> Ba
 def _memory_harness(tmp_path: pathlib.Path) -> Harness:
     from ...roles import RoleSet
 
-    clock = ControllableClock(START)
+    clock = ControllableClock(CLOCK_START)
     return Harness(store=RoleSet(clock=clock), clock=clock)
 
 
@@ -145,7 +142,7 @@ def memory_backend() -> Backend:
 def _log_harness(tmp_path: pathlib.Path) -> Iterator[Harness]:
     import memcommit
 
-    clock = ControllableClock(START)
+    clock = ControllableClock(CLOCK_START)
     path = str(tmp_path / f"roles-{uuid.uuid4().hex[:8]}.db")
     stores = [memcommit.open(path, clock=clock)]
 
@@ -169,7 +166,7 @@ def log_backend() -> Backend:
 def _store_memory_harness(tmp_path: pathlib.Path) -> Harness:
     import memcommit
 
-    clock = ControllableClock(START)
+    clock = ControllableClock(CLOCK_START)
     return Harness(store=memcommit.create_memory_store(clock=clock), clock=clock)
 
 

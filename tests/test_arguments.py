@@ -196,6 +196,32 @@ def test_get_many_refuses_a_single_str(store: memcommit.MemoryStore) -> None:
     assert store.get_many(iter(["m1"]))[0] is not None
 
 
+def test_a_put_names_an_unknown_field_and_writes_nothing(store: memcommit.MemoryStore) -> None:
+    def in_commit(op: Callable[[memcommit.Commit], object]) -> Callable[[], object]:
+        def call() -> None:
+            with store.commit() as c:
+                op(c)
+
+        return call
+
+    bad: list[tuple[Callable[[], object], str]] = [
+        (lambda: store.put("x", colour="red"), "colour"),  # type: ignore[call-arg]
+        (in_commit(lambda c: c.put("x", colour="red")), "colour"),  # type: ignore[call-arg]
+        (in_commit(lambda c: c.put("x", ids=["a"])), "ids"),  # type: ignore[call-arg]
+        (in_commit(lambda c: c.put_many(["x"], id="a")), "id"),  # type: ignore[call-arg]
+        (in_commit(lambda c: c.put_many(["x"], tag=["a"])), "tag"),  # type: ignore[call-arg]
+    ]
+    for call, name in bad:
+        unchanged(store, call, TypeError, rf"unexpected keyword argument '{name}'")
+    # None is a field's default, as when it is left out.
+    with store.commit() as c:
+        mid = c.put("y", kind=None, tier=None, tags=None)  # type: ignore[arg-type]
+        (many,) = c.put_many(["z"], kind=None, ids=None, task=None)  # type: ignore[arg-type]
+    got, got_many = store.get(mid), store.get(many)
+    assert got is not None and (got.kind, got.tier, got.tags) == ("note", "working", ())
+    assert got_many is not None and (got_many.kind, got_many.task) == ("note", None)
+
+
 # -- a commit is a with block ----------------------------------------------------------------
 
 

@@ -143,18 +143,8 @@ class NativeLog:
     ) -> NativeLog: ...
     @staticmethod
     def memory(max_record_bytes: int = 16777216) -> NativeLog: ...
-    def put(
-        self,
-        at_us: int | None,
-        text: str,
-        kind: str | None = None,
-        id: str | None = None,
-        task: str | None = None,
-        tier: str | None = None,
-        data: Mapping[str, Any] | None = None,
-        tags: Sequence[str] | None = None,
-        sources: Sequence[str] | None = None,
-    ) -> str: ...
+    def put(self, at_us: int | None, text: str, *fields: object) -> str:
+        """One put as its own commit; `fields` are ``store.put``'s keywords, in their order."""
     def get_many(self, ids: list[str]) -> list[Memory | None]: ...
     def get(self, id: str) -> Memory | None: ...
     def find(

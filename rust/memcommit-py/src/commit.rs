@@ -9,7 +9,7 @@ use memcommit_core::{Command, Expect, PutCommand, Status, Tier};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::convert::{get_opt_u64, status_from, tier_from, type_error};
 use crate::errors::to_py;
@@ -413,25 +413,97 @@ fn each_command(
     }
 }
 
-/// The arguments of one put as Python passed them (`store.put` and `Commit.put`), unchecked.
-pub struct PutArgs<'a, 'py> {
-    pub text: &'a Bound<'py, PyAny>,
-    pub kind: Option<&'a Bound<'py, PyAny>>,
-    pub id: Option<&'a Bound<'py, PyAny>>,
-    pub task: Option<&'a Bound<'py, PyAny>>,
-    pub tier: Option<&'a Bound<'py, PyAny>>,
-    pub data: Option<&'a Bound<'py, PyAny>>,
-    pub tags: Option<&'a Bound<'py, PyAny>>,
-    pub sources: Option<&'a Bound<'py, PyAny>>,
+/// The arguments of one put as Python passed them (`store.put`, `Commit.put`, `put_many`),
+/// unchecked: the text (or texts), then the fields, None where not given.
+pub struct PutArgs<'py> {
+    pub text: Bound<'py, PyAny>,
+    pub kind: Option<Bound<'py, PyAny>>,
+    /// `id` of a put, `ids` of `put_many`.
+    pub id: Option<Bound<'py, PyAny>>,
+    pub task: Option<Bound<'py, PyAny>>,
+    pub tier: Option<Bound<'py, PyAny>>,
+    pub data: Option<Bound<'py, PyAny>>,
+    pub tags: Option<Bound<'py, PyAny>>,
+    pub sources: Option<Bound<'py, PyAny>>,
+}
+
+/// The fields of a put after its text, in the order of `store.put`'s keywords: the order the
+/// engine passes them to `NativeLog.put`.
+const PUT_FIELDS: [&str; 7] = ["kind", "id", "task", "tier", "data", "tags", "sources"];
+
+impl<'py> PutArgs<'py> {
+    /// The one place the fields are named: the slot of field `name`, if it is one.
+    fn slot(&mut self, name: &str) -> Option<&mut Option<Bound<'py, PyAny>>> {
+        Some(match name {
+            "kind" => &mut self.kind,
+            "id" => &mut self.id,
+            "task" => &mut self.task,
+            "tier" => &mut self.tier,
+            "data" => &mut self.data,
+            "tags" => &mut self.tags,
+            "sources" => &mut self.sources,
+            _ => return None,
+        })
+    }
+
+    fn bare(text: Bound<'py, PyAny>) -> Self {
+        PutArgs { text, kind: None, id: None, task: None, tier: None, data: None, tags: None, sources: None }
+    }
+
+    /// `NativeLog.put`'s arguments: the text, then up to seven fields in `PUT_FIELDS` order.
+    pub fn positional(text: Bound<'py, PyAny>, fields: &Bound<'py, PyTuple>) -> PyResult<Self> {
+        if fields.len() > PUT_FIELDS.len() {
+            return Err(PyTypeError::new_err(format!(
+                "put() takes the text and at most {} fields, got {}",
+                PUT_FIELDS.len(),
+                fields.len()
+            )));
+        }
+        let mut args = PutArgs::bare(text);
+        for (name, value) in PUT_FIELDS.iter().zip(fields.iter()) {
+            *args.slot(name).expect("a put field") = given(value);
+        }
+        Ok(args)
+    }
+
+    /// The keyword arguments of `method` (`put`, or `put_many`, which names the ids `ids`).
+    pub fn keywords(
+        method: &str,
+        text: Bound<'py, PyAny>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut args = PutArgs::bare(text);
+        let ids = if method == "put_many" { "ids" } else { "id" };
+        for (name, value) in kwargs.into_iter().flatten() {
+            let name = name.cast_into::<PyString>()?;
+            let name = name.to_str()?;
+            let field = match name {
+                "id" | "ids" if name != ids => None,
+                "ids" => Some("id"),
+                other => Some(other),
+            };
+            let Some(slot) = field.and_then(|f| args.slot(f)) else {
+                return Err(PyTypeError::new_err(format!(
+                    "{method}() got an unexpected keyword argument '{name}'"
+                )));
+            };
+            *slot = given(value);
+        }
+        Ok(args)
+    }
+}
+
+/// A field's value, None when Python passed None (the field's default, as when left out).
+fn given(value: Bound<'_, PyAny>) -> Option<Bound<'_, PyAny>> {
+    (!value.is_none()).then_some(value)
 }
 
 /// Check `put`'s arguments and collect them as an operation; returns the id with it.
-fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_, '_>) -> PyResult<(Py<PyString>, Op)> {
-    let PutArgs { text, kind, id, task, tier, data, tags, sources } = args;
-    let text = text_of(text, "text")?;
-    let kind = kind_arg(py, kind)?;
-    let tier = tier_or_working(tier)?;
-    let id = match id {
+fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_>) -> PyResult<(Py<PyString>, Op)> {
+    let text = text_of(&args.text, "text")?;
+    let kind = kind_arg(py, args.kind.as_ref())?;
+    let tier = tier_or_working(args.tier.as_ref())?;
+    let id = match &args.id {
         Some(i) if !i.is_none() => key(i, "id")?,
         _ => PyString::new(py, &IDS.next_ids(id_ms, 1).pop().expect("one id")).unbind(),
     };
@@ -439,11 +511,11 @@ fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_, '_>) -> PyResult<(Py<PyS
         id: id.clone_ref(py),
         kind,
         text,
-        data: data_arg(py, data)?,
-        task: opt_key(task, "task")?,
+        data: data_arg(py, args.data.as_ref())?,
+        task: opt_key(args.task.as_ref(), "task")?,
         tier,
-        tags: str_tuple(py, tags, "tags")?,
-        sources: str_tuple(py, sources, "sources")?,
+        tags: str_tuple(py, args.tags.as_ref(), "tags")?,
+        sources: str_tuple(py, args.sources.as_ref(), "sources")?,
     };
     Ok((id, op))
 }
@@ -453,7 +525,7 @@ pub fn put_one(
     py: Python<'_>,
     native: &crate::store::NativeLog,
     at_us: i64,
-    args: PutArgs<'_, '_>,
+    args: PutArgs<'_>,
 ) -> PyResult<Py<PyString>> {
     let (id, op) = put_op(py, (at_us / 1000) as u64, args)?;
     let mut cmd = None;
@@ -495,23 +567,11 @@ impl Commit {
     ///
     /// Returns the memory's id (generated when not given; generated ids sort by creation).
     #[pyo3(
-        signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None),
+        signature = (text, **fields),
         text_signature = "(self, text, *, kind='note', id=None, task=None, tier='working', data=None, tags=(), sources=())"
     )]
-    #[allow(clippy::too_many_arguments)] // the keyword arguments of put
-    fn put(
-        &mut self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        kind: Option<&Bound<'_, PyAny>>,
-        id: Option<&Bound<'_, PyAny>>,
-        task: Option<&Bound<'_, PyAny>>,
-        tier: Option<&Bound<'_, PyAny>>,
-        data: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        sources: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyString>> {
-        let (id, op) = put_op(py, self.id_ms, PutArgs { text, kind, id, task, tier, data, tags, sources })?;
+    fn put(&mut self, text: Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyString>> {
+        let (id, op) = put_op(text.py(), self.id_ms, PutArgs::keywords("put", text, fields)?)?;
         self.add(op)?;
         Ok(id)
     }
@@ -520,22 +580,17 @@ impl Commit {
     /// value for all, or a list with one per text (a task may be None); tier, data, tags and
     /// sources are shared. Returns the ids, in the order of `texts`.
     #[pyo3(
-        signature = (texts, *, kind=None, ids=None, task=None, tier=None, data=None, tags=None, sources=None),
+        signature = (texts, **fields),
         text_signature = "(self, texts, *, kind='note', ids=None, task=None, tier='working', data=None, tags=(), sources=())"
     )]
-    #[allow(clippy::too_many_arguments)] // the keyword arguments of put_many
     fn put_many(
         &mut self,
-        py: Python<'_>,
-        texts: &Bound<'_, PyAny>,
-        kind: Option<&Bound<'_, PyAny>>,
-        ids: Option<&Bound<'_, PyAny>>,
-        task: Option<&Bound<'_, PyAny>>,
-        tier: Option<&Bound<'_, PyAny>>,
-        data: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        sources: Option<&Bound<'_, PyAny>>,
+        texts: Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyList>> {
+        let py = texts.py();
+        let PutArgs { text: texts, kind, id: ids, task, tier, data, tags, sources } =
+            PutArgs::keywords("put_many", texts, fields)?;
         if texts.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
         }
@@ -569,12 +624,12 @@ impl Commit {
         let op = Op::Many {
             ids: ids.clone().unbind(),
             texts: texts.unbind(),
-            kind: Column::from_arg(py, kind, "kind", n, false)?,
-            data: data_arg(py, data)?,
-            task: Column::from_arg(py, task, "task", n, true)?,
-            tier: tier_or_working(tier)?,
-            tags: str_tuple(py, tags, "tags")?,
-            sources: str_tuple(py, sources, "sources")?,
+            kind: Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
+            data: data_arg(py, data.as_ref())?,
+            task: Column::from_arg(py, task.as_ref(), "task", n, true)?,
+            tier: tier_or_working(tier.as_ref())?,
+            tags: str_tuple(py, tags.as_ref(), "tags")?,
+            sources: str_tuple(py, sources.as_ref(), "sources")?,
         };
         self.add(op)?;
         Ok(ids.unbind())

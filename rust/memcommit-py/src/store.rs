@@ -9,7 +9,7 @@ use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options, Query};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::commit::PutArgs;
 use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
@@ -213,26 +213,19 @@ impl NativeLog {
     }
 
     /// `store.put`: one memory, one commit, one call. Returns the id. `at_us` None reads the
-    /// system clock.
-    #[pyo3(signature = (at_us, text, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None))]
-    #[allow(clippy::too_many_arguments)] // the keyword arguments of put
-    fn put(
+    /// system clock; `fields` are `store.put`'s keywords in their order (kind, id, task, tier,
+    /// data, tags, sources), as the engine passes them.
+    #[pyo3(signature = (at_us, text, *fields))]
+    fn put<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         at_us: Option<i64>,
-        text: &Bound<'_, PyAny>,
-        kind: Option<&Bound<'_, PyAny>>,
-        id: Option<&Bound<'_, PyAny>>,
-        task: Option<&Bound<'_, PyAny>>,
-        tier: Option<&Bound<'_, PyAny>>,
-        data: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        sources: Option<&Bound<'_, PyAny>>,
+        text: Bound<'py, PyAny>,
+        fields: &Bound<'py, PyTuple>,
     ) -> PyResult<Py<PyString>> {
         // None: the system clock, read here (one Python call less per put).
         let at_us = at_us.unwrap_or_else(now_us);
-        let args = PutArgs { text, kind, id, task, tier, data, tags, sources };
-        crate::commit::put_one(py, self, at_us, args)
+        crate::commit::put_one(py, self, at_us, PutArgs::positional(text, fields)?)
     }
 
     /// Memories by id (None where missing).

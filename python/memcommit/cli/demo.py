@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -36,15 +37,9 @@ def _run_demo(args: argparse.Namespace) -> int:
     Create a store and run a fleet of agents on it: tasks, traces, facts, notes and episodes,
     stale/restore/move histories and guarded commits. Prints what was written and how fast.
     """
-    options = demo_workload.DemoOptions(
-        path=args.path,
-        agents=args.agents,
-        tasks=args.tasks,
-        memories=args.memories,
-        seed=args.seed,
-        durability=args.durability,
-        force=args.force,
-    )
+    # Each option's dest is the name of its DemoOptions field.
+    fields = dataclasses.fields(demo_workload.DemoOptions)
+    options = demo_workload.DemoOptions(**{f.name: getattr(args, f.name) for f in fields})
     if os.path.lexists(options.path) and not options.force:
         raise CommandError(
             f"{options.path} already exists; pass --force to replace it "

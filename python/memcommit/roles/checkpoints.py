@@ -116,15 +116,7 @@ _checkpoint = record_reader(Checkpoint)
 
 
 class MemoryCheckpointRepository(RunLinked):
-    """The in-memory ``checkpoints`` role.
-
-    Args:
-        clock: Stamps creation times (default :class:`SystemClock`).
-        medium: Where the entities live; a store passes the medium its roles share.
-        has_run: ``has_run(run_id)``: a put to a run it denies raises ``RunNotFoundError``.
-            Without it, any run id is accepted.
-        check_claim: ``runs.check_claim``, needed for ``token=``.
-    """
+    """The in-memory ``checkpoints`` role; :class:`RunLinked` documents its arguments."""
 
     def put(
         self,

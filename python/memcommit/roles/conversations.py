@@ -210,15 +210,7 @@ def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
 
 
 class MemoryConversationRepository(RunLinked):
-    """The in-memory ``conversations`` role.
-
-    Args:
-        clock: Stamps times (default :class:`SystemClock`).
-        medium: Where the entities live; a store passes the medium its roles share.
-        has_run: ``has_run(run_id)``: an append naming a run it denies raises
-            ``RunNotFoundError``. Without it, any run id is accepted.
-        check_claim: ``runs.check_claim``, needed for ``token=``.
-    """
+    """The in-memory ``conversations`` role; :class:`RunLinked` documents its arguments."""
 
     def create(
         self,

@@ -88,15 +88,7 @@ _effect = record_reader(EffectRecord)
 
 
 class MemoryEffectRepository(RunLinked):
-    """The in-memory ``effects`` role.
-
-    Args:
-        clock: Stamps record times (default :class:`SystemClock`).
-        medium: Where the entities live; a store passes the medium its roles share.
-        has_run: ``has_run(run_id)``: a record for a run it denies raises
-            ``RunNotFoundError``. Without it, any run id is accepted.
-        check_claim: ``runs.check_claim``, needed for ``token=``.
-    """
+    """The in-memory ``effects`` role; :class:`RunLinked` documents its arguments."""
 
     def record(
         self,

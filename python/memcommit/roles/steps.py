@@ -122,15 +122,7 @@ _step = record_reader(Step)
 
 
 class MemoryStepRepository(RunLinked):
-    """The in-memory ``steps`` role.
-
-    Args:
-        clock: Stamps start and finish times (default :class:`SystemClock`).
-        medium: Where the entities live; a store passes the medium its roles share.
-        has_run: ``has_run(run_id)``: writes to a run it denies raise ``RunNotFoundError``.
-            Without it, any run id is accepted.
-        check_claim: ``runs.check_claim``, needed for ``token=``.
-    """
+    """The in-memory ``steps`` role; :class:`RunLinked` documents its arguments."""
 
     def start(
         self,

@@ -6,7 +6,7 @@ The text is the Prometheus exposition format (version 0.0.4): every metric is na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .writer import CALL, Identity, Writer
@@ -74,67 +74,46 @@ class Metrics:
         m, w = self, writer
         lines: list[str] = []
 
-        def metric(name: str, kind: str, help: str, samples: Sequence[tuple[str, float]]) -> None:
+        def metric(
+            name: str, kind: str, help: str, samples: Sequence[tuple[str, float]] | float
+        ) -> None:
+            """Add one metric: a single value, or its samples as (labels, value)."""
             lines.append(f"# HELP memcommit_{name} {help}")
             lines.append(f"# TYPE memcommit_{name} {kind}")
-            for labels, value in samples:
+            for labels, value in [("", samples)] if isinstance(samples, (int, float)) else samples:
                 lines.append(f"memcommit_{name}{labels} {value:g}")
 
-        metric("up", "gauge", "1 while the server takes commits.", [("", 1 if up else 0)])
-        metric("lsn", "gauge", "The durable head LSN.", [("", ident.head)])
-        metric("generation", "gauge", "The log generation.", [("", ident.generation)])
+        def by_result(counts: Mapping[str, int]) -> list[tuple[str, float]]:
+            return [(f'{{result="{k}"}}', v) for k, v in counts.items()]
+
+        metric("up", "gauge", "1 while the server takes commits.", 1 if up else 0)
+        metric("lsn", "gauge", "The durable head LSN.", ident.head)
+        metric("generation", "gauge", "The log generation.", ident.generation)
         metric(
-            "commits_total",
-            "counter",
-            "Memory commits answered, by outcome.",
-            [(f'{{result="{k}"}}', v) for k, v in m.commits.items()],
+            "commits_total", "counter", "Memory commits answered, by outcome.", by_result(m.commits)
         )
         metric(
-            "role_calls_total",
-            "counter",
-            "Role calls answered, by outcome.",
-            [(f'{{result="{k}"}}', v) for k, v in m.calls.items()],
+            "role_calls_total", "counter", "Role calls answered, by outcome.", by_result(m.calls)
         )
-        metric(
-            "resends_total", "counter", "Resent commits answered from memory.", [("", m.resends)]
-        )
-        metric(
-            "outcome_unknown_total",
-            "counter",
-            "Resends from before a restart, answered commit_outcome_unknown.",
-            [("", m.unknown)],
-        )
-        batches = w.batches if w else 0
-        metric("batches_total", "counter", "Batches the writer ran.", [("", batches)])
-        metric("fsyncs_total", "counter", "fsyncs the writer made.", [("", w.fsyncs if w else 0)])
-        metric(
-            "batched_commits_total",
-            "counter",
-            "Commits and role calls the writer ran (divide by batches for the group size).",
-            [("", w.batched_commits if w else 0)],
-        )
+        metric("resends_total", "counter", "Resent commits answered from memory.", m.resends)
+        unknown = "Resends from before a restart, answered commit_outcome_unknown."
+        metric("outcome_unknown_total", "counter", unknown, m.unknown)
+        metric("batches_total", "counter", "Batches the writer ran.", w.batches if w else 0)
+        metric("fsyncs_total", "counter", "fsyncs the writer made.", w.fsyncs if w else 0)
+        batched = "Commits and role calls the writer ran (divide by batches for the group size)."
+        metric("batched_commits_total", "counter", batched, w.batched_commits if w else 0)
         cumulative, samples = 0, list[tuple[str, float]]()
         for bound, count in zip((*LATENCY_BUCKETS, float("inf")), m.latency, strict=True):
             cumulative += count
             le = "+Inf" if bound == float("inf") else f"{bound:g}"
             samples.append((f'_bucket{{le="{le}"}}', cumulative))
         samples += [("_sum", m.latency_sum), ("_count", m.latency_count)]
-        metric(
-            "commit_seconds",
-            "histogram",
-            "From a commit's arrival to its durable answer.",
-            samples,
-        )
-        metric(
-            "log_reads_total", "counter", "Log reads answered with records.", [("", m.log_reads)]
-        )
-        metric("log_bytes_total", "counter", "Raw log bytes sent to replicas.", [("", m.log_bytes)])
-        metric("waiting_readers", "gauge", "Long polls waiting now.", [("", m.waiting_readers)])
-        metric(
-            "http_requests_total",
-            "counter",
-            "HTTP requests, by path and status.",
-            [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())],
-        )
-        metric("start_time_seconds", "gauge", "When the server started.", [("", started)])
+        latency = "From a commit's arrival to its durable answer."
+        metric("commit_seconds", "histogram", latency, samples)
+        metric("log_reads_total", "counter", "Log reads answered with records.", m.log_reads)
+        metric("log_bytes_total", "counter", "Raw log bytes sent to replicas.", m.log_bytes)
+        metric("waiting_readers", "gauge", "Long polls waiting now.", m.waiting_readers)
+        requests = [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())]
+        metric("http_requests_total", "counter", "HTTP requests, by path and status.", requests)
+        metric("start_time_seconds", "gauge", "When the server started.", started)
         return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ refused here changes nothing.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import wire
 from ..ops import check_wire
@@ -216,15 +217,23 @@ def log_identity(query: Any) -> tuple[str, int] | None:
         raise BadRequest("generation must be an int") from None
 
 
-def int_param(q: Any, name: str, default: int, minimum: int) -> int:
-    """Query parameter `name` as an int of at least `minimum` (`default` when absent)."""
+_N = TypeVar("_N", int, float)
+
+
+def _number_param(q: Any, name: str, default: _N, parse: Callable[[str], _N], what: str) -> _N:
+    """Query parameter `name` parsed by `parse` (`default` when absent); `what` names the type."""
     raw = q.get(name)
     if raw is None:
         return default
     try:
-        value = int(raw)
+        return parse(raw)
     except ValueError:
-        raise BadRequest(f"{name}: {raw!r} is not an int") from None
+        raise BadRequest(f"{name}: {raw!r} is not {what}") from None
+
+
+def int_param(q: Any, name: str, default: int, minimum: int) -> int:
+    """Query parameter `name` as an int of at least `minimum` (`default` when absent)."""
+    value = _number_param(q, name, default, int, "an int")
     if value < minimum:
         raise BadRequest(f"{name}: must be at least {minimum}, got {value}")
     return value
@@ -232,13 +241,7 @@ def int_param(q: Any, name: str, default: int, minimum: int) -> int:
 
 def float_param(q: Any, name: str, default: float) -> float:
     """Query parameter `name` as a finite number of seconds >= 0 (`default` when absent)."""
-    raw = q.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadRequest(f"{name}: {raw!r} is not a number") from None
+    value = _number_param(q, name, default, float, "a number")
     if not 0 <= value < float("inf"):
-        raise BadRequest(f"{name}: must be a number of seconds >= 0, got {raw!r}")
+        raise BadRequest(f"{name}: must be a number of seconds >= 0, got {q.get(name)!r}")
     return value

@@ -117,56 +117,40 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
+/// A put of `text` as memory `id` of `kind`, every other field at its default.
+fn put(id: &str, kind: &str, text: &str) -> PutCommand {
+    PutCommand { id: s(id), kind: s(kind), text: s(text), ..Default::default() }
+}
+
 fn new_state(tier: Tier, at: i64) -> PutState {
     PutState { tier, status: Status::Active, created_lsn: 0, created_at: at, moved_at: at }
 }
 
 /// The vector log's commits: 11 commits, 14 records.
 fn commits() -> Vec<VCommit> {
-    let m1 = PutCommand { id: s("m1"), kind: s("note"), text: s("hello"), ..Default::default() };
+    let m1 = put("m1", "note", "hello");
     let m2 = PutCommand {
-        id: s("m2"),
-        kind: s("fact"),
-        text: s("the sky is blue"),
         data: Some(s(r#"{"confidence":0.9}"#)),
         task: Some(s("t1")),
         tier: Some(Tier::Long),
         tags: vec![s("sky"), s("color")],
         sources: vec![s("m1")],
+        ..put("m2", "fact", "the sky is blue")
     };
     let m3 = PutCommand {
-        id: s("m3"),
-        kind: s("summary"),
-        text: s("m1 and m2, summarised"),
         task: Some(s("t1")),
         tier: Some(Tier::Mid),
         tags: vec![s("summary")],
         sources: vec![s("m1"), s("m2")],
-        ..Default::default()
+        ..put("m3", "summary", "m1 and m2, summarised")
     };
-    let m1b = PutCommand {
-        id: s("m1"),
-        kind: s("note"),
-        text: s("hello, again"),
-        tags: vec![s("greeting")],
-        ..Default::default()
-    };
+    let m1b = PutCommand { tags: vec![s("greeting")], ..put("m1", "note", "hello, again") };
     let m4 = PutCommand {
-        id: s("m4"),
-        kind: s("trace"),
-        text: s("héllo ✓ — ünïcode"),
         data: Some(s(r#"{"steps":[1,2,3],"ok":true}"#)),
-        ..Default::default()
+        ..put("m4", "trace", "héllo ✓ — ünïcode")
     };
-    let m4b = PutCommand { id: s("m4"), kind: s("trace"), text: s("corrected"), ..Default::default() };
-    let m5 = PutCommand {
-        id: s("m5"),
-        kind: s("note"),
-        text: s(""),
-        task: Some(s("t2")),
-        tier: Some(Tier::Archive),
-        ..Default::default()
-    };
+    let m4b = put("m4", "trace", "corrected");
+    let m5 = PutCommand { task: Some(s("t2")), tier: Some(Tier::Archive), ..put("m5", "note", "") };
     vec![
         // LSN 1: the smallest put.
         VCommit::new_memory(at(1), m1),
@@ -247,7 +231,7 @@ fn commits() -> Vec<VCommit> {
 /// The entity vector log's commits: 5 commits, 6 records. The keys and states are of the
 /// shapes the roles write (see `python/memcommit/roles/medium.py`).
 fn entity_commits() -> Vec<VCommit> {
-    let m1 = PutCommand { id: s("m1"), kind: s("note"), text: s("hello"), ..Default::default() };
+    let m1 = put("m1", "note", "hello");
     vec![
         // LSN 1: a put, so memories and entities share the log.
         VCommit::new_memory(at(1), m1),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeGuard, TypeVar
+from typing import Annotated, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import NotSupported
@@ -18,13 +18,15 @@ from .medium import (
     entity_key,
     read_counter,
 )
-from .values import Json, check_count, same_json
+from .values import Check, Json, check_count, same_json
 
 __all__ = [
     "ClaimCheck",
     "HasRun",
+    "OptionalToken",
     "RoleBase",
     "RunLinked",
+    "Token",
     "check_optional_token",
     "check_token",
     "check_version",
@@ -60,6 +62,14 @@ def check_token(token: object, field: str = "token") -> int:
 def check_optional_token(token: object) -> int | None:
     """Return `token` if it is None (a write without a claim) or what :func:`check_token` takes."""
     return None if token is None else check_token(token)
+
+
+Token: TypeAlias = Annotated[int, Check(check_token)]
+"""A fencing token: an int of at least 1, checked by :func:`check_token`."""
+OptionalToken: TypeAlias = Annotated[
+    int | None, Check(lambda token, _: check_optional_token(token))
+]
+"""None (a write without a claim) or a :data:`Token`."""
 
 
 def check_version(expected: int | None, state: State | None, what: str) -> None:

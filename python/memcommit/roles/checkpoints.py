@@ -15,13 +15,16 @@ from ._base import RunLinked, check_optional_token
 from .errors import CheckpointNotFoundError
 from .medium import CHECKPOINT, Change, State, bump_counter, child_prefix, entity_key
 from .values import (
+    Count,
     Json,
-    check_count,
+    OptionalText,
+    Text,
     check_json,
     check_metadata,
     check_optional_int,
     check_optional_text,
     check_text,
+    checked,
     record_reader,
     same_json,
 )
@@ -118,9 +121,10 @@ _checkpoint = record_reader(Checkpoint)
 class MemoryCheckpointRepository(RunLinked):
     """The in-memory ``checkpoints`` role; :class:`RunLinked` documents its arguments."""
 
+    @checked
     def put(
         self,
-        run_id: str,
+        run_id: Text,
         *,
         state: Json,
         metadata: dict[str, Json] | None = None,
@@ -129,7 +133,6 @@ class MemoryCheckpointRepository(RunLinked):
         token: int | None = None,
     ) -> Checkpoint:
         """Store a new checkpoint. See :meth:`CheckpointRepository.put`."""
-        run_id = check_text(run_id, "run_id")
         snapshot = check_json(state, "state")
         meta = check_metadata(metadata)
         parent_id = check_optional_text(parent_id, "parent_id")
@@ -169,12 +172,11 @@ class MemoryCheckpointRepository(RunLinked):
         found.sort(key=lambda item: -int(item[1]["seq"]))
         return found
 
+    @checked
     def get(
-        self, run_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+        self, run_id: Text, checkpoint_id: OptionalText = None, *, namespace: str = ""
     ) -> Checkpoint | None:
         """Return a checkpoint or None. See :meth:`CheckpointRepository.get`."""
-        run_id = check_text(run_id, "run_id")
-        checkpoint_id = check_optional_text(checkpoint_id, "checkpoint_id")
         namespace = check_text(namespace, "namespace", empty=True)
         with self._medium.lock:
             if checkpoint_id is not None:
@@ -185,9 +187,10 @@ class MemoryCheckpointRepository(RunLinked):
                     return _checkpoint(state)
             return None
 
+    @checked
     def list(
         self,
-        run_id: str,
+        run_id: Text,
         *,
         namespace: str | None = None,
         before: str | None = None,
@@ -195,7 +198,6 @@ class MemoryCheckpointRepository(RunLinked):
         metadata_filter: dict[str, Json] | None = None,
     ) -> builtins.list[Checkpoint]:
         """Return checkpoints newest first. See :meth:`CheckpointRepository.list`."""
-        run_id = check_text(run_id, "run_id")
         namespace = check_optional_text(namespace, "namespace", empty=True)
         before = check_optional_text(before, "before")
         limit = check_optional_int(limit, "limit")
@@ -217,10 +219,9 @@ class MemoryCheckpointRepository(RunLinked):
             out.append(_checkpoint(state))
         return out
 
-    def prune(self, run_id: str, *, keep_last: int, namespace: str | None = None) -> int:
+    @checked
+    def prune(self, run_id: Text, *, keep_last: Count, namespace: str | None = None) -> int:
         """Drop all but the newest checkpoints. See :meth:`CheckpointRepository.prune`."""
-        run_id = check_text(run_id, "run_id")
-        keep_last = check_count(keep_last, "keep_last")
         namespace = check_optional_text(namespace, "namespace", empty=True)
         with self._medium.lock:
             self._check_run(run_id, None, 0)

@@ -34,13 +34,16 @@ from .medium import (
     read_counter,
 )
 from .values import (
+    Count,
     Json,
-    check_count,
+    OptionalCount,
+    Text,
     check_json,
     check_metadata,
     check_optional_int,
     check_optional_text,
     check_text,
+    checked,
     record_reader,
 )
 
@@ -260,9 +263,10 @@ class MemoryConversationRepository(RunLinked):
             )
         return key, state
 
+    @checked
     def append(
         self,
-        conversation_id: str,
+        conversation_id: Text,
         turns: Sequence[NewTurn],
         *,
         run_id: str,
@@ -270,7 +274,6 @@ class MemoryConversationRepository(RunLinked):
         token: int | None = None,
     ) -> builtins.list[Turn]:
         """Append turns atomically. See :meth:`ConversationRepository.append`."""
-        conversation_id = check_text(conversation_id, "conversation_id")
         if isinstance(turns, (str, bytes, Mapping, NewTurn)) or not isinstance(turns, Sequence):
             raise TypeError(f"turns must be a list of NewTurn, not {type(turns).__name__}")
         checked = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
@@ -305,18 +308,16 @@ class MemoryConversationRepository(RunLinked):
             self._medium.write(changes)
             return [_turn(t) for t in added]
 
+    @checked
     def list_turns(
         self,
-        conversation_id: str,
+        conversation_id: Text,
         *,
-        after_seq: int | None = None,
-        limit: int | None = None,
+        after_seq: OptionalCount = None,
+        limit: OptionalCount = None,
         last: int | None = None,
     ) -> builtins.list[Turn]:
         """Return turns in order. See :meth:`ConversationRepository.list_turns`."""
-        conversation_id = check_text(conversation_id, "conversation_id")
-        after_seq = check_optional_int(after_seq, "after_seq")
-        limit = check_optional_int(limit, "limit")
         if last is not None:
             if isinstance(last, bool) or not isinstance(last, int):
                 raise TypeError(f"last must be int, not {type(last).__name__}")
@@ -330,13 +331,11 @@ class MemoryConversationRepository(RunLinked):
             states = states[:limit]
         return [_turn(s) for s in states]
 
+    @checked
     def truncate(
-        self, conversation_id: str, *, after_seq: int, expected_last_seq: int | None = None
+        self, conversation_id: Text, *, after_seq: Count, expected_last_seq: OptionalCount = None
     ) -> int:
         """Remove the turns after `after_seq`. See :meth:`ConversationRepository.truncate`."""
-        conversation_id = check_text(conversation_id, "conversation_id")
-        after_seq = check_count(after_seq, "after_seq")
-        expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
         with self._medium.lock:
             now = self._now()
             key, state = self._existing(conversation_id, expected_last_seq)
@@ -353,9 +352,9 @@ class MemoryConversationRepository(RunLinked):
             self._medium.write(changes)
             return len(changes) - 1
 
-    def delete(self, conversation_id: str) -> bool:
+    @checked
+    def delete(self, conversation_id: Text) -> bool:
         """Delete the conversation and its turns (its sequence counter stays)."""
-        conversation_id = check_text(conversation_id, "conversation_id")
         key = entity_key(conversation_id)
         with self._medium.lock:
             if self._medium.get(CONVERSATION, key) is None:

@@ -13,14 +13,16 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_optional_token, same_or_conflict
+from ._base import OptionalToken, RunLinked, same_or_conflict
 from .errors import EffectConflictError
 from .medium import EFFECT, State, bump_counter
 from .values import (
     Json,
-    check_json,
-    check_optional_text,
+    JsonIn,
+    OptionalText,
+    Text,
     check_text,
+    checked,
     record_reader,
 )
 
@@ -90,23 +92,18 @@ _effect = record_reader(EffectRecord)
 class MemoryEffectRepository(RunLinked):
     """The in-memory ``effects`` role; :class:`RunLinked` documents its arguments."""
 
+    @checked
     def record(
         self,
-        run_id: str,
-        effect_key: str,
+        run_id: Text,
+        effect_key: Text,
         *,
-        result: Json = None,
-        error: Json = None,
-        fingerprint: str | None = None,
-        token: int | None = None,
+        result: JsonIn = None,
+        error: JsonIn = None,
+        fingerprint: OptionalText = None,
+        token: OptionalToken = None,
     ) -> EffectRecord:
         """Record an outcome once. See :meth:`EffectRepository.record`."""
-        run_id = check_text(run_id, "run_id")
-        effect_key = check_text(effect_key, "effect_key")
-        result = check_json(result, "result")
-        error = check_json(error, "error")
-        fingerprint = check_optional_text(fingerprint, "fingerprint")
-        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._read_on_run(EFFECT, run_id, token, effect_key)
             if state is not None:
@@ -136,9 +133,9 @@ class MemoryEffectRepository(RunLinked):
             EFFECT, _effect, check_text(run_id, "run_id"), check_text(effect_key, "effect_key")
         )
 
-    def list(self, run_id: str) -> builtins.list[EffectRecord]:
+    @checked
+    def list(self, run_id: Text) -> builtins.list[EffectRecord]:
         """Return the run's records in recording order."""
-        run_id = check_text(run_id, "run_id")
         states = self._states(EFFECT, run_id)
         states.sort(key=lambda s: int(s["seq"]))
         return [_effect(s) for s in states]

@@ -13,16 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, check_token, live, same_or_conflict
+from ._base import RoleBase, Token, live, same_or_conflict
 from .errors import IdempotencyConflictError
 from .medium import IDEMPOTENCY, Change, State, bump_counter
 from .values import (
     Json,
-    check_json,
-    check_optional_int,
+    JsonIn,
+    OptionalCount,
+    Text,
     check_optional_text,
     check_text,
     check_ttl,
+    checked,
     record_reader,
 )
 
@@ -141,16 +143,16 @@ class MemoryIdempotencyRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
+    @checked
     def reserve(
         self,
-        key: str,
+        key: Text,
         *,
         ttl_ms: int,
         fingerprint: str | None = None,
         owner: str | None = None,
     ) -> Reservation:
         """Reserve a key. See :meth:`IdempotencyRepository.reserve`."""
-        key = check_text(key, "key")
         ttl_ms = check_ttl(ttl_ms)
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         owner = check_optional_text(owner, "owner")
@@ -180,13 +182,11 @@ class MemoryIdempotencyRepository(RoleBase):
             record = self._save(IDEMPOTENCY, ekey, new, _record, token_change)
             return Reservation(acquired=True, record=record)
 
+    @checked
     def complete(
-        self, key: str, *, token: int, result: Json = None, ttl_ms: int | None = None
+        self, key: Text, *, token: Token, result: JsonIn = None, ttl_ms: int | None = None
     ) -> IdempotencyRecord:
         """Record the result. See :meth:`IdempotencyRepository.complete`."""
-        key = check_text(key, "key")
-        token = check_token(token)
-        result = check_json(result, "result")
         ttl_ms = None if ttl_ms is None else check_ttl(ttl_ms)
         with self._medium.lock:
             ekey, state, now = self._held_lease(IDEMPOTENCY, "idempotency.token", key, token)
@@ -205,19 +205,18 @@ class MemoryIdempotencyRepository(RoleBase):
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}
             return self._save(IDEMPOTENCY, ekey, new, _record)
 
-    def release(self, key: str, *, token: int) -> bool:
+    @checked
+    def release(self, key: Text, *, token: Token) -> bool:
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""
-        key = check_text(key, "key")
-        token = check_token(token)
         return self._release_held(IDEMPOTENCY, key, token, _pending)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""
         return self._lookup_live(IDEMPOTENCY, _record, check_text(key, "key"))
 
-    def purge_expired(self, *, limit: int | None = None) -> int:
+    @checked
+    def purge_expired(self, *, limit: OptionalCount = None) -> int:
         """Remove expired records. See :meth:`IdempotencyRepository.purge_expired`."""
-        limit = check_optional_int(limit, "limit")
         with self._medium.lock:
             now = self._now()
             changes: list[Change] = []

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, check_token, live
+from ._base import RoleBase, Token, live
 from .medium import LOCK, bump_counter
-from .values import check_text, check_ttl, record_reader
+from .values import Text, check_text, check_ttl, checked, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
 
@@ -101,10 +101,9 @@ class MemoryLockRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
-    def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
+    @checked
+    def acquire(self, name: Text, owner: Text, ttl_ms: int) -> Lease | None:
         """Take the lock or return None. See :meth:`LockRepository.acquire`."""
-        name = check_text(name, "name")
-        owner = check_text(owner, "owner")
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
             now = self._now()
@@ -124,34 +123,31 @@ class MemoryLockRepository(RoleBase):
             }
             return self._save(LOCK, key, new, _lease, token_change)
 
-    def renew(self, name: str, *, token: int, ttl_ms: int) -> Lease:
+    @checked
+    def renew(self, name: Text, *, token: Token, ttl_ms: int) -> Lease:
         """Extend a live lease. See :meth:`LockRepository.renew`."""
-        name = check_text(name, "name")
-        token = check_token(token)
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
             key, state, now = self._held_lease(LOCK, "locks.token", name, token)
             new = {**state, "expires_at_ms": now + ttl_ms}
             return self._save(LOCK, key, new, _lease)
 
-    def release(self, name: str, *, token: int) -> bool:
+    @checked
+    def release(self, name: Text, *, token: Token) -> bool:
         """Free the lock. See :meth:`LockRepository.release`."""
-        name = check_text(name, "name")
-        token = check_token(token)
         return self._release_held(LOCK, name, token)
 
     def get(self, name: str) -> Lease | None:
         """Return the live lease, or None. See :meth:`LockRepository.get`."""
         return self._lookup_live(LOCK, _lease, check_text(name, "name"))
 
-    def validate(self, name: str, *, token: int) -> None:
+    @checked
+    def validate(self, name: Text, *, token: Token) -> None:
         """Check a token. See :meth:`LockRepository.validate`.
 
         Raises:
             LeaseLostError: `token` does not hold a live lease.
         """
-        name = check_text(name, "name")
-        token = check_token(token)
         with self._medium.lock:
             self._held_lease(LOCK, "locks.token", name, token)
 

@@ -32,10 +32,12 @@ from .medium import (
 )
 from .values import (
     Json,
+    JsonIn,
+    OptionalText,
+    Text,
     check_count,
-    check_json,
-    check_optional_text,
     check_text,
+    checked,
     checksum,
     record_reader,
 )
@@ -195,18 +197,16 @@ class MemoryAgentRevisionRepository(RoleBase):
                 return state
         return None
 
+    @checked
     def create_draft(
         self,
-        agent_id: str,
-        definition: Json,
+        agent_id: Text,
+        definition: JsonIn,
         *,
-        parent_revision_id: str | None = None,
+        parent_revision_id: OptionalText = None,
         revision_id: str | None = None,
     ) -> Revision:
         """Create a draft. See :meth:`RevisionRepository.create_draft`."""
-        agent_id = check_text(agent_id, "agent_id")
-        definition = check_json(definition, "definition")
-        parent_revision_id = check_optional_text(parent_revision_id, "parent_revision_id")
         revision_id = (
             uuid.uuid4().hex if revision_id is None else check_text(revision_id, "revision_id")
         )
@@ -233,19 +233,16 @@ class MemoryAgentRevisionRepository(RoleBase):
             }
             return self._save(REVISION, key, new, _revision, seq_change)
 
+    @checked
     def update_draft(
         self,
-        agent_id: str,
-        revision_id: str,
-        definition: Json,
+        agent_id: Text,
+        revision_id: Text,
+        definition: JsonIn,
         *,
-        expected_checksum: str | None = None,
+        expected_checksum: OptionalText = None,
     ) -> Revision:
         """Change a draft. See :meth:`RevisionRepository.update_draft`."""
-        agent_id = check_text(agent_id, "agent_id")
-        revision_id = check_text(revision_id, "revision_id")
-        definition = check_json(definition, "definition")
-        expected_checksum = check_optional_text(expected_checksum, "expected_checksum")
         with self._medium.lock:
             now = self._now()
             key, state = self._get(agent_id, revision_id)
@@ -265,10 +262,9 @@ class MemoryAgentRevisionRepository(RoleBase):
             }
             return self._save(REVISION, key, new, _revision)
 
-    def publish(self, agent_id: str, revision_id: str) -> Revision:
+    @checked
+    def publish(self, agent_id: Text, revision_id: Text) -> Revision:
         """Publish a draft. See :meth:`RevisionRepository.publish`."""
-        agent_id = check_text(agent_id, "agent_id")
-        revision_id = check_text(revision_id, "revision_id")
         with self._medium.lock:
             now = self._now()
             key, state = self._get(agent_id, revision_id)
@@ -298,17 +294,17 @@ class MemoryAgentRevisionRepository(RoleBase):
             check_text(revision_id, "revision_id"),
         )
 
-    def get_version(self, agent_id: str, version: int) -> Revision | None:
+    @checked
+    def get_version(self, agent_id: Text, version: int) -> Revision | None:
         """Return the revision published as `version`, or None."""
-        agent_id = check_text(agent_id, "agent_id")
         version = check_count(version, "version", minimum=1)
         with self._medium.lock:
             state = self._by_version(agent_id, version)
             return None if state is None else _revision(state)
 
-    def get_current(self, agent_id: str) -> Revision | None:
+    @checked
+    def get_current(self, agent_id: Text) -> Revision | None:
         """Return the current published revision, or None."""
-        agent_id = check_text(agent_id, "agent_id")
         with self._medium.lock:
             current = self._current_version(agent_id)
             if current is None:
@@ -316,9 +312,9 @@ class MemoryAgentRevisionRepository(RoleBase):
             state = self._by_version(agent_id, current)
             return None if state is None else _revision(state)
 
-    def set_current(self, agent_id: str, version: int) -> Revision:
+    @checked
+    def set_current(self, agent_id: Text, version: int) -> Revision:
         """Move the current pointer. See :meth:`RevisionRepository.set_current`."""
-        agent_id = check_text(agent_id, "agent_id")
         version = check_count(version, "version", minimum=1)
         with self._medium.lock:
             state = self._by_version(agent_id, version)
@@ -329,11 +325,11 @@ class MemoryAgentRevisionRepository(RoleBase):
             self._medium.write([_make_current(agent_id, version)])
             return _revision(state)
 
+    @checked
     def list(
-        self, agent_id: str, *, status: RevisionStatus | None = None
+        self, agent_id: Text, *, status: RevisionStatus | None = None
     ) -> builtins.list[Revision]:
         """Return the agent's revisions. See :meth:`RevisionRepository.list`."""
-        agent_id = check_text(agent_id, "agent_id")
         if status is not None and status not in _STATUSES:
             raise ValueError(f"status: {status!r} is not one of {sorted(_STATUSES)}")
         states = self._states(REVISION, agent_id)
@@ -345,10 +341,9 @@ class MemoryAgentRevisionRepository(RoleBase):
         drafts = sorted((s for s in states if s["version"] is None), key=lambda s: s["created_seq"])
         return [_revision(s) for s in versioned + drafts]
 
-    def archive(self, agent_id: str, revision_id: str) -> Revision:
+    @checked
+    def archive(self, agent_id: Text, revision_id: Text) -> Revision:
         """Archive a revision. See :meth:`RevisionRepository.archive`."""
-        agent_id = check_text(agent_id, "agent_id")
-        revision_id = check_text(revision_id, "revision_id")
         with self._medium.lock:
             now = self._now()
             key, state = self._get(agent_id, revision_id)

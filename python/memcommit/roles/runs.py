@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from ._base import RoleBase, check_token
+from ._base import RoleBase, Token, check_token
 from .errors import (
     AlreadyClaimedError,
     ClaimLostError,
@@ -43,12 +43,15 @@ from .medium import (
 )
 from .values import (
     Json,
-    check_json,
+    JsonIn,
+    OptionalCount,
+    Text,
     check_metadata,
     check_optional_int,
     check_optional_text,
     check_text,
     check_ttl,
+    checked,
     record_reader,
 )
 
@@ -334,9 +337,9 @@ class MemoryRunRepository(RoleBase):
         """Return the run, or None. See :meth:`RunRepository.get`."""
         return self._lookup(RUN, _run, check_text(run_id, "run_id"))
 
-    def exists(self, run_id: str) -> bool:
+    @checked
+    def exists(self, run_id: Text) -> bool:
         """Return whether the run exists."""
-        run_id = check_text(run_id, "run_id")
         with self._medium.lock:
             return self._medium.get(RUN, entity_key(run_id)) is not None
 
@@ -364,19 +367,18 @@ class MemoryRunRepository(RoleBase):
 
     # -- writing ---------------------------------------------------------------------------
 
+    @checked
     def create(
         self,
         *,
-        agent_id: str,
-        input: Json = None,
+        agent_id: Text,
+        input: JsonIn = None,
         run_id: str | None = None,
         revision_id: str | None = None,
         metadata: dict[str, Json] | None = None,
         available_at_ms: int | None = None,
     ) -> Run:
         """Create a pending run. See :meth:`RunRepository.create`."""
-        agent_id = check_text(agent_id, "agent_id")
-        input = check_json(input, "input")
         run_id = uuid.uuid4().hex if run_id is None else check_text(run_id, "run_id")
         revision_id = check_optional_text(revision_id, "revision_id")
         meta = check_metadata(metadata)
@@ -421,11 +423,11 @@ class MemoryRunRepository(RoleBase):
         }
         return self._save(RUN, key, new, _claim, token_change)
 
+    @checked
     def claim_next(
-        self, *, worker_id: str, ttl_ms: int, agent_id: str | None = None
+        self, *, worker_id: Text, ttl_ms: int, agent_id: str | None = None
     ) -> Claim | None:
         """Claim the first claimable run, or None. See :meth:`RunRepository.claim_next`."""
-        worker_id = check_text(worker_id, "worker_id")
         ttl_ms = check_ttl(ttl_ms)
         agent_id = check_optional_text(agent_id, "agent_id")
         with self._medium.lock:
@@ -438,10 +440,9 @@ class MemoryRunRepository(RoleBase):
                     return self._grant(key, state, worker_id, ttl_ms, now)
             return None
 
-    def claim(self, run_id: str, *, worker_id: str, ttl_ms: int) -> Claim:
+    @checked
+    def claim(self, run_id: Text, *, worker_id: Text, ttl_ms: int) -> Claim:
         """Claim this run. See :meth:`RunRepository.claim`."""
-        run_id = check_text(run_id, "run_id")
-        worker_id = check_text(worker_id, "worker_id")
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
             now = self._now()
@@ -505,7 +506,8 @@ class MemoryRunRepository(RoleBase):
         current = state["attempt"] if _live(state, now) else None
         raise ClaimLostError(resource=run_id, token=token, current_token=current, reason=reason)
 
-    def check_claim(self, run_id: str, *, token: int, now_ms: int | None = None) -> None:
+    @checked
+    def check_claim(self, run_id: Text, *, token: Token, now_ms: OptionalCount = None) -> None:
         """Raise :class:`ClaimLostError` unless `token` holds a live claim on the run.
 
         See :meth:`RunRepository.check_claim`.
@@ -514,16 +516,12 @@ class MemoryRunRepository(RoleBase):
             RunNotFoundError: No such run.
             ClaimLostError: The token is stale, expired, released or its run not running.
         """
-        run_id = check_text(run_id, "run_id")
-        token = check_token(token)
-        now_ms = check_optional_int(now_ms, "now_ms")
         with self._medium.lock:
             self._held(run_id, token, now_ms)
 
-    def heartbeat(self, run_id: str, *, token: int, ttl_ms: int) -> Claim:
+    @checked
+    def heartbeat(self, run_id: Text, *, token: Token, ttl_ms: int) -> Claim:
         """Extend the claim to now + ttl_ms. See :meth:`RunRepository.heartbeat`."""
-        run_id = check_text(run_id, "run_id")
-        token = check_token(token)
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
             key, state, now = self._held(run_id, token)
@@ -542,34 +540,34 @@ class MemoryRunRepository(RoleBase):
                 new["claimed_by"] = None
             return self._save(RUN, key, new, _run)
 
-    def release(self, run_id: str, *, token: int, available_at_ms: int | None = None) -> Run:
+    @checked
+    def release(self, run_id: str, *, token: int, available_at_ms: OptionalCount = None) -> Run:
         """Give the run back. See :meth:`RunRepository.release`."""
-        available_at_ms = check_optional_int(available_at_ms, "available_at_ms")
         return self._finish(run_id, token, status="pending", available_at_ms=available_at_ms)
 
-    def complete(self, run_id: str, *, token: int, output: Json = None) -> Run:
+    @checked
+    def complete(self, run_id: str, *, token: int, output: JsonIn = None) -> Run:
         """Finish the run as succeeded. See :meth:`RunRepository.complete`."""
-        output = check_json(output, "output")
         return self._finish(run_id, token, status="succeeded", output=output)
 
-    def fail(self, run_id: str, *, token: int, error: Json) -> Run:
+    @checked
+    def fail(self, run_id: str, *, token: int, error: JsonIn) -> Run:
         """Finish the run as failed. See :meth:`RunRepository.fail`."""
-        error = check_json(error, "error")
         return self._finish(run_id, token, status="failed", error=error)
 
-    def suspend(self, run_id: str, *, token: int, reason: Json = None) -> Run:
+    @checked
+    def suspend(self, run_id: str, *, token: int, reason: JsonIn = None) -> Run:
         """Park the run. See :meth:`RunRepository.suspend`."""
-        reason = check_json(reason, "reason")
         return self._finish(run_id, token, status="suspended", reason=reason)
 
-    def resume(self, run_id: str) -> Run:
+    @checked
+    def resume(self, run_id: Text) -> Run:
         """Make a suspended run pending. See :meth:`RunRepository.resume`.
 
         Raises:
             RunNotFoundError: No such run.
             InvalidStateError: The run is not suspended.
         """
-        run_id = check_text(run_id, "run_id")
         with self._medium.lock:
             now = self._now()
             key, state = self._stored(run_id)
@@ -584,10 +582,9 @@ class MemoryRunRepository(RoleBase):
             }
             return self._save(RUN, key, new, _run)
 
-    def cancel(self, run_id: str, *, reason: Json = None) -> Run:
+    @checked
+    def cancel(self, run_id: Text, *, reason: JsonIn = None) -> Run:
         """Cancel the run. See :meth:`RunRepository.cancel`."""
-        run_id = check_text(run_id, "run_id")
-        reason = check_json(reason, "reason")
         with self._medium.lock:
             now = self._now()
             key, state = self._stored(run_id)
@@ -604,7 +601,8 @@ class MemoryRunRepository(RoleBase):
             }
             return self._save(RUN, key, new, _run)
 
-    def delete(self, run_id: str) -> bool:
+    @checked
+    def delete(self, run_id: Text) -> bool:
         """Delete the run and everything of it. See :meth:`RunRepository.delete`.
 
         The cascade reaches the steps, checkpoints, effects and turns kept in this
@@ -612,7 +610,6 @@ class MemoryRunRepository(RoleBase):
         are kept, so a run re-created under the same id continues its token and sequence
         numbers. Removing a run's turns leaves a gap in its conversations' sequence numbers.
         """
-        run_id = check_text(run_id, "run_id")
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()

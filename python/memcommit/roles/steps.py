@@ -12,14 +12,16 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RunLinked, check_optional_token, same_or_conflict
+from ._base import OptionalToken, RunLinked, same_or_conflict
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
 from .medium import STEP, State, bump_counter
 from .values import (
     Json,
-    check_json,
-    check_optional_int,
+    JsonIn,
+    OptionalCount,
+    Text,
     check_text,
+    checked,
     record_reader,
     same_json,
 )
@@ -124,21 +126,17 @@ _step = record_reader(Step)
 class MemoryStepRepository(RunLinked):
     """The in-memory ``steps`` role; :class:`RunLinked` documents its arguments."""
 
+    @checked
     def start(
         self,
-        run_id: str,
-        step_id: str,
+        run_id: Text,
+        step_id: Text,
         *,
-        name: str,
-        input: Json = None,
-        token: int | None = None,
+        name: Text,
+        input: JsonIn = None,
+        token: OptionalToken = None,
     ) -> Step:
         """Start, retry or replay a step. See :meth:`StepRepository.start`."""
-        run_id = check_text(run_id, "run_id")
-        step_id = check_text(step_id, "step_id")
-        name = check_text(name, "name")
-        input = check_json(input, "input")
-        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._read_on_run(STEP, run_id, token, step_id)
             if state is None:
@@ -183,14 +181,11 @@ class MemoryStepRepository(RunLinked):
             raise StepNotFoundError(run_id=run_id, step_id=step_id)
         return key, state, now
 
+    @checked
     def complete(
-        self, run_id: str, step_id: str, *, output: Json = None, token: int | None = None
+        self, run_id: Text, step_id: Text, *, output: JsonIn = None, token: OptionalToken = None
     ) -> Step:
         """Record the step's output. See :meth:`StepRepository.complete`."""
-        run_id = check_text(run_id, "run_id")
-        step_id = check_text(step_id, "step_id")
-        output = check_json(output, "output")
-        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "succeeded":
@@ -211,12 +206,11 @@ class MemoryStepRepository(RunLinked):
             new = {**state, "status": "succeeded", "output": output, "finished_at_ms": now}
             return self._save(STEP, key, new, _step)
 
-    def fail(self, run_id: str, step_id: str, *, error: Json, token: int | None = None) -> Step:
+    @checked
+    def fail(
+        self, run_id: Text, step_id: Text, *, error: JsonIn, token: OptionalToken = None
+    ) -> Step:
         """Record the step's error. See :meth:`StepRepository.fail`."""
-        run_id = check_text(run_id, "run_id")
-        step_id = check_text(step_id, "step_id")
-        error = check_json(error, "error")
-        token = check_optional_token(token)
         with self._medium.lock:
             key, state, now = self._existing(run_id, step_id, token)
             if state["status"] == "failed" and same_json(state["error"], error):
@@ -232,13 +226,11 @@ class MemoryStepRepository(RunLinked):
             STEP, _step, check_text(run_id, "run_id"), check_text(step_id, "step_id")
         )
 
+    @checked
     def list(
-        self, run_id: str, *, after_seq: int | None = None, limit: int | None = None
+        self, run_id: Text, *, after_seq: OptionalCount = None, limit: OptionalCount = None
     ) -> builtins.list[Step]:
         """Return the run's steps by ``seq``. See :meth:`StepRepository.list`."""
-        run_id = check_text(run_id, "run_id")
-        after_seq = check_optional_int(after_seq, "after_seq")
-        limit = check_optional_int(limit, "limit")
         states = self._states(STEP, run_id)
         states.sort(key=lambda s: int(s["seq"]))
         if after_seq is not None:

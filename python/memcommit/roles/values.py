@@ -16,16 +16,25 @@ Values are copied on the way in (:func:`check_json` returns a fresh copy) and on
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import inspect
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, TypeVar
+from typing import Annotated, Any, TypeAlias, TypeVar, cast
 
 __all__ = [
     "MAX_TTL_MS",
+    "Check",
+    "Count",
     "Json",
+    "JsonIn",
     "Namespace",
+    "OptionalCount",
+    "OptionalText",
+    "Text",
+    "Ttl",
     "canonical_json",
     "check_bytes",
     "check_count",
@@ -36,6 +45,7 @@ __all__ = [
     "check_optional_text",
     "check_text",
     "check_ttl",
+    "checked",
     "checksum",
     "copy_json",
     "copy_metadata",
@@ -274,3 +284,69 @@ def same_json(a: Json, b: Json) -> bool:
 def checksum(value: Json) -> str:
     """Return the sha256 hex digest of :func:`canonical_json` of `value`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+# -- checked parameters ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """How :func:`checked` checks a parameter: ``check(value, name)`` returns the value to use."""
+
+    check: Callable[[Any, str], Any]
+
+
+Text: TypeAlias = Annotated[str, Check(check_text)]
+"""A non-empty str, checked by :func:`check_text`."""
+OptionalText: TypeAlias = Annotated[str | None, Check(check_optional_text)]
+"""None or a :data:`Text`."""
+JsonIn: TypeAlias = Annotated[Json, Check(check_json)]
+"""A JSON value, checked and copied in by :func:`check_json`."""
+Count: TypeAlias = Annotated[int, Check(check_count)]
+"""An int of at least 0, checked by :func:`check_count`."""
+OptionalCount: TypeAlias = Annotated[int | None, Check(check_optional_int)]
+"""None or a :data:`Count`."""
+Ttl: TypeAlias = Annotated[int, Check(check_ttl)]
+"""A lease or retention window in milliseconds, checked by :func:`check_ttl`."""
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def checked(method: _Method) -> _Method:
+    """Check a role method's arguments by their annotations, then call it with the results.
+
+    Each parameter annotated with an alias that carries a :class:`Check` (:data:`Text`,
+    :data:`JsonIn`, ...) is checked, whether given or left at its default, in parameter order,
+    and the method sees what the check returned; other parameters pass as they are. So a
+    method declares each argument's check once, in its signature. The annotations are read
+    once, here, as names in the method's module.
+    """
+    params = list(inspect.signature(method).parameters.values())[1:]  # after self
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(p.kind not in kinds for p in params):
+        raise TypeError(f"@checked {method.__qualname__}: only named parameters can be checked")
+    positional = sum(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+    plan: list[tuple[str, int, Any, Callable[[Any, str], Any]]] = []
+    for index, p in enumerate(params):
+        alias = method.__globals__.get(p.annotation) if isinstance(p.annotation, str) else None
+        check = next((m for m in getattr(alias, "__metadata__", ()) if isinstance(m, Check)), None)
+        if check is not None:
+            at = index if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else positional
+            plan.append((p.name, at, p.default, check.check))
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > positional:
+            return method(self, *args, **kwargs)  # Python's own TypeError
+        values = list(args)
+        for name, at, default, check in plan:
+            if at < len(values):
+                values[at] = check(values[at], name)
+            elif name in kwargs:
+                kwargs[name] = check(kwargs[name], name)
+            elif default is not inspect.Parameter.empty:
+                kwargs[name] = check(default, name)
+            # else it is missing, and the call raises Python's own TypeError
+        return method(self, *values, **kwargs)
+
+    return cast(_Method, call)

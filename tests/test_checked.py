@@ -56,6 +56,15 @@ def test_the_aliases_name_the_argument() -> None:
         Role().put("k", note=5)  # type: ignore[arg-type]
 
 
+def test_an_annotation_that_is_not_postponed_is_read_as_it_is() -> None:
+    def call(self: Any, a: Any) -> Any:
+        return a
+
+    call.__annotations__ = {"a": Noted}  # as a module without postponed annotations has it
+    seen.clear()
+    assert checked(call)(None, "a1") == "<a1>" and seen == [("a1", "a")]
+
+
 def test_only_named_parameters_can_be_checked() -> None:
     with pytest.raises(TypeError, match="only named parameters"):
 

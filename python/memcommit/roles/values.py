@@ -319,7 +319,7 @@ def checked(method: _Method) -> _Method:
     :data:`JsonIn`, ...) is checked, whether given or left at its default, in parameter order,
     and the method sees what the check returned; other parameters pass as they are. So a
     method declares each argument's check once, in its signature. The annotations are read
-    once, here, as names in the method's module.
+    once, here (a postponed one as a name in the method's module).
     """
     params = list(inspect.signature(method).parameters.values())[1:]  # after self
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -328,7 +328,9 @@ def checked(method: _Method) -> _Method:
     positional = sum(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
     plan: list[tuple[str, int, Any, Callable[[Any, str], Any]]] = []
     for index, p in enumerate(params):
-        alias = method.__globals__.get(p.annotation) if isinstance(p.annotation, str) else None
+        # A postponed annotation is the alias's name in the method's module; else the alias.
+        annotation = p.annotation
+        alias = method.__globals__.get(annotation) if isinstance(annotation, str) else annotation
         check = next((m for m in getattr(alias, "__metadata__", ()) if isinstance(m, Check)), None)
         if check is not None:
             at = index if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else positional

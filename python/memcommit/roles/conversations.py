@@ -276,19 +276,19 @@ class MemoryConversationRepository(RunLinked):
         """Append turns atomically. See :meth:`ConversationRepository.append`."""
         if isinstance(turns, (str, bytes, Mapping, NewTurn)) or not isinstance(turns, Sequence):
             raise TypeError(f"turns must be a list of NewTurn, not {type(turns).__name__}")
-        checked = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
+        new_turns = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
         run_id = check_text(run_id, "run_id")
         expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
         token = check_optional_token(token)
         with self._medium.lock:
             now = self._now_on_run(run_id, token)
             key, state = self._existing(conversation_id, expected_last_seq)
-            if not checked:
+            if not new_turns:
                 return []
             top = read_counter(self._medium, "conversations.seq", conversation_id)
             changes: builtins.list[Change] = []
             added = []
-            for role, content, metadata in checked:
+            for role, content, metadata in new_turns:
                 top += 1
                 turn: State = {
                     "conversation_id": conversation_id,

@@ -466,25 +466,23 @@ impl<'py> PutArgs<'py> {
         Ok(args)
     }
 
-    /// The keyword arguments of `method` (`put`, or `put_many`, which names the ids `ids`).
-    pub fn keywords(
-        method: &str,
-        text: Bound<'py, PyAny>,
+    /// `put_many`'s keyword arguments: the fields of a put, with `ids` in place of `id`.
+    pub fn put_many_keywords(
+        texts: Bound<'py, PyAny>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Self> {
-        let mut args = PutArgs::bare(text);
-        let ids = if method == "put_many" { "ids" } else { "id" };
+        let mut args = PutArgs::bare(texts);
         for (name, value) in kwargs.into_iter().flatten() {
             let name = name.cast_into::<PyString>()?;
             let name = name.to_str()?;
-            let field = match name {
-                "id" | "ids" if name != ids => None,
-                "ids" => Some("id"),
-                other => Some(other),
+            let slot = match name {
+                "ids" => Some(&mut args.id),
+                "id" => None,
+                other => args.slot(other),
             };
-            let Some(slot) = field.and_then(|f| args.slot(f)) else {
+            let Some(slot) = slot else {
                 return Err(PyTypeError::new_err(format!(
-                    "{method}() got an unexpected keyword argument '{name}'"
+                    "put_many() got an unexpected keyword argument '{name}'"
                 )));
             };
             *slot = given(value);
@@ -605,7 +603,7 @@ impl Commit {
     ) -> PyResult<Py<PyList>> {
         let py = texts.py();
         let PutArgs { text: texts, kind, id: ids, task, tier, data, tags, sources } =
-            PutArgs::keywords("put_many", texts, fields)?;
+            PutArgs::put_many_keywords(texts, fields)?;
         if texts.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
         }

@@ -15,8 +15,8 @@ dev:  ## install the package editable with the test and lint tools
 
 test: dev lint test-rust test-python bench-smoke wheel-test  ## everything CI runs: lint, Rust tests, Python tests, the benchmarks' smoke run, the wheel
 
-test-rust:  ## the core's cargo tests
-	$(CARGO) test --locked -p memcommit-core
+test-rust:  ## the core's cargo tests, with the fault-injection tests (MEMCOMMIT_FAULT_SEEDS=500 for the long setting)
+	$(CARGO) test --locked -p memcommit-core --features fault-injection
 
 test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
 	$(PYTHON) -m pytest -q
@@ -27,6 +27,7 @@ bench-smoke:  ## the benchmark suite once, untimed, at its tiny size: a broken b
 lint:  ## rustfmt, clippy, ruff, mypy --strict, stubtest, the workflows against GitHub's schema
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked -p memcommit-core --all-targets --features fault-injection -- -D warnings
 	$(PYTHON) -m ruff check python tests benches examples
 	$(PYTHON) -m ruff format --check python tests benches examples
 	$(PYTHON) -m mypy

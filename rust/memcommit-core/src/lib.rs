@@ -3,6 +3,8 @@
 //!
 //! The modules are layered, each using only those listed before it:
 //!
+//! * `vfs`: the file layer, the one place file operations happen (with the
+//!   `fault-injection` feature, also the simulated file system of the fault tests: [`sim`]).
 //! * [`ids`]: generated ids.
 //! * [`format`](mod@format): the byte format: file header, record framing, payloads
 //!   ([`format::memory`], [`format::seal`]) and the hash chain ([`format::chain`]). Public:
@@ -29,6 +31,13 @@ mod persist;
 mod recovery;
 mod state;
 mod tools;
+mod vfs;
+
+/// The simulated file system the fault tests run the engine on (see `vfs::sim`).
+#[cfg(feature = "fault-injection")]
+pub mod sim {
+    pub use crate::vfs::sim::{Crash, Fault, Op, SimFs};
+}
 
 pub use engine::commit::{Commit, Committed};
 pub use engine::log::{

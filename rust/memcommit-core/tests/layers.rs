@@ -1,4 +1,4 @@
-//! The crate's modules depend one way: ids <- format <- error <- recovery <- state <- persist
+//! The crate's modules depend one way: vfs <- ids <- format <- error <- recovery <- state <- persist
 //! <- engine <- tools (see lib.rs). This reads every `crate::` path in `src/` (outside comments
 //! and unit-test modules, which may use the whole crate) and checks that none names a later
 //! layer, that no module outside the engine and tools adds methods to `Log`, that the tools use
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const LAYERS: &[&str] = &["ids", "format", "error", "recovery", "state", "persist", "engine", "tools"];
+const LAYERS: &[&str] = &["vfs", "ids", "format", "error", "recovery", "state", "persist", "engine", "tools"];
 
 fn rank(module: &str) -> usize {
     let top = module.split("::").next().unwrap_or_default();
@@ -170,4 +170,46 @@ fn the_checker_sees_paths() {
     let g = graph();
     assert!(g["engine::log"].0.contains("engine::state"), "{:?}", g["engine::log"].0);
     assert!(g["recovery::verify"].0.contains("format::seal"), "{:?}", g["recovery::verify"].0);
+}
+
+/// Every file operation goes through the file layer (`vfs`), so that the simulated file system
+/// of the fault tests sees all of them: no other module opens, syncs, renames or removes a
+/// file itself.
+#[test]
+fn only_the_file_layer_touches_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let banned = [
+        "std::fs",
+        "fs::",
+        "OpenOptions",
+        "FileExt",
+        "File::open",
+        "File::create",
+        "libc::fsync",
+        "libc::fdatasync",
+        "libc::fcntl",
+        "libc::open",
+        "sync_file_range",
+    ];
+    // `b` in `text` as a path of its own (`fs::` but not `vfs::`).
+    let names = |text: &str, b: &str| {
+        text.match_indices(b)
+            .any(|(at, _)| !text[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+    };
+    let mut offences = Vec::new();
+    for f in &all {
+        let module = module_of(&src, f);
+        if module == "vfs" || module.starts_with("vfs::") {
+            continue;
+        }
+        let text = code(&fs::read_to_string(f).unwrap());
+        for b in banned {
+            if names(&text, b) {
+                offences.push(format!("{module} uses {b}"));
+            }
+        }
+    }
+    assert!(offences.is_empty(), "file operations outside the file layer: {offences:#?}");
 }

@@ -25,12 +25,10 @@
 //! works the same on every Unix (macOS has no `posix_fallocate`).
 //!
 //! Per platform: `sync_file_range` (a writeback hint) exists only on Linux and is a no-op
-//! elsewhere; durability comes from [`sync_data`], which is `fdatasync` on Linux and
+//! elsewhere; durability comes from `vfs::File::sync_data`, which is `fdatasync` on Linux and
 //! `fcntl(F_FULLFSYNC)` on macOS.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Condvar;
 use std::time::{Duration, Instant};
@@ -38,6 +36,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::recovery::scan::ReadAt;
+use crate::vfs::File;
 
 #[derive(Default)]
 struct Leader {
@@ -83,73 +82,6 @@ static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// The longest a syncing thread waits for committers on their way.
 const MAX_GATHER: Duration = Duration::from_micros(200);
-
-/// Make the bytes written to `file` durable: on the disk itself, not only handed to it.
-///
-/// * Linux and other Unixes: `fdatasync` (`File::sync_data`): the data and the metadata
-///   needed to read it back (the file's size), with the drive's write cache flushed.
-/// * macOS and iOS: `fcntl(F_FULLFSYNC)`. There `fsync`/`fdatasync` hand the data to the
-///   drive but do not make the drive write its cache to the medium, so a power loss can still
-///   lose (or reorder) acknowledged commits. A file system that does not support
-///   `F_FULLFSYNC` (some network and FAT file systems answer `ENOTSUP` or `EINVAL`) gets
-///   `fsync`, the most it offers, as SQLite does; any other error is returned as it is.
-pub fn sync_data(file: &File) -> io::Result<()> {
-    #[cfg(target_vendor = "apple")]
-    {
-        full_fsync(file)
-    }
-    #[cfg(not(target_vendor = "apple"))]
-    {
-        file.sync_data()
-    }
-}
-
-/// Make `file` durable with all of its metadata (a new file, before it is renamed into
-/// place): `fsync` on Linux, `fcntl(F_FULLFSYNC)` on macOS (see [`sync_data`]).
-pub fn sync_all(file: &File) -> io::Result<()> {
-    #[cfg(target_vendor = "apple")]
-    {
-        full_fsync(file)
-    }
-    #[cfg(not(target_vendor = "apple"))]
-    {
-        file.sync_all()
-    }
-}
-
-#[cfg(target_vendor = "apple")]
-fn full_fsync(file: &File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    loop {
-        #[allow(unsafe_code)]
-        // SAFETY: F_FULLFSYNC takes no argument and touches no memory of ours; `fd` is open
-        // for as long as `file` is borrowed.
-        let rc = unsafe { libc::fcntl(fd, libc::F_FULLFSYNC) };
-        if rc != -1 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ENOTSUP | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOTTY) => break,
-            _ => return Err(e),
-        }
-    }
-    // Plain fsync(2): std's `sync_all` is F_FULLFSYNC itself on Apple targets.
-    loop {
-        #[allow(unsafe_code)]
-        // SAFETY: as above.
-        let rc = unsafe { libc::fsync(fd) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
 
 /// Counts one committer as arriving until it queues its bytes or gives up.
 pub struct Arrival<'a>(&'a AtomicUsize);
@@ -262,23 +194,7 @@ impl FileAppender {
     /// the commit then finds most of them already on their way. A hint: durability still
     /// comes only from `sync_to`.
     pub fn start_writeback(&self, from: u64, to: u64) {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let (Ok(off), Ok(len)) =
-                (libc::off64_t::try_from(from), libc::off64_t::try_from(to.saturating_sub(from)))
-            else {
-                return;
-            };
-            #[allow(unsafe_code)]
-            // SAFETY: sync_file_range only reads its integer arguments; the descriptor is this
-            // appender's open file. Its result is ignored: it is a hint.
-            unsafe {
-                libc::sync_file_range(self.file.as_raw_fd(), off, len, libc::SYNC_FILE_RANGE_WRITE);
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (from, to);
+        self.file.start_writeback(from, to);
     }
 
     /// Make every byte before `end` durable: write the queue out and fdatasync, unless a sync
@@ -327,7 +243,7 @@ impl FileAppender {
             self.drain()?;
             let target = self.written.load(Ordering::Acquire);
             self.last_batch.store(self.queued_commits.swap(0, Ordering::AcqRel), Ordering::Release);
-            sync_data(&self.file)?;
+            self.file.sync_data()?;
             self.synced.store(target, Ordering::Release);
             self.syncs.fetch_add(1, Ordering::Relaxed);
             Ok(())
@@ -428,13 +344,7 @@ mod tests {
 
     fn appender() -> (tempfile::TempDir, FileAppender) {
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("a.log"))
-            .unwrap();
+        let f = crate::vfs::Open::create_truncate().open(&dir.path().join("a.log")).unwrap();
         (dir, FileAppender::new(f, 0))
     }
 

@@ -5,8 +5,7 @@
 //! `refresh`. A `Log` over RAM (`Log::memory`) runs the same code on a growing buffer.
 
 use std::collections::VecDeque;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, OnceLock, Weak};
@@ -24,8 +23,9 @@ use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Command};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
-use crate::recovery::scan::{Item, ReadAt};
+use crate::recovery::scan::Item;
 use crate::state::index::{Entry, Index, Query};
+use crate::vfs::{self, File, Locked, Open};
 
 /// When a commit's records reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,34 +159,6 @@ pub struct AutoSeal {
     pub key: Option<crate::format::seal::SealKey>,
 }
 
-/// fsync the directory that holds `path` (after a rename into it, or a file created in it).
-pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    crate::engine::appender::sync_all(&File::open(dir)?)
-}
-
-/// Put a new file at `dest` whole or not at all: `write` fills the new temp file `tmp`, which
-/// is fsynced, renamed over `dest`, and the directory fsynced. On failure the temp file is
-/// removed and `dest` is as it was.
-pub(crate) fn write_file_durably(
-    tmp: &Path,
-    dest: &Path,
-    write: impl FnOnce(&mut File) -> io::Result<()>,
-) -> io::Result<()> {
-    let res = (|| -> io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(tmp)?;
-        write(&mut f)?;
-        crate::engine::appender::sync_all(&f)?;
-        drop(f);
-        fs::rename(tmp, dest)?;
-        fsync_dir(dest)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(tmp);
-    }
-    res
-}
-
 /// A temp file beside the log, named so that a writer's open removes it if it is left behind:
 /// `<log>.tmp-<what>-<pid>`.
 pub(crate) fn temp_path(path: &Path, what: &str) -> PathBuf {
@@ -230,25 +202,22 @@ impl Drop for WriterLock {
         // The name goes first, the lock after it (when `file` drops): a process that opened the
         // same file meanwhile finds, once it has the lock, that the name is gone (`lock_writer`).
         if let Some(lp) = self.made.take() {
-            let _ = fs::remove_file(lp);
+            let _ = vfs::remove_file(&lp);
         }
     }
 }
 
-/// Take the writer's lock on `<path>.lock`, at once or not at all. `File::try_lock` is
-/// `flock(LOCK_EX | LOCK_NB)` on Linux and macOS; `flock` locks belong to an open file
-/// description, so a second open in the same process is refused too. The lock is held as long
+/// Take the writer's lock on `<path>.lock`, at once or not at all (`File::try_lock`). The lock is held as long
 /// as the returned file stays open. A lock taken on a file whose name was removed meanwhile
 /// (a failed open that had made it) is let go and taken again on the file now at the name.
 fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
-    use std::os::unix::fs::MetadataExt;
     let lp = lock_path(path);
     let shown = || lp.display().to_string();
     for _ in 0..16 {
-        let (f, made) = match OpenOptions::new().read(true).write(true).create_new(true).open(&lp) {
+        let (f, made) = match Open::create_new().open(&lp) {
             Ok(f) => (f, true),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let f = OpenOptions::new().read(true).write(true).open(&lp);
+                let f = Open::read_write().open(&lp);
                 match f {
                     Ok(f) => (f, false),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
@@ -258,12 +227,12 @@ fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
             Err(e) => return Err(Error::io(&shown(), "open the lock file", e)),
         };
         match f.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { path: display.to_string() }),
-            Err(fs::TryLockError::Error(e)) => return Err(Error::io(display, "lock", e)),
+            Locked::Taken => {}
+            Locked::Busy => return Err(Error::Locked { path: display.to_string() }),
+            Locked::Failed(e) => return Err(Error::io(display, "lock", e)),
         }
-        let ours = f.metadata().map_err(|e| Error::io(&shown(), "stat the lock file", e))?.ino();
-        if fs::metadata(&lp).is_ok_and(|m| m.ino() == ours) {
+        let ours = f.identity().map_err(|e| Error::io(&shown(), "stat the lock file", e))?;
+        if vfs::identity(&lp).is_ok_and(|id| id == ours) {
             return Ok(WriterLock { file: Some(f), made: made.then(|| lp.clone()) });
         }
     }
@@ -274,7 +243,7 @@ fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
 /// start with one.
 fn read_header(file: &File, display: &str) -> Result<(FileHeader, [u8; HEADER_LEN])> {
     let mut hb = [0u8; HEADER_LEN];
-    let n = ReadAt::read_at(file, &mut hb, 0).map_err(|e| Error::io(display, "read", e))?;
+    let n = file.read_at(&mut hb, 0).map_err(|e| Error::io(display, "read", e))?;
     let header = FileHeader::decode(&hb[..n]).map_err(|reason| Error::Corrupt {
         path: display.to_string(),
         offset: 0,
@@ -290,15 +259,14 @@ fn read_header(file: &File, display: &str) -> Result<(FileHeader, [u8; HEADER_LE
 /// Remove `<name>.tmp-*` files a crash left beside the log (a header that was never renamed
 /// into place). Called only by the writer, which holds the lock.
 fn remove_stale_temp_files(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Some(name) = path.file_name() else { return };
     let mut prefix = name.to_owned();
     prefix.push(".tmp-");
     let prefix = prefix.to_string_lossy().into_owned();
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = fs::remove_file(e.path());
+    if let Ok(names) = vfs::names_beside(path) {
+        for n in names {
+            if n.to_string_lossy().starts_with(&prefix) {
+                let _ = vfs::remove_file(&path.with_file_name(n));
             }
         }
     }
@@ -308,7 +276,7 @@ fn remove_stale_temp_files(path: &Path) {
 fn create_log_file(path: &Path, display: &str) -> Result<()> {
     let store_id = new_store_id(display)?;
     let header = FileHeader { store_id, generation: 0, dense_from: 0 };
-    write_file_durably(&temp_path(path, "create"), path, |f| f.write_all(&header.encode()))
+    vfs::write_file_durably(&temp_path(path, "create"), path, |f| io::Write::write_all(f, &header.encode()))
         .map_err(|e| Error::io(display, "create the log", e))
 }
 
@@ -340,11 +308,11 @@ impl Log {
                 format!("must be between 1 and {}", format::MAX_PAYLOAD_LEN),
             ));
         }
-        if path.is_dir() {
+        if vfs::is_dir(path) {
             // Before anything is created beside it (the lock file).
             return Err(Error::io(&display, "open", io::Error::from_raw_os_error(21 /* EISDIR */)));
         }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !vfs::is_dir(d)) {
             return Err(Error::io(
                 &display,
                 "open",
@@ -360,8 +328,8 @@ impl Log {
             // A file that is there and is not a log is refused before the lock file is made,
             // so nothing is left beside it.
             if held.is_none() {
-                if let Ok(f) = File::open(path) {
-                    if f.metadata().is_ok_and(|m| m.len() > 0) {
+                if let Ok(f) = Open::read().open(path) {
+                    if f.len().is_ok_and(|n| n > 0) {
                         read_header(&f, &display)?;
                     }
                 }
@@ -373,18 +341,14 @@ impl Log {
             remove_stale_temp_files(path);
             // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
             // new log. Anything else must parse as a log: never overwrite an unknown file.
-            let empty = fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
+            let empty = vfs::len(path).map(|n| n == 0).unwrap_or(true);
             if empty {
                 create_log_file(path, &display)?;
             }
             Some(f)
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(!opts.read_only)
-            .open(path)
-            .map_err(|e| Error::io(&display, "open", e))?;
-        let file_len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+        let file = Open::writable(!opts.read_only).open(path).map_err(|e| Error::io(&display, "open", e))?;
+        let file_len = file.len().map_err(|e| Error::io(&display, "stat", e))?;
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
         let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
@@ -403,7 +367,7 @@ impl Log {
                     // A writer removes an index file that does not fit (of an older generation,
                     // or damaged): the next close writes a fresh one when it is worth it.
                     if !opts.read_only {
-                        let _ = fs::remove_file(index_file::path_for(path));
+                        let _ = vfs::remove_file(&index_file::path_for(path));
                     }
                     index_file_status = IndexFileStatus::Ignored(why);
                     None
@@ -429,7 +393,7 @@ impl Log {
             // so the bytes after it are a write that never finished, never acknowledged, or
             // zeros a writer wrote ahead and did not get to trim.
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
-            crate::engine::appender::sync_all(file).map_err(|e| Error::io(&display, "fsync", e))?;
+            file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
         }
         // A writer appends after the last commit; a reader reads whatever the file holds.
@@ -745,7 +709,11 @@ impl Log {
         if let Some((handle, stop)) = self.flusher.lock().take() {
             *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
             stop.1.notify_all();
-            let _ = handle.join();
+            // The timer thread itself closes the log when it held the last handle (it upgrades
+            // its weak one to sync): it cannot wait for itself, and returns right after.
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
         }
         let mut st = self.state.write();
         if st.closed {
@@ -818,11 +786,10 @@ impl Log {
     /// Whether the file at the log's path is no longer the file this log reads (log compaction
     /// replaced it): a reader must open it again.
     pub fn replaced_on_disk(&self) -> Result<bool> {
-        use std::os::unix::fs::MetadataExt;
         let (Some(path), Some(a)) = (&self.path, &self.appender) else { return Ok(false) };
-        let ours = a.file().metadata().map_err(|e| Error::io(&self.display, "stat", e))?;
-        match fs::metadata(path) {
-            Ok(m) => Ok(m.ino() != ours.ino() || m.dev() != ours.dev()),
+        let ours = a.file().identity().map_err(|e| Error::io(&self.display, "stat", e))?;
+        match vfs::identity(path) {
+            Ok(id) => Ok(id != ours),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io(&self.display, "stat", e)),
         }
@@ -843,7 +810,7 @@ impl Log {
         if !self.opts.read_only {
             return Ok(0);
         }
-        let len = f.file().metadata().map_err(|e| Error::io(&self.display, "stat", e))?.len();
+        let len = f.file().len().map_err(|e| Error::io(&self.display, "stat", e))?;
         if len <= st.end {
             return Ok(0);
         }
@@ -1081,9 +1048,9 @@ fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
     if good_end < HEADER_LEN as u64 {
         return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
     }
-    let f = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(&display, "open", e))?;
+    let f = Open::read_write().open(path).map_err(|e| Error::io(&display, "open", e))?;
     if let Some(want) = expect_len {
-        let len = f.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+        let len = f.len().map_err(|e| Error::io(&display, "stat", e))?;
         if len != want {
             return Err(Error::invalid(
                 "expect_len",
@@ -1094,7 +1061,7 @@ fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
         }
     }
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
-    crate::engine::appender::sync_all(&f).map_err(|e| Error::io(&display, "fsync", e))?;
+    f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
     Ok(())
 }
 

@@ -6,11 +6,12 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::engine::log::{temp_path, write_file_durably, Log, Options};
+use crate::engine::log::{temp_path, Log, Options};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::{self, chain, chain::ChainValue};
 use crate::persist::{index_file, snapshot, SavedAt};
+use crate::vfs;
 
 impl Log {
     /// The state as a snapshot's JSON text.
@@ -29,7 +30,7 @@ impl Log {
     /// `SnapshotMismatch` names that file.
     pub fn open_with_snapshot_file(path: &Path, opts: Options, snapshot: &Path) -> Result<Arc<Log>> {
         let name = snapshot.display().to_string();
-        let text = std::fs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
+        let text = vfs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
         Log::open_inner(path, opts, None, Some(snapshot::parse(&text, &name)?))
     }
 
@@ -52,7 +53,7 @@ impl Log {
         let dest = index_file::path_for(path);
         let fail = |e: io::Error| Error::io(&dest.display().to_string(), "write the index file", e);
         let at = self.saved_at(st)?;
-        write_file_durably(&temp_path(path, "index"), &dest, |f| {
+        vfs::write_file_durably(&temp_path(path, "index"), &dest, |f| {
             index_file::write(f, &at, &st.index, &st.sparse)
         })
         .map_err(fail)

@@ -31,9 +31,7 @@
 //! their CRCs and every entry: one takes most entries, the other the ids, the table and the
 //! last entries, a megabyte at a time while the bytes are in cache.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::format::chain::ChainValue;
@@ -46,6 +44,7 @@ use crate::recovery::scan::ReadAt;
 use crate::state::idtable::IdTable;
 use crate::state::index::{Entry, Index, Interner};
 use crate::state::slab::{Region, Slab, ALIGN};
+use crate::vfs::{File, Open, Writer};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
 const VERSION: u32 = 1;
@@ -437,7 +436,7 @@ impl<W: Write> Sections<W> {
 
 /// Write the index file's bytes for the state saved at `at` (its index and sparse index) into
 /// `f`, a new empty file: the engine writes it under a temporary name and renames it.
-pub(crate) fn write(f: &mut File, at: &SavedAt, idx: &Index, sparse: &[(u64, u64)]) -> io::Result<()> {
+pub(crate) fn write(f: &mut Writer<'_>, at: &SavedAt, idx: &Index, sparse: &[(u64, u64)]) -> io::Result<()> {
     let (last_off, last_digest) = at.last.unwrap_or_default();
     let small = encode_small(idx, sparse);
     let mut head = Head {
@@ -482,7 +481,7 @@ pub(crate) fn write(f: &mut File, at: &SavedAt, idx: &Index, sparse: &[(u64, u64
     head.crcs[3] = s.crc;
     s.w.flush()?;
     drop(s);
-    f.write_all_at(&head.encode(), 0)
+    f.file().write_all_at(&head.encode(), 0)
 }
 
 /// `Err` unless a section's CRC32C is what the header says.
@@ -608,7 +607,7 @@ pub(crate) fn load(
     header: &FileHeader,
     display: &str,
 ) -> std::result::Result<Option<Restored>, String> {
-    let f = match File::open(path_for(log_path)) {
+    let f = match Open::read().open(&path_for(log_path)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot open it: {e}")),
@@ -617,7 +616,7 @@ pub(crate) fn load(
         // The mapped rows are the little-endian layout of `Entry`.
         return Err("index files are read on little-endian machines only".into());
     }
-    let size = f.metadata().map_err(|e| format!("cannot stat it: {e}"))?.len();
+    let size = f.len().map_err(|e| format!("cannot stat it: {e}"))?;
     let mut first_page = vec![0u8; ALIGN];
     f.read_exact_at(&mut first_page, 0).map_err(|_| "it is shorter than its header".to_string())?;
     let h = Head::decode(first_page[..HEADER_BYTES].try_into().expect("a header's bytes"))?;

@@ -7,7 +7,6 @@
 pub(crate) mod scan;
 pub(crate) mod verify;
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
@@ -103,8 +102,8 @@ pub(crate) fn mid_log_hint(display: &str) -> String {
 /// and where and how it is damaged.
 pub fn inspect(path: &Path) -> Result<Inspection> {
     let display = path.display().to_string();
-    let file = File::open(path).map_err(|e| Error::io(&display, "open", e))?;
-    let len = file.metadata().map_err(|e| Error::io(&display, "stat", e))?.len();
+    let file = crate::vfs::Open::read().open(path).map_err(|e| Error::io(&display, "open", e))?;
+    let len = file.len().map_err(|e| Error::io(&display, "stat", e))?;
     let mut hb = [0u8; HEADER_LEN];
     let n = ReadAt::read_at(&file, &mut hb, 0).map_err(|e| Error::io(&display, "read", e))?;
     let mut out = Inspection {

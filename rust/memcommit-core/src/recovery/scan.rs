@@ -1,8 +1,6 @@
 //! Reading records in order from a file or a buffer, in large chunks.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use crate::format::{parse_record, view_trusted, ParseError, RecordView, RECORD_HEADER_LEN, RECORD_MAGIC};
 
@@ -12,18 +10,9 @@ pub trait ReadAt {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
 }
 
-impl ReadAt for File {
+impl ReadAt for crate::vfs::File {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        let mut done = 0;
-        while done < buf.len() {
-            match FileExt::read_at(self, &mut buf[done..], off + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(done)
+        crate::vfs::File::read_at(self, buf, off)
     }
 }
 

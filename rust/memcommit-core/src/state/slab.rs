@@ -22,15 +22,15 @@
 #[cfg(not(unix))]
 compile_error!(
     "memcommit's engine runs on Unix (Linux, macOS) only for now: it maps files with mmap, \
-     reads and writes with pread/pwrite (std::os::unix::fs::FileExt) and has no Windows port yet"
+     reads and writes with pread/pwrite and has no Windows port yet"
 );
 
-use std::fs::File;
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
+
+use crate::vfs::File;
 
 /// The alignment of the sections of an index file on disk: a fixed constant, not the machine's
 /// page size, so that files stay portable. Mappings use [`os_page`].
@@ -127,6 +127,16 @@ impl Region {
             start,
             file_bytes,
         };
+        let Some(fd) = file.mappable() else {
+            // A simulated file: its bytes are copied in.
+            #[allow(unsafe_code)]
+            // SAFETY: `data()..data() + file_bytes` lies inside the mapping just made (`bytes`
+            // covers `start + len.max(reserve)`, and `file_map` at least `start + file_bytes`),
+            // which nothing else references yet.
+            let dst = unsafe { std::slice::from_raw_parts_mut(region.data(), file_bytes) };
+            file.read_exact_at(dst, offset as u64)?;
+            return Ok(region);
+        };
         if file_map > 0 {
             #[allow(unsafe_code)]
             // SAFETY: MAP_FIXED replaces the start of the range reserved just above, which this
@@ -139,7 +149,7 @@ impl Region {
                     file_map,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_FIXED,
-                    file.as_raw_fd(),
+                    fd,
                     map_at,
                 )
             };
@@ -347,16 +357,22 @@ impl<T: Copy> DerefMut for Slab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+
+    /// A file holding `bytes`, and the directory it is in.
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = crate::vfs::Open::create_truncate().open(&dir.path().join("f")).unwrap();
+        f.write_all_at(bytes, 0).unwrap();
+        (dir, f)
+    }
 
     #[test]
     fn a_mapped_slab_reads_the_file_and_grows_in_place_then_on_the_heap() {
-        let mut f = tempfile::tempfile().unwrap();
         let values: Vec<u64> = (0..3000u64).collect();
         let mut bytes = vec![0u8; ALIGN];
         bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
         bytes.resize(bytes.len().next_multiple_of(ALIGN), 0);
-        f.write_all(&bytes).unwrap();
+        let (_dir, f) = file_of(&bytes);
         let region = Region::map(&f, ALIGN as u64, 3000 * 8, 2 * ALIGN * 8).unwrap();
         assert_eq!(&region.file_bytes()[..8], &0u64.to_le_bytes());
         #[allow(unsafe_code)]
@@ -372,7 +388,7 @@ mod tests {
         assert!(s.is_mapped() && s.len() == 2999 && s[7] == 70);
         // The file is untouched by writes to the private mapping.
         let mut back = vec![0u8; 8];
-        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, (ALIGN + 7 * 8) as u64).unwrap();
+        f.read_exact_at(&mut back, (ALIGN + 7 * 8) as u64).unwrap();
         assert_eq!(u64::from_le_bytes(back.try_into().unwrap()), 7);
         // Growing past the reserve moves to the heap with every value.
         let cap = s.capacity();
@@ -389,7 +405,6 @@ mod tests {
     /// before the section, and the section's values and padding are exactly its own.
     #[test]
     fn a_section_maps_at_a_4k_offset_whatever_the_page_size() {
-        let mut f = tempfile::tempfile().unwrap();
         // Sections at 4, 8 and 20 KiB, each padded to the next: none on a 16 or 64 KiB boundary.
         let sections: [(u64, u64); 3] = [(1, 500), (2, 1500), (5, 300)];
         let mut bytes = vec![0u8; 6 * ALIGN + 4 * ALIGN];
@@ -402,7 +417,7 @@ mod tests {
             }
         }
         bytes[9 * ALIGN..].fill(0xAB); // the file's tail (the index file's small section)
-        f.write_all(&bytes).unwrap();
+        let (_dir, f) = file_of(&bytes);
         for page in [ALIGN, 4 * ALIGN, 16 * ALIGN] {
             for (at, n) in sections {
                 let len = n as usize * 8;
@@ -424,7 +439,7 @@ mod tests {
         }
         // The file is untouched by the writes to the private mappings.
         let mut back = vec![0u8; bytes.len()];
-        std::os::unix::fs::FileExt::read_exact_at(&f, &mut back, 0).unwrap();
+        f.read_exact_at(&mut back, 0).unwrap();
         assert!(back == bytes);
         // An offset off the on-disk alignment is refused.
         assert!(Region::map_with_page(&f, 100, 8, 8, ALIGN).is_err());

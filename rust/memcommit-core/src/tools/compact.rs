@@ -19,7 +19,6 @@
 //! old generation (the writer's open removes the temp file, and the caller drops a manifest
 //! entry whose generation the log does not have); after it, to the new one.
 
-use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +26,7 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 
 use crate::engine::generation::Frozen;
-use crate::engine::log::{fsync_dir, Log};
+use crate::engine::log::Log;
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::Tier;
@@ -35,6 +34,7 @@ use crate::format::seal::{self, SealEntry};
 use crate::format::{self, encode_record, FileHeader, Op, FLAG_COMMIT_END, HEADER_LEN};
 use crate::recovery::scan::Item;
 use crate::state::index::{Index, NO_OFFSET};
+use crate::vfs::{self, Open, Writer};
 
 /// Which memories retention purges (those with no record after the horizon).
 #[derive(Clone, Debug, Default)]
@@ -170,13 +170,10 @@ impl Log {
         let hb = header.encode();
         let salt = header.salt();
         let result = (|| -> Result<Compacted> {
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
+            let file = Open::create_truncate()
                 .open(&tmp)
                 .map_err(|e| Error::io(&display, "create the compacted copy of", e))?;
-            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let mut out = BufWriter::with_capacity(1 << 20, Writer::new(&file));
             let werr = |e: io::Error| Error::io(&display, "write the compacted copy of", e);
             out.write_all(&hb).map_err(werr)?;
             // The new log's chain is hashed on another thread, from batches of kept bytes.
@@ -223,9 +220,8 @@ impl Log {
             out.write_all(&buf).map_err(werr)?;
             written += buf.len() as u64;
             after += 1;
-            let file = out.into_inner().map_err(|e| werr(e.into_error()))?;
-            crate::engine::appender::sync_all(&file)
-                .map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
+            out.into_inner().map_err(|e| werr(e.into_error()))?;
+            file.sync_all().map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
             hooks.progress(end, end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {
@@ -253,18 +249,18 @@ impl Log {
         let done = match result {
             Ok(d) => d,
             Err(e) => {
-                let _ = fs::remove_file(&tmp);
+                let _ = vfs::remove_file(&tmp);
                 return Err(e);
             }
         };
-        fs::rename(&tmp, &path).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
+        vfs::rename(&tmp, &path).map_err(|e| {
+            let _ = vfs::remove_file(&tmp);
             Error::io(&display, "rename the compacted log over", e)
         })?;
         // From here the new generation is the log, and the old one takes no more commits.
         st.retire(header.generation);
         // A failure from here leaves the new generation for the next open.
-        fsync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
+        vfs::sync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         hooks.step("renamed")?;
         let reopened = self.reopen_next(&path)?;
         reopened.add_purged(&done.plan.purged);

@@ -46,6 +46,7 @@ _SAMPLES: dict[str, Any] = {
     "current_token": 5,
     "current": "completed",
     "attempted": "claim",
+    "errno": 28,
 }
 
 

@@ -75,6 +75,7 @@ __all__ = [
     "SnapshotMismatch",
     "StepConflictError",
     "StepNotFoundError",
+    "StorageError",
     "StoreClosed",
     "StoreLocked",
     "VersionConflictError",
@@ -341,12 +342,47 @@ class ReadOnlyStore(MemcommitError, code="read_only_store"):
     """A write was attempted on a store opened with ``read_only=True``."""
 
 
-class WriterFailed(MemcommitError, code="writer_failed"):
+class WriterFailed(MemcommitError, code="writer_failed", kw_only=False):
     """A write or fsync failed; the writer stopped and the store must be reopened.
 
     After a failed fsync the kernel may have dropped the unwritten pages, so no later success
-    can prove the data safe. Reopening recovers from what is on disk.
+    can prove the data safe. Reopening recovers from what is on disk. The message says whether
+    the write or the fsync failed and, for a full disk, how many more bytes it needed.
+
+    Attributes:
+        path: The log file.
+        errno: The OS error number of the failure (``errno.ENOSPC`` for a full disk), if any.
     """
+
+    path: str | None = None
+    errno: int | None = None
+
+
+class StorageError(MemcommitError, OSError, code="storage_error", kw_only=False):
+    """The disk failed, is full, or is read-only, outside the log's own commits.
+
+    Raised by what writes files beside the log (log compaction's new generation, the index
+    file, snapshots, a new log) for ``EIO``, ``ENOSPC``, ``EDQUOT``, ``EROFS`` and ``EFBIG``;
+    the store is as it was before the call. An :class:`OSError` too (``except OSError`` and
+    ``e.errno`` work), and a :class:`MemcommitError`. The message names the file and, for a
+    full disk, how many more bytes of free space the operation needs.
+
+    Attributes:
+        path: The file involved.
+        errno: The OS error number.
+    """
+
+    path: str | None = None
+    errno: int | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # What OSError's own readers look at.
+        self.filename = self.path
+        self.strerror = self.message
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno n] ...: 'file'" form
+        return str(self.message)
 
 
 class NotSupported(MemcommitError, code="not_supported"):

@@ -14,8 +14,9 @@ whole), so the manifest and the log always agree.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
+
+from .files import replace_durably
 
 __all__ = ["ManifestEntry", "manifest_path", "read_manifest", "reconcile", "write_manifest"]
 
@@ -55,20 +56,8 @@ def write_manifest(log_path: str, store_id: str, entries: list[ManifestEntry]) -
     The temp file is named like the log's own temp files (``<log>.tmp-manifest``), which a
     writer's open removes if a crash left one behind.
     """
-    path = manifest_path(log_path)
-    tmp = log_path + ".tmp-manifest"
     data = json.dumps({"store_id": store_id, "entries": entries}, indent=1, sort_keys=True)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(manifest_path(log_path), log_path + ".tmp-manifest", data.encode("utf-8"))
 
 
 def reconcile(log_path: str, store_id: str, generation: int, *, write: bool) -> list[ManifestEntry]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import copy
 import os
@@ -14,6 +13,7 @@ from .clock import Clock, SystemClock, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
+from .files import replace_durably
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
 
@@ -220,22 +220,7 @@ class MemoryStore(Roles):
         """
         target = os.fspath(path)
         text = self._engine.snapshot_json()
-        tmp = f"{target}.tmp-{os.getpid()}"
-        try:
-            with builtins.open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise
-        fd = os.open(os.path.dirname(os.path.abspath(target)), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        replace_durably(target, f"{target}.tmp-{os.getpid()}", text.encode("utf-8"))
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""

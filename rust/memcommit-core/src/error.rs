@@ -124,6 +124,9 @@ pub enum Error {
         action: &'static str,
         /// The OS error.
         source: io::Error,
+        /// When the disk was full: about how many more bytes of free space the operation
+        /// needed (at most).
+        needed: Option<u64>,
     },
     /// A write or fsync failed earlier; the writer stopped and must be reopened.
     WriterFailed {
@@ -131,6 +134,8 @@ pub enum Error {
         path: String,
         /// What failed.
         reason: String,
+        /// The OS error number of the failure, if it had one.
+        errno: Option<i32>,
     },
     /// Another writer holds the log.
     Locked {
@@ -209,7 +214,23 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(path: &str, action: &'static str, source: io::Error) -> Error {
-        Error::Io { path: path.to_string(), action, source }
+        Error::Io { path: path.to_string(), action, source, needed: None }
+    }
+
+    /// `io`, saying when the disk was full that the operation needed up to `needed` more
+    /// bytes of free space.
+    pub(crate) fn io_needing(path: &str, action: &'static str, source: io::Error, needed: u64) -> Error {
+        let needed = crate::vfs::no_space(&source).then_some(needed);
+        Error::Io { path: path.to_string(), action, source, needed }
+    }
+
+    /// The OS error number behind an I/O error or a failed writer, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            Error::WriterFailed { errno, .. } => *errno,
+            _ => None,
+        }
     }
 
     pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Error {
@@ -220,8 +241,14 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { path, action, source } => write!(f, "{action} {path}: {source}"),
-            Error::WriterFailed { path, reason } => write!(
+            Error::Io { path, action, source, needed } => {
+                write!(f, "{action} {path}: {source}")?;
+                match needed {
+                    Some(n) => write!(f, "; {}", space_needed("up to", *n)),
+                    None => Ok(()),
+                }
+            }
+            Error::WriterFailed { path, reason, .. } => write!(
                 f,
                 "the writer of {path} stopped after an I/O failure ({reason}); nothing after it was acknowledged. \
                  Close the store and open it again to recover from what is on disk"
@@ -264,4 +291,13 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
+}
+
+/// What a full disk's error adds: how much more free space the operation needs, `up to` (an
+/// upper bound) or `at least` (the part that failed, of a commit written in pieces).
+pub(crate) fn space_needed(bound: &str, bytes: u64) -> String {
+    format!(
+        "the disk is full: this needs {bound} {bytes} more bytes ({:.1} MiB) of free space",
+        bytes as f64 / (1u64 << 20) as f64
+    )
 }

@@ -619,6 +619,22 @@ fn io_errors_at_every_operation_lose_nothing_acknowledged() {
     println!("I/O-error sweep: {runs} runs (N values x kinds x errnos x once/persistent, and short writes), violations 0");
 }
 
+/// Each memory's last put payload (what compaction keeps, at new offsets).
+fn payloads(log: &Log) -> Vec<Option<Vec<u8>>> {
+    let ids: Vec<String> = (0..IDS).map(|i| format!("m{i}")).collect();
+    log.get_many(&ids)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.map(|m| format::view_trusted(&m.put).payload.to_vec()))
+        .collect()
+}
+
+/// The bytes a full disk's error says it needs.
+fn needed(msg: &str) -> u64 {
+    let after = msg.split("needs ").nth(1).unwrap_or_else(|| panic!("no figure in: {msg}"));
+    after.split(' ').nth(2).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no figure in: {msg}"))
+}
+
 /// A full disk during a large commit, a compaction and an index-file write: the call fails
 /// naming the file, the old state stays whole, and once there is room the store goes on.
 #[test]
@@ -642,27 +658,51 @@ fn a_full_disk_leaves_the_old_state_whole() {
     // Larger than the space the log has written ahead of itself, and than the free space.
     let big: Vec<Command> = (0..IDS).map(|i| put(i, 200_000)).collect();
     let e = log.commit(&big, None, T0).expect_err("a 5 MB commit on a disk with 64 KiB free");
-    assert!(e.to_string().contains("s.log"), "{e}");
-    assert!(format!("{e:?}").contains("28") || e.to_string().contains("space"), "not ENOSPC: {e}");
+    assert!(matches!(e, Error::WriterFailed { .. }), "{e:?}");
+    assert_eq!(e.errno(), Some(libc::ENOSPC), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("s.log") && msg.contains("write failed"), "{msg}");
+    assert!(msg.contains("needs at least") && needed(&msg) >= 256 << 10, "{msg}");
     drop(log);
     m.heal();
     m.power_loss(Crash::KeepPrefix, 1);
     let log = Log::open(&path, options(Durability::Commit)).unwrap();
     assert_eq!(view(&log).unwrap(), before, "the failed commit left a trace");
-    // Compaction and the index file on a disk too small for their output.
+    // A small commit on a disk with less room than the log writes ahead of itself (1 MiB and
+    // more): it goes in without the zeros, and survives a power loss.
+    m.set_capacity(Some(m.used() + (16 << 10)));
+    log.commit(&[put(1, 3000)], None, T0).expect("a 3 KB commit with 16 KiB free");
+    let after_small = view(&log).unwrap();
+    drop(log);
+    m.power_loss(Crash::DropUnsynced, 2);
+    m.heal();
+    let log = Log::open(&path, options(Durability::Commit)).unwrap();
+    assert_eq!(view(&log).unwrap(), after_small, "the commit made on a nearly full disk");
+    // Compaction and the index file on a disk too small for their output: each says how much
+    // room it needs, and with that much it succeeds.
+    let mut log = log;
+    let want = payloads(&log);
     for what in ["compact", "index"] {
+        let before = view(&log).unwrap();
         m.set_capacity(Some(m.used() + 4096));
-        let r = match what {
-            "compact" => log.compact(None, &Retention::default(), T0, &mut Quiet).map(|_| ()),
-            _ => log.write_index_file(),
+        let attempt = |log: &Arc<Log>| match what {
+            "compact" => log.compact(None, &Retention::default(), T0, &mut Quiet).map(|(_, next)| next),
+            _ => log.write_index_file().map(|()| log.clone()),
         };
-        let e = r.expect_err(what);
-        assert!(e.to_string().contains("s.log"), "{what}: {e}");
-        m.heal();
+        let Err(e) = attempt(&log) else { panic!("{what} succeeded on a full disk") };
+        assert_eq!(e.errno(), Some(libc::ENOSPC), "{what}: {e}");
+        let msg = e.to_string();
+        assert!(msg.contains("s.log") && msg.contains("needs up to"), "{what}: {msg}");
         assert_eq!(view(&log).unwrap(), before, "{what}: the state changed");
         let names: Vec<String> = m.names().iter().map(|n| n.to_string_lossy().into_owned()).collect();
         assert!(names.iter().all(|n| !n.contains(".tmp-")), "{what} left {names:?}");
+        m.set_capacity(Some(m.used() + needed(&msg)));
+        log = attempt(&log).unwrap_or_else(|e| panic!("{what} with the room it asked for: {e}"));
+        m.heal();
+        assert!(payloads(&log) == want, "{what}: the memories changed");
     }
+    drop(log);
+    let log = Log::open(&path, options(Durability::Commit)).unwrap();
     log.commit(&[put(0, 10)], None, T0).unwrap();
     drop(log);
     let log = Log::open(&path, options(Durability::Commit)).unwrap();

@@ -10,6 +10,7 @@ pyo3::import_exception!(memcommit.errors, StoreLocked);
 pyo3::import_exception!(memcommit.errors, StoreClosed);
 pyo3::import_exception!(memcommit.errors, ReadOnlyStore);
 pyo3::import_exception!(memcommit.errors, WriterFailed);
+pyo3::import_exception!(memcommit.errors, StorageError);
 pyo3::import_exception!(memcommit.errors, CorruptLog);
 pyo3::import_exception!(memcommit.errors, SealMismatch);
 pyo3::import_exception!(memcommit.errors, ForgedReference);
@@ -20,6 +21,10 @@ pub fn to_py(err: Error) -> PyErr {
     let msg = err.to_string();
     match err {
         Error::Io { source, path, .. } => match source.raw_os_error() {
+            // The disk failed, filled up or went read-only: a memcommit error and an OSError.
+            Some(code @ (libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EFBIG)) => {
+                StorageError::new_err((msg, path, code))
+            }
             Some(code) => PyOSError::new_err((code, msg, path)),
             // No errno: pick the OSError subclass from the kind of error.
             None => match source.kind() {
@@ -28,7 +33,7 @@ pub fn to_py(err: Error) -> PyErr {
                 _ => PyOSError::new_err(msg),
             },
         },
-        Error::WriterFailed { .. } => WriterFailed::new_err(msg),
+        Error::WriterFailed { path, errno, .. } => WriterFailed::new_err((msg, path, errno)),
         Error::Locked { path } => StoreLocked::new_err((msg, path)),
         Error::Corrupt { path, offset, lsn, .. } => CorruptLog::new_err((msg, path, offset, lsn)),
         Error::SealMismatch { path, lsn, offset, after_lsn, .. } => {

@@ -41,7 +41,48 @@ use crate::vfs::File;
 #[derive(Default)]
 struct Leader {
     busy: bool,
-    failed: Option<String>,
+    failed: Option<Failure>,
+}
+
+/// Why writing the log out or syncing it failed.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// `"write"` or `"fsync"`.
+    pub during: &'static str,
+    /// The OS error's text.
+    pub message: String,
+    /// The OS error number, if it had one.
+    pub errno: Option<i32>,
+    /// For a full disk: the bytes past the end of the file that were being written (at least
+    /// what the disk must make room for).
+    pub needed: Option<u64>,
+}
+
+impl Failure {
+    fn new(during: &'static str, e: &io::Error, needed: Option<u64>) -> Failure {
+        let needed = needed.filter(|_| crate::vfs::no_space(e));
+        Failure { during, message: e.to_string(), errno: e.raw_os_error(), needed }
+    }
+
+    /// What failed, as a sentence's clause: `write failed: No space left on device (os error 28);
+    /// the disk is full: ...`.
+    pub fn reason(&self) -> String {
+        // What was being written, past the file's end: all of a commit that fits in one write,
+        // the current piece of a larger one.
+        let space = self
+            .needed
+            .map(|n| format!("; {}", crate::error::space_needed("at least", n)))
+            .unwrap_or_default();
+        format!("{} failed: {}{space}", self.during, self.message)
+    }
+
+    /// The failure as an `io::Error` (with its errno, when it had one).
+    pub fn into_io(self) -> io::Error {
+        match self.errno {
+            Some(n) => io::Error::from_raw_os_error(n),
+            None => io::Error::other(self.message),
+        }
+    }
 }
 
 struct Queue {
@@ -143,7 +184,7 @@ impl FileAppender {
     }
 
     /// Write out the queue (the I/O lock is held by the caller).
-    fn drain(&self) -> io::Result<()> {
+    fn drain(&self) -> Result<(), Failure> {
         let mut q = self.queue.lock();
         if !q.bytes.is_empty() {
             let end = q.start + q.bytes.len() as u64;
@@ -151,15 +192,25 @@ impl FileAppender {
             if end > allocated {
                 if q.bytes.len() < LARGE_WRITE {
                     let to = (end / PREALLOCATE + 2) * PREALLOCATE;
-                    self.zero_fill(allocated, to)?;
-                    self.allocated.store(to, Ordering::Release);
+                    match self.zero_fill(allocated, to) {
+                        Ok(()) => self.allocated.store(to, Ordering::Release),
+                        // Writing zeros ahead is only a saving: on a full disk the commit is
+                        // written without them, into whatever room is left.
+                        Err((reached, e)) if crate::vfs::no_space(&e) => {
+                            self.allocated.store(reached.max(end), Ordering::Release)
+                        }
+                        Err((_, e)) => return Err(Failure::new("write", &e, None)),
+                    }
                 } else {
                     self.allocated.store(end, Ordering::Release);
                 }
             }
             // The queue stays locked during the write, so a reader finds each byte either in
             // the queue or, after this, in the file.
-            self.file.write_all_at(&q.bytes, q.start)?;
+            if let Err(e) = self.file.write_all_at(&q.bytes, q.start) {
+                let size = self.file.len().unwrap_or(allocated);
+                return Err(Failure::new("write", &e, Some(end.saturating_sub(size))));
+            }
             q.start += q.bytes.len() as u64;
             q.bytes.clear();
             if q.bytes.capacity() > 8 << 20 {
@@ -170,18 +221,19 @@ impl FileAppender {
         Ok(())
     }
 
-    /// Write zeros from `from` to `to` (space for the commits to come).
-    fn zero_fill(&self, mut from: u64, to: u64) -> io::Result<()> {
+    /// Write zeros from `from` to `to` (space for the commits to come); on failure, how far
+    /// the zeros got.
+    fn zero_fill(&self, mut from: u64, to: u64) -> Result<(), (u64, io::Error)> {
         while from < to {
             let n = ZEROS.len().min((to - from) as usize);
-            self.file.write_all_at(&ZEROS[..n], from)?;
+            self.file.write_all_at(&ZEROS[..n], from).map_err(|e| (from, e))?;
             from += n as u64;
         }
         Ok(())
     }
 
     /// Make sure every byte before `end` is in the file (not necessarily durable).
-    pub fn write_to(&self, end: u64) -> io::Result<()> {
+    pub fn write_to(&self, end: u64) -> Result<(), Failure> {
         if self.written.load(Ordering::Acquire) >= end {
             return Ok(());
         }
@@ -206,14 +258,14 @@ impl FileAppender {
     /// condition variable and are all woken together when it is done. (Waiting on the I/O
     /// mutex instead woke them one by one, and the next sync started before most of them had
     /// queued their next commit.)
-    pub fn sync_to(&self, end: u64) -> io::Result<()> {
+    pub fn sync_to(&self, end: u64) -> Result<(), Failure> {
         let mut g = self.leader.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if self.synced.load(Ordering::Acquire) >= end {
                 return Ok(());
             }
-            if let Some(e) = &g.failed {
-                return Err(io::Error::other(e.clone()));
+            if let Some(f) = &g.failed {
+                return Err(f.clone());
             }
             if !g.busy {
                 break;
@@ -238,20 +290,20 @@ impl FileAppender {
                 break;
             }
         }
-        let result: io::Result<()> = (|| {
+        let result: Result<(), Failure> = (|| {
             let _io = self.io.lock();
             self.drain()?;
             let target = self.written.load(Ordering::Acquire);
             self.last_batch.store(self.queued_commits.swap(0, Ordering::AcqRel), Ordering::Release);
-            self.file.sync_data()?;
+            self.file.sync_data().map_err(|e| Failure::new("fsync", &e, None))?;
             self.synced.store(target, Ordering::Release);
             self.syncs.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })();
         let mut g = self.leader.lock().unwrap_or_else(|e| e.into_inner());
         g.busy = false;
-        if let Err(e) = &result {
-            g.failed = Some(e.to_string());
+        if let Err(f) = &result {
+            g.failed = Some(f.clone());
         }
         self.synced_cv.notify_all();
         result
@@ -295,7 +347,7 @@ impl FileAppender {
     pub fn truncate(&self, len: u64) -> io::Result<()> {
         // Holding the I/O lock: no sync runs meanwhile (a sync holds it until it ends).
         let _io = self.io.lock();
-        self.drain()?;
+        self.drain().map_err(Failure::into_io)?;
         self.file.set_len(len)?;
         let mut q = self.queue.lock();
         q.start = len;

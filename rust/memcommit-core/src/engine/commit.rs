@@ -214,9 +214,8 @@ impl Commit<'_> {
                 a.queue(at, &st.buf);
                 if write_now {
                     let end = at + st.buf.len() as u64;
-                    if let Err(e) = a.write_to(end) {
-                        self.log.poison(format!("write failed: {e}"));
-                        return Err(Error::io(&self.log.display, "write to", e));
+                    if let Err(f) = a.write_to(end) {
+                        return Err(self.log.failed(f));
                     }
                     a.start_writeback(at, end);
                 }
@@ -258,7 +257,7 @@ impl Commit<'_> {
         let committed = Committed { first_lsn, last_lsn: self.lsn, end: st.end };
         if let Err(e) = self.log.auto_seal_after_commit(st, self.at) {
             // The commit stands; the writer stops, as after any failure it cannot explain.
-            self.log.poison(format!("automatic seal failed: {e}"));
+            self.log.poison(format!("automatic seal failed: {e}"), e.errno());
         }
         Ok(Some(committed))
     }
@@ -281,7 +280,7 @@ impl Drop for Commit<'_> {
                 Medium::Memory(v) => v.truncate(self.base as usize),
                 Medium::File(a) => {
                     if let Err(e) = a.truncate(self.base) {
-                        self.log.poison(format!("could not cut off a refused commit: {e}"));
+                        self.log.poison(format!("could not cut off a refused commit: {e}"), e.raw_os_error());
                     }
                 }
             }

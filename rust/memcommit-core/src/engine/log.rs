@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::engine::appender::FileAppender;
+use crate::engine::appender::{Failure, FileAppender};
 use crate::engine::chainer::{self, Chainer};
 use crate::engine::replay::replay;
 use crate::engine::state::{Medium, State};
@@ -127,7 +127,7 @@ pub struct Log {
     pub(crate) state: RwLock<State>,
     /// The file and its write queue (group commit); `None` in RAM.
     pub(crate) appender: Option<Arc<FileAppender>>,
-    poisoned: Mutex<Option<String>>,
+    poisoned: Mutex<Option<(String, Option<i32>)>>,
     is_poisoned: AtomicBool,
     lock_file: Mutex<Option<File>>,
     flusher: Mutex<Option<Flusher>>,
@@ -525,13 +525,14 @@ impl Log {
     /// before every read.
     pub fn check_not_failed(&self) -> Result<()> {
         if self.is_poisoned.load(Ordering::Acquire) {
-            let reason = self.poisoned.lock().clone().unwrap_or_default();
+            let (reason, errno) = self.poisoned.lock().clone().unwrap_or_default();
             return Err(Error::WriterFailed {
                 path: self.display.clone(),
                 reason: format!(
                     "{reason}; reads are refused too, since the state in memory may hold commits the \
                      disk does not: reopen the store"
                 ),
+                errno,
             });
         }
         Ok(())
@@ -545,12 +546,19 @@ impl Log {
         self.check_poison()
     }
 
-    pub(crate) fn poison(&self, reason: String) {
+    pub(crate) fn poison(&self, reason: String, errno: Option<i32>) {
         let mut p = self.poisoned.lock();
         if p.is_none() {
-            *p = Some(reason);
+            *p = Some((reason, errno));
         }
         self.is_poisoned.store(true, Ordering::Release);
+    }
+
+    /// Stop the writer after the log's write or fsync failed, and say so.
+    pub(crate) fn failed(&self, f: Failure) -> Error {
+        let reason = f.reason();
+        self.poison(reason.clone(), f.errno);
+        Error::WriterFailed { path: self.display.clone(), reason, errno: f.errno }
     }
 
     /// Check a command's input before anything is locked or written.
@@ -665,10 +673,7 @@ impl Log {
         }
         self.check_poison()?;
         let end = end.min(a.queued_end());
-        a.sync_to(end).map_err(|e| {
-            self.poison(format!("fsync failed: {e}"));
-            Error::WriterFailed { path: self.display.clone(), reason: format!("fsync failed: {e}") }
-        })
+        a.sync_to(end).map_err(|f| self.failed(f))
     }
 
     /// Make sure every committed byte before `end` is in the file (no fsync).
@@ -678,16 +683,13 @@ impl Log {
             return Ok(());
         }
         self.check_poison()?;
-        a.write_to(end).map_err(|e| {
-            self.poison(format!("write failed: {e}"));
-            Error::WriterFailed { path: self.display.clone(), reason: format!("write failed: {e}") }
-        })
+        a.write_to(end).map_err(|f| self.failed(f))
     }
 
     fn check_poison(&self) -> Result<()> {
         if self.is_poisoned.load(Ordering::Acquire) {
-            let reason = self.poisoned.lock().clone().unwrap_or_default();
-            return Err(Error::WriterFailed { path: self.display.clone(), reason });
+            let (reason, errno) = self.poisoned.lock().clone().unwrap_or_default();
+            return Err(Error::WriterFailed { path: self.display.clone(), reason, errno });
         }
         Ok(())
     }

@@ -51,7 +51,10 @@ impl Log {
             return Ok(());
         };
         let dest = index_file::path_for(path);
-        let fail = |e: io::Error| Error::io(&dest.display().to_string(), "write the index file", e);
+        let fail = |e: io::Error| {
+            let size = index_file::size_of(&st.index, &st.sparse);
+            Error::io_needing(&dest.display().to_string(), "write the index file", e, size)
+        };
         let at = self.saved_at(st)?;
         vfs::write_file_durably(&temp_path(path, "index"), &dest, |f| {
             index_file::write(f, &at, &st.index, &st.sparse)

@@ -434,6 +434,15 @@ impl<W: Write> Sections<W> {
     }
 }
 
+/// The size of the index file `write` makes of `idx` and `sparse` (what a full disk must
+/// make room for).
+pub(crate) fn size_of(idx: &Index, sparse: &[(u64, u64)]) -> u64 {
+    let page = |n: u64| n.next_multiple_of(ALIGN as u64);
+    let entries = page(idx.entries.len() as u64 * ENTRY_BYTES as u64);
+    let slots = page(idx.table.slots().len() as u64 * 8);
+    ALIGN as u64 + entries + page(idx.arena.len() as u64) + slots + encode_small(idx, sparse).len() as u64
+}
+
 /// Write the index file's bytes for the state saved at `at` (its index and sparse index) into
 /// `f`, a new empty file: the engine writes it under a temporary name and renames it.
 pub(crate) fn write(f: &mut Writer<'_>, at: &SavedAt, idx: &Index, sparse: &[(u64, u64)]) -> io::Result<()> {

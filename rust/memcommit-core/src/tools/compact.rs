@@ -172,9 +172,11 @@ impl Log {
         let result = (|| -> Result<Compacted> {
             let file = Open::create_truncate()
                 .open(&tmp)
-                .map_err(|e| Error::io(&display, "create the compacted copy of", e))?;
+                .map_err(|e| Error::io_needing(&display, "create the compacted copy of", e, end + 4096))?;
             let mut out = BufWriter::with_capacity(1 << 20, Writer::new(&file));
-            let werr = |e: io::Error| Error::io(&display, "write the compacted copy of", e);
+            // At most the old log's bytes and a seal: what a full disk must make room for.
+            let room = end + 4096;
+            let werr = |e: io::Error| Error::io_needing(&display, "write the compacted copy of", e, room);
             out.write_all(&hb).map_err(werr)?;
             // The new log's chain is hashed on another thread, from batches of kept bytes.
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
@@ -221,7 +223,8 @@ impl Log {
             written += buf.len() as u64;
             after += 1;
             out.into_inner().map_err(|e| werr(e.into_error()))?;
-            file.sync_all().map_err(|e| Error::io(&display, "fsync the compacted copy of", e))?;
+            file.sync_all()
+                .map_err(|e| Error::io_needing(&display, "fsync the compacted copy of", e, room))?;
             hooks.progress(end, end)?;
             hooks.step("new-log-written")?;
             Ok(Compacted {

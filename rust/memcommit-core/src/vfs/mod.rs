@@ -321,6 +321,11 @@ impl io::Write for Writer<'_> {
     }
 }
 
+/// Whether `e` says the disk (or the user's quota) is full.
+pub(crate) fn no_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 /// Rename `from` to `to`, replacing `to`.
 pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
     #[cfg(feature = "fault-injection")]

@@ -1,0 +1,60 @@
+"""Writing a file beside the log whole or not at all, as the core does for its own files.
+
+A temp file is written, fsynced, renamed over the target, and the directory fsynced; on a
+failure the temp file is removed and the target is as it was. The manifest and snapshots use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+
+from .errors import StorageError
+
+# The errors that mean the disk failed, filled up or went read-only (the core's own list).
+_STORAGE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def space_needed(bytes_: int) -> str:
+    """What a full disk's error adds: how much more free space the operation needs."""
+    return (
+        f"the disk is full: this needs up to {bytes_} more bytes "
+        f"({bytes_ / (1 << 20):.1f} MiB) of free space"
+    )
+
+
+def sync_directory(path: str) -> None:
+    """Sync the directory holding `path` to disk, so that its entries survive a power loss."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(target: str, tmp: str, data: bytes) -> None:
+    """Put `data` at `target` whole or not at all, through the temp file `tmp`.
+
+    Raises:
+        StorageError: The disk failed, is full (the message says how much room `data`
+            needs) or is read-only; `target` is as it was.
+        OSError: Any other failure (permissions, a missing directory), as the OS gave it.
+    """
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        sync_directory(target)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(error, OSError) and error.errno in _STORAGE_ERRNOS:
+            full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+            message = f"write {target}: {os.strerror(error.errno)} (os error {error.errno})"
+            if full:
+                message += f"; {space_needed(len(data))}"
+            raise StorageError(message, target, error.errno) from error
+        raise

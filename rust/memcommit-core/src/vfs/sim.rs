@@ -630,3 +630,130 @@ impl Handle {
         Ok(Handle(self.0.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(fs: &SimFs, name: &str) -> Vec<u8> {
+        fs.contents(name).unwrap_or_else(|| panic!("{name} is gone"))
+    }
+
+    fn mount(dir: &str) -> Arc<SimFs> {
+        SimFs::mount(format!("/sim-unit/{dir}"))
+    }
+
+    #[test]
+    fn a_power_loss_keeps_what_fsyncs_covered_and_drops_the_rest() {
+        let fs = mount("drop");
+        let p = fs.root().join("a");
+        let f = Open::create_new().open(&p).unwrap();
+        f.write_all_at(b"durable", 0).unwrap();
+        f.sync_all().unwrap();
+        fs.sync_dir().unwrap();
+        f.write_all_at(b" and not", 7).unwrap();
+        assert_eq!(file(&fs, "a"), b"durable and not");
+        fs.power_loss(Crash::DropUnsynced, 1);
+        assert_eq!(file(&fs, "a"), b"durable");
+        // The handle from before the power loss is dead.
+        assert!(f.read_at(&mut [0u8; 4], 0).is_err());
+        fs.unmount();
+    }
+
+    #[test]
+    fn directory_entries_need_a_directory_fsync() {
+        let fs = mount("dir");
+        let (a, b) = (fs.root().join("a"), fs.root().join("b"));
+        let f = Open::create_new().open(&a).unwrap();
+        f.write_all_at(b"x", 0).unwrap();
+        f.sync_all().unwrap();
+        fs.power_loss(Crash::KeepPrefix, 1);
+        assert!(fs.contents("a").is_none(), "a new file survived without a directory fsync");
+        let f = Open::create_new().open(&a).unwrap();
+        f.write_all_at(b"x", 0).unwrap();
+        f.sync_all().unwrap();
+        fs.sync_dir().unwrap();
+        fs.rename(&a, &b).unwrap();
+        fs.power_loss(Crash::DropUnsynced, 2);
+        assert_eq!(fs.names(), vec![OsString::from("a")], "a rename survived without a directory fsync");
+        fs.rename(&a, &b).unwrap();
+        fs.sync_dir().unwrap();
+        fs.power_loss(Crash::DropUnsynced, 3);
+        assert_eq!(fs.names(), vec![OsString::from("b")]);
+        fs.unmount();
+    }
+
+    #[test]
+    fn a_failed_fsync_forgets_its_writes_and_a_later_one_does_not_bring_them_back() {
+        let fs = mount("fsyncgate");
+        let p = fs.root().join("a");
+        fs.put_file("a", b"old");
+        let f = Open::read_write().open(&p).unwrap();
+        f.write_all_at(b"new", 0).unwrap();
+        fs.fail(Fault {
+            op: Some(Op::SyncData),
+            nth: 0,
+            errno: libc::EIO,
+            persistent: false,
+            short_write: false,
+        });
+        assert_eq!(f.sync_data().unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(file(&fs, "a"), b"new", "the write stays readable");
+        f.sync_data().expect("the next fsync succeeds");
+        fs.power_loss(Crash::KeepPrefix, 4);
+        assert_eq!(file(&fs, "a"), b"old", "the forgotten write came back");
+        fs.unmount();
+    }
+
+    #[test]
+    fn the_crash_modes_keep_nothing_a_prefix_or_sectors() {
+        for seed in 0..20 {
+            let fs = mount(&format!("modes-{seed}"));
+            fs.put_file("a", &[]);
+            let f = Open::read_write().open(&fs.root().join("a")).unwrap();
+            for i in 0..8u8 {
+                f.write_all_at(&[i + 1; 512], i as u64 * 512).unwrap();
+            }
+            let image = file(&fs, "a");
+            fs.power_loss(Crash::KeepPrefix, seed);
+            let kept = file(&fs, "a");
+            assert_eq!(kept[..], image[..kept.len()], "seed {seed}: not a prefix");
+            fs.unmount();
+            let fs = mount(&format!("sectors-{seed}"));
+            fs.put_file("a", &[0; 4096]);
+            let f = Open::read_write().open(&fs.root().join("a")).unwrap();
+            f.write_all_at(&[7; 4096], 0).unwrap();
+            fs.power_loss(Crash::KeepSubset { sector: 512 }, seed);
+            for sector in file(&fs, "a").chunks(512) {
+                assert!(
+                    sector.iter().all(|&b| b == 7) || sector.iter().all(|&b| b == 0),
+                    "seed {seed}: a torn sector"
+                );
+            }
+            fs.unmount();
+        }
+    }
+
+    #[test]
+    fn a_full_disk_cuts_the_write_short_then_refuses() {
+        let fs = mount("full");
+        fs.set_capacity(Some(100));
+        let f = Open::create_new().open(&fs.root().join("a")).unwrap();
+        assert_eq!(f.write_all_at(&[1; 150], 0).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(file(&fs, "a").len(), 100);
+        fs.heal();
+        f.write_all_at(&[1; 150], 0).unwrap();
+        fs.unmount();
+    }
+
+    #[test]
+    fn a_crash_point_stops_every_operation_from_there() {
+        let fs = mount("stop");
+        fs.crash_at(1);
+        let f = Open::create_new().open(&fs.root().join("a")).unwrap();
+        assert!(f.write_all_at(b"x", 0).is_err());
+        assert!(fs.stopped() && f.read_at(&mut [0u8; 1], 0).is_err() && f.len().is_err());
+        assert_eq!(fs.steps(), 1);
+        fs.unmount();
+    }
+}

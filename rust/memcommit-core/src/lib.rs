@@ -36,7 +36,7 @@ mod vfs;
 /// The simulated file system the fault tests run the engine on (see `vfs::sim`).
 #[cfg(feature = "fault-injection")]
 pub mod sim {
-    pub use crate::vfs::sim::{Crash, Fault, Op, SimFs};
+    pub use crate::vfs::sim::{Crash, Fault, Op, Rng, SimFs};
 }
 
 pub use engine::commit::{Commit, Committed};

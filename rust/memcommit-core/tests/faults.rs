@@ -27,32 +27,11 @@ use std::sync::Arc;
 use memcommit_core::compact::{Compacted, Hooks, Retention};
 use memcommit_core::format;
 use memcommit_core::index_file::IndexFileStatus;
-use memcommit_core::sim::{Crash, Fault, Op, SimFs};
+use memcommit_core::sim::{Crash, Fault, Op, Rng, SimFs};
 use memcommit_core::{Command, Durability, Error, Log, Options, PutCommand, Query, Status, Tier};
 
 const T0: i64 = 1_700_000_000_000_000;
 const IDS: u64 = 24;
-
-/// splitmix64, as the simulation uses.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
 
 /// The seeds a test runs: `MEMCOMMIT_FAULT_SEED` alone, or `MEMCOMMIT_FAULT_SEEDS` of them
 /// (default `ci`) from a base that differs per test.

@@ -435,7 +435,7 @@ fn survive(node: &Inode, mode: Crash, rng: &mut Rng) -> Vec<u8> {
                             match rng.below(4) {
                                 0 | 1 => write_into(&mut out, at, piece),
                                 2 if at >= durable_end => {
-                                    let junk: Vec<u8> = (0..piece.len()).map(|_| rng.next() as u8).collect();
+                                    let junk: Vec<u8> = (0..piece.len()).map(|_| rng.draw() as u8).collect();
                                     write_into(&mut out, at, &junk);
                                 }
                                 _ => {}
@@ -465,11 +465,13 @@ fn write_into(out: &mut Vec<u8>, off: u64, bytes: &[u8]) {
     out[off..end].copy_from_slice(bytes);
 }
 
-/// splitmix64: small, and the same on every platform.
-struct Rng(u64);
+/// splitmix64: small, and the same on every platform (the fault tests draw their workloads
+/// from it too).
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next number.
+    pub fn draw(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -477,11 +479,12 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    /// A number below `n` (0 for 0).
+    pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             0
         } else {
-            self.next() % n
+            self.draw() % n
         }
     }
 }

@@ -1,10 +1,10 @@
 """A log file's bytes as the tests read and edit them (ARCHITECTURE.md, docs/format.md).
 
 A 64-byte header, then records: magic u16, op u8, flags u8, salt u32, lsn u64, at i64,
-key_len u16, 2 reserved bytes, payload len u32, key, payload, crc32c u32. The tests parse
-the file themselves, independently of the engine, so that what a test asserts about the
-bytes does not depend on the code under test; the tamper tests edit records here and
-recompute the CRCs they touched.
+key_len u16, durable_gap u16 (format version 2), payload len u32, key, payload, crc32c u32.
+The tests parse the file themselves, independently of the engine, so that what a test
+asserts about the bytes does not depend on the code under test; the tamper tests edit
+records here and recompute the CRCs they touched.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ What is checked, and how:
 
 * the report and the seed's example; ``progress``;
 * what the folded log holds, read from the file's bytes (64-byte header, then records:
-  magic u16, op u8, flags u8, salt u32, lsn u64, at i64, key_len u16, 2 reserved bytes,
+  magic u16, op u8, flags u8, salt u32, lsn u64, at i64, key_len u16, durable_gap u16,
   payload len u32, key, payload, crc32c u32): up to the horizon exactly the records replay
   needs, after it every record verbatim, seals never carried over, LSNs never renumbered,
   and a fresh seal at the end;

@@ -372,7 +372,7 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
 
     // A record of another store (another salt), whole and cut short.
     let mut foreign = Vec::new();
-    encode_record(&mut foreign, Op::Put, FLAG_COMMIT_END, 0xdead_beef, last.records + 1, T0, b"x", |o| {
+    encode_record(&mut foreign, Op::Put, FLAG_COMMIT_END, 0, 0xdead_beef, last.records + 1, T0, b"x", |o| {
         memory::encode_put(
             o,
             PutState {
@@ -393,7 +393,7 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
     // A whole commit's first record without its end: an unfinished commit.
     let header = FileHeader::decode(&bytes[..HEADER_LEN]).unwrap();
     let mut unfinished = Vec::new();
-    encode_record(&mut unfinished, Op::Task, 0, header.salt(), last.records + 1, T0, b"t", |o| o.push(1));
+    encode_record(&mut unfinished, Op::Task, 0, 0, header.salt(), last.records + 1, T0, b"t", |o| o.push(1));
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let tails: Vec<(&str, Vec<u8>)> = vec![
@@ -441,7 +441,7 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
     // The same stale record followed by a record with the next LSN is damage in committed
     // data: open refuses and cuts nothing.
     let mut next = Vec::new();
-    encode_record(&mut next, Op::Task, FLAG_COMMIT_END, header.salt(), last.records + 1, T0, b"t", |o| {
+    encode_record(&mut next, Op::Task, FLAG_COMMIT_END, 0, header.salt(), last.records + 1, T0, b"t", |o| {
         o.push(1)
     });
     let damaged = [&bytes[..], &dup[..], &next[..]].concat();
@@ -467,7 +467,9 @@ fn zeros_garbage_and_foreign_records_after_a_clean_log_are_cut() {
 fn every_single_bit_flip_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.log");
-    let log = writer(&src).unwrap();
+    // Durable commits: each one's records say the commits before it were durable when it was
+    // written, so a flip before the last commit is damage in committed data.
+    let log = Log::open(&src, opts(Durability::Commit)).unwrap();
     let mut at = T0;
     let mut c = |cmds: &[Command]| {
         at += 1;
@@ -567,7 +569,8 @@ enum R<'a> {
 }
 
 fn build_file(recs: &[(R<'_>, u32)]) -> (Vec<u8>, Vec<u64>) {
-    let header = FileHeader { store_id: STORE, generation: 0, dense_from: 0 };
+    let header =
+        FileHeader { version: format::FORMAT_VERSION, store_id: STORE, generation: 0, dense_from: 0 };
     let mut out = header.encode().to_vec();
     let mut offsets = Vec::new();
     for (r, salt) in recs {
@@ -587,12 +590,12 @@ fn build_file(recs: &[(R<'_>, u32)]) -> (Vec<u8>, Vec<u64>) {
                     created_at: T0,
                     moved_at: T0,
                 };
-                encode_record(&mut out, Op::Put, FLAG_COMMIT_END, *salt, lsn, T0, id.as_bytes(), |o| {
+                encode_record(&mut out, Op::Put, FLAG_COMMIT_END, 0, *salt, lsn, T0, id.as_bytes(), |o| {
                     memory::encode_put(o, st, &p)
                 });
             }
             R::Status(lsn, id) => {
-                encode_record(&mut out, Op::Status, FLAG_COMMIT_END, *salt, lsn, T0, id.as_bytes(), |o| {
+                encode_record(&mut out, Op::Status, FLAG_COMMIT_END, 0, *salt, lsn, T0, id.as_bytes(), |o| {
                     memory::encode_status(o, Status::Stale, None)
                 });
             }
@@ -624,7 +627,8 @@ fn corrupt_at(res: memcommit_core::Result<Arc<Log>>, what: &str) -> (u64, u64) {
 #[test]
 fn lsn_gaps_repeats_and_foreign_records_are_corrupt() {
     let dir = tempfile::tempdir().unwrap();
-    let salt = FileHeader { store_id: STORE, generation: 0, dense_from: 0 }.salt();
+    let salt =
+        FileHeader { version: format::FORMAT_VERSION, store_id: STORE, generation: 0, dense_from: 0 }.salt();
 
     // The control: 1, 2, 3 opens.
     let (good, _) = build_file(&[(R::Put(1, "a"), salt), (R::Put(2, "b"), salt), (R::Put(3, "c"), salt)]);
@@ -710,11 +714,47 @@ fn lsn_gaps_repeats_and_foreign_records_are_corrupt() {
 // Damage in committed data
 // ---------------------------------------------------------------------------------------------
 
+/// Damage followed only by records written while it was not yet durable (a power loss that
+/// kept some of a drive's unsynced writes and not others) is a torn write: the writer's open
+/// cuts it. Here nothing was fsynced before the close (`durability="none"`), so every record
+/// says so; the close's own fsync is recorded in the lock file, and without it the damage is
+/// cut.
+#[test]
+fn damage_that_no_fsync_covered_is_a_torn_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unsynced.log");
+    let log = writer(&path).unwrap();
+    for i in 0..10 {
+        commit(&log, &[put(&format!("m{i}"), &format!("memory number {i}"))], T0 + i);
+    }
+    let third = log.get_many(&["m2"]).unwrap()[0].as_ref().unwrap().entry.put_off;
+    let records = all_records(&log);
+    log.close().unwrap();
+    drop(log);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[third as usize + format::RECORD_HEADER_LEN + 12] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    // The close fsynced the log and said so in the lock file: the damage is in durable data.
+    let ins = inspect(&path).unwrap();
+    assert_eq!((ins.damage_offset, ins.damage_mid_log), (Some(third), true));
+    expect_corrupt(writer(&path), "damage before a clean close's end");
+    // Without that marker (the writer died before closing), nothing says the records were
+    // ever durable, and the damage reads as a torn write.
+    std::fs::remove_file(format::lock_path(&path)).unwrap();
+    let ins = inspect(&path).unwrap();
+    assert_eq!((ins.damage_offset, ins.damage_mid_log, ins.good_end), (Some(third), false, third));
+    let log = writer(&path).unwrap();
+    let info = log.info().unwrap();
+    assert_eq!((info.records, info.lsn), (2, 2));
+    assert_eq!(info.recovered_bytes, bytes.len() as u64 - third);
+    assert_eq!(all_records(&log), records[..2]);
+}
+
 #[test]
 fn damage_mid_log_refuses_open_until_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mid.log");
-    let log = writer(&path).unwrap();
+    let log = Log::open(&path, opts(Durability::Commit)).unwrap();
     for i in 0..10 {
         commit(&log, &[put(&format!("m{i}"), &format!("memory number {i}"))], T0 + i);
     }
@@ -828,7 +868,7 @@ fn reader_catches_up_only_on_refresh_and_writers_exclude_each_other() {
     let bytes = std::fs::read(&path).unwrap();
     let salt = FileHeader::decode(&bytes).unwrap().salt();
     let mut partial = Vec::new();
-    encode_record(&mut partial, Op::Task, 0, salt, 7, T0 + 4, b"t", |o| o.push(1));
+    encode_record(&mut partial, Op::Task, 0, 0, salt, 7, T0 + 4, b"t", |o| o.push(1));
     std::fs::write(&path, [&bytes[..], &partial[..]].concat()).unwrap();
     r.close().unwrap();
     let r = reader(&path).unwrap();
@@ -1023,4 +1063,56 @@ fn a_cut_expecting_a_length_refuses_a_file_that_changed_since_it_was_inspected()
     let inspected = before.len() as u64;
     truncate_expecting(&path, good_end, inspected).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().len(), good_end);
+}
+
+/// Format version 2 records say how far behind them the durable end was; a writer appending
+/// to a version 1 log keeps writing version 1 records (gap 0) and leaves its header as it was.
+#[test]
+fn records_carry_their_durable_gap_and_version_1_logs_stay_version_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let gaps = |path: &Path| {
+        let b = std::fs::read(path).unwrap();
+        let h = FileHeader::decode(&b).unwrap();
+        let mut out = Vec::new();
+        let mut off = HEADER_LEN;
+        while let Ok(r) = format::parse_record(&b[off..], h.salt(), format::MAX_PAYLOAD_LEN) {
+            out.push((off as u64, r.durable_gap));
+            off += r.bytes.len();
+        }
+        (h.version, out)
+    };
+    // Nothing fsynced (durability none): every record's gap is its distance from the header.
+    let new = dir.path().join("v2.log");
+    let log = writer(&new).unwrap();
+    for i in 0..20 {
+        commit(&log, &[put(&format!("m{i}"), &"x".repeat(100))], T0 + i);
+    }
+    log.close().unwrap();
+    drop(log);
+    let (version, recs) = gaps(&new);
+    assert_eq!(version, format::FORMAT_VERSION);
+    assert_eq!(recs.len(), 20);
+    for (off, gap) in recs {
+        assert_eq!(gap as u64, (off - HEADER_LEN as u64) / format::DURABLE_GAP_UNIT, "record at {off}");
+    }
+    // Each commit fsynced: the next one starts where the durable end is, a gap of 0.
+    let durable = dir.path().join("durable.log");
+    let log = Log::open(&durable, opts(Durability::Commit)).unwrap();
+    for i in 0..5 {
+        commit(&log, &[put(&format!("m{i}"), "y")], T0 + i);
+    }
+    drop(log);
+    assert!(gaps(&durable).1.iter().all(|&(_, gap)| gap == 0));
+    // A version 1 log.
+    let old = dir.path().join("v1.log");
+    let header = FileHeader { version: 1, store_id: STORE, generation: 0, dense_from: 0 };
+    std::fs::write(&old, header.encode()).unwrap();
+    let log = writer(&old).unwrap();
+    for i in 0..20 {
+        commit(&log, &[put(&format!("m{i}"), &"x".repeat(100))], T0 + i);
+    }
+    drop(log);
+    let (version, recs) = gaps(&old);
+    assert_eq!((version, recs.len()), (1, 20));
+    assert!(recs.iter().all(|&(_, gap)| gap == 0));
 }

@@ -123,6 +123,7 @@ impl Commit<'_> {
         let st = &mut *self.st;
         self.lsn += 1;
         let (salt, lsn, at) = (st.header.salt(), self.lsn, self.at);
+        let gap = gap_at(st, self.base + self.flushed + st.buf.len() as u64);
         let range = match cmd {
             Command::Put(p) => {
                 let state = match slot.pos {
@@ -144,22 +145,22 @@ impl Commit<'_> {
                         moved_at: at,
                     },
                 };
-                encode_record(&mut st.buf, Op::Put, 0, salt, lsn, at, key.as_bytes(), |o| {
+                encode_record(&mut st.buf, Op::Put, 0, gap, salt, lsn, at, key.as_bytes(), |o| {
                     memory::encode_put(o, state, p)
                 })
             }
             Command::SetStatus { status, reason, .. } => {
-                encode_record(&mut st.buf, Op::Status, 0, salt, lsn, at, key.as_bytes(), |o| {
+                encode_record(&mut st.buf, Op::Status, 0, gap, salt, lsn, at, key.as_bytes(), |o| {
                     memory::encode_status(o, *status, reason.as_ref().map(|r| r.as_ref()))
                 })
             }
             Command::Move { tier, .. } => {
-                encode_record(&mut st.buf, Op::Move, 0, salt, lsn, at, key.as_bytes(), |o| {
+                encode_record(&mut st.buf, Op::Move, 0, gap, salt, lsn, at, key.as_bytes(), |o| {
                     o.push(*tier as u8)
                 })
             }
             Command::FinishTask { .. } => {
-                encode_record(&mut st.buf, Op::Task, 0, salt, lsn, at, key.as_bytes(), |o| o.push(1))
+                encode_record(&mut st.buf, Op::Task, 0, gap, salt, lsn, at, key.as_bytes(), |o| o.push(1))
             }
             Command::Expect(_) => unreachable!("handled above"),
         };
@@ -182,7 +183,8 @@ impl Commit<'_> {
         }
         let st = &mut *self.st;
         self.lsn += 1;
-        let range = encode_record(&mut st.buf, op, 0, st.header.salt(), self.lsn, self.at, key, payload);
+        let gap = gap_at(st, self.base + self.flushed + st.buf.len() as u64);
+        let range = encode_record(&mut st.buf, op, 0, gap, st.header.salt(), self.lsn, self.at, key, payload);
         let off = self.base + self.flushed + range.start as u64;
         let State { index, buf, undo, .. } = st;
         index.apply(&format::view_trusted(&buf[range]), off, Some(undo)).map_err(|reason| {
@@ -341,6 +343,15 @@ fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>, log: &Log) -> R
     Ok(())
 }
 
+/// The `durable_gap` of a record written at `off` now: how far behind it the log's durable end
+/// is (0 in RAM and in a version 1 log, which record nothing).
+fn gap_at(st: &State, off: u64) -> u16 {
+    match &st.medium {
+        Medium::File(a) if st.header.version >= 2 => format::durable_gap(off, a.synced()),
+        _ => 0,
+    }
+}
+
 /// Append a seal (its own one-record commit) saying the chain through LSN `lsn` is `chain`.
 pub(crate) fn append_seal(
     log: &Log,
@@ -353,10 +364,12 @@ pub(crate) fn append_seal(
     let base = st.end;
     let record_lsn = st.lsn + 1;
     st.buf.clear();
+    let gap = gap_at(st, base);
     let range = encode_record(
         &mut st.buf,
         Op::Seal,
         format::FLAG_COMMIT_END,
+        gap,
         st.header.salt(),
         record_lsn,
         at,

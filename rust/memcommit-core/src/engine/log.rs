@@ -174,11 +174,12 @@ fn new_store_id(display: &str) -> Result<[u8; 16]> {
     Ok(id)
 }
 
-/// The lock file beside a log.
-pub fn lock_path(path: &Path) -> PathBuf {
-    let mut p = path.as_os_str().to_owned();
-    p.push(".lock");
-    PathBuf::from(p)
+/// Say in the lock file that the log (of `header`) is durable through `end`: the writer just
+/// fsynced it (see `format::CleanClose`). A hint for recovery: if it cannot be written, the
+/// records' own `durable_gap` still say what they can.
+fn mark_clean_close(lock: &File, header: &FileHeader, end: u64) {
+    let marker = format::CleanClose { store_id: header.store_id, generation: header.generation, end };
+    let _ = lock.write_all_at(&marker.encode(), 0).and_then(|()| lock.sync_data());
 }
 
 /// The writer's lock file, held. `made` when this call created it: dropped without `keep`
@@ -211,7 +212,7 @@ impl Drop for WriterLock {
 /// as the returned file stays open. A lock taken on a file whose name was removed meanwhile
 /// (a failed open that had made it) is let go and taken again on the file now at the name.
 fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
-    let lp = lock_path(path);
+    let lp = format::lock_path(path);
     let shown = || lp.display().to_string();
     for _ in 0..16 {
         let (f, made) = match Open::create_new().open(&lp) {
@@ -275,7 +276,7 @@ fn remove_stale_temp_files(path: &Path) {
 /// Create a new, empty log file durably: write a temp file, fsync, rename, fsync the directory.
 fn create_log_file(path: &Path, display: &str) -> Result<()> {
     let store_id = new_store_id(display)?;
-    let header = FileHeader { store_id, generation: 0, dense_from: 0 };
+    let header = FileHeader { version: format::FORMAT_VERSION, store_id, generation: 0, dense_from: 0 };
     vfs::write_file_durably(&temp_path(path, "create"), path, |f| io::Write::write_all(f, &header.encode()))
         .map_err(|e| Error::io(display, "create the log", e))
 }
@@ -352,6 +353,11 @@ impl Log {
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
         let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
+        let marker = vfs::read(&format::lock_path(path)).ok();
+        st.durable_floor = format::CleanClose::durable_floor(
+            marker.as_deref().and_then(format::CleanClose::decode),
+            &header,
+        );
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {
@@ -443,7 +449,10 @@ impl Log {
     /// A log in RAM: the same engine, nothing durable.
     pub fn memory(opts: Options) -> Result<Arc<Log>> {
         let store_id = new_store_id(":memory:")?;
-        Log::memory_with(FileHeader { store_id, generation: 0, dense_from: 0 }, opts)
+        Log::memory_with(
+            FileHeader { version: format::FORMAT_VERSION, store_id, generation: 0, dense_from: 0 },
+            opts,
+        )
     }
 
     /// A log in RAM with this header (a replica's: the same store id, so the same salt).
@@ -666,7 +675,7 @@ impl Log {
     /// Group commit happens in the appender: one fdatasync covers every commit queued before
     /// it started. An fsync error is fatal for the writer: after a failed fsync the kernel
     /// may have dropped the dirty pages, so a retry that "succeeds" proves nothing (fsyncgate).
-    fn sync_to(&self, end: u64) -> Result<()> {
+    pub(crate) fn sync_to(&self, end: u64) -> Result<()> {
         let Some(a) = &self.appender else { return Ok(()) };
         if a.synced() >= end {
             return Ok(());
@@ -724,13 +733,9 @@ impl Log {
             }
             return Ok(());
         }
-        let mut result = if !self.opts.read_only && self.opts.durability != Durability::None {
-            self.sync_to(u64::MAX)
-        } else if !self.opts.read_only {
-            self.write_to(u64::MAX)
-        } else {
-            Ok(())
-        };
+        // Every mode syncs at close (one fsync), so that the clean-close marker below can say
+        // the log is durable.
+        let mut result = if !self.opts.read_only { self.sync_to(u64::MAX) } else { Ok(()) };
         // A closed log holds nothing but its records: cut the zeros written ahead.
         if let (Ok(()), Some(a)) = (&result, &self.appender) {
             if !self.opts.read_only {
@@ -750,6 +755,11 @@ impl Log {
             && self.write_index_file_locked(&st).is_ok()
         {
             st.indexed_records = st.records;
+        }
+        if result.is_ok() && !self.opts.read_only && !self.is_poisoned.load(Ordering::SeqCst) {
+            if let Some(lock) = self.lock_file.lock().as_ref() {
+                mark_clean_close(lock, &st.header, st.end);
+            }
         }
         if let Some(c) = self.chainer.get() {
             c.stop();
@@ -1046,7 +1056,7 @@ pub fn truncate_expecting(path: &Path, good_end: u64, expect_len: u64) -> Result
 
 fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
     let display = path.display().to_string();
-    let _lock = lock_writer(path, &display)?;
+    let lock = lock_writer(path, &display)?;
     if good_end < HEADER_LEN as u64 {
         return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
     }
@@ -1064,6 +1074,12 @@ fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
     }
     f.set_len(good_end).map_err(|e| Error::io(&display, "truncate", e))?;
     f.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+    // What a clean close said of the cut bytes no longer holds: the log is durable to here.
+    if let Ok((header, _)) = read_header(&f, &display) {
+        if let Some(held) = &lock.file {
+            mark_clean_close(held, &header, good_end);
+        }
+    }
     Ok(())
 }
 

@@ -46,10 +46,15 @@ impl Log {
     }
 
     /// `write_index_file` for a caller that holds the state and has written the log out.
+    ///
+    /// The log is made durable first, whatever the durability mode: the index file is, and
+    /// one that points at records a power loss can still take away would be read as true
+    /// (only its last record is checked against the log when it is loaded).
     pub(crate) fn write_index_file_locked(&self, st: &State) -> Result<()> {
         let (Some(path), Medium::File(_)) = (self.file_path(), &st.medium) else {
             return Ok(());
         };
+        self.sync_to(st.end)?;
         let dest = index_file::path_for(path);
         let fail = |e: io::Error| {
             let size = index_file::size_of(&st.index, &st.sparse);

@@ -13,7 +13,7 @@ use crate::recovery::{describe, judge_spot, lsn_follows, mid_log_hint, not_follo
 /// Returns the offset after the last complete commit.
 pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u64> {
     let salt = st.header.salt();
-    let dense_from = st.header.dense_from;
+    let (dense_from, durable) = (st.header.dense_from, st.durable_floor);
     let State { medium, index, undo, sparse, .. } = st;
     let src = medium.source();
     let mut sc = Scanner::new(src, start, file_len, salt, format::MAX_PAYLOAD_LEN);
@@ -22,7 +22,7 @@ pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -
     let (mut committed_lsn, mut committed_records, mut records) = (st.lsn, st.records, st.records);
     undo.clear();
     let mut mark = index.mark();
-    let ids = (salt, dense_from);
+    let ids = (salt, dense_from, durable);
     loop {
         let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
         // The id table's slot for the next record is a likely cache miss: start loading it now,

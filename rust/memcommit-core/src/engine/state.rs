@@ -47,6 +47,9 @@ pub(crate) struct State {
     pub(crate) indexed_records: u64,
     /// Why the log was closed, when its owner did not close it (see `Error::Closed`).
     pub(crate) closed_why: Option<String>,
+    /// The log is known durable before this offset (a writer's clean close said so): damage
+    /// there is never a torn write (see `format::CleanClose`).
+    pub(crate) durable_floor: u64,
 }
 
 /// One sparse-index point every this many records.
@@ -69,6 +72,7 @@ impl State {
             recent_commits: VecDeque::from([0]),
             indexed_records: 0,
             closed_why: None,
+            durable_floor: 0,
         }
     }
 

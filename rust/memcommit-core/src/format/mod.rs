@@ -22,7 +22,8 @@
 //!   8  lsn          u64
 //!  16  at           i64 microseconds since the Unix epoch (UTC)
 //!  24  key_len      u16
-//!  26  reserved     u16 zero
+//!  26  durable_gap  u16 (version 2; zero in version 1) how far before this record, in 32-byte
+//!                   units rounded down, the log's durable end was when it was written
 //!  28  len          u32 payload length
 //!  32  key, payload, then crc32c u32 over every byte before it
 //! ```
@@ -33,8 +34,27 @@ pub mod seal;
 
 /// The eight bytes every log file starts with.
 pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (it reads this one and 1).
+///
+/// Version 2 gives each record a `durable_gap` (see [`durable_gap`]), so that recovery can
+/// tell a power loss that kept a later record while an earlier unsynced one tore from damage
+/// in committed data. Version 1 logs read as they always did (their records say nothing
+/// about durability, which recovery takes as "all before me was durable"), and a writer
+/// appending to one keeps writing version 1 records; log compaction writes version 2.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
+/// The unit of `durable_gap`: less than the shortest record (`RECORD_OVERHEAD`), so that the
+/// bound it gives falls inside the record the durable end stood before; a gap of up to 2 MiB
+/// is recorded, a longer one saturates (and says less).
+pub const DURABLE_GAP_UNIT: u64 = 32;
+
+/// The `durable_gap` of a record written at offset `off` while the log was durable up to
+/// `synced`: the distance, in [`DURABLE_GAP_UNIT`]s rounded down, saturating. Read back it is
+/// an upper bound: the log was durable to at most `off - durable_gap * DURABLE_GAP_UNIT`.
+pub fn durable_gap(off: u64, synced: u64) -> u16 {
+    (off.saturating_sub(synced) / DURABLE_GAP_UNIT).min(u16::MAX as u64) as u16
+}
 /// The size of the file header.
 pub const HEADER_LEN: usize = 64;
 /// The two bytes every record starts with ("MC").
@@ -102,6 +122,8 @@ impl Op {
 /// The fields of a log file's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {
+    /// The format version (`FORMAT_VERSION` for a log this build creates).
+    pub version: u32,
     /// Random at creation; identifies the store across generations.
     pub store_id: [u8; 16],
     /// 0 for a new log, one more for every log compaction.
@@ -120,7 +142,7 @@ impl FileHeader {
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..8].copy_from_slice(FILE_MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
         b[16..32].copy_from_slice(&self.store_id);
         b[32..40].copy_from_slice(&self.generation.to_le_bytes());
@@ -143,7 +165,7 @@ impl FileHeader {
             return Err("the log header's checksum does not match");
         }
         let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err("the log was written in a format version this build cannot read");
         }
         let header_len = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
@@ -153,10 +175,79 @@ impl FileHeader {
         let mut store_id = [0u8; 16];
         store_id.copy_from_slice(&b[16..32]);
         Ok(FileHeader {
+            version,
             store_id,
             generation: u64::from_le_bytes(b[32..40].try_into().expect("8 bytes")),
             dense_from: u64::from_le_bytes(b[40..48].try_into().expect("8 bytes")),
         })
+    }
+}
+
+/// The lock file beside a log (`<log>.lock`): the writer's `flock`, and its clean-close marker.
+pub fn lock_path(log: &std::path::Path) -> std::path::PathBuf {
+    let mut p = log.as_os_str().to_owned();
+    p.push(".lock");
+    std::path::PathBuf::from(p)
+}
+
+/// What a writer's clean close leaves in the lock file beside the log: the log of this store
+/// and generation was durable through `end` (fsynced) when it closed. Recovery reads damage
+/// before `end` as damage in committed data, whatever the records' `durable_gap` says; a
+/// marker of another store or generation, or one that does not parse, says nothing.
+///
+/// ```text
+///   0  magic       8  b"MCCLOSED"
+///   8  store_id   16
+///  24  generation u64
+///  32  end        u64
+///  40  crc32c     u32 over bytes 0..40
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanClose {
+    /// The store.
+    pub store_id: [u8; 16],
+    /// The log generation.
+    pub generation: u64,
+    /// The offset the log was durable through.
+    pub end: u64,
+}
+
+impl CleanClose {
+    /// The marker's size.
+    pub const LEN: usize = 44;
+
+    /// The marker's bytes.
+    pub fn encode(&self) -> [u8; CleanClose::LEN] {
+        let mut b = [0u8; CleanClose::LEN];
+        b[0..8].copy_from_slice(b"MCCLOSED");
+        b[8..24].copy_from_slice(&self.store_id);
+        b[24..32].copy_from_slice(&self.generation.to_le_bytes());
+        b[32..40].copy_from_slice(&self.end.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..40]);
+        b[40..44].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// The marker in `b`, if `b` holds a whole one.
+    pub fn decode(b: &[u8]) -> Option<CleanClose> {
+        let b = b.get(..CleanClose::LEN)?;
+        if &b[0..8] != b"MCCLOSED"
+            || crc32c::crc32c(&b[..40]) != u32::from_le_bytes(b[40..44].try_into().ok()?)
+        {
+            return None;
+        }
+        Some(CleanClose {
+            store_id: b[8..24].try_into().ok()?,
+            generation: u64::from_le_bytes(b[24..32].try_into().ok()?),
+            end: u64::from_le_bytes(b[32..40].try_into().ok()?),
+        })
+    }
+
+    /// How far the log with `header` is known durable by this marker (0: not at all).
+    pub fn durable_floor(marker: Option<CleanClose>, header: &FileHeader) -> u64 {
+        marker
+            .filter(|m| m.store_id == header.store_id && m.generation == header.generation)
+            .map_or(0, |m| m.end)
     }
 }
 
@@ -167,6 +258,9 @@ pub struct RecordView<'a> {
     pub op: Op,
     /// Flag bits (`FLAG_COMMIT_END`).
     pub flags: u8,
+    /// How far before the record the durable end was at most when it was written, in
+    /// [`DURABLE_GAP_UNIT`]s (0 in a version 1 log).
+    pub durable_gap: u16,
     /// Log sequence number.
     pub lsn: u64,
     /// Microseconds since the Unix epoch, UTC.
@@ -234,9 +328,6 @@ pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordVie
     if key_len > MAX_KEY_LEN {
         return Err(ParseError::Invalid("record key too long"));
     }
-    if b[26] != 0 || b[27] != 0 {
-        return Err(ParseError::Invalid("record reserved bytes are not zero"));
-    }
     let len = u32::from_le_bytes(b[28..32].try_into().expect("4 bytes")) as usize;
     if len > max_payload.min(MAX_PAYLOAD_LEN) {
         return Err(ParseError::Invalid("record length out of bounds"));
@@ -253,6 +344,7 @@ pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordVie
     Ok(RecordView {
         op,
         flags,
+        durable_gap: u16::from_le_bytes([b[26], b[27]]),
         lsn: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
         at: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
         key: &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len],
@@ -267,6 +359,7 @@ pub fn view_trusted(b: &[u8]) -> RecordView<'_> {
     RecordView {
         op: Op::from_u8(b[2]).expect("a record that parsed before"),
         flags: b[3],
+        durable_gap: u16::from_le_bytes([b[26], b[27]]),
         lsn: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
         at: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
         key: &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len],
@@ -285,6 +378,7 @@ pub fn encode_record(
     out: &mut Vec<u8>,
     op: Op,
     flags: u8,
+    durable_gap: u16,
     salt: u32,
     lsn: u64,
     at: i64,
@@ -300,7 +394,7 @@ pub fn encode_record(
     out.extend_from_slice(&lsn.to_le_bytes());
     out.extend_from_slice(&at.to_le_bytes());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&durable_gap.to_le_bytes());
     out.extend_from_slice(&[0, 0, 0, 0]);
     out.extend_from_slice(key);
     let payload_start = out.len();
@@ -414,7 +508,7 @@ mod tests {
 
     #[test]
     fn header_round_trip() {
-        let h = FileHeader { store_id: [7; 16], generation: 3, dense_from: 42 };
+        let h = FileHeader { version: FORMAT_VERSION, store_id: [7; 16], generation: 3, dense_from: 42 };
         assert_eq!(FileHeader::decode(&h.encode()).unwrap(), h);
         let mut b = h.encode();
         b[33] ^= 1;
@@ -424,7 +518,7 @@ mod tests {
     #[test]
     fn record_round_trip_and_zero_tail() {
         let mut out = Vec::new();
-        let r = encode_record(&mut out, Op::Put, FLAG_COMMIT_END, 9, 5, -3, b"id", |o| {
+        let r = encode_record(&mut out, Op::Put, FLAG_COMMIT_END, 0, 9, 5, -3, b"id", |o| {
             o.extend_from_slice(b"xyz")
         });
         let v = parse_record(&out[r.clone()], 9, 1 << 20).unwrap();

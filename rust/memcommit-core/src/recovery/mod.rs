@@ -68,7 +68,7 @@ pub(crate) fn judge_spot(
     src: &(impl ReadAt + ?Sized),
     off: u64,
     file_len: u64,
-    (salt, dense_from): (u32, u64),
+    (salt, dense_from, durable): (u32, u64, u64),
     prev: u64,
     ahead: bool,
 ) -> io::Result<Stop> {
@@ -77,7 +77,7 @@ pub(crate) fn judge_spot(
         let now = record_at(src, off, file_len, salt)?;
         return Ok(if now.is_some_and(follows) { Stop::Changed } else { Stop::Damage(off) });
     }
-    judge(src, off, file_len, salt, prev, &follows)
+    judge(src, off, file_len, (salt, durable), prev, &follows)
 }
 
 /// Why the record at `off` does not follow LSN `prev`: (the reason, whether it is from the
@@ -137,7 +137,10 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
     let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
     let mut data_end = len;
-    let ids = (salt, header.dense_from);
+    let marker = crate::vfs::read(&format::lock_path(path)).ok();
+    let durable =
+        format::CleanClose::durable_floor(marker.as_deref().and_then(format::CleanClose::decode), &header);
+    let ids = (salt, header.dense_from, durable);
     loop {
         let (off, reason, ahead) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
             Item::End => break,

@@ -201,7 +201,7 @@ pub fn judge<S: ReadAt + ?Sized>(
     src: &S,
     off: u64,
     end: u64,
-    salt: u32,
+    (salt, durable): (u32, u64),
     prev: u64,
     follows: &dyn Fn(u64) -> bool,
 ) -> io::Result<Stop> {
@@ -215,6 +215,10 @@ pub fn judge<S: ReadAt + ?Sized>(
     let Some(later) = find_valid_after(src, off + 1, end, salt, prev, max)? else {
         return Ok(Stop::Torn);
     };
+    // Before `durable` (a clean close's marker) the bytes were fsynced: never a torn write.
+    if off >= durable && written_while_undurable(src, off, later, end, salt, prev)? {
+        return Ok(Stop::Torn);
+    }
     let span = (later - off).min(64 << 10) as usize;
     let mut first = vec![0u8; span];
     let n = src.read_at(&mut first, off)?;
@@ -228,6 +232,40 @@ pub fn judge<S: ReadAt + ?Sized>(
         return Ok(Stop::Changed);
     }
     Ok(Stop::Damage(later))
+}
+
+/// Whether every valid record of the log's future from `first` on was written while the log
+/// was durable only up to `off` or less (its `durable_gap` says so, to within less than a
+/// record): then the bytes at `off`
+/// were not yet durable when any of them was written, and a power loss that kept some of a
+/// drive's unsynced writes and not others (drives keep them in any order) explains what is
+/// there. That is a torn write, not damage in committed data: nothing past `off` was durable
+/// when the last of them was written. A record of a version 1 log (gap 0) never says so.
+fn written_while_undurable<S: ReadAt + ?Sized>(
+    src: &S,
+    off: u64,
+    first: u64,
+    end: u64,
+    salt: u32,
+    prev: u64,
+) -> io::Result<bool> {
+    let max = crate::format::MAX_PAYLOAD_LEN;
+    let mut at = Some(first);
+    while let Some(pos) = at {
+        let (gap, len) = match Scanner::new(src, pos, end, salt, max).next_item()? {
+            Item::Record(_, rec) => (rec.durable_gap as u64, rec.bytes.len() as u64),
+            _ => return Ok(false),
+        };
+        // The durable end was at most `bound` when this record was written, and it stands on
+        // a record boundary: before the end of the record at `off` (at least RECORD_OVERHEAD
+        // bytes long) means at or before `off`.
+        let bound = pos.saturating_sub(gap * crate::format::DURABLE_GAP_UNIT);
+        if bound >= off + crate::format::RECORD_OVERHEAD as u64 {
+            return Ok(false);
+        }
+        at = find_valid_after(src, pos + len, end, salt, prev, max)?;
+    }
+    Ok(true)
 }
 
 /// The LSN of the valid record at `off`, if one starts there and ends by `end`.
@@ -300,7 +338,7 @@ mod tests {
 
     fn record(lsn: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        encode_record(&mut out, Op::Task, 1, SALT, lsn, 0, b"task", |p| p.push(1));
+        encode_record(&mut out, Op::Task, 1, 0, SALT, lsn, 0, b"task", |p| p.push(1));
         out
     }
 
@@ -328,7 +366,7 @@ mod tests {
     #[test]
     fn zeros_to_the_end_are_free_space() {
         let file = vec![0u8; 4096];
-        assert_eq!(judge(&file, 0, 4096, SALT, 0, &follows_one).unwrap(), Stop::FreeSpace);
+        assert_eq!(judge(&file, 0, 4096, (SALT, 0), 0, &follows_one).unwrap(), Stop::FreeSpace);
     }
 
     #[test]
@@ -336,7 +374,7 @@ mod tests {
         let mut file = record(1);
         file.truncate(file.len() - 3);
         file.resize(4096, 0);
-        assert_eq!(judge(&file, 0, 4096, SALT, 0, &follows_one).unwrap(), Stop::Torn);
+        assert_eq!(judge(&file, 0, 4096, (SALT, 0), 0, &follows_one).unwrap(), Stop::Torn);
     }
 
     #[test]
@@ -346,7 +384,7 @@ mod tests {
         let at = file.len() as u64;
         file.extend(record(2));
         let end = file.len() as u64;
-        assert_eq!(judge(&file, 0, end, SALT, 0, &follows_one).unwrap(), Stop::Damage(at));
+        assert_eq!(judge(&file, 0, end, (SALT, 0), 0, &follows_one).unwrap(), Stop::Damage(at));
     }
 
     #[test]
@@ -362,7 +400,7 @@ mod tests {
         for reads_before in 0..6 {
             let live =
                 Live { before: before.clone(), after: after.clone(), reads_before, reads: Cell::new(0) };
-            let stop = judge(&live, 0, end, SALT, 0, &follows_one).unwrap();
+            let stop = judge(&live, 0, end, (SALT, 0), 0, &follows_one).unwrap();
             assert_eq!(stop, Stop::Changed, "with the writer done after {reads_before} reads");
         }
     }

@@ -163,6 +163,7 @@ impl Log {
         // Write the new generation.
         let tmp = temp_path(&path);
         let header = FileHeader {
+            version: format::FORMAT_VERSION,
             store_id: old_header.store_id,
             generation: old_header.generation + 1,
             dense_from: lsn,
@@ -417,7 +418,7 @@ impl Log {
 /// The seal record a compacted log ends with: over everything up to `last_lsn`, chain `value`.
 fn seal_record(salt: u32, seal_lsn: u64, at: i64, last_lsn: u64, value: &ChainValue) -> Vec<u8> {
     let mut buf = Vec::new();
-    encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, salt, seal_lsn, at, b"", |o| {
+    encode_record(&mut buf, Op::Seal, FLAG_COMMIT_END, 0, salt, seal_lsn, at, b"", |o| {
         seal::encode_payload(o, last_lsn, value, None)
     });
     buf

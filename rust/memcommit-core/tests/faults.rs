@@ -20,7 +20,7 @@
 #![cfg(feature = "fault-injection")]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -160,6 +160,8 @@ struct Outcome {
     acked: u64,
     /// The newest LSN a call returned, whatever the durability.
     last: u64,
+    /// After each call that returned: the simulation's mutating operations so far, and the LSN.
+    acks: Vec<(u64, u64)>,
     /// Snapshots taken: where, and their JSON.
     snapshots: Vec<(At, String)>,
     /// The I/O error that stopped the run, if one did.
@@ -169,7 +171,8 @@ struct Outcome {
 }
 
 /// Run the seeded workload of `steps` operations on the log at `path`.
-fn workload(path: &Path, seed: u64, steps: u64, durability: Durability, record: bool) -> Outcome {
+fn workload(m: &Mount, seed: u64, steps: u64, durability: Durability, record: bool) -> Outcome {
+    let path = &m.path();
     let mut rng = Rng(seed);
     let mut out = Outcome::default();
     let opts = options(durability);
@@ -192,6 +195,7 @@ fn workload(path: &Path, seed: u64, steps: u64, durability: Durability, record: 
             out.views.insert((generation, lsn), v);
         }
         out.last = log.lsn();
+        out.acks.push((m.steps(), log.lsn()));
         if durability == Durability::Commit {
             out.acked = log.lsn();
         }
@@ -316,7 +320,7 @@ fn workload(path: &Path, seed: u64, steps: u64, durability: Durability, record: 
 /// The oracle: the workload of `seed` without faults, and the trace of its operations.
 fn oracle(seed: u64, steps: u64) -> (Outcome, Vec<(Op, String)>) {
     let m = Mount::new();
-    let o = workload(&m.path(), seed, steps, Durability::Commit, true);
+    let o = workload(&m, seed, steps, Durability::Commit, true);
     assert!(o.error.is_none(), "seed {seed}: the oracle's run failed: {:?}", o.error);
     (o, m.trace())
 }
@@ -406,18 +410,41 @@ fn power_loss_at_random_points_loses_nothing_acknowledged() {
                     let m = Mount::new();
                     let point = rng.below(trace.len() as u64 + 1);
                     m.crash_at(point);
-                    let run = workload(&m.path(), seed, steps, durability, false);
+                    let run = workload(&m, seed, steps, durability, false);
+                    // Under "batch": every call that returned before the log's last fsync (the
+                    // timer's, or one the call itself made) must survive; at most what came
+                    // after it, one timer interval, may be lost.
+                    let last_sync = m
+                        .trace()
+                        .iter()
+                        .rposition(|(op, name)| matches!(op, Op::SyncData | Op::SyncAll) && name == "s.log");
+                    let before_sync = |&&(step, _): &&(u64, u64)| last_sync.is_some_and(|i| step <= i as u64);
+                    let batch_acked =
+                        run.acks.iter().filter(before_sync).map(|&(_, lsn)| lsn).max().unwrap_or(0);
                     m.power_loss(*mode, seed.wrapping_add(point));
-                    // A crash during recovery, now and then: recovery must converge.
+                    // Now and then a crash, or an I/O error, during the recovery itself:
+                    // recovery must converge.
                     if rng.below(3) == 0 {
                         for again in 0..1 + rng.below(3) {
-                            m.crash_at(m.steps() + rng.below(6));
+                            if rng.below(2) == 0 {
+                                m.crash_at(m.steps() + rng.below(6));
+                            } else {
+                                let nth = rng.below(12);
+                                m.fail(Fault {
+                                    op: None,
+                                    nth,
+                                    errno: libc::EIO,
+                                    persistent: false,
+                                    short_write: false,
+                                });
+                            }
                             let _ = Log::open(&m.path(), options(Durability::Commit));
+                            m.heal();
                             m.power_loss(MODES[(mi + again as usize) % 4], seed ^ again);
                         }
                         recoveries_crashed += 1;
                     }
-                    let acked = if durability == Durability::Commit { run.acked } else { 0 };
+                    let acked = if durability == Durability::Commit { run.acked } else { batch_acked };
                     let run = Outcome { acked, snapshots: run.snapshots, ..Outcome::default() };
                     if let Err(why) = check_recovery(&m, seed, &want, &run) {
                         panic!(
@@ -434,8 +461,8 @@ fn power_loss_at_random_points_loses_nothing_acknowledged() {
         println!("seed {seed}: {} operations, crash states so far {states:?}", trace.len());
     }
     println!(
-        "power loss: crash states explored per mode {states:?}; {recoveries_crashed} with crashes during \
-         recovery; violations 0"
+        "power loss: crash states explored per mode {states:?}; {recoveries_crashed} with crashes or I/O \
+         errors during recovery; violations 0"
     );
 }
 
@@ -452,7 +479,7 @@ fn every_crash_point_reopens_on_the_old_or_the_new_state() {
             for mode in [Crash::DropUnsynced, Crash::KeepPrefix] {
                 let m = Mount::new();
                 m.crash_at(point);
-                let run = workload(&m.path(), seed, steps, Durability::Commit, false);
+                let run = workload(&m, seed, steps, Durability::Commit, false);
                 m.power_loss(mode, seed ^ point);
                 if let Err(why) = check_recovery(&m, seed, &want, &run) {
                     panic!(
@@ -514,7 +541,7 @@ fn io_errors_at_every_operation_lose_nothing_acknowledged() {
                     while n <= count {
                         let m = Mount::new();
                         m.fail(Fault { op: Some(kind), nth: n, errno, persistent, short_write: false });
-                        let run = workload(&m.path(), seed, steps, Durability::Commit, false);
+                        let run = workload(&m, seed, steps, Durability::Commit, false);
                         let fired = m.injected() > 0;
                         let ctx = format!(
                             "seed {seed}: {kind:?} #{n} fails with errno {errno} (persistent: {persistent})"
@@ -558,7 +585,7 @@ fn io_errors_at_every_operation_lose_nothing_acknowledged() {
                 persistent: n % 2 == 0,
                 short_write: true,
             });
-            let run = workload(&m.path(), seed, steps, Durability::Commit, false);
+            let run = workload(&m, seed, steps, Durability::Commit, false);
             assert!(run.error.is_none(), "seed {seed}: short write #{n} failed the run: {:?}", run.error);
             m.power_loss(Crash::DropUnsynced, n);
             if let Err(why) = check_recovery(&m, seed, &want, &run) {
@@ -671,7 +698,7 @@ fn the_checks_catch_commits_acknowledged_before_they_were_durable() {
         let m = Mount::new();
         // Stopped two thirds in: before the close that would make everything durable.
         m.crash_at(trace.len() as u64 * 2 / 3);
-        let mut run = workload(&m.path(), seed, steps, Durability::None, false);
+        let mut run = workload(&m, seed, steps, Durability::None, false);
         // Everything the run committed, as if each commit had been acknowledged durable.
         run.acked = run.last;
         m.power_loss(Crash::DropUnsynced, seed);
@@ -682,4 +709,43 @@ fn the_checks_catch_commits_acknowledged_before_they_were_durable() {
         }
     }
     assert!(caught > 0, "no seed lost an unsynced commit: the checks would miss a lying fsync");
+}
+
+/// A writer's open that hits an I/O error anywhere (its stat of the log among them) fails or
+/// opens the log as it is: it never takes the log for missing and makes a new one over it.
+/// (It did: a failed stat counted as "no log yet". Found by the I/O errors during recovery.)
+#[test]
+fn an_io_error_during_open_never_replaces_the_log() {
+    let m = Mount::new();
+    let log = Log::open(&m.path(), options(Durability::Commit)).unwrap();
+    for i in 0..10 {
+        log.commit(&[put_text(i)], None, T0).unwrap();
+    }
+    let want = view(&log).unwrap();
+    drop(log);
+    for nth in 0..16 {
+        for op in [Some(Op::Open), Some(Op::Read), None] {
+            m.fail(Fault { op, nth, errno: libc::EIO, persistent: false, short_write: false });
+            let opened = Log::open(&m.path(), options(Durability::Commit));
+            m.heal();
+            if let Ok(log) = opened {
+                // (A read the fault failed after the open may have stopped the log.)
+                if let Ok(got) = view(&log) {
+                    assert_eq!(got, want, "{op:?} #{nth}: opened another state");
+                }
+            }
+            m.power_loss(Crash::DropUnsynced, nth);
+            let log = Log::open(&m.path(), options(Durability::Commit)).unwrap();
+            assert_eq!(view(&log).unwrap(), want, "after {op:?} #{nth} failed an open");
+        }
+    }
+}
+
+fn put_text(i: u64) -> Command {
+    Command::Put(PutCommand {
+        id: format!("m{i}"),
+        kind: "fact".into(),
+        text: format!("text {i}"),
+        ..Default::default()
+    })
 }

@@ -342,7 +342,13 @@ impl Log {
             remove_stale_temp_files(path);
             // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
             // new log. Anything else must parse as a log: never overwrite an unknown file.
-            let empty = vfs::len(path).map(|n| n == 0).unwrap_or(true);
+            // Only a file that is not there is missing: a stat that fails otherwise (an I/O
+            // error, a permission) must never make a new log over the old one.
+            let empty = match vfs::len(path) {
+                Ok(n) => n == 0,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => true,
+                Err(e) => return Err(Error::io(&display, "stat", e)),
+            };
             if empty {
                 create_log_file(path, &display)?;
             }

@@ -208,9 +208,10 @@ impl Drop for WriterLock {
     }
 }
 
-/// Take the writer's lock on `<path>.lock`, at once or not at all (`File::try_lock`). The lock is held as long
-/// as the returned file stays open. A lock taken on a file whose name was removed meanwhile
-/// (a failed open that had made it) is let go and taken again on the file now at the name.
+/// Take the writer's lock on `<path>.lock`, at once or not at all (`vfs::File::try_lock`,
+/// `flock`). The lock is held as long as the returned file stays open. A lock taken on a file
+/// whose name was removed meanwhile (a failed open that had made it) is let go and taken again
+/// on the file now at the name.
 fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
     let lp = format::lock_path(path);
     let shown = || lp.display().to_string();

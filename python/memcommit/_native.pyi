@@ -7,6 +7,7 @@ from typing import Any, final
 
 __all__ = [
     "FORMAT_VERSION",
+    "STORAGE_ERRNOS",
     "Commit",
     "Memory",
     "NativeLog",
@@ -17,6 +18,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION: int
+STORAGE_ERRNOS: list[int]
 
 @final
 class Memory:

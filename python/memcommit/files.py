@@ -10,10 +10,10 @@ import contextlib
 import errno
 import os
 
+# STORAGE_ERRNOS: the errors that mean the disk failed, filled up or went read-only (the
+# core's list, which makes the same errors StorageError).
+from ._native import STORAGE_ERRNOS
 from .errors import StorageError
-
-# The errors that mean the disk failed, filled up or went read-only (the core's own list).
-_STORAGE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
 def space_needed(bytes_: int) -> str:
@@ -51,7 +51,7 @@ def replace_durably(target: str, tmp: str, data: bytes) -> None:
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        if isinstance(error, OSError) and error.errno in _STORAGE_ERRNOS:
+        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
             full = error.errno in (errno.ENOSPC, errno.EDQUOT)
             message = f"write {target}: {os.strerror(error.errno)} (os error {error.errno})"
             if full:

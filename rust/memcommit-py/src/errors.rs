@@ -16,15 +16,17 @@ pyo3::import_exception!(memcommit.errors, SealMismatch);
 pyo3::import_exception!(memcommit.errors, ForgedReference);
 pyo3::import_exception!(memcommit.errors, SnapshotMismatch);
 
+/// The OS errors that mean the disk failed, filled up or went read-only: an I/O error with one
+/// of them is a `StorageError` (`memcommit.files` raises it for the same list, `_native.STORAGE_ERRNOS`).
+pub const STORAGE_ERRNOS: [i32; 5] = [libc::EIO, libc::ENOSPC, libc::EDQUOT, libc::EROFS, libc::EFBIG];
+
 /// Map a core error to the Python exception users catch. Every variant has its own arm.
 pub fn to_py(err: Error) -> PyErr {
     let msg = err.to_string();
     match err {
         Error::Io { source, path, .. } => match source.raw_os_error() {
             // The disk failed, filled up or went read-only: a memcommit error and an OSError.
-            Some(code @ (libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EFBIG)) => {
-                StorageError::new_err((msg, path, code))
-            }
+            Some(code) if STORAGE_ERRNOS.contains(&code) => StorageError::new_err((msg, path, code)),
             Some(code) => PyOSError::new_err((code, msg, path)),
             // No errno: pick the OSError subclass from the kind of error.
             None => match source.kind() {

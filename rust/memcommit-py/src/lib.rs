@@ -24,5 +24,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::truncate_log, m)?)?;
     m.add_function(wrap_pyfunction!(store::new_ids, m)?)?;
     m.add("FORMAT_VERSION", memcommit_core::format::FORMAT_VERSION)?;
+    m.add("STORAGE_ERRNOS", errors::STORAGE_ERRNOS.to_vec())?;
     Ok(())
 }

@@ -360,11 +360,7 @@ impl Log {
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
         let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
-        let marker = vfs::read(&format::lock_path(path)).ok();
-        st.durable_floor = format::CleanClose::durable_floor(
-            marker.as_deref().and_then(format::CleanClose::decode),
-            &header,
-        );
+        st.durable_floor = crate::recovery::durable_floor(path, &header);
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
         let restored = if let Some(snap) = snapshot {

@@ -35,17 +35,16 @@ impl Log {
     }
 
     /// Save the index to the index file now (see `persist::index_file`): whatever the log
-    /// holds is written out first, and the file is replaced whole or not at all. A writer's
+    /// holds is made durable first, and the file is replaced whole or not at all. A writer's
     /// call; commits wait while it runs (about half a second for a million memories, fsync
     /// included), reads do not.
     pub fn write_index_file(&self) -> Result<()> {
         let st = self.state.read();
         self.check_writer(&st)?;
-        self.write_to(u64::MAX)?;
         self.write_index_file_locked(&st)
     }
 
-    /// `write_index_file` for a caller that holds the state and has written the log out.
+    /// `write_index_file` for a caller that holds the state.
     ///
     /// The log is made durable first, whatever the durability mode: the index file is, and
     /// one that points at records a power loss can still take away would be read as true

@@ -242,13 +242,6 @@ impl CleanClose {
             end: u64::from_le_bytes(b[32..40].try_into().ok()?),
         })
     }
-
-    /// How far the log with `header` is known durable by this marker (0: not at all).
-    pub fn durable_floor(marker: Option<CleanClose>, header: &FileHeader) -> u64 {
-        marker
-            .filter(|m| m.store_id == header.store_id && m.generation == header.generation)
-            .map_or(0, |m| m.end)
-    }
 }
 
 /// A record parsed in place: borrowed views into the bytes it was read from.

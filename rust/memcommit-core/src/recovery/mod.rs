@@ -44,6 +44,17 @@ pub struct Inspection {
     pub damage_reason: Option<String>,
 }
 
+/// How far the log at `path` (with `header`) is known durable: the clean-close marker in its
+/// lock file, if one of this store and generation is there (see `format::CleanClose`), else 0.
+pub(crate) fn durable_floor(path: &Path, header: &FileHeader) -> u64 {
+    let marker = crate::vfs::read(&format::lock_path(path)).ok();
+    marker
+        .as_deref()
+        .and_then(format::CleanClose::decode)
+        .filter(|m| m.store_id == header.store_id && m.generation == header.generation)
+        .map_or(0, |m| m.end)
+}
+
 /// Whether `lsn` may follow `prev`: strictly +1, except inside a compacted prefix.
 pub(crate) fn lsn_follows(prev: u64, lsn: u64, dense_from: u64) -> bool {
     if prev >= dense_from {
@@ -137,10 +148,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     let mut sc = Scanner::new(&file, HEADER_LEN as u64, len, salt, format::MAX_PAYLOAD_LEN);
     let (mut prev, mut records, mut good_end, mut good_records) = (0u64, 0u64, HEADER_LEN as u64, 0u64);
     let mut data_end = len;
-    let marker = crate::vfs::read(&format::lock_path(path)).ok();
-    let durable =
-        format::CleanClose::durable_floor(marker.as_deref().and_then(format::CleanClose::decode), &header);
-    let ids = (salt, header.dense_from, durable);
+    let ids = (salt, header.dense_from, durable_floor(path, &header));
     loop {
         let (off, reason, ahead) = match sc.next_item().map_err(|e| Error::io(&display, "read", e))? {
             Item::End => break,

@@ -13,9 +13,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::engine::appender::FileAppender;
-use crate::format::chain::{self, ChainValue};
-use crate::format::{self, HEADER_LEN};
-use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::format::chain::{self, ChainValue, Linker};
+use crate::format::{self, FileHeader, ParseError, HEADER_LEN};
+use crate::recovery::scan::ReadAt;
 
 struct Progress {
     /// The chain covers every record before this offset.
@@ -44,64 +44,94 @@ pub struct Chainer {
     handle: Mutex<Option<JoinHandle<()>>>,
 }
 
-/// Hash records from `from` up to `end`, extending `value`.
+/// How much the chain thread reads at a time.
+const READ: usize = 4 << 20;
+
+/// Hash records from `from` (a unit boundary where the chain is `value`) up to `end`,
+/// extending the chain of a log with this header.
 pub fn extend<S: ReadAt + ?Sized>(
     src: &S,
+    header: &FileHeader,
     value: ChainValue,
     from: u64,
     end: u64,
-    salt: u32,
 ) -> io::Result<ChainValue> {
-    let mut last_end = (0, 0, value);
-    extend_tracking(src, value, from, end, salt, 0, &mut last_end)
+    let mut last_end = (from, 0, value);
+    extend_tracking(src, header, &mut last_end, end)
 }
 
-/// `extend`, also remembering the chain at the end of the newest commit in `last_end`.
+/// `extend` from the commit end `last_end`, leaving in it the chain at the end of the newest
+/// commit hashed; returns the chain over everything up to `end`.
 pub fn extend_tracking<S: ReadAt + ?Sized>(
     src: &S,
-    mut value: ChainValue,
-    from: u64,
+    header: &FileHeader,
+    last_end: &mut CommitEnd,
+    end: u64,
+) -> io::Result<ChainValue> {
+    let mut linker = Linker::new(header, last_end.2, last_end.1);
+    let (salt, mut pos) = (header.salt(), last_end.0);
+    let mut buf = Vec::new();
+    while pos < end {
+        let n = read_whole(src, pos, end, salt, &mut buf)?;
+        linker.feed(&buf[..n], pos, |off, lsn, v| *last_end = (off, lsn, *v));
+        pos += n as u64;
+    }
+    if let Some(lsn) = linker.finish() {
+        *last_end = (end, lsn, linker.value());
+    }
+    Ok(linker.value())
+}
+
+/// Read whole records from `pos` (about `READ` bytes, more for one large record) into `buf`,
+/// checking their framing (the checksums were checked when the records were written or
+/// replayed); returns how many bytes of whole records `buf` holds.
+fn read_whole<S: ReadAt + ?Sized>(
+    src: &S,
+    pos: u64,
     end: u64,
     salt: u32,
-    dense_from: u64,
-    last_end: &mut CommitEnd,
-) -> io::Result<ChainValue> {
-    let mut sc = Scanner::new(src, from, end, salt, format::MAX_PAYLOAD_LEN);
+    buf: &mut Vec<u8>,
+) -> io::Result<usize> {
+    let damaged = |off: u64| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("damaged record at byte offset {off} while hashing the chain"),
+        )
+    };
+    let mut want = (READ as u64).min(end - pos) as usize;
     loop {
-        match sc.next_item()? {
-            Item::Record(off, rec) => {
-                value = chain::step(&value, rec.bytes);
-                if rec.closes_commit(dense_from) {
-                    *last_end = (off + rec.bytes.len() as u64, rec.lsn, value);
-                }
-            }
-            Item::End => return Ok(value),
-            Item::Bad(off, _) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("damaged record at byte offset {off} while hashing the chain"),
-                ))
+        buf.resize(want, 0);
+        let got = src.read_at(buf, pos)?;
+        let mut off = 0;
+        while off < got {
+            match format::frame(&buf[off..got], salt, format::MAX_PAYLOAD_LEN) {
+                Ok(len) => off += len,
+                Err(ParseError::Incomplete) if got == want && pos + (got as u64) < end => break,
+                Err(_) => return Err(damaged(pos + off as u64)),
             }
         }
+        if off > 0 {
+            return Ok(off);
+        }
+        if got < want {
+            return Err(damaged(pos));
+        }
+        // One record larger than `want`: read it whole.
+        want = (format::record_len(&buf[..]).max(want + 1) as u64).min(end - pos) as usize;
     }
 }
 
 impl Chainer {
     /// Start hashing `file` (whose header is `header`) up to `end`, then whatever is published.
-    pub fn start(file: Arc<FileAppender>, header: &[u8], salt: u32, end: u64) -> Chainer {
-        Chainer::start_from(file, header, salt, (HEADER_LEN as u64, 0, chain::start(header)), end)
+    pub fn start(file: Arc<FileAppender>, header: &FileHeader, end: u64) -> Chainer {
+        let start = (HEADER_LEN as u64, 0, chain::start(&header.encode()));
+        Chainer::start_from(file, header, start, end)
     }
 
     /// Start from a known point: the chain is `from.2` after the record ending at byte
     /// `from.0`, whose LSN is `from.1` (a snapshot's).
-    pub fn start_from(
-        file: Arc<FileAppender>,
-        header: &[u8],
-        salt: u32,
-        from: CommitEnd,
-        end: u64,
-    ) -> Chainer {
-        let dense_from = format::FileHeader::decode(header).map_or(0, |h| h.dense_from);
+    pub fn start_from(file: Arc<FileAppender>, header: &FileHeader, from: CommitEnd, end: u64) -> Chainer {
+        let header = *header;
         let shared = Arc::new(Shared {
             published: AtomicU64::new(end),
             sleeping: AtomicBool::new(false),
@@ -113,7 +143,7 @@ impl Chainer {
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("memcommit-chain".into())
-            .spawn(move || run(&s, &file, salt, dense_from))
+            .spawn(move || run(&s, &file, &header))
             .expect("spawn the chain thread");
         Chainer { shared, handle: Mutex::new(Some(handle)) }
     }
@@ -170,21 +200,21 @@ impl Drop for Chainer {
     }
 }
 
-fn run(s: &Shared, file: &FileAppender, salt: u32, dense_from: u64) {
-    let (mut pos, mut value, mut last_end) = {
+fn run(s: &Shared, file: &FileAppender, header: &FileHeader) {
+    let (mut pos, mut last_end) = {
         let p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
-        (p.pos, p.value, p.last_end)
+        (p.pos, p.last_end)
     };
     loop {
         let target = s.published.load(Ordering::SeqCst);
         if pos < target {
             let step_end = target;
-            let result = extend_tracking(file, value, pos, step_end, salt, dense_from, &mut last_end);
+            let result = extend_tracking(file, header, &mut last_end, step_end);
             let mut p = s.progress.lock().unwrap_or_else(|e| e.into_inner());
             match result {
                 Ok(v) => {
-                    (pos, value) = (step_end, v);
-                    (p.pos, p.value, p.last_end) = (pos, value, last_end);
+                    pos = step_end;
+                    (p.pos, p.value, p.last_end) = (pos, v, last_end);
                 }
                 Err(e) => {
                     p.error = Some(e.to_string());

@@ -418,12 +418,12 @@ impl Log {
         let chainer = OnceLock::new();
         if !opts.read_only {
             let c = match chain_from {
-                Some(from) => Chainer::start_from(appender.clone(), &hb, st.header.salt(), from, st.end),
-                None => Chainer::start(appender.clone(), &hb, st.header.salt(), st.end),
+                Some(from) => Chainer::start_from(appender.clone(), &st.header, from, st.end),
+                None => Chainer::start(appender.clone(), &st.header, st.end),
             };
             let _ = chainer.set(c);
         } else if let Some(from) = chain_from {
-            let _ = chainer.set(Chainer::start_from(appender.clone(), &hb, st.header.salt(), from, st.end));
+            let _ = chainer.set(Chainer::start_from(appender.clone(), &st.header, from, st.end));
         }
         let log = Arc::new(Log {
             state: RwLock::new(st),
@@ -894,21 +894,13 @@ impl Log {
         let hash_err = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
         match &st.medium {
             Medium::File(a) => {
-                let c = self
-                    .chainer
-                    .get_or_init(|| Chainer::start(a.clone(), &st.header.encode(), st.header.salt(), st.end));
+                let c = self.chainer.get_or_init(|| Chainer::start(a.clone(), &st.header, st.end));
                 c.value(st.end).map_err(hash_err)
             }
             Medium::Memory(_) => {
-                let header = st.header.encode();
-                chainer::extend(
-                    st.medium.source(),
-                    chain::start(&header),
-                    HEADER_LEN as u64,
-                    st.end,
-                    st.header.salt(),
-                )
-                .map_err(|e| hash_err(e.to_string()))
+                let start = chain::start(&st.header.encode());
+                chainer::extend(st.medium.source(), &st.header, start, HEADER_LEN as u64, st.end)
+                    .map_err(|e| hash_err(e.to_string()))
             }
         }
     }

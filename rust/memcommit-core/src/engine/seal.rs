@@ -32,16 +32,14 @@ impl Log {
         let fail = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
         match &st.medium {
             Medium::File(a) => {
-                let c = self.chainer.get_or_init(|| {
-                    chainer::Chainer::start(a.clone(), &st.header.encode(), st.header.salt(), st.end)
-                });
+                let c = self.chainer.get_or_init(|| chainer::Chainer::start(a.clone(), &st.header, st.end));
                 Ok((st.lsn, c.value(st.end).map_err(fail)?))
             }
             Medium::Memory(v) => {
                 let mut rc = self.ram_chain.lock();
                 let (pos, value) = &mut *rc;
                 if *pos < st.end {
-                    *value = chainer::extend(v, *value, *pos, st.end, st.header.salt())
+                    *value = chainer::extend(v, &st.header, *value, *pos, st.end)
                         .map_err(|e| fail(e.to_string()))?;
                     *pos = st.end;
                 }
@@ -154,7 +152,7 @@ impl Log {
         end: u64,
         opts: CheckOptions<'_>,
     ) -> Result<Checked> {
-        let (salt, dense_from) = (st.header.salt(), st.header.dense_from);
+        let (salt, dense_from, version) = (st.header.salt(), st.header.dense_from, st.header.version);
         let owned = match &st.medium {
             Medium::File(a) => Some(Owned::File(a.clone())),
             Medium::Memory(_) => None,
@@ -163,12 +161,12 @@ impl Log {
             Some(Owned::File(a)) => {
                 drop(st);
                 let start = start(&*a)?;
-                check(&Source { src: &*a, salt, dense_from, end }, start, opts)
+                check(&Source { src: &*a, salt, dense_from, end, version }, start, opts)
             }
             None => {
                 let src = st.medium.source();
                 let start = start(src)?;
-                check(&Source { src, salt, dense_from, end }, start, opts)
+                check(&Source { src, salt, dense_from, end, version }, start, opts)
             }
         };
         result.map_err(|f| self.failure(f))

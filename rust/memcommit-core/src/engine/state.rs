@@ -16,7 +16,7 @@ pub(crate) enum Medium {
 }
 
 impl Medium {
-    pub(crate) fn source(&self) -> &dyn ReadAt {
+    pub(crate) fn source(&self) -> &(dyn ReadAt + Sync) {
         match self {
             Medium::File(f) => &**f,
             Medium::Memory(v) => v,

@@ -321,6 +321,32 @@ pub fn decode_put_head_only(payload: &[u8]) -> Option<PutHead<'_>> {
     decode_put_head(&mut Reader::new(payload)).map(|(h, _)| h)
 }
 
+/// The `sources` of a put payload, read past its head without decoding it (what verify's
+/// reference check needs of every put).
+pub fn decode_put_sources(payload: &[u8]) -> Option<Vec<&str>> {
+    let mut r = Reader::new(payload);
+    r.take(4)?;
+    let flags = payload[2];
+    r.take(24)?;
+    let skip16 = |r: &mut Reader<'_>| -> Option<()> {
+        let n = r.u16()? as usize;
+        r.take(n).map(|_| ())
+    };
+    skip16(&mut r)?;
+    if flags & PUT_HAS_TASK != 0 {
+        skip16(&mut r)?;
+    }
+    for _ in 0..r.u16()? {
+        skip16(&mut r)?;
+    }
+    let n = r.u16()? as usize;
+    let mut sources = Vec::with_capacity(n);
+    for _ in 0..n {
+        sources.push(r.str16()?);
+    }
+    Some(sources)
+}
+
 /// Decode a whole put payload.
 pub fn decode_put(payload: &[u8]) -> Option<PutBody<'_>> {
     let mut r = Reader::new(payload);
@@ -479,5 +505,37 @@ mod tests {
         assert_eq!(b.head.tags, vec!["x", "y"]);
         assert_eq!(b.sources, vec!["s1"]);
         assert!(decode_put(&out[..out.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn put_sources_are_read_past_any_head() {
+        let st = PutState {
+            tier: Tier::Working,
+            status: Status::Active,
+            created_lsn: 1,
+            created_at: 2,
+            moved_at: 3,
+        };
+        for (task, tags, sources) in [
+            (None, vec![], vec![]),
+            (Some("t".to_string()), vec![], vec!["a".to_string()]),
+            (None, vec!["x".to_string(), "yy".to_string()], vec!["a".to_string(), "bé".to_string()]),
+            (Some("task".to_string()), vec!["x".to_string()], vec!["s".to_string(); 3]),
+        ] {
+            let p: PutCommand = PutCommand {
+                id: "m".into(),
+                kind: "k".into(),
+                text: "some text".into(),
+                data: task.as_ref().map(|_| "{}".to_string()),
+                task,
+                tier: None,
+                tags,
+                sources,
+            };
+            let mut out = Vec::new();
+            encode_put(&mut out, st, &p);
+            assert_eq!(decode_put_sources(&out).unwrap(), decode_put(&out).unwrap().sources);
+            assert!(decode_put_sources(&out[..3]).is_none());
+        }
     }
 }

@@ -34,14 +34,19 @@ pub mod seal;
 
 /// The eight bytes every log file starts with.
 pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
-/// The format version this build writes (it reads this one and 1).
+/// The format version this build writes (it reads this one, 2 and 1).
 ///
 /// Version 2 gives each record a `durable_gap` (see [`durable_gap`]), so that recovery can
 /// tell a power loss that kept a later record while an earlier unsynced one tore from damage
 /// in committed data. Version 1 logs read as they always did (their records say nothing
 /// about durability, which recovery takes as "all before me was durable"), and a writer
-/// appending to one keeps writing version 1 records; log compaction writes version 2.
-pub const FORMAT_VERSION: u32 = 2;
+/// appending to one keeps writing version 1 records.
+///
+/// Version 3 changes only the hash chain: it links once per commit instead of once per record
+/// (see [`chain`]). Records are framed as in version 2. A log keeps the version of its header:
+/// a writer appending to a version 1 or 2 log goes on writing and chaining as that version
+/// does, and log compaction (`memcommit compact`) rewrites any log as version 3.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The unit of `durable_gap`: less than the shortest record (`RECORD_OVERHEAD`), so that the
@@ -296,9 +301,10 @@ pub enum ParseError {
     Invalid(&'static str),
 }
 
-/// Parse the record at the start of `b`. `salt` must match the store's; `max_payload` bounds
-/// the declared length before anything is trusted.
-pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordView<'_>, ParseError> {
+/// Check the framing of the record at the start of `b` and return its length, without its
+/// checksum: `salt` must match the store's; `max_payload` bounds the declared length before
+/// anything is trusted. [`parse_record`] is this and the checksum.
+pub fn frame(b: &[u8], salt: u32, max_payload: usize) -> Result<usize, ParseError> {
     if b.len() < RECORD_HEADER_LEN {
         // A prefix of a header that is already wrong is invalid, not incomplete.
         if b.len() >= 2 && u16::from_le_bytes([b[0], b[1]]) != RECORD_MAGIC {
@@ -309,9 +315,10 @@ pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordVie
     if u16::from_le_bytes([b[0], b[1]]) != RECORD_MAGIC {
         return Err(ParseError::Invalid("bad record magic"));
     }
-    let op = Op::from_u8(b[2]).ok_or(ParseError::Invalid("unknown record op"))?;
-    let flags = b[3];
-    if flags & !FLAG_COMMIT_END != 0 {
+    if Op::from_u8(b[2]).is_none() {
+        return Err(ParseError::Invalid("unknown record op"));
+    }
+    if b[3] & !FLAG_COMMIT_END != 0 {
         return Err(ParseError::Invalid("unknown record flags"));
     }
     if u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")) != salt {
@@ -329,21 +336,24 @@ pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordVie
     if b.len() < total {
         return Err(ParseError::Incomplete);
     }
-    let body_end = total - RECORD_TRAILER_LEN;
-    let crc = u32::from_le_bytes(b[body_end..total].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&b[..body_end]) != crc {
+    Ok(total)
+}
+
+/// Whether a framed record's checksum matches its bytes (`record` is exactly one record).
+pub fn checksum_matches(record: &[u8]) -> bool {
+    let body_end = record.len() - RECORD_TRAILER_LEN;
+    let crc = u32::from_le_bytes(record[body_end..].try_into().expect("4 bytes"));
+    crc32c::crc32c(&record[..body_end]) == crc
+}
+
+/// Parse the record at the start of `b`. `salt` must match the store's; `max_payload` bounds
+/// the declared length before anything is trusted.
+pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordView<'_>, ParseError> {
+    let total = frame(b, salt, max_payload)?;
+    if !checksum_matches(&b[..total]) {
         return Err(ParseError::Invalid("record checksum does not match"));
     }
-    Ok(RecordView {
-        op,
-        flags,
-        durable_gap: u16::from_le_bytes([b[26], b[27]]),
-        lsn: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
-        at: i64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
-        key: &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len],
-        payload: &b[RECORD_HEADER_LEN + key_len..body_end],
-        bytes: &b[..total],
-    })
+    Ok(view_trusted(&b[..total]))
 }
 
 /// A view of bytes that already parsed as one whole record (no checks repeated).

@@ -6,6 +6,7 @@
 
 pub(crate) mod scan;
 pub(crate) mod verify;
+mod verify_commits;
 
 use std::io;
 use std::path::Path;

@@ -10,7 +10,7 @@ use std::io;
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::format::chain::{self, ChainValue};
+use crate::format::chain::{self, ChainValue, Scheme};
 use crate::format::memory;
 use crate::format::seal::{decode, mac, SealEntry, SealKey, SEAL_WINDOW};
 use crate::format::{self, hex, parse_record, Op, ParseError, RECORD_HEADER_LEN};
@@ -94,13 +94,15 @@ impl From<io::Error> for Failure {
 /// How the check reads: the source, its salt and `dense_from`, and where to stop.
 pub struct Source<'a> {
     /// The log's bytes.
-    pub src: &'a (dyn ReadAt + 'a),
+    pub src: &'a (dyn ReadAt + Sync + 'a),
     /// The log's salt.
     pub salt: u32,
     /// LSNs at or below this may have gaps (compacted); after it they are dense.
     pub dense_from: u64,
     /// Stop at this byte offset (the end of the last committed record).
     pub end: u64,
+    /// The format version of the log's header (which chain scheme it follows).
+    pub version: u32,
 }
 
 /// Options of a check.
@@ -119,21 +121,28 @@ pub struct CheckOptions<'a> {
 const CHUNK: usize = 4 << 20;
 
 /// One chunk of whole records read from the log.
-struct Chunk {
-    buf: Vec<u8>,
+pub(super) struct Chunk {
+    pub(super) buf: Vec<u8>,
     /// Offset of `buf[0]` in the log.
-    base: u64,
+    pub(super) base: u64,
     /// (start, length) of each record in `buf`.
-    spans: Vec<(u32, u32)>,
+    pub(super) spans: Vec<(u32, u32)>,
     digests: Vec<ChainValue>,
     refs: Vec<Reference>,
     /// Where the bytes after the last whole record stop being a record, and why.
-    damage: Option<(u64, String)>,
+    pub(super) damage: Option<(u64, String)>,
 }
 
-/// Read the whole records from `pos` (up to about `CHUNK` bytes, more for one large record).
-fn read_chunk(s: &Source<'_>, pos: u64, mut buf: Vec<u8>) -> Result<Chunk, Failure> {
-    let mut want = (CHUNK as u64).min(s.end - pos) as usize;
+/// Read the whole records from `pos` (up to about `size` bytes, more for one large record),
+/// checking their framing, and their checksums when `checksums` is set.
+pub(super) fn read_chunk(
+    s: &Source<'_>,
+    pos: u64,
+    mut buf: Vec<u8>,
+    size: usize,
+    checksums: bool,
+) -> Result<Chunk, Failure> {
+    let mut want = (size as u64).min(s.end - pos) as usize;
     loop {
         buf.resize(want, 0);
         let n = s.src.read_at(&mut buf, pos)?;
@@ -144,10 +153,15 @@ fn read_chunk(s: &Source<'_>, pos: u64, mut buf: Vec<u8>) -> Result<Chunk, Failu
         let mut off = 0usize;
         let mut damage = None;
         while off < buf.len() {
-            match parse_record(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN) {
-                Ok(rec) => {
-                    spans.push((off as u32, rec.bytes.len() as u32));
-                    off += rec.bytes.len();
+            let framed = if checksums {
+                parse_record(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN).map(|r| r.bytes.len())
+            } else {
+                format::frame(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN)
+            };
+            match framed {
+                Ok(len) => {
+                    spans.push((off as u32, len as u32));
+                    off += len;
                 }
                 Err(ParseError::Incomplete) if !short && pos + (n as u64) < s.end => break,
                 Err(ParseError::Incomplete) => {
@@ -195,20 +209,35 @@ fn digest_range(
     for &(start, len) in spans {
         let bytes = &buf[start as usize..(start + len) as usize];
         out.push(chain::digest(bytes));
-        if refs && bytes[2] == Op::Put as u8 {
-            let rec = format::view_trusted(bytes);
-            if let Some(body) = memory::decode_put(rec.payload) {
-                for s in body.sources {
-                    found.push((s.to_string(), rec.key_str().to_string(), rec.lsn, base + start as u64));
-                }
-            }
+        if refs {
+            collect_references(bytes, base + start as u64, &mut found);
         }
     }
     (out, found)
 }
 
-/// Recompute the chain from `start` to `s.end`, checking LSN order and every seal on the way.
+/// Add the `sources` entries of the record `bytes` (at `offset`), if it is a put, to `found`.
+pub(super) fn collect_references(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) {
+    if bytes[2] != Op::Put as u8 {
+        return;
+    }
+    let rec = format::view_trusted(bytes);
+    for s in memory::decode_put_sources(rec.payload).unwrap_or_default() {
+        found.push((s.to_string(), rec.key_str().to_string(), rec.lsn, offset));
+    }
+}
+
+/// Recompute the chain from `start` (a commit end) to `s.end`, checking every record's
+/// framing, checksum and LSN order, and every seal on the way.
 pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
+    match Scheme::of(s.version) {
+        Scheme::PerRecord => check_records(s, start, opts),
+        Scheme::PerCommit => super::verify_commits::check(s, start, opts),
+    }
+}
+
+/// [`check`] of a chain linked per record (format versions 1 and 2).
+fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
     let CheckOptions { key, references, mut progress, only } = opts;
     let mut done =
         Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() };
@@ -223,7 +252,7 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
     let mut damaged = false;
     loop {
         let next = if pos < s.end && !damaged {
-            let c = read_chunk(s, pos, std::mem::take(&mut spare))?;
+            let c = read_chunk(s, pos, std::mem::take(&mut spare), CHUNK, true)?;
             pos += c.buf.len() as u64;
             damaged = c.damage.is_some();
             Some(c)
@@ -330,7 +359,7 @@ fn walk(
     }
 }
 
-fn check_seal_record(
+pub(super) fn check_seal_record(
     seal: &SealEntry,
     ends: &VecDeque<(u64, ChainValue)>,
     key: Option<&SealKey>,

@@ -181,20 +181,16 @@ impl Log {
             out.write_all(&hb).map_err(werr)?;
             // The new log's chain is hashed on another thread, from batches of kept bytes.
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-            let start_value = chain::start(&hb);
+            let mut linker = chain::Linker::new(&header, chain::start(&hb), 0);
             let hasher = std::thread::Builder::new()
                 .name("memcommit-compact-chain".into())
                 .spawn(move || {
-                    let mut value = start_value;
                     for batch in rx {
-                        let mut off = 0;
-                        while off < batch.len() {
-                            let len = format::record_len(&batch[off..]);
-                            value = chain::step(&value, &batch[off..off + len]);
-                            off += len;
-                        }
+                        linker.feed(&batch, 0, |_, _, _| {});
                     }
-                    value
+                    // The kept records are one unit, closed before the seal that covers them.
+                    linker.finish();
+                    linker.value()
                 })
                 .map_err(|e| Error::io(&display, "start the chain thread for", e))?;
             let mut batch = Vec::with_capacity(1 << 20);

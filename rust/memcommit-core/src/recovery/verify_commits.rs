@@ -1,12 +1,18 @@
 //! Checking a chain linked per commit (format version 3; the rule is in `format::chain`).
 //!
-//! Each chunk of the log is read and framed once (lengths, magic, salt: no checksums yet).
-//! Its commits are cut into work: a commit of at most one [`PIECE`] is hashed whole, a larger
-//! one in pieces that are independent blake3 subtrees, so one large commit is shared between
-//! cores too. Two threads then hash the work and check the records' checksums, each its share
-//! of the chunk (the share adapts to which finishes first; the second one also reads and
-//! frames the next chunk). Last, one thread walks the records in order: LSNs, a link per
-//! commit, and every seal against the chain at the commit it covers.
+//! Each chunk of the log is read and framed once (lengths, magic, salt). Its commits are cut
+//! into work: a commit of at most one [`PIECE`] is hashed whole, a larger one in pieces that
+//! are independent blake3 subtrees, so one large commit is shared between cores too. Two
+//! threads hash the work, each its share of the chunk (the share adapts to which finishes
+//! first; the second one also reads and frames the next chunk). Then one thread walks the
+//! records in order: LSNs, a link per commit, and every seal against the chain at the commit
+//! it covers.
+//!
+//! Checksums wait: a seal that matches vouches for every byte before the commit it covers
+//! (each one is in the chain), so the records it covers need no checksum of their own. The
+//! records no seal has vouched for are checked when they are more than `UNVOUCHED` bytes
+//! behind, when something fails (so the first damaged record is the one named, as when every
+//! checksum is checked in order), and at the end.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -23,8 +29,12 @@ use crate::format::seal::{decode, SEAL_WINDOW};
 use crate::format::{self, FileHeader, Op};
 use crate::recovery::lsn_follows;
 
-/// How much is read at a time.
-const CHUNK: usize = 8 << 20;
+/// How much is read at a time: small enough that what one thread reads, the others hash (and
+/// check) while it is still in the cache.
+const CHUNK: usize = 2 << 20;
+/// How many bytes of records no seal has vouched for yet may wait for one before their
+/// checksums are checked.
+const UNVOUCHED: usize = 16 * CHUNK;
 
 /// The commit being hashed when a chunk ends inside it.
 #[derive(Default)]
@@ -177,32 +187,87 @@ impl Plan {
     }
 }
 
-/// What one thread found in its share of a chunk.
+/// What one thread did with its share of a chunk.
 #[derive(Default)]
 struct Share {
     results: Vec<[u8; 32]>,
-    /// The first record in the share whose checksum does not match.
-    bad: Option<u64>,
     refs: Vec<Reference>,
+    /// The first record whose checksum does not match (when asked to check them).
+    bad: Option<(u64, u64)>,
     took: Duration,
 }
 
-/// Hash `work` and check the checksums of the records `spans` of the chunk.
-fn run_share(c: &Chunk, work: &[Work], spans: &[(u32, u32)], refs: bool) -> Share {
+/// Hash `work`, and collect the references of the records `spans` of the chunk and check their
+/// checksums at or after byte `check_from` (`None`: check none), the record before them
+/// having LSN `lsn_before`.
+fn run_share(
+    c: &Chunk,
+    work: &[Work],
+    spans: &[(u32, u32)],
+    refs: bool,
+    check_from: Option<u64>,
+    lsn_before: u64,
+) -> Share {
     let t = Instant::now();
     let mut out = Share { results: work.iter().map(|w| w.run(&c.buf)).collect(), ..Default::default() };
-    for &(start, len) in spans {
-        let bytes = &c.buf[start as usize..(start + len) as usize];
-        if !format::checksum_matches(bytes) {
-            out.bad = Some(c.base + start as u64);
-            break;
-        }
-        if refs {
+    if refs {
+        for &(start, len) in spans {
+            let bytes = &c.buf[start as usize..(start + len) as usize];
             collect_references(bytes, c.base + start as u64, &mut out.refs);
         }
     }
+    if let Some(from) = check_from {
+        out.bad = first_bad(c, spans, &(from..u64::MAX), lsn_before);
+    }
     out.took = t.elapsed();
     out
+}
+
+/// The LSN of the record before `spans[i]` of chunk `c` (`lsn_before` for the first).
+fn lsn_before_span(c: &Chunk, i: usize, lsn_before: u64) -> u64 {
+    match i {
+        0 => lsn_before,
+        _ => {
+            let start = c.spans[i - 1].0 as usize;
+            u64::from_le_bytes(c.buf[start + 8..start + 16].try_into().expect("8 bytes"))
+        }
+    }
+}
+
+/// A chunk walked whose records no seal has vouched for yet.
+struct Unvouched {
+    chunk: Chunk,
+    /// LSN of the record before the chunk.
+    lsn_before: u64,
+}
+
+/// The first record of `spans` (of chunk `c`, the one before them having LSN `lsn_before`)
+/// in the bytes `range` whose checksum does not match: (offset, the LSN expected there).
+fn first_bad(c: &Chunk, spans: &[(u32, u32)], range: &Range<u64>, mut lsn_before: u64) -> Option<(u64, u64)> {
+    for &(start, len) in spans {
+        let offset = c.base + start as u64;
+        if offset >= range.end {
+            break;
+        }
+        let bytes = &c.buf[start as usize..(start + len) as usize];
+        if offset >= range.start && !format::checksum_matches(bytes) {
+            return Some((offset, lsn_before + 1));
+        }
+        lsn_before = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    }
+    None
+}
+
+/// Check the checksums of an unvouched chunk's records in the bytes `range`, on both cores.
+fn check_unvouched(u: &Unvouched, range: Range<u64>) -> Option<(u64, u64)> {
+    let spans = &u.chunk.spans;
+    let half = spans.len() / 2;
+    let lsn_at_half = lsn_before_span(&u.chunk, half, u.lsn_before);
+    let (first, second) = std::thread::scope(|scope| {
+        let h = scope.spawn(|| first_bad(&u.chunk, &spans[half..], &range, lsn_at_half));
+        (first_bad(&u.chunk, &spans[..half], &range, u.lsn_before), h.join().expect("no panic"))
+    });
+    first.or(second)
 }
 
 /// The walk's state across chunks.
@@ -210,18 +275,24 @@ struct Walk<'k> {
     done: Checked,
     /// The chain at the ends of the last SEAL_WINDOW commits (a seal covers one of them).
     ends: VecDeque<(u64, ChainValue)>,
+    /// The byte offset after each of those commits.
+    end_offsets: VecDeque<u64>,
+    /// A seal that matched vouches for every record before this offset.
+    vouched: u64,
     key: Option<&'k crate::format::seal::SealKey>,
     only: Option<u64>,
     dense_from: u64,
 }
 
 impl Walk<'_> {
-    fn close(&mut self, digest: &ChainValue) {
+    fn close(&mut self, digest: &ChainValue, offset: u64) {
         self.done.value = chain::link(&self.done.value, digest);
         if self.ends.len() == SEAL_WINDOW {
             self.ends.pop_front();
+            self.end_offsets.pop_front();
         }
         self.ends.push_back((self.done.lsn, self.done.value));
+        self.end_offsets.push_back(offset);
     }
 
     /// Walk the records of a chunk before `stop`, linking `digests` at the unit ends.
@@ -239,7 +310,7 @@ impl Walk<'_> {
                 break;
             }
             if b.closes_before {
-                self.close(digests.next().expect("a digest for every unit end"));
+                self.close(digests.next().expect("a digest for every unit end"), offset);
             }
             let bytes = &c.buf[start as usize..(start + len) as usize];
             let lsn = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
@@ -260,13 +331,16 @@ impl Walk<'_> {
                 };
                 if self.only.is_none_or(|l| l == seal.record_lsn) {
                     check_seal_record(&seal, &self.ends, self.key, &mut self.done)?;
+                    let at =
+                        self.ends.iter().position(|(l, _)| *l == seal.lsn).expect("the seal matched one");
+                    self.vouched = self.vouched.max(self.end_offsets[at]);
                 }
             }
             self.done.lsn = lsn;
             self.done.records += 1;
             self.done.bytes += len as u64;
             if b.closes_after {
-                self.close(digests.next().expect("a digest for every unit end"));
+                self.close(digests.next().expect("a digest for every unit end"), offset + len as u64);
             }
         }
         Ok(())
@@ -308,12 +382,17 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
     let mut walk = Walk {
         done: Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() },
         ends: VecDeque::with_capacity(SEAL_WINDOW + 1),
+        end_offsets: VecDeque::with_capacity(SEAL_WINDOW + 1),
+        vouched: start.offset,
         key,
         only,
         dense_from: s.dense_from,
     };
     walk.ends.push_back((start.lsn, start.value));
+    walk.end_offsets.push_back(start.offset);
     let mut open = OpenUnit::default();
+    let mut unvouched: VecDeque<Unvouched> = VecDeque::new();
+    let mut unvouched_bytes = 0;
     // Share of each chunk the walking thread hashes, tuned as it goes.
     let mut share = 0.5f64;
     let mut next = if start.offset < s.end {
@@ -321,8 +400,8 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
     } else {
         None
     };
-    // The buffer of the chunk before, free for the one after.
-    let mut spare = Vec::new();
+    // Buffers of chunks done with, for the ones after.
+    let mut spare: Vec<Vec<u8>> = Vec::new();
     while let Some(c) = next.take() {
         let (marks, segs) = boundaries(&c, &mut units);
         let mut plan = Plan::default();
@@ -331,7 +410,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         }
         let after = c.base + c.buf.len() as u64;
         let more = c.damage.is_none() && after < s.end;
-        // Split the work and the checksums between the two threads by bytes.
+        // Split the work between the two threads by bytes.
         let total: usize = plan.work.iter().map(Work::len).sum();
         let mut split_work = 0;
         let mut acc = 0;
@@ -340,16 +419,22 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             split_work += 1;
         }
         let split_spans = ((c.spans.len() as f64) * share) as usize;
+        // After `UNVOUCHED` bytes with no seal to vouch for them the log is likely not sealed
+        // (or not here): check the checksums as the chunk is hashed, while it is in the cache.
+        let lsn_before = walk.done.lsn;
+        let check_now = (c.base.saturating_sub(walk.vouched) >= UNVOUCHED as u64).then_some(walk.vouched);
+        let lsn_at_split = lsn_before_span(&c, split_spans, lsn_before);
         let (mine, theirs, read) = std::thread::scope(|scope| {
             let (work, spans) = (&plan.work[split_work..], &c.spans[split_spans..]);
-            let (c, buf) = (&c, std::mem::take(&mut spare));
+            let (c, buf) = (&c, spare.pop().unwrap_or_default());
             let helper = scope.spawn(move || {
-                let share = run_share(c, work, spans, references);
+                let share = run_share(c, work, spans, references, check_now, lsn_at_split);
                 let t = Instant::now();
                 let read = more.then(|| read_chunk(s, after, buf, CHUNK, false));
                 (share, t.elapsed(), read)
             });
-            let mine = run_share(c, &plan.work[..split_work], &c.spans[..split_spans], references);
+            let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
+            let mine = run_share(c, work, spans, references, check_now, lsn_before);
             let (theirs, reading, read) = helper.join().expect("the hashing thread does not panic");
             (mine, Share { took: theirs.took + reading, ..theirs }, read)
         });
@@ -361,11 +446,55 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         results.extend(theirs.results);
         let digests = plan.finish(&results, &mut open);
         // The first damage: a checksum (mine come first), else the framing.
-        let bad = mine.bad.or(theirs.bad).map(|o| (o, "record checksum does not match".to_string()));
-        let damage = bad.or(c.damage.clone());
-        walk.chunk(&c, &marks, &digests, damage.as_ref().map_or(u64::MAX, |d| d.0))?;
-        if let Some((offset, reason)) = damage {
-            return Err(Failure::Corrupt { offset, lsn: walk.done.lsn + 1, reason });
+        let bad = mine
+            .bad
+            .or(theirs.bad)
+            .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
+        let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
+        let damage = bad.or(framing);
+        let walked = walk.chunk(&c, &marks, &digests, damage.as_ref().map_or(u64::MAX, |d| d.0));
+        let failure = match walked {
+            Err(f) => Some(f),
+            Ok(()) => damage.map(|(offset, lsn, reason)| Failure::Corrupt {
+                offset,
+                lsn: if lsn == u64::MAX { walk.done.lsn + 1 } else { lsn },
+                reason,
+            }),
+        };
+        // Checksums count before this offset: a failure's (a damaged record before it is the
+        // first thing wrong).
+        let until = match &failure {
+            Some(Failure::Corrupt { offset, .. }) => *offset,
+            Some(Failure::Mismatch { seal, .. }) => seal.offset,
+            _ => u64::MAX,
+        };
+        if check_now.is_some() {
+            spare.push(c.buf);
+        } else {
+            unvouched_bytes += c.buf.len();
+            unvouched.push_back(Unvouched { chunk: c, lsn_before });
+        }
+        // What a seal vouched for needs no checksums; what waits too long, or precedes a
+        // failure, is checked now (a damaged record before the failure is the one to name).
+        while unvouched.front().is_some_and(|u| u.chunk.base + u.chunk.buf.len() as u64 <= walk.vouched) {
+            let u = unvouched.pop_front().expect("a front");
+            unvouched_bytes -= u.chunk.buf.len();
+            spare.push(u.chunk.buf);
+        }
+        while unvouched_bytes > UNVOUCHED || (failure.is_some() && !unvouched.is_empty()) {
+            let u = unvouched.pop_front().expect("a front");
+            if let Some((offset, lsn)) = check_unvouched(&u, walk.vouched..until) {
+                return Err(Failure::Corrupt {
+                    offset,
+                    lsn,
+                    reason: "record checksum does not match".into(),
+                });
+            }
+            unvouched_bytes -= u.chunk.buf.len();
+            spare.push(u.chunk.buf);
+        }
+        if let Some(f) = failure {
+            return Err(f);
         }
         walk.done.references.extend(mine.refs);
         walk.done.references.extend(theirs.refs);
@@ -374,7 +503,11 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             p(walk.done.bytes).map_err(Failure::Stopped)?;
         }
         next = read.transpose()?;
-        spare = c.buf;
+    }
+    for u in &unvouched {
+        if let Some((offset, lsn)) = check_unvouched(u, walk.vouched..u64::MAX) {
+            return Err(Failure::Corrupt { offset, lsn, reason: "record checksum does not match".into() });
+        }
     }
     if units.open_at_end() {
         // The data ends among the compacted records: their unit ends with it.
@@ -382,7 +515,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         plan.segment(&mut open, &[], 0, 0, true);
         let results: Vec<_> = plan.work.iter().map(|w| w.run(&[])).collect();
         let digest = plan.finish(&results, &mut open);
-        walk.close(&digest[0]);
+        walk.close(&digest[0], s.end);
     }
     Ok(walk.done)
 }

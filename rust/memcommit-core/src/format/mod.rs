@@ -22,7 +22,7 @@
 //!   8  lsn          u64
 //!  16  at           i64 microseconds since the Unix epoch (UTC)
 //!  24  key_len      u16
-//!  26  durable_gap  u16 (version 2; zero in version 1) how far before this record, in 32-byte
+//!  26  durable_gap  u16 (version 2 on; zero in version 1) how far before this record, in 32-byte
 //!                   units rounded down, the log's durable end was when it was written
 //!  28  len          u32 payload length
 //!  32  key, payload, then crc32c u32 over every byte before it

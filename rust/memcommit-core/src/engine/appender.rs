@@ -362,6 +362,14 @@ impl FileAppender {
 }
 
 impl ReadAt for FileAppender {
+    fn map(&self, off: u64, end: u64) -> Option<io::Result<crate::vfs::Mapped>> {
+        // Bytes still in the write queue are not in the file yet.
+        if end > self.written.load(Ordering::Acquire) {
+            return None;
+        }
+        ReadAt::map(&self.file, off, end)
+    }
+
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         let end = off + buf.len() as u64;
         if end <= self.written.load(Ordering::Acquire) {

@@ -8,11 +8,27 @@ use crate::format::{parse_record, view_trusted, ParseError, RecordView, RECORD_H
 pub trait ReadAt {
     /// Read up to `buf.len()` bytes at `off`; fewer only at the end.
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
+
+    /// The bytes from `off` to `end` mapped into memory, when they are all in a real file
+    /// (`None`: read them with `read_at`).
+    fn map(&self, off: u64, end: u64) -> Option<io::Result<crate::vfs::Mapped>> {
+        let _ = (off, end);
+        None
+    }
 }
 
 impl ReadAt for crate::vfs::File {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         crate::vfs::File::read_at(self, buf, off)
+    }
+
+    fn map(&self, off: u64, end: u64) -> Option<io::Result<crate::vfs::Mapped>> {
+        let len = usize::try_from(end - off).ok()?;
+        // Only what the file holds now can be mapped.
+        if self.len().ok()? < end {
+            return None;
+        }
+        self.map_read(off, len)
     }
 }
 

@@ -120,9 +120,36 @@ pub struct CheckOptions<'a> {
 
 const CHUNK: usize = 4 << 20;
 
+/// A chunk's bytes: read into a buffer, or borrowed from a mapping of the log.
+pub(super) enum Buf<'m> {
+    Owned(Vec<u8>),
+    Mapped(&'m [u8]),
+}
+
+impl std::ops::Deref for Buf<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buf::Owned(v) => v,
+            Buf::Mapped(m) => m,
+        }
+    }
+}
+
+impl Buf<'_> {
+    /// The buffer, to read the next chunk into (a new one for mapped bytes).
+    pub(super) fn recycle(self) -> Vec<u8> {
+        match self {
+            Buf::Owned(v) => v,
+            Buf::Mapped(_) => Vec::new(),
+        }
+    }
+}
+
 /// One chunk of whole records read from the log.
-pub(super) struct Chunk {
-    pub(super) buf: Vec<u8>,
+pub(super) struct Chunk<'m> {
+    pub(super) buf: Buf<'m>,
     /// Offset of `buf[0]` in the log.
     pub(super) base: u64,
     /// (start, length) of each record in `buf`.
@@ -134,29 +161,40 @@ pub(super) struct Chunk {
 }
 
 /// Read the whole records from `pos` (up to about `size` bytes, more for one large record),
-/// checking their framing, and their checksums when `checksums` is set.
-pub(super) fn read_chunk(
+/// checking their framing, and their checksums when `checksums` is set. With `map` (the log's
+/// bytes from offset `map.1` to `s.end`, mapped) the chunk borrows them instead of reading.
+pub(super) fn read_chunk<'m>(
     s: &Source<'_>,
     pos: u64,
     mut buf: Vec<u8>,
     size: usize,
     checksums: bool,
-) -> Result<Chunk, Failure> {
+    map: Option<(&'m [u8], u64)>,
+) -> Result<Chunk<'m>, Failure> {
     let mut want = (size as u64).min(s.end - pos) as usize;
     loop {
-        buf.resize(want, 0);
-        let n = s.src.read_at(&mut buf, pos)?;
-        buf.truncate(n);
+        let (data, n): (&[u8], usize) = match map {
+            Some((m, base)) => {
+                let from = (pos - base) as usize;
+                (&m[from..from + want], want)
+            }
+            None => {
+                buf.resize(want, 0);
+                let n = s.src.read_at(&mut buf, pos)?;
+                buf.truncate(n);
+                (&buf[..], n)
+            }
+        };
         // Fewer bytes than asked for: the file ends before the range being checked does.
         let short = n < want;
         let mut spans = Vec::with_capacity(n / 128);
         let mut off = 0usize;
         let mut damage = None;
-        while off < buf.len() {
+        while off < data.len() {
             let framed = if checksums {
-                parse_record(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN).map(|r| r.bytes.len())
+                parse_record(&data[off..], s.salt, format::MAX_PAYLOAD_LEN).map(|r| r.bytes.len())
             } else {
-                format::frame(&buf[off..], s.salt, format::MAX_PAYLOAD_LEN)
+                format::frame(&data[off..], s.salt, format::MAX_PAYLOAD_LEN)
             };
             match framed {
                 Ok(len) => {
@@ -174,18 +212,27 @@ pub(super) fn read_chunk(
                 }
             }
         }
-        if damage.is_none() && short && off == buf.len() {
+        if damage.is_none() && short && off == data.len() {
             damage = Some((
                 pos + off as u64,
                 format!("the file ends at byte {} but its records reach byte {}", pos + off as u64, s.end),
             ));
         }
         if !spans.is_empty() || damage.is_some() {
-            buf.truncate(off);
+            let buf = match map {
+                Some((m, base)) => {
+                    let from = (pos - base) as usize;
+                    Buf::Mapped(&m[from..from + off])
+                }
+                None => {
+                    buf.truncate(off);
+                    Buf::Owned(buf)
+                }
+            };
             return Ok(Chunk { buf, base: pos, spans, digests: Vec::new(), refs: Vec::new(), damage });
         }
         // One record larger than the chunk: read it whole.
-        let rest = &buf[..];
+        let rest = data;
         let len = if rest.len() >= RECORD_HEADER_LEN {
             let key_len = u16::from_le_bytes([rest[24], rest[25]]) as usize;
             let len = u32::from_le_bytes(rest[28..32].try_into().expect("4 bytes")) as usize;
@@ -252,7 +299,7 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
     let mut damaged = false;
     loop {
         let next = if pos < s.end && !damaged {
-            let c = read_chunk(s, pos, std::mem::take(&mut spare), CHUNK, true)?;
+            let c = read_chunk(s, pos, std::mem::take(&mut spare), CHUNK, true, None)?;
             pos += c.buf.len() as u64;
             damaged = c.damage.is_some();
             Some(c)
@@ -300,7 +347,7 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
         }
         if let Some(c) = walked? {
             done.references.extend(c.refs);
-            spare = c.buf;
+            spare = c.buf.recycle();
             if let Some(p) = progress.as_mut() {
                 // The caller may stop the check here (an interrupt): its error ends it.
                 p(done.bytes).map_err(Failure::Stopped)?;

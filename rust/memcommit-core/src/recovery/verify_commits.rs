@@ -209,16 +209,35 @@ fn run_share(
     lsn_before: u64,
 ) -> Share {
     let t = Instant::now();
-    let mut out = Share { results: work.iter().map(|w| w.run(&c.buf)).collect(), ..Default::default() };
-    if refs {
-        for &(start, len) in spans {
+    let mut out = Share { results: Vec::with_capacity(work.len()), ..Default::default() };
+    // The records are read right after the piece that holds them is hashed, while its bytes
+    // are in the cache.
+    let mut next = 0;
+    let mut lsn = lsn_before;
+    let mut records = |upto: usize, out: &mut Share| {
+        while next < spans.len() && (spans[next].0 as usize) < upto {
+            let (start, len) = spans[next];
             let bytes = &c.buf[start as usize..(start + len) as usize];
-            collect_references(bytes, c.base + start as u64, &mut out.refs);
+            let offset = c.base + start as u64;
+            if refs {
+                collect_references(bytes, offset, &mut out.refs);
+            }
+            if let Some(from) = check_from {
+                if out.bad.is_none() && offset >= from && !format::checksum_matches(bytes) {
+                    out.bad = Some((offset, lsn + 1));
+                }
+            }
+            lsn = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+            next += 1;
+        }
+    };
+    for w in work {
+        out.results.push(w.run(&c.buf));
+        if let Bytes::Chunk(r) = &w.bytes {
+            records(r.end, &mut out);
         }
     }
-    if let Some(from) = check_from {
-        out.bad = first_bad(c, spans, &(from..u64::MAX), lsn_before);
-    }
+    records(usize::MAX, &mut out);
     out.took = t.elapsed();
     out
 }
@@ -235,8 +254,8 @@ fn lsn_before_span(c: &Chunk, i: usize, lsn_before: u64) -> u64 {
 }
 
 /// A chunk walked whose records no seal has vouched for yet.
-struct Unvouched {
-    chunk: Chunk,
+struct Unvouched<'m> {
+    chunk: Chunk<'m>,
     /// LSN of the record before the chunk.
     lsn_before: u64,
 }
@@ -259,7 +278,7 @@ fn first_bad(c: &Chunk, spans: &[(u32, u32)], range: &Range<u64>, mut lsn_before
 }
 
 /// Check the checksums of an unvouched chunk's records in the bytes `range`, on both cores.
-fn check_unvouched(u: &Unvouched, range: Range<u64>) -> Option<(u64, u64)> {
+fn check_unvouched(u: &Unvouched<'_>, range: Range<u64>) -> Option<(u64, u64)> {
     let spans = &u.chunk.spans;
     let half = spans.len() / 2;
     let lsn_at_half = lsn_before_span(&u.chunk, half, u.lsn_before);
@@ -395,8 +414,11 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
     let mut unvouched_bytes = 0;
     // Share of each chunk the walking thread hashes, tuned as it goes.
     let mut share = 0.5f64;
+    // A log in a file is read through a mapping (no copy), the simulation's by reading.
+    let mapped = if start.offset < s.end { s.src.map(start.offset, s.end).transpose()? } else { None };
+    let map = mapped.as_deref().map(|m| (m, start.offset));
     let mut next = if start.offset < s.end {
-        Some(read_chunk(s, start.offset, Vec::new(), CHUNK, false)?)
+        Some(read_chunk(s, start.offset, Vec::new(), CHUNK, false, map)?)
     } else {
         None
     };
@@ -418,7 +440,15 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             acc += plan.work[split_work].len();
             split_work += 1;
         }
-        let split_spans = ((c.spans.len() as f64) * share) as usize;
+        // The records go with the work that hashes them.
+        let split_at = plan.work[split_work..]
+            .iter()
+            .find_map(|w| match &w.bytes {
+                Bytes::Chunk(r) => Some(r.start),
+                Bytes::Owned(_) => None,
+            })
+            .unwrap_or(c.buf.len());
+        let split_spans = c.spans.partition_point(|&(start, _)| (start as usize) < split_at);
         // After `UNVOUCHED` bytes with no seal to vouch for them the log is likely not sealed
         // (or not here): check the checksums as the chunk is hashed, while it is in the cache.
         let lsn_before = walk.done.lsn;
@@ -430,7 +460,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             let helper = scope.spawn(move || {
                 let share = run_share(c, work, spans, references, check_now, lsn_at_split);
                 let t = Instant::now();
-                let read = more.then(|| read_chunk(s, after, buf, CHUNK, false));
+                let read = more.then(|| read_chunk(s, after, buf, CHUNK, false, map));
                 (share, t.elapsed(), read)
             });
             let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
@@ -469,7 +499,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             _ => u64::MAX,
         };
         if check_now.is_some() {
-            spare.push(c.buf);
+            spare.push(c.buf.recycle());
         } else {
             unvouched_bytes += c.buf.len();
             unvouched.push_back(Unvouched { chunk: c, lsn_before });
@@ -479,7 +509,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         while unvouched.front().is_some_and(|u| u.chunk.base + u.chunk.buf.len() as u64 <= walk.vouched) {
             let u = unvouched.pop_front().expect("a front");
             unvouched_bytes -= u.chunk.buf.len();
-            spare.push(u.chunk.buf);
+            spare.push(u.chunk.buf.recycle());
         }
         while unvouched_bytes > UNVOUCHED || (failure.is_some() && !unvouched.is_empty()) {
             let u = unvouched.pop_front().expect("a front");
@@ -491,7 +521,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
                 });
             }
             unvouched_bytes -= u.chunk.buf.len();
-            spare.push(u.chunk.buf);
+            spare.push(u.chunk.buf.recycle());
         }
         if let Some(f) = failure {
             return Err(f);

@@ -246,6 +246,15 @@ impl File {
         let _ = (from, to);
     }
 
+    /// Map `len` bytes at `offset` read-only, to read them without copying; `None` for a file
+    /// of the simulation (read it with `read_at`). The bytes must be in the file, and stay:
+    /// memcommit never shortens a log below bytes it has committed (only a torn tail past
+    /// them is cut), which is what a mapping needs.
+    pub fn map_read(&self, offset: u64, len: usize) -> Option<io::Result<Mapped>> {
+        let fd = self.mappable()?;
+        Some(Mapped::new(fd, offset, len))
+    }
+
     /// The descriptor to map the file from, if it is a real file (the simulation's files are
     /// copied into memory instead).
     pub(crate) fn mappable(&self) -> Option<std::os::fd::RawFd> {
@@ -431,4 +440,71 @@ pub(crate) fn write_file_durably(
         let _ = remove_file(tmp);
     }
     res
+}
+
+/// Bytes of a file mapped read-only ([`File::map_read`]).
+pub struct Mapped {
+    base: std::ptr::NonNull<u8>,
+    /// Bytes mapped, from the page boundary at or before the offset asked for.
+    mapped: usize,
+    /// Where the bytes asked for start in the mapping.
+    start: usize,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and owned by this value alone; reading it from any thread is
+// reading memory.
+#[allow(unsafe_code)]
+unsafe impl Send for Mapped {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    fn new(fd: std::os::fd::RawFd, offset: u64, len: usize) -> io::Result<Mapped> {
+        #[allow(unsafe_code)]
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let from = offset - offset % page;
+        let start = (offset - from) as usize;
+        let mapped = (start + len).max(1);
+        let at = libc::off_t::try_from(from).map_err(io::Error::other)?;
+        #[allow(unsafe_code)]
+        // SAFETY: a new shared read-only mapping at an address the kernel picks, of a file
+        // descriptor that is open; it overlaps nothing.
+        let base =
+            unsafe { libc::mmap(std::ptr::null_mut(), mapped, libc::PROT_READ, libc::MAP_SHARED, fd, at) };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the range was just mapped; the advice only tunes read-ahead.
+        unsafe {
+            libc::madvise(base, mapped, libc::MADV_SEQUENTIAL)
+        };
+        let base = std::ptr::NonNull::new(base.cast()).expect("mmap never returns null");
+        Ok(Mapped { base, mapped, start, len })
+    }
+}
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        #[allow(unsafe_code)]
+        // SAFETY: `start + len` bytes from `base` are mapped readable for as long as `self`
+        // lives, and the file keeps them (see `File::map_read`).
+        unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(self.start), self.len)
+        }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.mapped);
+        }
+    }
 }

@@ -456,6 +456,7 @@ pub struct Mapped {
 // reading memory.
 #[allow(unsafe_code)]
 unsafe impl Send for Mapped {}
+// SAFETY: as for `Send`: shared access only reads the mapped bytes.
 #[allow(unsafe_code)]
 unsafe impl Sync for Mapped {}
 

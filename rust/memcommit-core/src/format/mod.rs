@@ -346,6 +346,55 @@ pub fn checksum_matches(record: &[u8]) -> bool {
     crc32c::crc32c(&record[..body_end]) == crc
 }
 
+/// [`checksum_matches`] of three framed records at once: the CRC instruction takes several
+/// cycles to give its result, so three independent records run side by side where the
+/// processor has it (x86-64 with SSE 4.2), as fast as one alone.
+pub fn checksums_match3(records: [&[u8]; 3]) -> [bool; 3] {
+    let bodies = records.map(|r| &r[..r.len() - RECORD_TRAILER_LEN]);
+    let crcs = crc32c_3(bodies);
+    let mut out = [false; 3];
+    for i in 0..3 {
+        let r = records[i];
+        let want = u32::from_le_bytes(r[r.len() - RECORD_TRAILER_LEN..].try_into().expect("4 bytes"));
+        out[i] = crcs[i] == want;
+    }
+    out
+}
+
+/// The CRC32C of three byte strings.
+fn crc32c_3(b: [&[u8]; 3]) -> [u32; 3] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            #[allow(unsafe_code)]
+            // SAFETY: the processor has SSE 4.2, checked just above.
+            return unsafe { crc32c_3_sse42(b) };
+        }
+    }
+    b.map(crc32c::crc32c)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+fn crc32c_3_sse42(b: [&[u8]; 3]) -> [u32; 3] {
+    use std::arch::x86_64::_mm_crc32_u64;
+    let words = b.iter().map(|x| x.len() / 8).min().expect("three");
+    let (mut c0, mut c1, mut c2) = (!0u64, !0u64, !0u64);
+    let word = |x: &[u8], i: usize| u64::from_le_bytes(x[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    for i in 0..words {
+        c0 = _mm_crc32_u64(c0, word(b[0], i));
+        c1 = _mm_crc32_u64(c1, word(b[1], i));
+        c2 = _mm_crc32_u64(c2, word(b[2], i));
+    }
+    // The rest of each one, from the CRC so far (`crc32c_append` takes a finished CRC).
+    let done = words * 8;
+    [
+        crc32c::crc32c_append(!(c0 as u32), &b[0][done..]),
+        crc32c::crc32c_append(!(c1 as u32), &b[1][done..]),
+        crc32c::crc32c_append(!(c2 as u32), &b[2][done..]),
+    ]
+}
+
 /// Parse the record at the start of `b`. `salt` must match the store's; `max_payload` bounds
 /// the declared length before anything is trusted.
 pub fn parse_record(b: &[u8], salt: u32, max_payload: usize) -> Result<RecordView<'_>, ParseError> {
@@ -508,6 +557,35 @@ pub(crate) mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn three_checksums_at_once_agree_with_one_at_a_time() {
+        let mut rng = 7u64;
+        let mut bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|_| {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (rng >> 33) as u8
+                })
+                .collect()
+        };
+        for lens in [[4, 4, 4], [5, 300, 17], [228, 229, 230], [4096, 12, 1000], [9, 9, 2000]] {
+            let mut recs: Vec<Vec<u8>> = lens.iter().map(|&n| bytes(n)).collect();
+            for r in recs.iter_mut() {
+                let n = r.len() - 4;
+                let crc = crc32c::crc32c(&r[..n]);
+                r[n..].copy_from_slice(&crc.to_le_bytes());
+            }
+            let view = [&recs[0][..], &recs[1][..], &recs[2][..]];
+            assert_eq!(checksums_match3(view), [true; 3], "{lens:?}");
+            for (i, r) in recs.iter().enumerate() {
+                assert_eq!(crc32c_3(view)[i], crc32c::crc32c(r), "{lens:?}");
+            }
+            recs[1][0] ^= 1;
+            let view = [&recs[0][..], &recs[1][..], &recs[2][..]];
+            assert_eq!(checksums_match3(view), [true, false, true], "{lens:?}");
+        }
+    }
 
     #[test]
     fn header_round_trip() {

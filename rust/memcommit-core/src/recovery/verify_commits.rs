@@ -215,20 +215,42 @@ fn run_share(
     let mut next = 0;
     let mut lsn = lsn_before;
     let mut records = |upto: usize, out: &mut Share| {
+        let first = next;
         while next < spans.len() && (spans[next].0 as usize) < upto {
-            let (start, len) = spans[next];
-            let bytes = &c.buf[start as usize..(start + len) as usize];
-            let offset = c.base + start as u64;
-            if refs {
-                collect_references(bytes, offset, &mut out.refs);
+            next += 1;
+        }
+        let group = &spans[first..next];
+        let bytes = |i: usize| {
+            let (start, len) = group[i];
+            &c.buf[start as usize..(start + len) as usize]
+        };
+        let lsn_of = |i: usize| u64::from_le_bytes(bytes(i)[8..16].try_into().expect("8 bytes"));
+        if refs {
+            for (i, &(start, _)) in group.iter().enumerate() {
+                collect_references(bytes(i), c.base + start as u64, &mut out.refs);
             }
-            if let Some(from) = check_from {
-                if out.bad.is_none() && offset >= from && !format::checksum_matches(bytes) {
-                    out.bad = Some((offset, lsn + 1));
+        }
+        if let (Some(from), None) = (check_from, out.bad) {
+            let bad = |i: usize| {
+                let offset = c.base + group[i].0 as u64;
+                (offset >= from).then(|| (offset, if i == 0 { lsn } else { lsn_of(i - 1) } + 1))
+            };
+            let mut i = 0;
+            while out.bad.is_none() && i < group.len() {
+                if i + 3 <= group.len() {
+                    let ok = format::checksums_match3([bytes(i), bytes(i + 1), bytes(i + 2)]);
+                    out.bad = (0..3).filter(|&j| !ok[j]).find_map(|j| bad(i + j));
+                    i += 3;
+                } else {
+                    if !format::checksum_matches(bytes(i)) {
+                        out.bad = bad(i);
+                    }
+                    i += 1;
                 }
             }
-            lsn = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-            next += 1;
+        }
+        if !group.is_empty() {
+            lsn = lsn_of(group.len() - 1);
         }
     };
     for w in work {
@@ -392,47 +414,151 @@ fn boundaries(c: &Chunk, units: &mut Units) -> (Vec<Boundaries>, Vec<(usize, usi
     (marks, segs)
 }
 
+/// A chunk hashed and waiting for its walk, which runs beside the hashing of the next one.
+struct Hashed<'m> {
+    chunk: Chunk<'m>,
+    marks: Vec<Boundaries>,
+    digests: Vec<ChainValue>,
+    /// The first damage in it: (offset, LSN expected there, or `u64::MAX` for "the one after
+    /// the last record walked", reason).
+    damage: Option<(u64, u64, String)>,
+    refs: Vec<Reference>,
+    /// Its checksums were checked as it was hashed.
+    checked: bool,
+}
+
+/// A chunk read and framed, with its unit boundaries.
+type Framed<'m> = (Chunk<'m>, Vec<Boundaries>, Vec<(usize, usize, bool)>);
+
+/// Read and frame the chunk at `pos` and find its unit boundaries (`units` moves past it).
+fn read_framed<'m>(
+    s: &Source<'_>,
+    pos: u64,
+    buf: Vec<u8>,
+    map: Option<(&'m [u8], u64)>,
+    units: &mut Units,
+) -> Result<Framed<'m>, Failure> {
+    let c = read_chunk(s, pos, buf, CHUNK, false, map)?;
+    let (marks, segs) = boundaries(&c, units);
+    Ok((c, marks, segs))
+}
+
+/// The state of a check between chunks.
+struct Checker<'m, 'k> {
+    walk: Walk<'k>,
+    unvouched: VecDeque<Unvouched<'m>>,
+    unvouched_bytes: usize,
+    spare: Vec<Vec<u8>>,
+}
+
+impl<'m> Checker<'m, '_> {
+    /// Walk a hashed chunk; then drop what a seal vouched for and check the checksums of what
+    /// waited too long, or of everything before a failure (a damaged record before it is the
+    /// first thing wrong).
+    fn walk(&mut self, h: Hashed<'m>, lsn_before: u64) -> Result<(), Failure> {
+        let stop = h.damage.as_ref().map_or(u64::MAX, |d| d.0);
+        let walked = self.walk.chunk(&h.chunk, &h.marks, &h.digests, stop);
+        let failure = match walked {
+            Err(f) => Some(f),
+            Ok(()) => h.damage.map(|(offset, lsn, reason)| Failure::Corrupt {
+                offset,
+                lsn: if lsn == u64::MAX { self.walk.done.lsn + 1 } else { lsn },
+                reason,
+            }),
+        };
+        let until = match &failure {
+            Some(Failure::Corrupt { offset, .. }) => *offset,
+            Some(Failure::Mismatch { seal, .. }) => seal.offset,
+            _ => u64::MAX,
+        };
+        if h.checked {
+            self.spare.push(h.chunk.buf.recycle());
+        } else {
+            self.unvouched_bytes += h.chunk.buf.len();
+            self.unvouched.push_back(Unvouched { chunk: h.chunk, lsn_before });
+        }
+        let vouched = self.walk.vouched;
+        while self.unvouched.front().is_some_and(|u| u.chunk.base + u.chunk.buf.len() as u64 <= vouched) {
+            let u = self.unvouched.pop_front().expect("a front");
+            self.unvouched_bytes -= u.chunk.buf.len();
+            self.spare.push(u.chunk.buf.recycle());
+        }
+        while self.unvouched_bytes > UNVOUCHED || (failure.is_some() && !self.unvouched.is_empty()) {
+            let u = self.unvouched.pop_front().expect("a front");
+            if let Some((offset, lsn)) = check_unvouched(&u, vouched..until) {
+                return Err(Failure::Corrupt {
+                    offset,
+                    lsn,
+                    reason: "record checksum does not match".into(),
+                });
+            }
+            self.unvouched_bytes -= u.chunk.buf.len();
+            self.spare.push(u.chunk.buf.recycle());
+        }
+        if let Some(f) = failure {
+            return Err(f);
+        }
+        self.walk.done.references.extend(h.refs);
+        Ok(())
+    }
+}
+
+/// The LSN of a chunk's last record (`lsn_before` when it has none).
+fn last_lsn(c: &Chunk<'_>, lsn_before: u64) -> u64 {
+    lsn_before_span(c, c.spans.len(), lsn_before)
+}
+
 /// Recompute a per-commit chain from `start` (a commit end) to `s.end`: see `verify::check`.
 pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
     let CheckOptions { key, references, mut progress, only } = opts;
     let header =
         FileHeader { version: s.version, store_id: [0; 16], generation: 0, dense_from: s.dense_from };
     let mut units = Units::new(&header);
-    let mut walk = Walk {
-        done: Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() },
-        ends: VecDeque::with_capacity(SEAL_WINDOW + 1),
-        end_offsets: VecDeque::with_capacity(SEAL_WINDOW + 1),
-        vouched: start.offset,
-        key,
-        only,
-        dense_from: s.dense_from,
+    let mut ck = Checker {
+        walk: Walk {
+            done: Checked {
+                value: start.value,
+                lsn: start.lsn,
+                good_through: start.lsn,
+                ..Default::default()
+            },
+            ends: VecDeque::with_capacity(SEAL_WINDOW + 1),
+            end_offsets: VecDeque::with_capacity(SEAL_WINDOW + 1),
+            vouched: start.offset,
+            key,
+            only,
+            dense_from: s.dense_from,
+        },
+        unvouched: VecDeque::new(),
+        unvouched_bytes: 0,
+        spare: Vec::new(),
     };
-    walk.ends.push_back((start.lsn, start.value));
-    walk.end_offsets.push_back(start.offset);
+    ck.walk.ends.push_back((start.lsn, start.value));
+    ck.walk.end_offsets.push_back(start.offset);
     let mut open = OpenUnit::default();
-    let mut unvouched: VecDeque<Unvouched> = VecDeque::new();
-    let mut unvouched_bytes = 0;
     // Share of each chunk the walking thread hashes, tuned as it goes.
     let mut share = 0.5f64;
     // A log in a file is read through a mapping (no copy), the simulation's by reading.
     let mapped = if start.offset < s.end { s.src.map(start.offset, s.end).transpose()? } else { None };
     let map = mapped.as_deref().map(|m| (m, start.offset));
     let mut next = if start.offset < s.end {
-        Some(read_chunk(s, start.offset, Vec::new(), CHUNK, false, map)?)
+        Some(read_framed(s, start.offset, Vec::new(), map, &mut units)?)
     } else {
         None
     };
-    // Buffers of chunks done with, for the ones after.
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    while let Some(c) = next.take() {
-        let (marks, segs) = boundaries(&c, &mut units);
+    // The chunk hashed before, walked while this one is hashed, and the LSN before it.
+    let mut prev: Option<(Hashed<'_>, u64)> = None;
+    // The LSN of the record before the chunk being hashed.
+    let mut lsn_before = start.lsn;
+    while let Some((c, marks, segs)) = next.take() {
         let mut plan = Plan::default();
         for &(from, to, closes) in &segs {
             plan.segment(&mut open, &c.buf, from, to, closes);
         }
         let after = c.base + c.buf.len() as u64;
         let more = c.damage.is_none() && after < s.end;
-        // Split the work between the two threads by bytes.
+        // Split the work between the two threads by bytes; the records go with the work
+        // that hashes them.
         let total: usize = plan.work.iter().map(Work::len).sum();
         let mut split_work = 0;
         let mut acc = 0;
@@ -440,7 +566,6 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             acc += plan.work[split_work].len();
             split_work += 1;
         }
-        // The records go with the work that hashes them.
         let split_at = plan.work[split_work..]
             .iter()
             .find_map(|w| match &w.bytes {
@@ -451,23 +576,33 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         let split_spans = c.spans.partition_point(|&(start, _)| (start as usize) < split_at);
         // After `UNVOUCHED` bytes with no seal to vouch for them the log is likely not sealed
         // (or not here): check the checksums as the chunk is hashed, while it is in the cache.
-        let lsn_before = walk.done.lsn;
-        let check_now = (c.base.saturating_sub(walk.vouched) >= UNVOUCHED as u64).then_some(walk.vouched);
+        let check_now =
+            (c.base.saturating_sub(ck.walk.vouched) >= UNVOUCHED as u64).then_some(ck.walk.vouched);
         let lsn_at_split = lsn_before_span(&c, split_spans, lsn_before);
-        let (mine, theirs, read) = std::thread::scope(|scope| {
+        let mut units_after = units;
+        let (mine, theirs, read, walked) = std::thread::scope(|scope| {
             let (work, spans) = (&plan.work[split_work..], &c.spans[split_spans..]);
-            let (c, buf) = (&c, spare.pop().unwrap_or_default());
+            let (c, buf, units_after) = (&c, ck.spare.pop().unwrap_or_default(), &mut units_after);
             let helper = scope.spawn(move || {
                 let share = run_share(c, work, spans, references, check_now, lsn_at_split);
                 let t = Instant::now();
-                let read = more.then(|| read_chunk(s, after, buf, CHUNK, false, map));
+                let read = more.then(|| read_framed(s, after, buf, map, units_after));
                 (share, t.elapsed(), read)
             });
+            let t = Instant::now();
+            let walked = prev.take().map(|(h, lsn)| ck.walk(h, lsn));
             let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
-            let mine = run_share(c, work, spans, references, check_now, lsn_before);
+            let mut mine = run_share(c, work, spans, references, check_now, lsn_before);
+            mine.took = t.elapsed();
             let (theirs, reading, read) = helper.join().expect("the hashing thread does not panic");
-            (mine, Share { took: theirs.took + reading, ..theirs }, read)
+            (mine, Share { took: theirs.took + reading, ..theirs }, read, walked)
         });
+        units = units_after;
+        walked.transpose()?;
+        if let Some(p) = progress.as_mut() {
+            // The caller may stop the check here (an interrupt): its error ends it.
+            p(ck.walk.done.bytes).map_err(Failure::Stopped)?;
+        }
         let (m, o) = (mine.took.as_secs_f64(), theirs.took.as_secs_f64());
         if m + o > 0.0 {
             share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.05, 0.95);
@@ -481,64 +616,27 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             .or(theirs.bad)
             .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
         let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
-        let damage = bad.or(framing);
-        let walked = walk.chunk(&c, &marks, &digests, damage.as_ref().map_or(u64::MAX, |d| d.0));
-        let failure = match walked {
-            Err(f) => Some(f),
-            Ok(()) => damage.map(|(offset, lsn, reason)| Failure::Corrupt {
-                offset,
-                lsn: if lsn == u64::MAX { walk.done.lsn + 1 } else { lsn },
-                reason,
-            }),
-        };
-        // Checksums count before this offset: a failure's (a damaged record before it is the
-        // first thing wrong).
-        let until = match &failure {
-            Some(Failure::Corrupt { offset, .. }) => *offset,
-            Some(Failure::Mismatch { seal, .. }) => seal.offset,
-            _ => u64::MAX,
-        };
-        if check_now.is_some() {
-            spare.push(c.buf.recycle());
-        } else {
-            unvouched_bytes += c.buf.len();
-            unvouched.push_back(Unvouched { chunk: c, lsn_before });
-        }
-        // What a seal vouched for needs no checksums; what waits too long, or precedes a
-        // failure, is checked now (a damaged record before the failure is the one to name).
-        while unvouched.front().is_some_and(|u| u.chunk.base + u.chunk.buf.len() as u64 <= walk.vouched) {
-            let u = unvouched.pop_front().expect("a front");
-            unvouched_bytes -= u.chunk.buf.len();
-            spare.push(u.chunk.buf.recycle());
-        }
-        while unvouched_bytes > UNVOUCHED || (failure.is_some() && !unvouched.is_empty()) {
-            let u = unvouched.pop_front().expect("a front");
-            if let Some((offset, lsn)) = check_unvouched(&u, walk.vouched..until) {
-                return Err(Failure::Corrupt {
-                    offset,
-                    lsn,
-                    reason: "record checksum does not match".into(),
-                });
-            }
-            unvouched_bytes -= u.chunk.buf.len();
-            spare.push(u.chunk.buf.recycle());
-        }
-        if let Some(f) = failure {
-            return Err(f);
-        }
-        walk.done.references.extend(mine.refs);
-        walk.done.references.extend(theirs.refs);
-        if let Some(p) = progress.as_mut() {
-            // The caller may stop the check here (an interrupt): its error ends it.
-            p(walk.done.bytes).map_err(Failure::Stopped)?;
-        }
+        let mut refs = mine.refs;
+        refs.extend(theirs.refs);
+        let next_lsn = last_lsn(&c, lsn_before);
+        let hashed =
+            Hashed { chunk: c, marks, digests, damage: bad.or(framing), refs, checked: check_now.is_some() };
+        prev = Some((hashed, lsn_before));
+        lsn_before = next_lsn;
         next = read.transpose()?;
     }
-    for u in &unvouched {
-        if let Some((offset, lsn)) = check_unvouched(u, walk.vouched..u64::MAX) {
+    if let Some((h, lsn)) = prev.take() {
+        ck.walk(h, lsn)?;
+        if let Some(p) = progress.as_mut() {
+            p(ck.walk.done.bytes).map_err(Failure::Stopped)?;
+        }
+    }
+    for u in &ck.unvouched {
+        if let Some((offset, lsn)) = check_unvouched(u, ck.walk.vouched..u64::MAX) {
             return Err(Failure::Corrupt { offset, lsn, reason: "record checksum does not match".into() });
         }
     }
+    let mut walk = ck.walk;
     if units.open_at_end() {
         // The data ends among the compacted records: their unit ends with it.
         let mut plan = Plan::default();

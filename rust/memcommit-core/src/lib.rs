@@ -13,7 +13,7 @@
 //! * `recovery`: chunked reading (`scan`), the one rule that tells a torn tail, free space and
 //!   damage apart (used by open, refresh, replica apply, [`inspect`] and repair), and the seal
 //!   check (`verify`).
-//! * `state`: the index replay builds, its id table and slabs.
+//! * `state`: the index replay builds, its id table, the links of older records and slabs.
 //! * `persist`: the index file's and the snapshot's bytes.
 //! * `engine`: an open [`Log`]: open, replay, commit, durability, reads, the chain thread,
 //!   seals, entities, saving the state, a replica.

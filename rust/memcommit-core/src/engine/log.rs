@@ -979,10 +979,85 @@ impl Log {
         }
     }
 
-    /// Every record of one memory still in the log, oldest first.
+    /// Every put, status and move record of one memory still in the log, oldest first.
+    ///
+    /// Reads that memory's records and no others: the index knows where each one is (its
+    /// entry's last put, status and move, and its older records: `state::history`), so the cost
+    /// is one lookup and one read per record, whatever the size of the log. Each record is
+    /// checked as every read checks one (its checksum), and must be a put, status or move of
+    /// this id. An index that keeps no history (`History::is_tracked`) reads the whole log.
     pub fn history(&self, id: &str) -> Result<Vec<Vec<u8>>> {
         let st = self.state.read();
         self.check_open(&st)?;
+        let Some(n) = st.index.position(id) else { return Ok(Vec::new()) };
+        let Some(places) = st.index.records_of(n) else { return self.history_by_scan(&st, id) };
+        let mut out = Vec::with_capacity(places.len());
+        for (i, &(off, len)) in places.iter().enumerate() {
+            if i > 0 && places[i - 1].0 == off {
+                return Err(self.index_disagrees(
+                    off,
+                    0,
+                    &format!("it names a record of memory {id:?} twice"),
+                ));
+            }
+            out.push(self.memory_record_at(&st, off, len, id)?);
+        }
+        Ok(out)
+    }
+
+    /// The record of memory `id` at byte `off`, `len` bytes long (0: as long as its header
+    /// says), checked: its checksum, and that it is a put, status or move of `id`.
+    fn memory_record_at(&self, st: &State, off: u64, len: u32, id: &str) -> Result<Vec<u8>> {
+        let src = st.medium.source();
+        let room = st.end.saturating_sub(off);
+        // A status record's length depends on its reason: read enough for a short one, and the
+        // rest after its header says how long it is.
+        let want = if len > 0 { len as usize } else { format::RECORD_OVERHEAD + id.len() + 64 };
+        let mut buf = vec![0u8; (want as u64).min(room) as usize];
+        let read = |buf: &mut [u8], at: u64| -> Result<usize> {
+            src.read_at(buf, at).map_err(|e| Error::io(&self.display, "read", e))
+        };
+        let mut got = read(&mut buf, off)?;
+        if len == 0 && got >= format::RECORD_HEADER_LEN {
+            let total = format::record_len(&buf) as u64;
+            if total > got as u64 && total <= room {
+                buf.resize(total as usize, 0);
+                got += read(&mut buf[got..], off + got as u64)?;
+            }
+        }
+        buf.truncate(got);
+        let rec = parse_record(&buf, st.header.salt(), format::MAX_PAYLOAD_LEN)
+            .map_err(|_| self.damaged(off, 0, "the record no longer matches its checksum"))?;
+        if !matches!(rec.op, Op::Put | Op::Status | Op::Move) || rec.key != id.as_bytes() {
+            let what = format!(
+                "the record there is a {} record of {:?}, not one of memory {id:?}",
+                rec.op.name(),
+                rec.key_str()
+            );
+            return Err(self.index_disagrees(off, rec.lsn, &what));
+        }
+        let n = rec.bytes.len();
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// The index this log opened with points at a record that is not what it says: an index
+    /// file or snapshot that does not fit the log (its checksums held, its contents did not).
+    fn index_disagrees(&self, offset: u64, lsn: u64, what: &str) -> Error {
+        Error::Corrupt {
+            path: self.display.clone(),
+            offset,
+            lsn,
+            reason: format!(
+                "the index says a record of a memory's history is here, but {what}: the index file or \
+                 snapshot the store was opened with does not fit the log; close the store and open it \
+                 again without them (a full replay)"
+            ),
+        }
+    }
+
+    /// `history` by reading the whole log (for an index that keeps no history).
+    fn history_by_scan(&self, st: &State, id: &str) -> Result<Vec<Vec<u8>>> {
         let mut out = Vec::new();
         let mut sc = st.records_from(HEADER_LEN as u64);
         loop {
@@ -1086,4 +1161,50 @@ pub fn put(id: &str, kind: &str, text: &str) -> Command {
         text: text.into(),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An index that outgrew its links keeps none and reads a history from the whole log; an
+    /// index file and a snapshot of it say so, and open the same way; a replay links again.
+    #[test]
+    fn past_the_link_limit_a_history_is_read_from_the_whole_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.log");
+        let opts = Options { durability: Durability::None, index_file_every: 0, ..Options::default() };
+        let tracked = |log: &Log| log.state.read().index.history.is_tracked();
+        let lsns = |log: &Log| -> Vec<u64> {
+            log.history("a").unwrap().iter().map(|b| format::view_trusted(b).lsn).collect()
+        };
+        let want: Vec<u64> = (0..10).map(|v| 2 * v + 1).collect();
+        let log = Log::open(&path, opts.clone()).unwrap();
+        log.state.write().index.history.set_limit(5);
+        for v in 0..10 {
+            log.commit(&[put("a", "k", &format!("v{v}")), put("b", "k", "x")], None, v).unwrap();
+        }
+        assert!(!tracked(&log));
+        assert_eq!(lsns(&log), want);
+        log.write_index_file().unwrap();
+        log.close().unwrap();
+
+        let log = Log::open(&path, opts.clone()).unwrap();
+        assert_eq!(log.info().unwrap().index_file, IndexFileStatus::Loaded);
+        assert!(!tracked(&log));
+        assert_eq!(lsns(&log), want);
+        let snap = log.snapshot_json().unwrap();
+        assert!(snap.contains("\"history\":null"), "{snap}");
+        log.close().unwrap();
+
+        let log = Log::open_with_snapshot(&path, opts.clone(), snap.as_bytes()).unwrap();
+        assert!(!tracked(&log));
+        assert_eq!(lsns(&log), want);
+        log.close().unwrap();
+
+        vfs::remove_file(&index_file::path_for(&path)).unwrap();
+        let log = Log::open(&path, opts).unwrap();
+        assert!(tracked(&log));
+        assert_eq!(lsns(&log), want);
+    }
 }

@@ -22,14 +22,20 @@
 //!   layout).
 //! * The id arena: every id's bytes.
 //! * The id table's slots: 8 bytes each.
+//! * The links of the memories' older records (`state::history`): 16 bytes each, the fields
+//!   of `Link` in declaration order (its `repr(C)` layout).
+//! * The heads of those links: slots of the id table's kind, keyed by entry number.
 //! * The rest, small: interned kinds, tasks and tags, tag sets, finished tasks, live
 //!   entities, seals, the sparse LSN index.
 //!
 //! Each section starts on a 4 KiB boundary (whatever the machine's page size), zeros
-//! between. Open maps the three large sections (`slab`) instead of copying them, and uses
+//! between. Open maps the five large sections (`slab`) instead of copying them, and uses
 //! them in place once two threads have checked
-//! their CRCs and every entry: one takes most entries, the other the ids, the table and the
-//! last entries, a megabyte at a time while the bytes are in cache.
+//! their CRCs and every entry and link: one takes most entries, the other the ids, the
+//! tables, the links and the last entries, a megabyte at a time while the bytes are in cache.
+//!
+//! Version 2 added the links and their heads; a file of version 1 is ignored (the log is
+//! replayed, and the writer's next close writes a version 2 one).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -37,19 +43,25 @@ use std::path::{Path, PathBuf};
 use crate::format::chain::ChainValue;
 use crate::format::memory::{Status, Tier};
 use crate::format::seal::SealEntry;
-use crate::format::FileHeader;
+use crate::format::{self, FileHeader};
 use crate::persist::snapshot::{check_end, Restored, SavedEnd};
 use crate::persist::SavedAt;
 use crate::recovery::scan::ReadAt;
+use crate::state::history::{History, Link};
 use crate::state::idtable::IdTable;
 use crate::state::index::{Entry, Index, Interner};
 use crate::state::slab::{Region, Slab, ALIGN};
 use crate::vfs::{File, Open, Writer};
 
 const MAGIC: &[u8; 8] = b"MCINDEX\0";
-const VERSION: u32 = 1;
+/// 2: the links of older records and their heads.
+const VERSION: u32 = 2;
 const HEADER_BYTES: usize = 256;
 const ENTRY_BYTES: usize = 96;
+const LINK_BYTES: usize = 16;
+/// Header flag: the index kept no history of older records (`History::is_tracked`), so the
+/// file holds no links.
+const FLAG_UNTRACKED: u32 = 1;
 /// Entries decoded per read: about a megabyte, so a chunk is still in cache when decoded.
 const CHUNK_ENTRIES: usize = 10_922;
 const CHUNK_BYTES: usize = 1 << 20;
@@ -109,6 +121,13 @@ struct Head {
     entity_records: u64,
     /// CRC32C of the entries, the arena, the slots and the small section.
     crcs: [u32; 4],
+    flags: u32,
+    /// Links, head slots, and heads (memories with older records).
+    links: u64,
+    head_slots: u64,
+    heads: u64,
+    /// CRC32C of the links and of the head slots.
+    link_crcs: [u32; 2],
 }
 
 impl Head {
@@ -117,7 +136,7 @@ impl Head {
         let mut w = Put { b: &mut b, at: 0 };
         w.bytes(MAGIC);
         w.u32(VERSION);
-        w.u32(0);
+        w.u32(self.flags);
         w.bytes(&self.store_id);
         for v in [self.generation, self.dense_from, self.lsn, self.end, self.records] {
             w.u64(v);
@@ -131,6 +150,12 @@ impl Head {
             w.u64(v);
         }
         for c in self.crcs {
+            w.u32(c);
+        }
+        for v in [self.links, self.head_slots, self.heads] {
+            w.u64(v);
+        }
+        for c in self.link_crcs {
             w.u32(c);
         }
         let crc = crc32c::crc32c(&b[..HEADER_BYTES - 4]);
@@ -151,9 +176,12 @@ impl Head {
         if version != VERSION {
             return Err(format!("it is of version {version}; this build reads version {VERSION}"));
         }
-        let _flags = r.u32();
+        let flags = r.u32().ok_or("short header")?;
+        if flags & !FLAG_UNTRACKED != 0 {
+            return Err(format!("its header has flags {flags:#x} this build does not know"));
+        }
         let short = || "short header".to_string();
-        let mut h = Head { store_id: r.array().ok_or_else(short)?, ..Head::default() };
+        let mut h = Head { store_id: r.array().ok_or_else(short)?, flags, ..Head::default() };
         h.generation = r.u64().ok_or_else(short)?;
         h.dense_from = r.u64().ok_or_else(short)?;
         h.lsn = r.u64().ok_or_else(short)?;
@@ -170,6 +198,12 @@ impl Head {
         h.small = r.u64().ok_or_else(short)?;
         h.entity_records = r.u64().ok_or_else(short)?;
         for c in &mut h.crcs {
+            *c = r.u32().ok_or_else(short)?;
+        }
+        h.links = r.u64().ok_or_else(short)?;
+        h.head_slots = r.u64().ok_or_else(short)?;
+        h.heads = r.u64().ok_or_else(short)?;
+        for c in &mut h.link_crcs {
             *c = r.u32().ok_or_else(short)?;
         }
         Ok(h)
@@ -190,8 +224,16 @@ impl Head {
         (self.arena_at() + self.arena).next_multiple_of(ALIGN as u64)
     }
 
-    fn small_at(&self) -> u64 {
+    fn links_at(&self) -> u64 {
         (self.slots_at() + self.slots * 8).next_multiple_of(ALIGN as u64)
+    }
+
+    fn heads_at(&self) -> u64 {
+        (self.links_at() + self.links * LINK_BYTES as u64).next_multiple_of(ALIGN as u64)
+    }
+
+    fn small_at(&self) -> u64 {
+        (self.heads_at() + self.head_slots * 8).next_multiple_of(ALIGN as u64)
     }
 }
 
@@ -440,7 +482,14 @@ pub(crate) fn size_of(idx: &Index, sparse: &[(u64, u64)]) -> u64 {
     let page = |n: u64| n.next_multiple_of(ALIGN as u64);
     let entries = page(idx.entries.len() as u64 * ENTRY_BYTES as u64);
     let slots = page(idx.table.slots().len() as u64 * 8);
-    ALIGN as u64 + entries + page(idx.arena.len() as u64) + slots + encode_small(idx, sparse).len() as u64
+    let h = &idx.history;
+    let history = page(h.links.len() as u64 * LINK_BYTES as u64) + page(h.heads.slots().len() as u64 * 8);
+    ALIGN as u64
+        + entries
+        + page(idx.arena.len() as u64)
+        + slots
+        + history
+        + encode_small(idx, sparse).len() as u64
 }
 
 /// Write the index file's bytes for the state saved at `at` (its index and sparse index) into
@@ -466,6 +515,11 @@ pub(crate) fn write(f: &mut Writer<'_>, at: &SavedAt, idx: &Index, sparse: &[(u6
         small: small.len() as u64,
         entity_records: idx.entity_records,
         crcs: [0; 4],
+        flags: if idx.history.is_tracked() { 0 } else { FLAG_UNTRACKED },
+        links: idx.history.links.len() as u64,
+        head_slots: idx.history.heads.slots().len() as u64,
+        heads: idx.history.heads.pairs().count() as u64,
+        link_crcs: [0; 2],
     };
     // The first page: the header (written last, once the CRCs are known), then zeros.
     let mut s = Sections { w: BufWriter::with_capacity(CHUNK_BYTES, &mut *f), crc: 0, at: 0 };
@@ -486,6 +540,22 @@ pub(crate) fn write(f: &mut Writer<'_>, at: &SavedAt, idx: &Index, sparse: &[(u6
         s.write(&buf)?;
     }
     head.crcs[2] = s.end_section()?;
+    for chunk in idx.history.links.chunks(CHUNK_BYTES / LINK_BYTES) {
+        buf.clear();
+        for l in chunk {
+            buf.extend_from_slice(&l.off.to_le_bytes());
+            buf.extend_from_slice(&l.len.to_le_bytes());
+            buf.extend_from_slice(&l.prev.to_le_bytes());
+        }
+        s.write(&buf)?;
+    }
+    head.link_crcs[0] = s.end_section()?;
+    for chunk in idx.history.heads.slots().chunks(CHUNK_BYTES / 8) {
+        buf.clear();
+        chunk.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        s.write(&buf)?;
+    }
+    head.link_crcs[1] = s.end_section()?;
     s.write(&small)?;
     head.crcs[3] = s.crc;
     s.w.flush()?;
@@ -607,6 +677,56 @@ impl EntriesRead {
     }
 }
 
+/// Map the links and their heads, and check them: their CRCs; each link inside the log's
+/// records before `end`, its `prev` an earlier link (so a chain always ends); each head a
+/// link, of an entry that exists, once.
+fn load_history(f: &File, h: &Head) -> std::result::Result<History, String> {
+    if h.flags & FLAG_UNTRACKED != 0 {
+        return Ok(History::untracked());
+    }
+    let bytes = h.links * LINK_BYTES as u64;
+    // Room to grow in place: as many links again.
+    let region = map_bytes(f, h.links_at(), bytes, 2 * bytes, "links")?;
+    check_padding(&region.file_bytes()[bytes as usize..], "links")?;
+    let mut n = 0u64;
+    let crc = sum_pieces(&region.file_bytes()[..bytes as usize], CHUNK_BYTES, |chunk| {
+        for b in chunk.chunks_exact(LINK_BYTES) {
+            let off = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+            let prev = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
+            let shortest = u64::from(len).max(format::RECORD_OVERHEAD as u64);
+            let inside =
+                off >= format::HEADER_LEN as u64 && off.checked_add(shortest).is_some_and(|e| e <= h.end);
+            if !inside || u64::from(prev) > n {
+                return Err(format!("link {n} points outside what the file holds"));
+            }
+            n += 1;
+        }
+        Ok(())
+    })?;
+    check_sum(crc, h.link_crcs[0], "links")?;
+    #[allow(unsafe_code)]
+    // SAFETY: any 16 bytes are a valid `Link` (two integers, no padding: `repr(C)`, checked at
+    // compile time, little-endian: see `load`), and a 4 KiB boundary is aligned for it.
+    let links: Slab<Link> = unsafe { Slab::from_region(region, h.links as usize) };
+    let slots =
+        map_section(f, h.heads_at(), h.head_slots * 8, h.head_slots * 8, h.link_crcs[1], "link heads")?;
+    #[allow(unsafe_code)]
+    // SAFETY: a 4 KiB boundary is aligned for u64, and any 8 bytes are a valid u64.
+    let slots: Slab<u64> = unsafe { Slab::from_region(slots, h.head_slots as usize) };
+    let heads = IdTable::from_slots(slots, h.links as u32, h.heads as usize)
+        .ok_or("its link heads do not fit its links")?;
+    let mut seen = vec![0u64; (h.entries as usize).div_ceil(64)];
+    for (entry, _) in heads.pairs() {
+        let e = entry as usize;
+        if entry as u64 >= h.entries || seen[e / 64] & (1 << (e % 64)) != 0 {
+            return Err("its link heads do not fit its entries".into());
+        }
+        seen[e / 64] |= 1 << (e % 64);
+    }
+    Ok(History::from_saved(links, heads))
+}
+
 /// Read the index file of the log at `log_path`, if there is one that fits the log (`file`,
 /// `file_len` bytes, with `header`). `Ok(None)`: there is none. `Err`: why it was not used.
 pub(crate) fn load(
@@ -643,6 +763,11 @@ pub(crate) fn load(
     let sizes_fit = h.entries <= size / ENTRY_BYTES as u64
         && h.arena <= size
         && h.slots <= size / 8
+        && h.links <= size / LINK_BYTES as u64
+        && h.head_slots <= size / 8
+        && h.heads <= h.head_slots
+        && (h.flags & FLAG_UNTRACKED == 0 || h.links + h.head_slots == 0)
+        && h.links < u32::MAX as u64
         && h.small <= size
         && h.small_at() + h.small == size
         && h.entries <= u32::MAX as u64;
@@ -667,11 +792,13 @@ pub(crate) fn load(
     }
     let sparse = decode_small(&small, &mut idx).ok_or("its names, entities and seals do not parse")?;
     drop(small);
-    // Two threads check the mapped sections: the first entries here; the ids, the table
-    // and the last entries beside them (the share that evens out their bytes). The CRCs of
-    // the two runs of entries are combined.
+    // Two threads check the mapped sections: the first entries here; the ids, the tables,
+    // the links and the last entries beside them (the share that evens out their bytes: a
+    // fifth of the entries, less as many entries' bytes as the links and heads take). The
+    // CRCs of the two runs of entries are combined.
     let n = h.entries;
-    let split = n - (n / 5).min(n);
+    let history_rows = (h.links * LINK_BYTES as u64 + h.head_slots * 8) / ENTRY_BYTES as u64;
+    let split = n - (n / 5).saturating_sub(history_rows).min(n);
     let entry_bytes = n * ENTRY_BYTES as u64;
     // Room to grow in place: as many entries again (untouched reserve costs no memory).
     let entries = map_bytes(&f, h.entries_at(), entry_bytes, 2 * entry_bytes, "entries")?;
@@ -685,15 +812,16 @@ pub(crate) fn load(
             #[allow(unsafe_code)]
             // SAFETY: a 4 KiB boundary is aligned for u64, and any 8 bytes are a valid u64.
             let slots: Slab<u64> = unsafe { Slab::from_region(slots, h.slots as usize) };
-            let table =
-                IdTable::from_slots(slots, n as u32).ok_or("its id table does not fit its entries")?;
+            let table = IdTable::from_slots(slots, n as u32, n as usize)
+                .ok_or("its id table does not fit its entries")?;
+            let history = load_history(&f, &h)?;
             let read = check_entries(&rows[cut..], split, &h, &idx)?;
-            Ok::<_, String>((arena, table, read))
+            Ok::<_, String>((arena, table, history, read))
         });
         let head = check_entries(&rows[..cut], 0, &h, &idx);
         (head, rest.join().unwrap_or_else(|_| Err("reading it failed".into())))
     });
-    let (arena, table, tail_read) = rest?;
+    let (arena, table, history, tail_read) = rest?;
     let read = head?.then(tail_read);
     check_sum(read.crc, h.crcs[0], "entries")?;
     #[allow(unsafe_code)]
@@ -708,6 +836,7 @@ pub(crate) fn load(
     idx.entries = entries;
     idx.arena = arena;
     idx.entity_records = h.entity_records;
+    idx.history = history;
     idx.set_sorted(read.sorted);
     Ok(Some(Restored { index: idx, end: h.end, lsn: h.lsn, records: h.records, sparse, chain: h.chain }))
 }
@@ -778,6 +907,18 @@ mod tests {
         )
         .unwrap();
         log.commit(&[put("m1", "k2", "again")], None, 2).unwrap();
+        for i in 0..6 {
+            // Older records: puts, status changes and moves that newer ones replaced.
+            let again = put(&format!("m{}", i % 3), "k", &format!("version {i}"));
+            let stale = Command::<String>::SetStatus {
+                id: format!("m{}", 3 + i % 2),
+                status: if i % 4 < 2 { Status::Active } else { Status::Stale },
+                reason: Some("a reason".into()),
+            };
+            let tier = if i % 2 == 0 { crate::Tier::Long } else { crate::Tier::Mid };
+            let moved = Command::<String>::Move { id: format!("m{}", i % 5), tier };
+            log.commit(&[again, stale, moved], None, 2).unwrap();
+        }
         log.commit(&[Command::<String>::FinishTask { task: "t1".into() }], None, 2).unwrap();
         log.write_entities(&[("lock\0a", Some(b"{}")), ("run\0b", Some(b"{}"))], 3).unwrap();
         log.seal(None, 4).unwrap();
@@ -791,7 +932,10 @@ mod tests {
             (head.arena_at() as usize, head.arena as usize),
             (head.slots_at() as usize, (head.slots * 8) as usize),
             (head.small_at() as usize, head.small as usize),
+            (head.links_at() as usize, (head.links * LINK_BYTES as u64) as usize),
+            (head.heads_at() as usize, (head.head_slots * 8) as usize),
         ];
+        assert!(head.links > 10 && head.heads > 3, "the log has older records");
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = |n: usize| {
             rng ^= rng << 13;
@@ -800,9 +944,9 @@ mod tests {
             (rng % n.max(1) as u64) as usize
         };
         let (mut loaded, mut refused) = (0, 0);
-        for _ in 0..250 {
+        for _ in 0..400 {
             let mut bad = good.clone();
-            let (at, len) = sections[next(4)];
+            let (at, len) = sections[next(sections.len())];
             for _ in 0..1 + next(3) {
                 let i = at + next(len);
                 bad[i] = match next(3) {
@@ -813,9 +957,10 @@ mod tests {
             }
             // Sign the damage: recompute every section's CRC and the header's.
             let mut h = head.clone();
-            for (n, &(at, len)) in sections.iter().enumerate() {
-                h.crcs[n] = crc32c::crc32c(&bad[at..at + len]);
-            }
+            let crcs: Vec<u32> =
+                sections.iter().map(|&(at, len)| crc32c::crc32c(&bad[at..at + len])).collect();
+            h.crcs.copy_from_slice(&crcs[..4]);
+            h.link_crcs.copy_from_slice(&crcs[4..]);
             bad[..HEADER_BYTES].copy_from_slice(&h.encode());
             std::fs::write(&idx_path, &bad).unwrap();
             let log = Log::open(&path, Options { read_only: true, ..opts.clone() }).unwrap();
@@ -830,12 +975,15 @@ mod tests {
                 let _ = log.seals();
                 let _ = log.is_task_finished("t1");
                 let _ = log.read_records(0, 0, 1000);
+                for id in &ids {
+                    let _ = log.history(id);
+                }
                 let _ = log.verify(None, None);
             } else {
                 refused += 1;
             }
         }
-        assert!(refused > 0 && loaded > 0 && loaded + refused == 250, "{loaded} loaded, {refused} refused");
+        assert!(refused > 0 && loaded > 0 && loaded + refused == 400, "{loaded} loaded, {refused} refused");
     }
 
     #[test]

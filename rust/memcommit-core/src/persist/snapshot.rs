@@ -3,14 +3,17 @@
 //! A snapshot holds the log's identity (store id, generation, `dense_from`), where it ends
 //! (LSN, byte offset, record count, the chain value there and the digest of its last record),
 //! and the index: every memory's fields (id, kind, task, tags, tier, status, LSNs and times)
-//! with where its last put, status and move records are, finished tasks, role entities, seals.
+//! with where its last put, status and move records are and where its older ones are (what a
+//! memory's history reads), finished tasks, role entities, seals.
 //! Texts and data stay in the log, read when asked for, as after a replay. Memories are stored
 //! column by column (one JSON array per field), which keeps a snapshot of a million memories
 //! compact and quick to parse.
 //!
 //! The text ends with its checksum, `,"checksum":"<64 hex digits>"}`: the blake3 hash of every
 //! byte before that member. A snapshot of version 1 (before the checksum) is refused: nothing
-//! says it is unchanged, and a snapshot is only a cache of what the log holds.
+//! says it is unchanged, and a snapshot is only a cache of what the log holds. So is one of
+//! version 2 (before the older records): a history read from it would have to read the whole
+//! log.
 //!
 //! Opening with a snapshot checks it against the log: the checksum, the same store and
 //! generation, a file long enough, and at the snapshot's end the same last record (LSN, bytes'
@@ -26,6 +29,12 @@
 //! could still hide (a memory or entity left out, a finished task added, a pointer to an older
 //! record of the same id that agrees with the lie, or into a memory's text where bytes were
 //! crafted to parse as a record): only a full replay rules those out.
+//!
+//! The older records are not read at open: they are most of the log's records, and reading
+//! them all is what a replay costs. Their offsets must lie inside what the snapshot covers,
+//! and a history read checks each record it reads (its checksum, and that it is a put, status
+//! or move of that memory, once), so a wrong offset is an error there, never a wrong record; a
+//! record left out of a memory's list is another thing only a replay would show.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,14 +42,14 @@ use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
 use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
-use crate::format::{self, FileHeader, Op, RecordView};
+use crate::format::{self, FileHeader, Op, RecordView, RECORD_OVERHEAD};
 use crate::persist::SavedAt;
 use crate::recovery::scan::ReadAt;
 use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
 
 const FORMAT: &str = "memcommit-snapshot";
-/// 2: the text ends with its checksum.
-const VERSION: u32 = 2;
+/// 2: the text ends with its checksum. 3: it says where each memory's older records are.
+const VERSION: u32 = 3;
 /// What comes between the body and the checksum's hex digits.
 const CHECKSUM_KEY: &[u8] = b",\"checksum\":\"";
 /// The checksum member and the closing brace, at the end of the text.
@@ -71,6 +80,9 @@ pub struct Snapshot {
     tagsets: Vec<Vec<u32>>,
     finished: Vec<u32>,
     memories: Memories,
+    /// `None`: the index kept no history (`History::is_tracked`); also what a snapshot older
+    /// than version 3 parses to (it is refused for its version).
+    history: Option<OlderRecords>,
     entities: Vec<(String, u64, u32)>,
     seals: Vec<SealJson>,
     sparse: Vec<(u64, u64)>,
@@ -98,6 +110,17 @@ struct Memories {
     status_off: Vec<i64>,
     /// -1 for none.
     move_off: Vec<i64>,
+}
+
+/// Each memory's older records (the put, status and move records its entry no longer points
+/// to), one array per field: by memory, oldest first.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+struct OlderRecords {
+    /// The memory's number (its index in `memories`).
+    memory: Vec<u32>,
+    off: Vec<u64>,
+    /// The record's length, 0 when the index does not know it.
+    len: Vec<u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -177,6 +200,15 @@ pub(crate) fn encode(at: &SavedAt, p: Parts, sparse: Vec<(u64, u64)>) -> Result<
         tagsets: p.tagsets,
         finished: p.finished,
         memories: m,
+        history: p.history.map(|h| {
+            let mut o = OlderRecords::default();
+            for (n, off, len) in h {
+                o.memory.push(n);
+                o.off.push(off);
+                o.len.push(len);
+            }
+            o
+        }),
         entities: p
             .entities
             .into_iter()
@@ -238,16 +270,25 @@ fn why_unchecked(text: &[u8]) -> String {
         return "not a snapshot: it does not say it is a memcommit snapshot".into();
     }
     match head.version.as_ref().and_then(|v| v.as_u64()) {
-        Some(v) if v < VERSION as u64 => format!(
-            "it is of snapshot version {v}, which carries no checksum, so nothing shows it is unchanged; \
-             take a new snapshot (it is only a cache: the log holds the truth)"
-        ),
+        Some(1) => "it is of snapshot version 1, which carries no checksum, so nothing shows it is \
+                    unchanged; take a new snapshot (it is only a cache: the log holds the truth)"
+            .into(),
+        Some(v) if v < VERSION as u64 => older_version(v),
         Some(v) if v == VERSION as u64 => {
             "its checksum does not match its contents: it was changed after it was written".into()
         }
         Some(v) => format!("it is of snapshot version {v}, and this memcommit reads version {VERSION}"),
         None => "not a snapshot: it has no version".into(),
     }
+}
+
+/// Why a snapshot of an older version than this build writes (2 and up) is refused.
+fn older_version(v: u64) -> String {
+    format!(
+        "it is of snapshot version {v}, which does not say where each memory's older records are \
+         (what a memory's history reads); take a new snapshot (it is only a cache: the log holds \
+         the truth)"
+    )
 }
 
 /// What a checked snapshot restores.
@@ -269,6 +310,9 @@ pub fn parse(text: &[u8], name: &str) -> Result<Snapshot> {
     }
     let mut snap: Snapshot =
         serde_json::from_slice(text).map_err(|e| mismatch(format!("not a snapshot: {e}")))?;
+    if snap.format == FORMAT && snap.version > 1 && snap.version < VERSION {
+        return Err(mismatch(older_version(snap.version.into())));
+    }
     if snap.format != FORMAT || snap.version != VERSION {
         return Err(mismatch(format!(
             "not a memcommit snapshot of version {VERSION} ({} {})",
@@ -429,6 +473,10 @@ pub(crate) fn restore(
             mac: unhex32(&s.mac).ok_or_else(|| mismatch("a seal's hash is not 64 hex digits".into()))?,
         });
     }
+    let history = match snap.history.take() {
+        None => None,
+        Some(h) => Some(older_records(h, n, snap.end).map_err(mismatch)?),
+    };
     let parts = Parts {
         kinds: snap.kinds.clone(),
         tasks: snap.tasks.clone(),
@@ -438,6 +486,7 @@ pub(crate) fn restore(
         memories,
         entities: snap.entities.iter().map(|(k, o, l)| (k.clone().into_bytes(), *o, *l)).collect(),
         seals,
+        history,
     };
     let index = Index::from_parts(parts).map_err(mismatch)?;
     check_records(&index, &snap.sparse, file, header, snap.end).map_err(mismatch)?;
@@ -449,6 +498,32 @@ pub(crate) fn restore(
         sparse: snap.sparse.clone(),
         chain,
     })
+}
+
+/// A snapshot's older records as (memory number, offset, length), each inside the records it
+/// covers (up to `end`) and of one of its `memories`. They are not read here (see the module
+/// documentation): a history read checks each.
+fn older_records(
+    h: OlderRecords,
+    memories: usize,
+    end: u64,
+) -> std::result::Result<Vec<(u32, u64, u32)>, String> {
+    let n = h.memory.len();
+    if h.off.len() != n || h.len.len() != n {
+        return Err("its older-record columns differ in length".into());
+    }
+    let mut out = Vec::with_capacity(n);
+    for ((memory, off), len) in h.memory.into_iter().zip(h.off).zip(h.len) {
+        if memory as usize >= memories {
+            return Err(format!("an older record names memory number {memory}, of {memories}"));
+        }
+        let shortest = u64::from(len).max(RECORD_OVERHEAD as u64);
+        if off < format::HEADER_LEN as u64 || off.checked_add(shortest).is_none_or(|e| e > end) {
+            return Err(format!("an older record at byte {off} is outside the records the snapshot covers"));
+        }
+        out.push((memory, off, len));
+    }
+    Ok(out)
 }
 
 /// The bytes read at a time when checking the records a snapshot points to (a buffer small

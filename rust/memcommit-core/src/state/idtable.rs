@@ -6,6 +6,9 @@
 //! hash is plain arithmetic, replay can ask for the next record's slot while it works on the
 //! current one (`prefetch`): on a large store the probe is a cache miss, the largest single
 //! cost of replay.
+//!
+//! The same table, keyed by entry number instead of a hash (each key then appears once), maps
+//! a memory to the newest of its older records (`state::history`).
 
 use crate::state::slab::Slab;
 
@@ -60,19 +63,21 @@ impl IdTable {
         &self.slots
     }
 
-    /// A table from slots an index file stored, for `entries` entries; `None` unless the slot
-    /// count is a power of two (or zero) and every entry number is below `entries` and
-    /// appears once. A slot's place in its probe run is not checked: a misplaced slot can only
-    /// make a lookup miss, and the file's checksum vouches for the layout.
-    pub(crate) fn from_slots(slots: Slab<u64>, entries: u32) -> Option<IdTable> {
+    /// A table from slots an index file stored, holding `len` values, each below `values`
+    /// (for the id table: `entries` entry numbers, `len` = `values` = `entries`); `None` unless
+    /// the slot count is a power of two (or zero), at most half full, and every value is below
+    /// `values` and appears once. A slot's place in its probe run is not checked: a misplaced
+    /// slot can only make a lookup miss, and the file's checksum vouches for the layout.
+    pub(crate) fn from_slots(slots: Slab<u64>, values: u32, len: usize) -> Option<IdTable> {
         let n = slots.len();
         if n != 0 && (!n.is_power_of_two() || n < 1 << MIN_BITS) {
             return None;
         }
-        let mut seen = vec![0u64; (entries as usize).div_ceil(64)];
+        let want = len;
+        let mut seen = vec![0u64; (values as usize).div_ceil(64)];
         let mut len = 0usize;
         for &s in slots.iter().filter(|&&s| s != 0) {
-            if (s >> 32) == 0 || entry_of(s) >= entries {
+            if (s >> 32) == 0 || entry_of(s) >= values {
                 return None;
             }
             let e = entry_of(s) as usize;
@@ -82,7 +87,7 @@ impl IdTable {
             seen[e / 64] |= 1 << (e % 64);
             len += 1;
         }
-        if len != entries as usize || len * 2 > n {
+        if len != want || len * 2 > n {
             return None;
         }
         let bits = if n == 0 { 0 } else { n.trailing_zeros() };
@@ -152,6 +157,18 @@ impl IdTable {
             }
             self.slots[i] = s;
         }
+    }
+
+    /// Put `new` in the place of entry `old` (whose hash is `hash`); `false` if it is not there.
+    pub fn replace(&mut self, hash: u32, old: u32, new: u32) -> bool {
+        let Some(i) = self.probe(hash, |s| s == pack(old, hash)) else { return false };
+        self.slots[i] = pack(new, hash);
+        true
+    }
+
+    /// Every (hash, entry) the table holds, in slot order.
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.slots.iter().filter(|&&s| s != 0).map(|&s| (s as u32, entry_of(s)))
     }
 
     /// Add entry `n` with `hash`; the caller knows its id is not in the table yet.

@@ -1,5 +1,6 @@
 //! The index replay builds: every memory by id, with what queries, guards and retention need,
-//! and the offsets of its last put, status and move records.
+//! the offsets of its last put, status and move records, and (`history`) those of its older
+//! ones.
 //!
 //! Memory per memory is what limits how large a store can grow in RAM, so an entry is a
 //! fixed 96-byte struct: strings that repeat (kinds, tasks, tag sets) are interned to u32,
@@ -14,7 +15,8 @@ use std::ops::Bound;
 
 use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
-use crate::format::{Op, RecordView};
+use crate::format::{Op, RecordView, RECORD_OVERHEAD};
+use crate::state::history::History;
 use crate::state::idtable::IdTable;
 use crate::state::slab::Slab;
 
@@ -108,6 +110,7 @@ pub struct Mark {
     entries: usize,
     arena: usize,
     seals: usize,
+    links: usize,
 }
 
 /// Strings interned to small numbers. Number 0 is the empty string / "none".
@@ -201,6 +204,8 @@ pub struct Index {
     pub(crate) entities: BTreeMap<Box<[u8]>, (u64, u32)>,
     /// Entity records applied so far (a reader reloads the roles only when it moves).
     pub(crate) entity_records: u64,
+    /// Where each memory's older records are.
+    pub(crate) history: History,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -242,7 +247,14 @@ impl Index {
             seals: Vec::new(),
             entities: BTreeMap::new(),
             entity_records: 0,
+            history: History::default(),
         }
+    }
+
+    /// An empty index that keeps no history of older records (see `History`): one built for
+    /// one look and thrown away (log compaction's view of the log at its horizon).
+    pub(crate) fn without_history() -> Self {
+        Index { history: History::untracked(), ..Index::new() }
     }
 
     /// Number of memories.
@@ -353,7 +365,12 @@ impl Index {
 
     /// Where the index stands now, to take back everything applied after it.
     pub fn mark(&self) -> Mark {
-        Mark { entries: self.entries.len(), arena: self.arena.len(), seals: self.seals.len() }
+        Mark {
+            entries: self.entries.len(),
+            arena: self.arena.len(),
+            seals: self.seals.len(),
+            links: self.history.mark(),
+        }
     }
 
     /// Apply one record at byte offset `off`. With `undo`, remember how to take it back.
@@ -395,6 +412,7 @@ impl Index {
                         if let Some(u) = undo {
                             u.push(Undo::Changed(i, *e));
                         }
+                        self.history.supersede(i, e.put_off, e.put_len);
                         e.put_off = off;
                         e.put_len = rec.bytes.len() as u32;
                         e.kind = kind;
@@ -445,10 +463,16 @@ impl Index {
                 let before = *e;
                 if rec.op == Op::Status {
                     let (status, _) = memory::decode_status(rec.payload).ok_or("malformed status payload")?;
+                    if e.status_off != NO_OFFSET {
+                        self.history.supersede(i, e.status_off, 0);
+                    }
                     e.status = status;
                     e.status_off = off;
                 } else {
                     e.tier = memory::decode_move(rec.payload).ok_or("malformed move payload")?;
+                    if e.move_off != NO_OFFSET {
+                        self.history.supersede(i, e.move_off, move_len(e.id_len));
+                    }
                     e.move_off = off;
                     e.moved_at = rec.at;
                 }
@@ -492,7 +516,10 @@ impl Index {
     pub fn rollback(&mut self, mark: Mark, undo: &mut Vec<Undo>) {
         while let Some(u) = undo.pop() {
             match u {
-                Undo::Changed(i, e) => self.entries[i as usize] = e,
+                Undo::Changed(i, e) => {
+                    self.entries[i as usize] = e;
+                    self.history.unwind(i, mark.links);
+                }
                 Undo::Task(t, was) => self.finished[t as usize] = was,
                 Undo::Entity(key, was) => match was {
                     Some(place) => {
@@ -511,6 +538,7 @@ impl Index {
         }
         self.arena.truncate(mark.arena);
         self.seals.truncate(mark.seals);
+        self.history.truncate(mark.links);
     }
 
     /// Every live entity: (key, offset and length of its newest record), in key order.
@@ -553,7 +581,20 @@ impl Index {
     /// Put entries back in creation order after a replay that saw them out of order.
     pub fn finish_replay(&mut self) {
         if !self.sorted {
-            self.entries.sort_by_key(|e| e.created_lsn);
+            // Sorted by (creation, old number): the order a stable sort by creation gives. The
+            // keys are sorted apart from the entries (sequential, cache-friendly), and the
+            // entries then moved into place cycle by cycle; the history's heads are keyed by
+            // entry number, so they follow.
+            let mut keys: Vec<(u64, u32)> =
+                self.entries.iter().enumerate().map(|(n, e)| (e.created_lsn, n as u32)).collect();
+            keys.sort_unstable();
+            let order: Vec<u32> = keys.into_iter().map(|(_, n)| n).collect();
+            permute(&mut self.entries, &order);
+            let mut new_of = vec![0u32; order.len()];
+            for (new, &old) in order.iter().enumerate() {
+                new_of[old as usize] = new as u32;
+            }
+            self.history.renumber(&new_of);
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
@@ -563,6 +604,28 @@ impl Index {
         }
         self.entries.shrink_to_fit();
         self.arena.shrink_to_fit();
+        self.history.shrink_to_fit();
+    }
+
+    /// Where every put, status and move record of entry `n` still in the log is, in log order:
+    /// (offset, length, or 0 where the index does not know it: read it from the record's
+    /// header). `None` when the index keeps no history (`History::is_tracked`): then only a
+    /// read of the whole log finds them.
+    pub fn records_of(&self, n: u32) -> Option<Vec<(u64, u32)>> {
+        if !self.history.is_tracked() {
+            return None;
+        }
+        let e = &self.entries[n as usize];
+        let mut out: Vec<(u64, u32)> = self.history.older(n).collect();
+        out.push((e.put_off, e.put_len));
+        if e.status_off != NO_OFFSET {
+            out.push((e.status_off, 0));
+        }
+        if e.move_off != NO_OFFSET {
+            out.push((e.move_off, move_len(e.id_len)));
+        }
+        out.sort_unstable();
+        Some(out)
     }
 
     /// Entry numbers matching a query, in creation order.
@@ -629,7 +692,35 @@ impl Index {
 
     /// Bytes the index holds in RAM (on the heap, or mapped from an index file), for reports.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.bytes() + self.arena.bytes() + self.table.bytes()
+        self.entries.bytes() + self.arena.bytes() + self.table.bytes() + self.history.bytes()
+    }
+}
+
+/// The length of a move record of an id of `id_len` bytes (its payload is one byte).
+fn move_len(id_len: u16) -> u32 {
+    (RECORD_OVERHEAD + id_len as usize + 1) as u32
+}
+
+/// Put `values` in `order`: afterwards `values[new]` is what `values[order[new]]` was.
+/// `order` must be a permutation of `0..values.len()`. In place, one cycle at a time.
+fn permute<T: Copy>(values: &mut [T], order: &[u32]) {
+    let mut done = vec![false; values.len()];
+    for start in 0..values.len() {
+        if done[start] {
+            continue;
+        }
+        let first = values[start];
+        let mut at = start;
+        loop {
+            done[at] = true;
+            let from = order[at] as usize;
+            if from == start {
+                values[at] = first;
+                break;
+            }
+            values[at] = values[from];
+            at = from;
+        }
     }
 }
 
@@ -688,6 +779,9 @@ pub struct Parts {
     pub entities: Vec<(Vec<u8>, u64, u32)>,
     /// Seals.
     pub seals: Vec<SealEntry>,
+    /// Each memory's older records: (memory number in `memories`, offset, length or 0), by
+    /// memory and oldest first; `None` when the index keeps no history (`History`).
+    pub history: Option<Vec<(u32, u64, u32)>>,
 }
 
 impl Index {
@@ -703,6 +797,7 @@ impl Index {
             memories: self.entries.iter().map(|e| (self.id_of(e).to_string(), *e)).collect(),
             entities: self.entities.iter().map(|(k, &(o, l))| (k.to_vec(), o, l)).collect(),
             seals: self.seals.clone(),
+            history: self.history.parts(),
         }
     }
 
@@ -762,6 +857,7 @@ impl Index {
         }
         idx.entities = p.entities.into_iter().map(|(k, o, l)| (k.into_boxed_slice(), (o, l))).collect();
         idx.seals = p.seals;
+        idx.history = History::from_parts(idx.entries.len(), p.history)?;
         idx.finish_replay();
         Ok(idx)
     }

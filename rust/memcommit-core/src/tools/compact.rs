@@ -109,9 +109,10 @@ pub trait Hooks {
     }
 }
 
-/// The index as it stood after LSN `horizon`.
+/// The index as it stood after LSN `horizon` (without the older records' history: only the
+/// newest records are kept, and this index is thrown away after the selection).
 fn index_at(log: &Log, st: &Frozen<'_>, horizon: u64) -> Result<Index> {
-    let mut idx = Index::new();
+    let mut idx = Index::without_history();
     let mut sc = st.records();
     loop {
         match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {

@@ -20,6 +20,7 @@ import memcommit
 from _peers import Record
 from memcommit.storage import compact
 from suite import loggen
+from suite.measure import copy_log, remove_log
 from suite.peers import CONTENDERS
 from suite.sizes import DEFAULT, SIZES, Size
 
@@ -126,3 +127,23 @@ def snapshot_of_log(generated: loggen.GeneratedLog, session_dir: Path) -> str:
     with memcommit.open(generated.path, read_only=True) as store:
         store.save_snapshot(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def reader(generated: loggen.GeneratedLog) -> Iterator[memcommit.MemoryStore]:
+    """The generated log opened once as a reader, for the per-call benchmarks on it."""
+    with memcommit.open(generated.path, read_only=True) as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def run_queue_log(
+    generated: loggen.GeneratedLog, session_dir: Path, size: Size
+) -> Iterator[loggen.RunQueueLog]:
+    """A copy of the generated log with a run queue of ``size.runs`` runs added, all but
+    ``size.open_runs`` finished (:func:`suite.loggen.add_run_queue`)."""
+    path = session_dir / "run-queue.db"
+    copy_log(generated.path, path)
+    made = loggen.add_run_queue(str(path), size.runs, size.open_runs)
+    yield made
+    remove_log(path)

@@ -144,8 +144,11 @@ def per_call_groups(runs: Iterable[dict[str, Any]]) -> set[str]:
 
 
 def _rss(info: dict[str, Any]) -> str:
-    rss = info.get("peak_rss_mib")
-    return f"{rss:,.0f} MiB" if isinstance(rss, (int, float)) else ""
+    """The peak RSS, and what the process held as its measure began (the peak counts it)."""
+    rss, start = info.get("peak_rss_mib"), info.get("rss_at_start_mib")
+    if not isinstance(rss, (int, float)):
+        return ""
+    return f"{rss:,.0f} MiB" + (f" ({start:,.0f})" if isinstance(start, (int, float)) else "")
 
 
 def group_tables(run: dict[str, Any]) -> list[str]:
@@ -161,7 +164,7 @@ def group_tables(run: dict[str, Any]) -> list[str]:
         lines += [
             f"#### {group} ({size_of(run)})",
             "",
-            "| benchmark | median | records/s | MB/s in | MB/s out | peak RSS "
+            "| benchmark | median | records/s | MB/s in | MB/s out | peak RSS (at start) "
             f"| time ÷ {ref_name} |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
@@ -186,7 +189,7 @@ def _call_table(group: str, benches: Sequence[dict[str, Any]], size: str) -> lis
     lines = [
         f"#### {group} ({size})",
         "",
-        "| benchmark | p50 | p99 | calls | peak RSS |",
+        "| benchmark | p50 | p99 | calls | peak RSS (at start) |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for bench in benches:

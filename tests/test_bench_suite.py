@@ -325,7 +325,13 @@ def _growth_runs() -> list[dict[str, object]]:
                 size,
                 n,
                 [
-                    _bench("compact", "test_compact", 0.5 * k, peak_rss_mib=100.0 * k),
+                    _bench(
+                        "compact",
+                        "test_compact",
+                        0.5 * k,
+                        peak_rss_mib=100.0 * k,
+                        rss_at_start_mib=60.0 * k,
+                    ),
                     _bench("compact", "test_cp_sync[compact]", 0.1 * k),
                     _bench("verify", "test_cp_sync[verify]", 0.1 * k),
                     _bench("snapshot open", "test_snapshot_open[full replay]", 0.4 * k**1.5),
@@ -376,8 +382,9 @@ def test_growth_with_n_judges_each_figure_by_its_log_log_slope(tmp_path: Path) -
     # the baseline once, as compact measured it
     assert out.count("| cp + sync | median |") == 1
     # a per-call group's table: p50, p99 and the calls
-    assert "| benchmark | p50 | p99 | calls | peak RSS |" in out
+    assert "| benchmark | p50 | p99 | calls | peak RSS (at start) |" in out
     assert "| history | 100.00 ms | 200.00 ms |" in out
+    assert "| compact | 25.00 s |  |  |  | 5,000 MiB (3,000) | 5.00 |" in out
 
 
 def test_growth_verdicts_follow_the_documented_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,15 @@ def describe(benchmark: Any, log: GeneratedLog) -> None:
     )
 
 
+def record_rss(benchmark: Any, rss: PeakRss) -> None:
+    """Put a measured peak RSS in `benchmark`'s extra_info: the peak, and what the process held
+    as the measure began (the peak counts it: the store opened for the work, and whatever the
+    session's earlier benchmarks left)."""
+    benchmark.extra_info.update(
+        peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
+    )
+
+
 def each_round(
     benchmark: Any,
     setup: Callable[[], T],
@@ -116,9 +125,7 @@ def per_call(
         answer = benchmark.pedantic(
             call, setup=lambda: ((draw(),), {}), rounds=calls, iterations=1, warmup_rounds=0
         )
-    benchmark.extra_info.update(
-        peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
-    )
+    record_rss(benchmark, rss)
     if benchmark.stats is not None:
         times = sorted(benchmark.stats.stats.data)
         benchmark.extra_info.update(

@@ -40,7 +40,7 @@ import pytest
 import memcommit
 from memcommit.cli.bench import PeakRss
 from suite.loggen import TIERS, GeneratedLog, RunQueueLog, memory_id, task_of
-from suite.measure import describe, each_round, per_call
+from suite.measure import describe, each_round, per_call, record_rss
 from suite.sizes import Size
 
 Figure = tuple[Callable[[Any], object], Callable[[], Any], Callable[[Any], bool]]
@@ -179,9 +179,7 @@ def test_queue_first_call(
     def first_claim(store: memcommit.MemoryStore) -> Any:
         with PeakRss() as rss:
             claims.append(store.runs.claim_next(worker_id="bench", ttl_ms=600_000))
-        benchmark.extra_info.update(
-            peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
-        )
+        record_rss(benchmark, rss)
         return claims[-1]
 
     def complete_and_close(store: memcommit.MemoryStore) -> None:

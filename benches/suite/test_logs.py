@@ -24,7 +24,7 @@ from memcommit.seals import verify
 from memcommit.storage import CompactionReport, RetentionPolicy, compact
 from suite import loggen
 from suite.loggen import RETENTION, GeneratedLog
-from suite.measure import copy_log, describe, each_round, open_and_get, remove_log
+from suite.measure import copy_log, describe, each_round, open_and_get, record_rss, remove_log
 from suite.sizes import Size
 
 
@@ -37,9 +37,7 @@ def test_build(benchmark: Any, generated: GeneratedLog, scratch: Path, size: Siz
     def run(_: None) -> GeneratedLog:
         with PeakRss() as rss:
             made = loggen.build(str(path), size.log_records)
-        benchmark.extra_info.update(
-            peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
-        )
+        record_rss(benchmark, rss)
         return made
 
     made = each_round(
@@ -115,9 +113,7 @@ def _opens(benchmark: Any, path: str, snapshot: str | None, size: Size) -> int:
     def run(_: None) -> int:
         with PeakRss() as rss:
             opened.append(open_and_get(path, snapshot))
-        benchmark.extra_info.update(
-            peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
-        )
+        record_rss(benchmark, rss)
         return opened[-1].lsn
 
     return each_round(benchmark, close_opened, run, max(size.rounds, 5), close_opened)
@@ -142,7 +138,7 @@ def test_verify(benchmark: Any, generated: GeneratedLog, size: Size) -> None:
         def run() -> Any:
             with PeakRss() as rss:
                 report = verify(store)
-            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+            record_rss(benchmark, rss)
             return report
 
         report = benchmark.pedantic(run, rounds=size.rounds, iterations=1)
@@ -163,7 +159,7 @@ def test_snapshot_save(benchmark: Any, generated: GeneratedLog, scratch: Path, s
         def run() -> None:
             with PeakRss() as rss:
                 store.save_snapshot(out)
-            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+            record_rss(benchmark, rss)
 
         benchmark.pedantic(run, rounds=size.rounds, iterations=1)
         memories = len(store)

@@ -15,11 +15,12 @@ Several files of one size are merged: a benchmark (group and name) in a later fi
 one in an earlier file, so a rerun of a few groups (``-k``) updates just those; the tables say
 which run (commit, time) each group comes from. With two sizes or more:
 
-* "Growth with N": every figure on the generated log (median, or p50 and p99 per call, and
-  peak RSS) at each size, the log-log slope between the sizes (N: the log's records) and what
-  the slope from the smallest size to the largest makes it (:func:`growth`: flat below
-  :data:`FLAT`, linear from :data:`LINEAR` to :data:`WORSE`, worse than linear above, sublinear
-  between flat and linear);
+* "Growth with N": every figure on the generated log (median, or p50 and p99 per call, the
+  peak RSS and the RSS added over what the process held as the measure began) at each size,
+  the log-log slope between the sizes (N: the log's records) and what the slope from the
+  smallest size to the largest makes it (:func:`growth`: flat below :data:`FLAT`, linear from
+  :data:`LINEAR` to :data:`WORSE`, worse than linear above, sublinear between flat and
+  linear; memory of :data:`RSS_FLOOR` or less is not judged);
 * the medians of the benchmarks not on the generated log (the peers), by size;
 * the compaction figures per size.
 
@@ -46,6 +47,8 @@ SIZE_ORDER = ("tiny", "1m", "10m", "50m")
 FLAT, LINEAR, WORSE = 0.2, 0.8, 1.2
 """The log-log slope thresholds of :func:`growth`: a figure that grows as N**s with s below
 FLAT is flat, with s from LINEAR to WORSE linear, above WORSE worse than linear."""
+RSS_FLOOR = 16 * 2**20
+"""Memory at or below this (16 MiB) is not judged: the slope of noise says nothing."""
 
 
 def load(paths: Iterable[str]) -> list[dict[str, Any]]:
@@ -206,10 +209,11 @@ def _call_table(group: str, benches: Sequence[dict[str, Any]], size: str) -> lis
     return lines
 
 
-def slope(a: tuple[float, float], b: tuple[float, float]) -> float | None:
-    """The log-log slope from the point `a` to `b` (each (N, value)), or None if undefined."""
+def slope(a: tuple[float, float], b: tuple[float, float], floor: float = 0.0) -> float | None:
+    """The log-log slope from the point `a` to `b` (each (N, value)), or None if undefined or
+    a value is not above `floor`."""
     (n0, v0), (n1, v1) = a, b
-    if min(n0, n1, v0, v1) <= 0 or n0 == n1:
+    if min(n0, n1) <= 0 or min(v0, v1) <= floor or n0 == n1:
         return None
     return math.log(v1 / v0) / math.log(n1 / n0)
 
@@ -251,8 +255,11 @@ def growth_rows(
                 if "p99_s" in info
                 else [("median", float(bench["stats"]["median"]))]
             )
-            if isinstance(info.get("peak_rss_mib"), (int, float)):
-                figures.append(("peak RSS", float(info["peak_rss_mib"]) * 2**20))
+            peak, start = info.get("peak_rss_mib"), info.get("rss_at_start_mib")
+            if isinstance(peak, (int, float)):
+                figures.append(("peak RSS", float(peak) * 2**20))
+                if isinstance(start, (int, float)):
+                    figures.append(("RSS added", max(0.0, float(peak) - float(start)) * 2**20))
             for statistic, value in figures:
                 rows.setdefault((name, statistic), {})[run["size"]] = (float(n), value)
     return rows
@@ -275,7 +282,10 @@ def growth_table(runs: Sequence[dict[str, Any]]) -> list[str]:
         + "; ".join(f"{s}: {n_of[s]:,.0f}" for s in sizes)
         + "). The slope is the log-log slope of the figure against N; the growth is what the "
         f"slope from {ends[0]} to {ends[-1]} makes it: flat below {FLAT}, sublinear from "
-        f"{FLAT} to {LINEAR}, linear from {LINEAR} to {WORSE}, worse than linear above.",
+        f"{FLAT} to {LINEAR}, linear from {LINEAR} to {WORSE}, worse than linear above. "
+        "Peak RSS is the process's, counting what it held as the measure began (the store "
+        "opened for the work, and what earlier benchmarks left); RSS added is the peak less "
+        f"that. Memory of {RSS_FLOOR // 2**20} MiB or less is not judged.",
         "",
         "| figure | statistic | "
         + " | ".join(sizes + slope_heads + [f"growth {ends[0]}→{ends[-1]} (slope)"])
@@ -283,14 +293,16 @@ def growth_table(runs: Sequence[dict[str, Any]]) -> list[str]:
         "| --- | --- | " + " | ".join("---:" for _ in sizes + slope_heads) + " | --- |",
     ]
     for (name, statistic), by_size in rows.items():
-        show = _mib if statistic == "peak RSS" else _seconds
+        memory = statistic in ("peak RSS", "RSS added")
+        show = _mib if memory else _seconds
+        floor = RSS_FLOOR if memory else 0.0
         cells = [show(by_size[s][1]) if s in by_size else "" for s in sizes]
         if slope_heads:
             for a, b in pairs:
-                k = slope(by_size[a], by_size[b]) if a in by_size and b in by_size else None
+                k = slope(by_size[a], by_size[b], floor) if a in by_size and b in by_size else None
                 cells.append(f"{k:.2f}" if k is not None else "")
         have = [s for s in sizes if s in by_size]
-        whole = slope(by_size[have[0]], by_size[have[-1]]) if len(have) > 1 else None
+        whole = slope(by_size[have[0]], by_size[have[-1]], floor) if len(have) > 1 else None
         cells.append(f"{growth(whole)} ({whole:.2f})" if whole is not None else "")
         lines.append(f"| {name} | {statistic} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -378,7 +390,7 @@ def calls_series(runs: Sequence[dict[str, Any]]) -> dict[str, list[tuple[float, 
     series: dict[str, list[tuple[float, float]]] = {}
     for (name, statistic), by_size in growth_rows(runs).items():
         group, _, bench = name.partition(": ")
-        if group in calls and statistic != "peak RSS":
+        if group in calls and statistic in ("median", "p50", "p99"):
             tag = "p50" if statistic == "median" else statistic
             series[f"{bench} {tag}"] = sorted(by_size.values())
     return {k: v for k, v in series.items() if len({x for x, _ in v}) > 1}

@@ -335,7 +335,15 @@ def _growth_runs() -> list[dict[str, object]]:
                     _bench("compact", "test_cp_sync[compact]", 0.1 * k),
                     _bench("verify", "test_cp_sync[verify]", 0.1 * k),
                     _bench("snapshot open", "test_snapshot_open[full replay]", 0.4 * k**1.5),
-                    _bench("calls", "test_log_call[get]", 1e-6, p50_s=1e-6, p99_s=3e-6),
+                    _bench(
+                        "calls",
+                        "test_log_call[get]",
+                        1e-6,
+                        p50_s=1e-6,
+                        p99_s=3e-6,
+                        peak_rss_mib=100.0,
+                        rss_at_start_mib=95.0,
+                    ),
                     _bench(
                         "calls", "test_log_call[history]", 0.1 * k, p50_s=0.1 * k, p99_s=0.2 * k
                     ),
@@ -374,6 +382,15 @@ def test_growth_with_n_judges_each_figure_by_its_log_log_slope(tmp_path: Path) -
     assert "| snapshot open: full replay | median |" in out and "worse than linear (1.50) |" in out
     assert "| calls: get | p50 | 1.0 µs | 1.0 µs | 1.0 µs | 0.00 | 0.00 | flat (0.00) |" in out
     assert "| calls: get | p99 | 3.0 µs | 3.0 µs | 3.0 µs | 0.00 | 0.00 | flat (0.00) |" in out
+    assert (
+        "| calls: get | peak RSS | 100 MiB | 100 MiB | 100 MiB | 0.00 | 0.00 | flat (0.00) |" in out
+    )
+    # 5 MiB added at every size: at or below the floor, not judged
+    assert "| calls: get | RSS added | 5 MiB | 5 MiB | 5 MiB |  |  |  |" in out
+    assert (
+        "| compact: compact | RSS added | 40 MiB | 400 MiB | 2,000 MiB | 1.00 | 1.00 "
+        "| linear (1.00) |" in out
+    )
     assert (
         "| calls: history | p99 | 200.00 ms | 2.00 s | 10.00 s | 1.00 | 1.00 | linear (1.00) |"
         in out

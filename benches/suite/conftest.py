@@ -20,7 +20,7 @@ import memcommit
 from _peers import Record
 from memcommit.storage import compact
 from suite import loggen
-from suite.measure import copy_log, remove_log
+from suite.measure import copy_log, remove_log, warm_page_cache
 from suite.peers import CONTENDERS
 from suite.sizes import DEFAULT, SIZES, Size
 
@@ -94,8 +94,11 @@ def filled(session_dir: Path, stored_records: list[Record]) -> Callable[[str], s
 
 @pytest.fixture(scope="session")
 def generated(size: Size) -> loggen.GeneratedLog:
-    """The generated log of this size (built into the cache on first use)."""
-    return loggen.generated_log(size.log_records)
+    """The generated log of this size (built into the cache on first use), read once so that
+    the session starts with it in the page cache."""
+    log = loggen.generated_log(size.log_records)
+    warm_page_cache(log.path)
+    return log
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +134,9 @@ def snapshot_of_log(generated: loggen.GeneratedLog, session_dir: Path) -> str:
 
 @pytest.fixture(scope="session")
 def reader(generated: loggen.GeneratedLog) -> Iterator[memcommit.MemoryStore]:
-    """The generated log opened once as a reader, for the per-call benchmarks on it."""
+    """The generated log opened once as a reader, for the per-call benchmarks on it (the log
+    read once more first: the benchmarks before may have pushed it out of the page cache)."""
+    warm_page_cache(generated.path)
     with memcommit.open(generated.path, read_only=True) as store:
         yield store
 

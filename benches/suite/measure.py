@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import statistics
 import time
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 import memcommit
 from memcommit.cli.bench import PeakRss, copy_sidecars
-from suite.loggen import GeneratedLog
+from suite.loggen import SIDECARS, GeneratedLog
 from suite.sizes import MIN_CALLS, Size
 
 T = TypeVar("T")
@@ -37,6 +38,16 @@ def record_rss(benchmark: Any, rss: PeakRss) -> None:
     benchmark.extra_info.update(
         peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
     )
+
+
+def warm_page_cache(path: str) -> None:
+    """Read the file at `path` and the files beside it (index file, manifest, lock) once, so the
+    figures that follow are the store's, with the file in the page cache, not the disk's."""
+    for name in (path, *(path + suffix for suffix in SIDECARS)):
+        if os.path.exists(name):
+            with open(name, "rb", buffering=0) as f:
+                while f.read(1 << 23):
+                    pass
 
 
 def each_round(

@@ -99,6 +99,7 @@ def test_each_log_figure_has_its_cp_sync_baseline() -> None:
     logs = (BENCHES / "suite" / "test_logs.py").read_text(encoding="utf-8")
     groups = set(re.findall(r'@pytest\.mark\.benchmark\(group="([^"]+)"\)', logs))
     assert groups == {
+        "build",
         "compact",
         "compact with retention",
         "reopen after compact",
@@ -133,6 +134,75 @@ def test_the_generated_log_is_built_once_into_the_cache(
     assert {"put", "status", "move", "task", "entity", "seal"} <= set(ops)
     assert {"run", "step", "state"} <= entities
     assert len(history) > 1  # re-puts, stale, restore and moves of one memory
+    assert 0.07 < made.memories / made.records < 0.13  # about a tenth of the records
+
+
+def test_the_run_queue_is_added_through_the_public_api(suite: Any, tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    suite.loggen.build(str(path), 3_000)
+    with memcommit.open(path, read_only=True) as store:
+        before = len(store.runs.list())
+    made = suite.loggen.add_run_queue(str(path), 300, 40)
+    assert (made.added, made.runs, made.pending) == (300, before + 300, 40)
+    with memcommit.open(path, read_only=True) as store:
+        pending = store.runs.list(status="pending")
+        assert len(pending) == 40
+        assert len(store.runs.list(status="succeeded")) == before + 260
+
+
+class _FakeBenchmark:
+    """What :func:`suite.measure.per_call` uses of pytest-benchmark's fixture, timing nothing:
+    each round's "time" is the argument its setup drew."""
+
+    def __init__(self) -> None:
+        self.disabled = False
+        self.extra_info: dict[str, Any] = {}
+        self.stats: Any = None
+        self.rounds = 0
+
+    def pedantic(self, target: Any, setup: Any, rounds: int, **_: Any) -> Any:
+        data = []
+        for _ in range(rounds):
+            (argument,), _kwargs = setup()
+            answer = target(argument)
+            data.append(float(argument))
+        self.rounds = rounds
+        self.stats = type("Meta", (), {"stats": type("Stats", (), {"data": data})})()
+        return answer
+
+
+def test_per_call_records_p50_and_p99_of_the_timed_calls(suite: Any) -> None:
+    import dataclasses
+    import time
+
+    import suite.measure
+
+    # Calls that take at least 10 ms each as they are judged (the first three), with 0.1 s to
+    # spend: the fewest calls are timed.
+    size = dataclasses.replace(suite.sizes.SIZES["tiny"], calls=50, call_seconds=0.1)
+    drawn = iter(range(1, 10_000))
+
+    def call(n: int) -> int:
+        if n <= 3:
+            time.sleep(0.01)
+        return n * 2
+
+    bench = _FakeBenchmark()
+    answer = suite.measure.per_call(bench, call, lambda: next(drawn), size)
+    assert bench.rounds == suite.sizes.MIN_CALLS == bench.extra_info["calls"] == 20
+    assert answer == 2 * (3 + 20)  # the last call's answer
+    timed = list(range(4, 4 + 20))  # the fake's round "times": what setup drew
+    assert bench.extra_info["p50_s"] == (timed[9] + timed[10]) / 2
+    assert bench.extra_info["p99_s"] == timed[-1]  # 20 calls: the slowest
+    assert bench.extra_info["peak_rss_mib"] > 0
+    # Cheap calls: size.calls of them, capped by `most`.
+    bench = _FakeBenchmark()
+    suite.measure.per_call(bench, lambda n: n, lambda: 1e-9, size)
+    assert bench.rounds == 50
+    bench = _FakeBenchmark()
+    suite.measure.per_call(bench, lambda n: n, lambda: 1e-9, size, most=33)
+    assert bench.rounds == 33
+    assert suite.measure.percentile([float(n) for n in range(1, 1001)], 0.99) == 990.0
 
 
 def _run(json_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -144,12 +214,14 @@ def _run(json_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _bench(group: str, name: str, median: float, **extra: object) -> dict[str, object]:
+def _bench(
+    group: str, name: str, median: float, size: str = "tiny", **extra: object
+) -> dict[str, object]:
     return {
         "group": group,
         "name": name,
         "stats": {"median": median},
-        "extra_info": {"size": "tiny", **extra},
+        "extra_info": {"size": size, **extra},
     }
 
 
@@ -191,14 +263,17 @@ def test_the_plot_draws_one_line_per_log_benchmark_measured_at_two_sizes(tmp_pat
     import xml.etree.ElementTree as ElementTree
 
     def run(size: str, records: int, scale: float) -> dict[str, object]:
-        log = {"log_records": records}
+        log: dict[str, Any] = {"log_records": records, "size": size}
         return {
             "benchmarks": [
                 _bench("compact", "test_cp_sync[compact]", 0.1 * scale, **log),
                 _bench("compact", "test_compact", 0.5 * scale, **log),
                 _bench("verify", "test_cp_sync[verify]", 0.1 * scale, **log),
                 _bench("verify", "test_verify", 0.2 * scale, **log),
-                _bench("get", "test_get[memcommit]", 1.0, records=1000),  # not a log benchmark
+                # neither a log benchmark nor ...
+                _bench("get", "test_get[memcommit]", 1.0, size, records=1000),
+                # ... a whole-log one (a per-call figure: --plot-calls draws it)
+                _bench("calls", "test_log_call[get]", 1e-6, p50_s=1e-6, p99_s=2e-6, **log),
             ]
         }
 
@@ -227,3 +302,186 @@ def test_the_plot_draws_one_line_per_log_benchmark_measured_at_two_sizes(tmp_pat
     one.write_text(json.dumps(run("1m", 10**6, 1.0)), encoding="utf-8")
     refused = _run(one, "--plot", str(tmp_path / "no.svg"))
     assert refused.returncode != 0 and "nothing to plot" in refused.stderr
+
+
+def _sized(size: str, records: int, benches: list[dict[str, object]]) -> dict[str, object]:
+    for bench in benches:
+        extra = bench["extra_info"]
+        assert isinstance(extra, dict)
+        extra.update(size=size, log_records=records)
+    return {
+        "datetime": f"run at {size}",
+        "commit_info": {"id": f"commit-{size}"},
+        "benchmarks": benches,
+    }
+
+
+def _growth_runs() -> list[dict[str, object]]:
+    runs = []
+    for size, n in (("1m", 10**6), ("10m", 10**7), ("50m", 5 * 10**7)):
+        k = n / 10**6
+        runs.append(
+            _sized(
+                size,
+                n,
+                [
+                    _bench(
+                        "compact",
+                        "test_compact",
+                        0.5 * k,
+                        peak_rss_mib=100.0 * k,
+                        rss_at_start_mib=60.0 * k,
+                    ),
+                    _bench("compact", "test_cp_sync[compact]", 0.1 * k),
+                    _bench("verify", "test_cp_sync[verify]", 0.1 * k),
+                    _bench("snapshot open", "test_snapshot_open[full replay]", 0.4 * k**1.5),
+                    _bench(
+                        "calls",
+                        "test_log_call[get]",
+                        1e-6,
+                        p50_s=1e-6,
+                        p99_s=3e-6,
+                        peak_rss_mib=100.0,
+                        rss_at_start_mib=95.0,
+                    ),
+                    _bench(
+                        "calls", "test_log_call[history]", 0.1 * k, p50_s=0.1 * k, p99_s=0.2 * k
+                    ),
+                    _bench("calls", "test_first", 0.01 * k**0.5),
+                ],
+            )
+        )
+    return runs
+
+
+def test_growth_with_n_judges_each_figure_by_its_log_log_slope(tmp_path: Path) -> None:
+    paths = []
+    for run in _growth_runs():
+        paths.append(tmp_path / f"{len(paths)}.json")
+        paths[-1].write_text(json.dumps(run), encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, str(BENCHES / "tables.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "#### Growth with N" in out
+    assert "1m: 1,000,000; 10m: 10,000,000; 50m: 50,000,000" in out
+    head = "| figure | statistic | 1m | 10m | 50m | slope 1m→10m | slope 10m→50m |"
+    assert head + " growth 1m→50m (slope) |" in out
+    assert (
+        "| compact: compact | median | 500.00 ms | 5.00 s | 25.00 s | 1.00 | 1.00 | linear (1.00) |"
+        in out
+    )
+    assert (
+        "| compact: compact | peak RSS | 100 MiB | 1,000 MiB | 5,000 MiB | 1.00 | 1.00 "
+        "| linear (1.00) |" in out
+    )
+    assert "| snapshot open: full replay | median |" in out and "worse than linear (1.50) |" in out
+    assert "| calls: get | p50 | 1.0 µs | 1.0 µs | 1.0 µs | 0.00 | 0.00 | flat (0.00) |" in out
+    assert "| calls: get | p99 | 3.0 µs | 3.0 µs | 3.0 µs | 0.00 | 0.00 | flat (0.00) |" in out
+    assert (
+        "| calls: get | peak RSS | 100 MiB | 100 MiB | 100 MiB | 0.00 | 0.00 | flat (0.00) |" in out
+    )
+    # 5 MiB added at every size: at or below the floor, not judged
+    assert "| calls: get | RSS added | 5 MiB | 5 MiB | 5 MiB |  |  |  |" in out
+    assert (
+        "| compact: compact | RSS added | 40 MiB | 400 MiB | 2,000 MiB | 1.00 | 1.00 "
+        "| linear (1.00) |" in out
+    )
+    assert (
+        "| calls: history | p99 | 200.00 ms | 2.00 s | 10.00 s | 1.00 | 1.00 | linear (1.00) |"
+        in out
+    )
+    assert "| calls: first | median |" in out and "sublinear (0.50) |" in out
+    # the baseline once, as compact measured it
+    assert out.count("| cp + sync | median |") == 1
+    # a per-call group's table: p50, p99 and the calls
+    assert "| benchmark | p50 | p99 | calls | peak RSS (at start) |" in out
+    assert "| history | 100.00 ms | 200.00 ms |" in out
+    assert "| compact | 25.00 s |  |  |  | 5,000 MiB (3,000) | 5.00 |" in out
+
+
+def test_growth_verdicts_follow_the_documented_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCHES))
+    import tables
+
+    assert (tables.FLAT, tables.LINEAR, tables.WORSE) == (0.2, 0.8, 1.2)
+    verdicts = [tables.growth(s) for s in (-0.3, 0.19, 0.2, 0.79, 0.8, 1.2, 1.21)]
+    assert verdicts == [
+        "flat",
+        "flat",
+        "sublinear",
+        "sublinear",
+        "linear",
+        "linear",
+        "worse than linear",
+    ]
+    assert tables.slope((1e6, 2.0), (1e7, 20.0)) == pytest.approx(1.0)
+    assert tables.slope((1e6, 2.0), (1e6, 3.0)) is None
+
+
+def test_tables_merge_the_runs_of_one_size_later_ones_winning(tmp_path: Path) -> None:
+    first = _sized(
+        "1m",
+        10**6,
+        [
+            _bench("compact", "test_compact", 2.0),
+            _bench("verify", "test_verify", 1.0),
+        ],
+    )
+    second = _sized("1m", 10**6, [_bench("verify", "test_verify", 0.5)])
+    second["commit_info"] = {"id": "abcdef0123456789", "dirty": True}
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, run in zip(paths, (first, second), strict=True):
+        path.write_text(json.dumps(run), encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, str(BENCHES / "tables.py"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "Size 1m, merged from 2 runs:" in out
+    assert "* Run 1: run at 1m, commit commit-1m," in out and "Groups: compact." in out
+    assert "commit abcdef0123 with uncommitted changes" in out and "Groups: verify." in out
+    assert "| verify | 500.00 ms |" in out and "| verify | 1.00 s |" not in out
+    assert "| compact | 2.00 s |" in out
+    assert "Growth with N" not in out  # one size: nothing grows
+
+
+def test_the_calls_plot_draws_p50_solid_and_p99_dotted_in_one_colour(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ElementTree
+
+    paths = []
+    for run in _growth_runs():
+        paths.append(tmp_path / f"{len(paths)}.json")
+        paths[-1].write_text(json.dumps(run), encoding="utf-8")
+    calls, whole = tmp_path / "calls.svg", tmp_path / "whole.svg"
+    plots = ["--plot", str(whole), "--plot-calls", str(calls)]
+    done = subprocess.run(
+        [sys.executable, str(BENCHES / "tables.py"), *map(str, paths), *plots],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ElementTree.parse(calls).getroot()
+    lines = {
+        text.text: line
+        for text, line in zip(
+            root.findall(f"{ns}text")[-5:], root.findall(f"{ns}polyline"), strict=True
+        )
+    }
+    assert set(lines) == {"get p50", "get p99", "history p50", "history p99", "first p50"}
+    assert lines["get p50"].get("stroke") == lines["get p99"].get("stroke")
+    assert lines["get p50"].get("stroke") != lines["history p50"].get("stroke")
+    assert lines["get p50"].get("stroke-dasharray") is None
+    assert lines["get p99"].get("stroke-dasharray") == "2,3"
+    legend = {t.text for t in ElementTree.parse(whole).getroot().findall(f"{ns}text")}
+    assert "compact: compact" in legend and "cp + sync" in legend
+    assert not any(t and t.startswith("calls") for t in legend)  # per-call figures apart

@@ -20,6 +20,7 @@ import memcommit
 from _peers import Record
 from memcommit.storage import compact
 from suite import loggen
+from suite.measure import copy_log, remove_log, warm_page_cache
 from suite.peers import CONTENDERS
 from suite.sizes import DEFAULT, SIZES, Size
 
@@ -93,8 +94,11 @@ def filled(session_dir: Path, stored_records: list[Record]) -> Callable[[str], s
 
 @pytest.fixture(scope="session")
 def generated(size: Size) -> loggen.GeneratedLog:
-    """The generated log of this size (built into the cache on first use)."""
-    return loggen.generated_log(size.log_records)
+    """The generated log of this size (built into the cache on first use), read once so that
+    the session starts with it in the page cache."""
+    log = loggen.generated_log(size.log_records)
+    warm_page_cache(log.path)
+    return log
 
 
 @pytest.fixture(scope="session")
@@ -126,3 +130,25 @@ def snapshot_of_log(generated: loggen.GeneratedLog, session_dir: Path) -> str:
     with memcommit.open(generated.path, read_only=True) as store:
         store.save_snapshot(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def reader(generated: loggen.GeneratedLog) -> Iterator[memcommit.MemoryStore]:
+    """The generated log opened once as a reader, for the per-call benchmarks on it (the log
+    read once more first: the benchmarks before may have pushed it out of the page cache)."""
+    warm_page_cache(generated.path)
+    with memcommit.open(generated.path, read_only=True) as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def run_queue_log(
+    generated: loggen.GeneratedLog, session_dir: Path, size: Size
+) -> Iterator[loggen.RunQueueLog]:
+    """A copy of the generated log with a run queue of ``size.runs`` runs added, all but
+    ``size.open_runs`` finished (:func:`suite.loggen.add_run_queue`)."""
+    path = session_dir / "run-queue.db"
+    copy_log(generated.path, path)
+    made = loggen.add_run_queue(str(path), size.runs, size.open_runs)
+    yield made
+    remove_log(path)

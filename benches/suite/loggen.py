@@ -1,12 +1,13 @@
 """Large logs with realistic histories, generated once per size and kept in a cache.
 
-A generated log is what a long-running agent's store looks like: memories put, put again
-(a new version under the same id), marked stale, restored, moved between tiers, tasks
-finished; bursts of role entities between the memory commits (runs created, claimed and
-completed, their steps started and completed, agent state overwritten, some runs deleted);
-and a seal every twentieth of the log. Records are stamped by a clock that runs over
-:data:`SPAN_MS` (120 days from 2026-01-01), so the retention of :data:`RETENTION`, judged at
-the log's last record (``GeneratedLog.end_ms``), purges a share of it.
+A generated log is what a long-running agent's store looks like: memories (about a tenth
+of the records) put, put again (a new version under the same id), marked stale, restored,
+moved between tiers, tasks finished; bursts of role entities between the memory commits
+(runs created, claimed and completed, their steps started and completed, agent state
+overwritten, some runs deleted); and a seal every twentieth of the log. Records are stamped
+by a clock that runs over :data:`SPAN_MS` (120 days from 2026-01-01), so the retention of
+:data:`RETENTION`, judged at the log's last record (``GeneratedLog.end_ms``), purges a share
+of it.
 
 The same size and :data:`GENERATOR_VERSION` make the same log (a seeded generator, fixed ids,
 a fixed clock). It is built once into the cache directory (``$MEMCOMMIT_BENCH_CACHE``, else
@@ -27,11 +28,12 @@ from pathlib import Path
 
 import _peers
 import memcommit
+import run_queue
 from memcommit.seals import seal
 from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy
 from memcommit.testing import ControllableClock
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SPAN_MS = 120 * 86_400_000
 RETENTION: RetentionPolicy = ArchivedOlderThan(seconds=30 * 86400) | KindsAfter(
@@ -42,8 +44,11 @@ RETENTION: RetentionPolicy = ArchivedOlderThan(seconds=30 * 86400) | KindsAfter(
 TIERS = ("working", "mid", "long", "archive")
 KINDS = ("trace",) * 6 + ("fact",) * 3 + ("note",)
 OPS = ("put", "reput", "stale", "restore", "move", "finish")
-OP_WEIGHTS = (30, 20, 15, 10, 24, 1)
-"""What the memory operations of a commit are, and how often each comes."""
+OP_WEIGHTS = (11, 28, 18, 12, 30, 1)
+"""What the memory operations of a commit are, and how often each comes. Memory operations are
+some 87% of the log's records (the role bursts write the rest), so about one record in ten
+puts a new memory and each memory has some nine more behind it: versions, status changes,
+moves."""
 SIDECARS = (".index", ".manifest", ".lock")
 
 
@@ -120,17 +125,17 @@ def build(path: str, records: int, seed: int = 16) -> GeneratedLog:
                     if op == "put" or created == 0:
                         c.put(
                             texts[created % len(texts)],
-                            id=_memory_id(created),
+                            id=memory_id(created),
                             kind=KINDS[created % len(KINDS)],
-                            task=_task(created),
+                            task=task_of(created),
                         )
                         created += 1
                         continue
                     index = rng.randrange(created)
-                    mid = _memory_id(index)
+                    mid = memory_id(index)
                     if op == "reput":
                         text = f"{texts[rng.randrange(len(texts))]} (revised at {clock.now_ms()})"
-                        c.put(text, id=mid, kind=KINDS[index % len(KINDS)], task=_task(index))
+                        c.put(text, id=mid, kind=KINDS[index % len(KINDS)], task=task_of(index))
                     elif op == "stale":
                         c.stale(mid, reason="superseded")
                     elif op == "restore":
@@ -138,7 +143,7 @@ def build(path: str, records: int, seed: int = 16) -> GeneratedLog:
                     elif op == "move":
                         c.move(mid, TIERS[rng.randrange(len(TIERS))])
                     else:
-                        c.finish_task(_task(index))
+                        c.finish_task(task_of(index))
             clock.advance(step_ms)
             if store.lsn < records:
                 runs = _role_burst(store, runs, max(1, len(ops) // 100))
@@ -158,11 +163,51 @@ def build(path: str, records: int, seed: int = 16) -> GeneratedLog:
     )
 
 
-def _memory_id(index: int) -> str:
+@dataclass(frozen=True)
+class RunQueueLog:
+    """A log with a run queue added (see :func:`add_run_queue`).
+
+    Attributes:
+        path: The log.
+        added: Runs added to it.
+        runs: Runs it holds (those it had, and the added ones).
+        pending: Of those, how many are pending.
+        fill_seconds: How long adding the runs took.
+    """
+
+    path: str
+    added: int
+    runs: int
+    pending: int
+    fill_seconds: float
+
+
+def add_run_queue(path: str, runs: int, open_runs: int) -> RunQueueLog:
+    """Add `runs` runs to the log at `path` through the public API, as
+    ``benches/run_queue.py`` fills its store (each with a conversation turn; all but
+    `open_runs` claimed and completed; ``durability="none"``)."""
+    with memcommit.open(path, durability="none") as store:
+        store.engine.view().chain_hex()  # the writer's chain caught up before the fill
+        seconds = run_queue.fill(store, runs, open_runs)
+        made = RunQueueLog(
+            path=path,
+            added=runs,
+            runs=len(store.runs.list()),
+            pending=len(store.runs.list(status="pending")),
+            fill_seconds=seconds,
+        )
+    if made.pending != open_runs:
+        raise AssertionError(f"the run queue holds {made.pending} pending runs, not {open_runs}")
+    return made
+
+
+def memory_id(index: int) -> str:
+    """The id of the `index`-th memory the generator put (0 to ``GeneratedLog.memories - 1``)."""
     return f"mem-{index:010d}"
 
 
-def _task(index: int) -> str:
+def task_of(index: int) -> str:
+    """The task of the `index`-th memory (fifty memories a task, in the order they were put)."""
     return f"task-{index // 50:08d}"
 
 

@@ -2,19 +2,52 @@
 
 from __future__ import annotations
 
+import math
+import os
 import shutil
-from collections.abc import Callable
+import statistics
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import memcommit
-from memcommit.cli.bench import copy_sidecars
+from memcommit.cli.bench import PeakRss, copy_sidecars
+from suite.loggen import SIDECARS, GeneratedLog
+from suite.sizes import MIN_CALLS, Size
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 NO_SUCH_ID = "memcommit-bench-no-such-id"
 """The id an open is timed until: the first ``get`` answered (there is no such memory)."""
+
+
+def describe(benchmark: Any, log: GeneratedLog) -> None:
+    """Name the generated log a benchmark worked on in its extra_info (its records are the N
+    that ``benches/tables.py`` plots and judges the growth against)."""
+    benchmark.extra_info.update(
+        log_records=log.records, log_bytes=log.bytes, log_memories=log.memories
+    )
+
+
+def record_rss(benchmark: Any, rss: PeakRss) -> None:
+    """Put a measured peak RSS in `benchmark`'s extra_info: the peak, and what the process held
+    as the measure began (the peak counts it: the store opened for the work, and whatever the
+    session's earlier benchmarks left)."""
+    benchmark.extra_info.update(
+        peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
+    )
+
+
+def warm_page_cache(path: str) -> None:
+    """Read the file at `path` and the files beside it (index file, manifest, lock) once, so the
+    figures that follow are the store's, with the file in the page cache, not the disk's."""
+    for name in (path, *(path + suffix for suffix in SIDECARS)):
+        if os.path.exists(name):
+            with open(name, "rb", buffering=0) as f:
+                while f.read(1 << 23):
+                    pass
 
 
 def each_round(
@@ -69,3 +102,49 @@ def open_and_get(path: str, snapshot: str | None = None) -> memcommit.MemoryStor
     store = memcommit.open(path, read_only=True, snapshot=snapshot)
     store.get(NO_SUCH_ID)
     return store
+
+
+def per_call(
+    benchmark: Any,
+    call: Callable[[T], object],
+    draw: Callable[[], T],
+    size: Size,
+    most: int | None = None,
+) -> Any:
+    """Time `call(draw())` as one round per call, so the group's median is the call's p50.
+
+    `draw` makes each call's argument, untimed (a random id; for a claim, completing the one
+    before). Three untimed calls come first (they warm the page cache and judge the call's
+    cost); then ``size.calls`` calls are timed, or as many as fit in ``size.call_seconds`` when
+    the calls are slow, at least :data:`~suite.sizes.MIN_CALLS`, at most `most`. extra_info
+    gets ``calls``, ``p50_s`` and ``p99_s`` (nearest rank: with fewer than 100 calls, the
+    slowest), and the peak RSS over the timed calls. Disabled (``--benchmark-disable``), one
+    call. Returns the last call's answer.
+    """
+    calls = 1
+    if not benchmark.disabled:
+        warm = []
+        for _ in range(3):
+            argument = draw()
+            started = time.perf_counter()
+            call(argument)
+            warm.append(time.perf_counter() - started)
+        typical = max(statistics.median(warm), 1e-9)
+        calls = max(MIN_CALLS, min(size.calls, int(size.call_seconds / typical)))
+        calls = min(calls, most) if most is not None else calls
+    with PeakRss() as rss:
+        answer = benchmark.pedantic(
+            call, setup=lambda: ((draw(),), {}), rounds=calls, iterations=1, warmup_rounds=0
+        )
+    record_rss(benchmark, rss)
+    if benchmark.stats is not None:
+        times = sorted(benchmark.stats.stats.data)
+        benchmark.extra_info.update(
+            calls=len(times), p50_s=statistics.median(times), p99_s=percentile(times, 0.99)
+        )
+    return answer
+
+
+def percentile(ordered: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of the ascending `ordered` (``fraction`` 0.99 for p99)."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]

@@ -9,6 +9,7 @@ file, and its ``InMemorySaver`` / ``InMemoryStore``. Skipped without LangGraph
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,11 +63,13 @@ def _fresh_round(
 ) -> tuple[Callable[[], Any], Callable[[Any], None]]:
     """A new contender per round (in its own directory), and how to close it after."""
     rounds: list[contextlib.ExitStack] = []
+    made = itertools.count(1)
 
     def setup() -> Any:
         stack = contextlib.ExitStack()
         rounds.append(stack)
-        directory = scratch / f"round-{len(rounds)}"
+        # Numbered by rounds made, not open: each round's teardown comes before the next setup.
+        directory = scratch / f"round-{next(made)}"
         directory.mkdir()
         return stack.enter_context(_opened(contenders, name, directory))
 

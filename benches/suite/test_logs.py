@@ -1,10 +1,13 @@
-"""Work on the generated log: compaction, with retention, the reopen after it, verify, snapshots.
+"""Work on the whole generated log: its build, compaction, with retention, the reopen after it,
+verify, snapshots, and the open from the index file or by full replay.
 
 Each group holds memcommit's figure and ``cp`` plus ``sync`` of the same file, the baseline:
 the time it takes just to copy the bytes durably. ``extra_info`` carries ``bytes_in``,
 ``bytes_out`` and ``records`` (for ``benches/tables.py``'s MB/s and records/s from the median
 time), the figures of :func:`memcommit.cli.bench.compaction_figures` for a compaction (the same
-ones ``memcommit bench compact`` prints), and the peak RSS of the work.
+ones ``memcommit bench compact`` prints), and the peak RSS of the work. ``cp`` + ``sync`` has
+none: it runs in child processes, and a child's ``ru_maxrss`` starts from its parent's size at
+the fork.
 """
 
 from __future__ import annotations
@@ -19,15 +22,30 @@ import memcommit
 from memcommit.cli.bench import PeakRss, compaction_figures, cp_sync
 from memcommit.seals import verify
 from memcommit.storage import CompactionReport, RetentionPolicy, compact
+from suite import loggen
 from suite.loggen import RETENTION, GeneratedLog
-from suite.measure import copy_log, each_round, open_and_get, remove_log
+from suite.measure import copy_log, describe, each_round, open_and_get, record_rss, remove_log
 from suite.sizes import Size
 
 
-def _describe(benchmark: Any, log: GeneratedLog) -> None:
-    benchmark.extra_info.update(
-        log_records=log.records, log_bytes=log.bytes, log_memories=log.memories
+@pytest.mark.benchmark(group="build")
+def test_build(benchmark: Any, generated: GeneratedLog, scratch: Path, size: Size) -> None:
+    """Write a log like the generated one through the public API (``durability="none"``;
+    :func:`suite.loggen.build`), into a fresh file each round."""
+    path = scratch / "build.db"
+
+    def run(_: None) -> GeneratedLog:
+        with PeakRss() as rss:
+            made = loggen.build(str(path), size.log_records)
+        record_rss(benchmark, rss)
+        return made
+
+    made = each_round(
+        benchmark, lambda: remove_log(path), run, size.build_rounds, lambda _: remove_log(path)
     )
+    assert (made.records, made.memories) == (generated.records, generated.memories), made
+    benchmark.extra_info.update(bytes_out=made.bytes, records=made.records)
+    describe(benchmark, generated)
 
 
 def _compact(
@@ -57,7 +75,7 @@ def _compact(
         remove_log(copy)
 
     report, rss = each_round(benchmark, setup, run, size.rounds, close)
-    _describe(benchmark, generated)
+    describe(benchmark, generated)
     benchmark.extra_info.update(
         compaction_figures(report, rss.bytes),
         bytes_in=report.bytes_before,
@@ -80,13 +98,12 @@ def test_compact_with_retention(
     assert benchmark.extra_info["purged"] > 0, "the retention purged nothing"
 
 
-@pytest.mark.benchmark(group="reopen after compact")
-@pytest.mark.parametrize("which", ["compacted", "not compacted"])
-def test_reopen(
-    benchmark: Any, which: str, generated: GeneratedLog, compacted: str, size: Size
-) -> None:
-    """A reader's open until its first get, of the compacted log and of the log before it."""
-    path = compacted if which == "compacted" else generated.path
+def _opens(benchmark: Any, path: str, snapshot: str | None, size: Size) -> int:
+    """Time a reader's open of `path` until its first get, once a round; return its LSN.
+
+    Each round's store is closed before the next round opens (untimed), so a round's peak RSS
+    (in extra_info, with what the process held as the open began) holds one open store.
+    """
     opened: list[memcommit.MemoryStore] = []
 
     def close_opened(_: object = None) -> None:
@@ -95,17 +112,23 @@ def test_reopen(
 
     def run(_: None) -> int:
         with PeakRss() as rss:
-            opened.append(open_and_get(path))
-        benchmark.extra_info.update(
-            peak_rss_mib=rss.bytes / 2**20, rss_at_start_mib=rss.start_bytes / 2**20
-        )
+            opened.append(open_and_get(path, snapshot))
+        record_rss(benchmark, rss)
         return opened[-1].lsn
 
-    # Each round's store is closed before the next round opens (untimed), so a round's peak
-    # holds one open store.
-    records = each_round(benchmark, close_opened, run, max(size.rounds, 5), close_opened)
+    return each_round(benchmark, close_opened, run, max(size.rounds, 5), close_opened)
+
+
+@pytest.mark.benchmark(group="reopen after compact")
+@pytest.mark.parametrize("which", ["compacted", "not compacted"])
+def test_reopen(
+    benchmark: Any, which: str, generated: GeneratedLog, compacted: str, size: Size
+) -> None:
+    """A reader's open until its first get, of the compacted log and of the log before it."""
+    path = compacted if which == "compacted" else generated.path
+    records = _opens(benchmark, path, None, size)
     benchmark.extra_info.update(bytes_in=os.path.getsize(path), records=records)
-    _describe(benchmark, generated)
+    describe(benchmark, generated)
 
 
 @pytest.mark.benchmark(group="verify")
@@ -115,7 +138,7 @@ def test_verify(benchmark: Any, generated: GeneratedLog, size: Size) -> None:
         def run() -> Any:
             with PeakRss() as rss:
                 report = verify(store)
-            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+            record_rss(benchmark, rss)
             return report
 
         report = benchmark.pedantic(run, rounds=size.rounds, iterations=1)
@@ -125,7 +148,7 @@ def test_verify(benchmark: Any, generated: GeneratedLog, size: Size) -> None:
         records=report.records_checked,
         seals=report.seals_checked,
     )
-    _describe(benchmark, generated)
+    describe(benchmark, generated)
 
 
 @pytest.mark.benchmark(group="snapshot save")
@@ -136,12 +159,12 @@ def test_snapshot_save(benchmark: Any, generated: GeneratedLog, scratch: Path, s
         def run() -> None:
             with PeakRss() as rss:
                 store.save_snapshot(out)
-            benchmark.extra_info["peak_rss_mib"] = rss.bytes / 2**20
+            record_rss(benchmark, rss)
 
         benchmark.pedantic(run, rounds=size.rounds, iterations=1)
         memories = len(store)
     benchmark.extra_info.update(bytes_out=os.path.getsize(out), records=memories)
-    _describe(benchmark, generated)
+    describe(benchmark, generated)
 
 
 @pytest.mark.benchmark(group="snapshot open")
@@ -159,18 +182,16 @@ def test_snapshot_open(
         pytest.skip("the generated log has no index file at this size (under 100,000 records)")
     path = generated.path if way == "from the index file" else without_index
     snapshot = snapshot_of_log if way == "from the snapshot" else None
-    store = each_round(
-        benchmark, lambda: None, lambda _: open_and_get(path, snapshot), max(size.rounds, 5)
-    )
+    records = _opens(benchmark, path, snapshot, size)
     benchmark.extra_info.update(
         bytes_in=os.path.getsize(path) + (os.path.getsize(snapshot) if snapshot else 0),
-        records=store.lsn,
+        records=records,
     )
-    store.close()
-    _describe(benchmark, generated)
+    describe(benchmark, generated)
 
 
 BASELINES = {
+    "build": "generated",
     "compact": "generated",
     "compact with retention": "generated",
     "reopen after compact": "compacted",
@@ -205,4 +226,4 @@ def test_cp_sync(
     bytes_copied = os.path.getsize(source)
     target.unlink(missing_ok=True)
     benchmark.extra_info.update(bytes_in=bytes_copied, bytes_out=bytes_copied)
-    _describe(benchmark, generated)
+    describe(benchmark, generated)

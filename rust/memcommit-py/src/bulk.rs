@@ -81,21 +81,31 @@ fn at(py: Python<'_>, where_: &str, e: PyErr) -> PyErr {
     }
 }
 
-/// A value a row gives for field `f`: None when it gives none (or None).
-fn field<'py>(
-    row: &Bound<'py, PyAny>,
-    places: &[Option<usize>; 8],
-    f: usize,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let v = if let Ok(t) = row.cast::<PyTuple>() {
-        match places[f] {
-            Some(p) if p < t.len() => Some(t.get_item(p)?),
-            _ => None,
+/// A row of `put_rows`, its kind found once.
+enum Row<'py> {
+    Tuple(Bound<'py, PyTuple>),
+    Dict(Bound<'py, PyDict>),
+}
+
+impl<'py> Row<'py> {
+    fn of(row: Bound<'py, PyAny>) -> Option<Row<'py>> {
+        match row.cast_into::<PyTuple>() {
+            Ok(t) => Some(Row::Tuple(t)),
+            Err(e) => e.into_inner().cast_into::<PyDict>().ok().map(Row::Dict),
         }
-    } else {
-        row.cast::<PyDict>()?.get_item(FIELDS[f])?
-    };
-    Ok(v.filter(|v| !v.is_none()))
+    }
+
+    /// The value the row gives for field `f`: None when it gives none (or None).
+    fn field(&self, places: &[Option<usize>; 8], f: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let v = match self {
+            Row::Tuple(t) => match places[f] {
+                Some(p) if p < t.len() => Some(t.get_item(p)?),
+                _ => None,
+            },
+            Row::Dict(d) => d.get_item(FIELDS[f])?,
+        };
+        Ok(v.filter(|v| !v.is_none()))
+    }
 }
 
 impl Bulk {
@@ -155,7 +165,10 @@ impl Bulk {
         let mut missing = 0;
         for (i, row) in rows.iter().enumerate() {
             let where_ = || format!("rows[{i}]");
-            if let Ok(t) = row.cast::<PyTuple>() {
+            let Some(row) = Row::of(row.clone()) else {
+                return Err(type_error(&where_(), "a dict or a tuple", &row));
+            };
+            if let Row::Tuple(t) = &row {
                 if t.len() > order.len() {
                     return Err(PyValueError::new_err(format!(
                         "{}: {} values for the {} fields ({})",
@@ -165,7 +178,7 @@ impl Bulk {
                         order.join(", ")
                     )));
                 }
-            } else if let Ok(d) = row.cast::<PyDict>() {
+            } else if let Row::Dict(d) = &row {
                 for k in d.keys() {
                     let known = k
                         .cast::<PyString>()
@@ -180,10 +193,8 @@ impl Bulk {
                         )));
                     }
                 }
-            } else {
-                return Err(type_error(&where_(), "a dict or a tuple", &row));
             }
-            let get = |f: usize| field(&row, &places, f);
+            let get = |f: usize| row.field(&places, f);
             let checked = (|| -> PyResult<()> {
                 match get(TEXT)? {
                     Some(t) => drop(text_of(&t, "text")?),
@@ -359,15 +370,16 @@ impl Bulk {
                 Ok((text, kind, default(&self.task)))
             }
             Source::Rows { rows, places, .. } => {
-                let row = rows.bind(py).get_item(i)?;
-                let text = field(&row, places, TEXT)?.ok_or_else(|| {
+                let row = Row::of(rows.bind(py).get_item(i)?)
+                    .ok_or_else(|| PyTypeError::new_err(format!("rows[{i}] must be a dict or a tuple")))?;
+                let text = row.field(places, TEXT)?.ok_or_else(|| {
                     PyValueError::new_err(format!("rows[{i}]: text: a row must give a text"))
                 })?;
-                let kind = match field(&row, places, KIND)? {
+                let kind = match row.field(places, KIND)? {
                     Some(k) => cast(k, KIND)?,
                     None => default(&self.kind).expect("a default kind"),
                 };
-                let task = match field(&row, places, TASK)? {
+                let task = match row.field(places, TASK)? {
                     Some(t) => Some(cast(t, TASK)?),
                     None => default(&self.task),
                 };

@@ -361,14 +361,11 @@ impl Outlet<'_> {
         }
         match &mut *self.medium {
             Medium::Memory(v) => v.extend_from_slice(buf),
-            Medium::File(a) => {
-                a.queue(at, buf);
-                if write_now {
-                    let end = at + buf.len() as u64;
-                    a.write_to(end)?;
-                    a.start_writeback(at, end);
-                }
+            Medium::File(a) if write_now => {
+                a.write_now(at, buf)?;
+                a.start_writeback(at, at + buf.len() as u64);
             }
+            Medium::File(a) => a.queue(at, buf),
         }
         Ok(())
     }

@@ -29,8 +29,12 @@ def path(tmp_path: Path) -> str:
 
 def _rows(n: int, prefix: str = "m") -> list[tuple[str, str, str | None, str]]:
     return [
-        (f"{prefix}{i:06d}", ("trace", "fact", "note")[i % 3], f"task-{i % 17}" if i % 4 else None,
-         f"text {i} " + "x" * (i % 300))
+        (
+            f"{prefix}{i:06d}",
+            ("trace", "fact", "note")[i % 3],
+            f"task-{i % 17}" if i % 4 else None,
+            f"text {i} " + "x" * (i % 300),
+        )
         for i in range(n)
     ]
 
@@ -43,13 +47,17 @@ def _masked(raw: bytes) -> bytes:
 def _same_store(a: Any, b: Any) -> None:
     ra, rb = list(a.records()), list(b.records())
     assert [_masked(r.raw()) for r in ra] == [_masked(r.raw()) for r in rb]
-    assert [(r.lsn, r.op, r.key, r.fields) for r in ra] == [(r.lsn, r.op, r.key, r.fields) for r in rb]
+    assert [(r.lsn, r.op, r.key, r.fields) for r in ra] == [
+        (r.lsn, r.op, r.key, r.fields) for r in rb
+    ]
 
 
 def test_rows_write_the_records_a_put_per_record_writes(tmp_path: Path) -> None:
     clock = ControllableClock(CLOCK_START)
     rows = _rows(N)
-    stores = [memcommit.open(str(tmp_path / f"{k}.db"), clock=clock) for k in ("each", "rows", "cols")]
+    stores = [
+        memcommit.open(str(tmp_path / f"{k}.db"), clock=clock) for k in ("each", "rows", "cols")
+    ]
     each, by_rows, by_cols = stores
     for s in stores:  # an existing memory the runs put again, and one put twice in the run
         s.put("old", kind="fact", id="m000003", tier="long")
@@ -80,8 +88,16 @@ def test_rows_as_dicts_and_tuples_with_every_field(path: str) -> None:
         with store.commit() as c:
             ids = c.put_rows(
                 [
-                    {"id": "d1", "text": "from a dict", "kind": "fact", "task": "t1", "tier": "mid",
-                     "data": {"n": [1, 2]}, "tags": ["a", "b"], "sources": ("t2",)},
+                    {
+                        "id": "d1",
+                        "text": "from a dict",
+                        "kind": "fact",
+                        "task": "t1",
+                        "tier": "mid",
+                        "data": {"n": [1, 2]},
+                        "tags": ["a", "b"],
+                        "sources": ("t2",),
+                    },
                     ("t2", "from a tuple", "trace", "t1", "long", None, ("c",)),
                     ("t3", "short tuple"),
                     Row("t4", "a named tuple", "note"),
@@ -96,7 +112,12 @@ def test_rows_as_dicts_and_tuples_with_every_field(path: str) -> None:
         assert len(ids) == 6 and ids[4] != ids[5]
         d1, t2, t3, t4, gen, dflt = store.get_many(ids)
         assert (d1.kind, d1.task, d1.tier, d1.data, d1.tags, d1.sources) == (
-            "fact", "t1", "mid", {"n": [1, 2]}, ("a", "b"), ("t2",)
+            "fact",
+            "t1",
+            "mid",
+            {"n": [1, 2]},
+            ("a", "b"),
+            ("t2",),
         )
         assert (t2.kind, t2.tier, t2.data, t2.tags) == ("trace", "long", None, ("c",))
         assert (t3.kind, t3.tier, t3.tags) == ("episode", "archive", ("shared",))
@@ -127,11 +148,31 @@ BAD: list[tuple[object, type[Exception], str]] = [
     ([("ok", "fine"), ("a", "x", "")], ValueError, r"^rows\[1\]: kind: must not be empty"),
     ([("ok", "fine"), ("a", "x", 3)], TypeError, r"^rows\[1\]: kind must be str, not int"),
     ([("ok", "fine"), ("a", "x", "k", 9)], TypeError, r"^rows\[1\]: task must be str, not int"),
-    ([("ok", "fine"), {"text": "x", "tier": "nope"}], ValueError, r"^rows\[1\]: tier: \"nope\" is not a tier"),
-    ([("ok", "fine"), {"text": "x", "data": 5}], TypeError, r"^rows\[1\]: data must be a JSON object"),
-    ([("ok", "fine"), {"text": "x", "data": {1: 2}}], ValueError, r"^rows\[1\]: data does not survive"),
-    ([("ok", "fine"), {"text": "x", "tags": "ab"}], TypeError, r"^rows\[1\]: tags must be a sequence of str"),
-    ([("ok", "fine"), {"text": "x", "sources": [""]}], ValueError, r"^rows\[1\]: sources: must not be empty"),
+    (
+        [("ok", "fine"), {"text": "x", "tier": "nope"}],
+        ValueError,
+        r"^rows\[1\]: tier: \"nope\" is not a tier",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "data": 5}],
+        TypeError,
+        r"^rows\[1\]: data must be a JSON object",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "data": {1: 2}}],
+        ValueError,
+        r"^rows\[1\]: data does not survive",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "tags": "ab"}],
+        TypeError,
+        r"^rows\[1\]: tags must be a sequence of str",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "sources": [""]}],
+        ValueError,
+        r"^rows\[1\]: sources: must not be empty",
+    ),
     ([("ok", "fine"), {"text": "\ud800"}], ValueError, r"^rows\[1\]: text: holds a lone surrogate"),
 ]
 
@@ -247,3 +288,35 @@ def test_a_kill_during_a_bulk_commit_leaves_all_of_it_or_none(tmp_path: Path) ->
             outcomes.append(count > 1)
     # The kill landed before, during or after the commit; in every case all or none of it.
     assert len(outcomes) == 6
+
+
+def test_a_remote_commit_takes_rows_and_the_server_writes_them(tmp_path: Path) -> None:
+    from memcommit.testing import ServerProcess
+
+    with (
+        ServerProcess(tmp_path / "served.db") as server,
+        memcommit.RemoteStore(server.url) as remote,
+    ):
+        with remote.commit() as c:
+            ids = c.put_rows(
+                [("r1", "fact", "t", "from a tuple"), {"text": "from a dict", "tags": ["x"]}],
+                fields=("id", "kind", "task", "text"),
+                tier="mid",
+            )
+            with pytest.raises(TypeError, match=r"^rows\[0\]: text must be str, not int"):
+                c.put_rows([{"text": 1}])
+        first, second = remote.get_many(ids)
+        assert (first.id, first.kind, first.task, first.tier, first.text) == (
+            "r1",
+            "fact",
+            "t",
+            "mid",
+            "from a tuple",
+        )
+        assert (second.text, second.tags, second.tier, second.kind) == (
+            "from a dict",
+            ("x",),
+            "mid",
+            "note",
+        )
+        assert len(remote) == 2

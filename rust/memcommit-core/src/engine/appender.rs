@@ -248,6 +248,9 @@ impl FileAppender {
         // The queue stays locked during the write, as in `drain`: a reader of these offsets
         // waits for it, then reads them from the file.
         if let Err(e) = self.file.write_all_at(bytes, off) {
+            // Left as a failed `drain` leaves them: queued, not written (so the cut of the
+            // refused commit meets the same failure, and the writer stops).
+            q.bytes.extend_from_slice(bytes);
             let size = self.file.len().unwrap_or(off);
             return Err(Failure::new("write", &e, Some(end.saturating_sub(size))));
         }

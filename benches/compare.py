@@ -9,7 +9,8 @@ fdatasync latency probe, then four sections, each with its figures and the ratio
 memcommit / peer:
 
 1. batch: N puts in one transaction (SQLite executemany, LMDB putmulti and put loop,
-   memcommit ``c.put`` loop and ``c.put_many``), records/s, final fsync included;
+   memcommit ``c.put`` loop, ``c.put_many`` and ``c.put_rows``), records/s, final fsync
+   included;
 2. durable: single-put commits, each its own durable transaction, from 1 and T threads;
 3. open: in a fresh process, time from open to the first answered ``get`` (memcommit)
    against loading every record into a dict (SQLite, LMDB) and reading the log's bytes;
@@ -272,10 +273,13 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
         rows[-1].bytes_on_disk = _peers.dir_bytes(d)
         notes = []
         if t.calls:
-            notes.append(
-                f"{t.calls:,} put_many call(s), a kind and a task per record; "
-                "splitting the records into columns timed"
-            )
+            if "put_rows" in name:
+                notes.append(f"{t.calls:,} put_rows call(s) on the record tuples as they are")
+            else:
+                notes.append(
+                    f"{t.calls:,} put_many call(s), a kind and a task per record; "
+                    "splitting the records into columns timed"
+                )
         index_file = os.path.join(d, f"{target}.index")
         if target and os.path.exists(index_file):
             size = os.path.getsize(index_file)
@@ -319,6 +323,12 @@ def phase_batch(env: Env, base: str, recs: Sequence[Record]) -> dict[str, str]:
             "memcommit c.put_many, 1 commit",
             "batch-mc-put-many",
             lambda p: _peers.memcommit_batch_put_many(p, recs),
+            "memory.db",
+        )
+        run(
+            "memcommit c.put_rows, 1 commit",
+            "batch-mc-put-rows",
+            lambda p: _peers.memcommit_batch_put_rows(p, recs),
             "memory.db",
         )
 

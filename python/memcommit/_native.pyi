@@ -1,6 +1,6 @@
 """Type stubs for the native half of memcommit (built from rust/memcommit-py)."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, final
@@ -104,6 +104,18 @@ class Commit:
         kind: str | Sequence[str] = "note",
         ids: Sequence[str] | None = None,
         task: str | Sequence[str | None] | None = None,
+        tier: str = "working",
+        data: Mapping[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> list[str]: ...
+    def put_rows(
+        self,
+        rows: Iterable[Mapping[str, Any] | tuple[Any, ...]],
+        *,
+        fields: Sequence[str] | None = None,
+        kind: str = "note",
+        task: str | None = None,
         tier: str = "working",
         data: Mapping[str, Any] | None = None,
         tags: Sequence[str] = (),

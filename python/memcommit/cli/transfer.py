@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 import memcommit
 from memcommit.cli._common import (
@@ -186,17 +187,22 @@ class _Import:
     def _commit_memories(self, changes: list[Change]) -> None:
         current = 0
         pending: dict[str, _MemoryState] = {}
+        # Puts go to the commit as rows, a run at a time (the bulk path): a run ends where a
+        # record must follow a put in order (its move or status change, or another op).
+        rows = _Rows()
         try:
             with self.store.commit() as commit:
                 for change in changes:
                     current = change.line
-                    self._apply(commit, change, pending)
+                    self._apply(commit, change, pending, rows)
                 current = 0
+                rows.flush(commit)
         except memcommit.Rejected as error:
             line = current or self._line_for(error)
             raise self.fail(line or changes[-1].line, f"refused: {error}") from error
         except (ValueError, TypeError) as error:
-            raise self.fail(current or changes[-1].line, str(error)) from error
+            line = rows.line_of(error) or current or changes[-1].line
+            raise self.fail(line, str(error)) from error
         self.commits += 1
 
     def _state(self, key: str, pending: dict[str, _MemoryState]) -> _MemoryState | None:
@@ -209,33 +215,32 @@ class _Import:
         return None if memory is None else (memory.tier, memory.status)
 
     def _apply(
-        self, commit: memcommit.Commit, change: Change, pending: dict[str, _MemoryState]
+        self,
+        commit: memcommit.Commit,
+        change: Change,
+        pending: dict[str, _MemoryState],
+        rows: _Rows,
     ) -> None:
         key = change.key
         before = self._state(key, pending)
         if change.op == "put":
-            commit.put(
-                change.text,
-                kind=change.kind,
-                id=key,
-                task=change.task,
-                tier=change.tier or "working",
-                data=change.data,
-                tags=change.tags,
-                sources=change.sources,
-            )
+            rows.add(change)
             # A new memory starts active in the put's tier; an existing one keeps both. The
             # put says what they were: bring the memory there (after log compaction the
             # moves and status changes before this put are no longer in the log).
             tier, status = before if before is not None else (change.tier or "working", "active")
             if change.tier is not None and change.tier != tier:
+                rows.flush(commit)
                 commit.move(key, change.tier)
                 tier = change.tier
             if change.status is not None and change.status != status:
+                rows.flush(commit)
                 _set_status(commit, key, change.status, None)
                 status = change.status
             pending[key] = (tier, status)
-        elif change.op == "status":
+            return
+        rows.flush(commit)
+        if change.op == "status":
             assert change.status is not None
             _set_status(commit, key, change.status, change.reason)
             if before is not None:
@@ -255,6 +260,47 @@ class _Import:
             if change.key == guard_id and change.op in ("status", "move"):
                 return change.line
         return 0
+
+
+@dataclass
+class _Rows:
+    """A run of an import's puts, waiting to go to the commit as rows (``put_rows``)."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    # The lines of the runs already handed to the commit (a refused row names its run's index).
+    sent: list[list[int]] = field(default_factory=list)
+
+    def add(self, change: Change) -> None:
+        self.rows.append(
+            (
+                change.key,
+                change.text,
+                change.kind,
+                change.task,
+                change.tier or "working",
+                change.data,
+                change.tags,
+                change.sources,
+            )
+        )
+        self.lines.append(change.line)
+
+    def flush(self, commit: memcommit.Commit) -> None:
+        if self.rows:
+            lines, self.lines = self.lines, []
+            self.sent.append(lines)
+            rows, self.rows = self.rows, []
+            commit.put_rows(rows)
+
+    def line_of(self, error: Exception) -> int:
+        """The line of the row a ``put_rows`` error names (``rows[3]: ...``), if any."""
+        found = re.match(r"rows\[(\d+)\]", str(error))
+        if not found or not self.sent:
+            return 0
+        lines = self.sent[-1]
+        index = int(found.group(1))
+        return lines[index] if index < len(lines) else 0
 
 
 def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import ops
@@ -65,6 +65,48 @@ class RemoteCommit:
             return False
         self.first_lsn, self.lsn = self._engine.run_commit(self._ops, self._expect_lsn)
         return False
+
+
+def _put_rows(
+    self: RemoteCommit,
+    rows: Iterable[Mapping[str, Any] | tuple[Any, ...]],
+    *,
+    fields: Sequence[str] | None = None,
+    kind: str = "note",
+    task: str | None = None,
+    tier: str = "working",
+    data: Mapping[str, Any] | None = None,
+    tags: Sequence[str] = (),
+    sources: Sequence[str] = (),
+) -> list[str]:
+    rows = list(_once(rows)) if not isinstance(rows, (str, Mapping)) else rows
+    ids = self._check.put_rows(
+        rows, fields=fields, kind=kind, task=task, tier=tier, data=data, tags=tags, sources=sources
+    )
+    # Checked: each row travels as the put it makes, every field given.
+    order = tuple(fields) if fields is not None else ops.PUT.fields
+    defaults = {
+        "kind": kind,
+        "task": task,
+        "tier": tier,
+        "data": data,
+        "tags": tags,
+        "sources": sources,
+    }
+    for row, made in zip(rows, ids, strict=True):
+        given = dict(row) if isinstance(row, Mapping) else dict(zip(order, row, strict=False))
+        values = {"id": made, "text": given["text"]}
+        for name, default in defaults.items():
+            value = given.get(name)
+            values[name] = default if value is None else value
+        self._add(ops.PUT, values)
+    return ids
+
+
+_put_rows.__name__ = "put_rows"
+_put_rows.__qualname__ = "RemoteCommit.put_rows"
+_put_rows.__doc__ = Commit.put_rows.__doc__
+RemoteCommit.put_rows = _put_rows  # type: ignore[attr-defined]
 
 
 def _once(value: Any) -> Any:

@@ -4,7 +4,9 @@
 //! `cargo run --release --example commit_cost -p memcommit-core -- 1000000`
 //!
 //! Environment: `KEEP=1` keeps the log and prints its path; `REPLAY_ONLY=PATH` only times a
-//! read-only open of PATH; `IN_MEMORY=1` also times the same commit on a log in RAM.
+//! read-only open of PATH; `IN_MEMORY=1` also times the same commit on a log in RAM; `BULK=1`
+//! pushes the puts with `Commit::push_puts` (the bulk path), 65,536 at a time as the binding
+//! does, and times its steps.
 
 use memcommit_core::{Command, PutCommand};
 use memcommit_core::{Durability, Log, Options};
@@ -58,7 +60,33 @@ fn main() {
         println!("in RAM: {:.0} ns/record", dt * 1e9 / n as f64);
     }
     let t = Instant::now();
-    log.commit(&cmds, None, 1).expect("commit");
+    if std::env::var("BULK").is_ok() {
+        let puts: Vec<PutCommand<&str>> = cmds
+            .iter()
+            .map(|c| match c {
+                Command::Put(p) => p.clone(),
+                _ => unreachable!("puts only"),
+            })
+            .collect();
+        let t = Instant::now();
+        let mut c = log.begin(None, 1, n).expect("begin");
+        for batch in puts.chunks(1 << 16) {
+            c.push_puts(batch).expect("push_puts");
+        }
+        let pushed = t.elapsed().as_secs_f64();
+        let done = c.finish().expect("finish").expect("a commit");
+        let finished = t.elapsed().as_secs_f64();
+        log.wait_durable(done.end).expect("durable");
+        let synced = t.elapsed().as_secs_f64();
+        println!(
+            "bulk: push_puts {:.3} s, finish {:.3} s, final sync {:.3} s",
+            pushed,
+            finished - pushed,
+            synced - finished
+        );
+    } else {
+        log.commit(&cmds, None, 1).expect("commit");
+    }
     let dt = t.elapsed().as_secs_f64();
     println!(
         "{n} puts in one commit: {:.3} s, {:.0} records/s, {:.0} ns/record",

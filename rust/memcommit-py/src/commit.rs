@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::bulk::{Bulk, BATCH};
 use crate::convert::{get_opt_u64, status_from, tier_from, type_error};
 use crate::errors::to_py;
 use crate::gate::{self, release};
@@ -18,7 +19,7 @@ use crate::store::IDS;
 
 /// A `put_many` field: one value for every memory, or one per memory (a list as long as the
 /// texts, each entry a str or, for tasks, None).
-enum Column {
+pub enum Column {
     One(Option<Py<PyString>>),
     Each(Py<PyList>),
 }
@@ -61,25 +62,6 @@ impl Column {
         }
         Ok(Column::Each(list.unbind()))
     }
-
-    /// The value for memory `i`: the object to read it from (kept alive by the caller).
-    fn at<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self {
-            Column::One(v) => Ok(v.as_ref().map(|v| v.bind(py).clone().into_any())),
-            Column::Each(list) => {
-                let item = list.bind(py).get_item(i)?;
-                Ok(if item.is_none() { None } else { Some(item) })
-            }
-        }
-    }
-}
-
-/// The text of a `Column` value (checked to be a str when the column was read).
-fn column_str<'a>(v: &'a Option<Bound<'_, PyAny>>) -> PyResult<Option<&'a str>> {
-    match v {
-        Some(o) => Ok(Some(o.cast::<PyString>().map_err(|_| type_error("kind/task", "str", o))?.to_str()?)),
-        None => Ok(None),
-    }
 }
 
 /// One collected operation, holding the caller's objects.
@@ -94,16 +76,8 @@ enum Op {
         tags: Py<PyTuple>,
         sources: Py<PyTuple>,
     },
-    Many {
-        ids: Py<PyList>,
-        texts: Py<PyList>,
-        kind: Column,
-        data: Option<Py<PyString>>,
-        task: Column,
-        tier: Tier,
-        tags: Py<PyTuple>,
-        sources: Py<PyTuple>,
-    },
+    /// `put_many` or `put_rows`: written with the core's bulk path.
+    Bulk(Bulk),
     Status {
         id: Py<PyString>,
         status: Status,
@@ -175,7 +149,7 @@ fn utf8<'a>(s: &'a Bound<'_, PyString>, field: &str) -> PyResult<&'a str> {
     })
 }
 
-fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
+pub fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
     let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
     if utf8(s, field)?.is_empty() {
         return Err(PyValueError::new_err(format!("{field}: must not be empty")));
@@ -183,7 +157,7 @@ fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
     Ok(s.clone().unbind())
 }
 
-fn text_of(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
+pub fn text_of(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
     let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
     utf8(s, field)?;
     Ok(s.clone().unbind())
@@ -196,7 +170,7 @@ fn opt_key(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<Py<Py
     }
 }
 
-fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
+pub fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
     tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
 }
 
@@ -213,7 +187,7 @@ fn tier_or_working(tier: Option<&Bound<'_, PyAny>>) -> PyResult<Tier> {
     Ok(tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working))
 }
 
-fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
+pub fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
     match data {
         Some(d) if !d.is_none() => {
             let text = helpers(py)?.0.bind(py).call1((d,))?.cast_into::<PyString>()?;
@@ -224,7 +198,7 @@ fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<
     }
 }
 
-fn str_tuple(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Py<PyTuple>> {
+pub fn str_tuple(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Py<PyTuple>> {
     let Some(obj) = obj else { return Ok(PyTuple::empty(py).unbind()) };
     let t = match obj.cast::<PyTuple>() {
         Ok(t) => t.clone(),
@@ -238,6 +212,13 @@ fn str_tuple(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyR
 
 impl Commit {
     fn add(&mut self, op: Op) -> PyResult<()> {
+        self.check_open()?;
+        self.ops.push(op);
+        Ok(())
+    }
+
+    /// Refuse operations on a commit that ended, or (`store.commit()`) outside its block.
+    fn check_open(&self) -> PyResult<()> {
         if self.done {
             return Err(PyRuntimeError::new_err(
                 "this commit has already ended; start a new one with store.commit()",
@@ -249,7 +230,6 @@ impl Commit {
                  are written when the block ends; without `with` nothing would ever be written)",
             ));
         }
-        self.ops.push(op);
         Ok(())
     }
 
@@ -257,11 +237,11 @@ impl Commit {
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
         let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
-        let hint: usize =
-            self.ops.iter().map(|o| if let Op::Many { ids, .. } = o { ids.bind(py).len() } else { 1 }).sum();
+        let hint: usize = self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len(py) } else { 1 }).sum();
         let native = self.native.get();
         let expect_lsn = self.expect_lsn;
-        let span = if hint <= SMALL {
+        let bulk = self.ops.iter().any(|o| matches!(o, Op::Bulk(_)));
+        let span = if hint <= SMALL && !bulk {
             // A small commit copies its few strings and then releases the GIL once for the
             // whole commit: under many threads, each GIL hand-off costs more than the copies.
             let mut cmds: Vec<Command<String>> = Vec::with_capacity(hint);
@@ -299,6 +279,11 @@ impl Commit {
         mut c: memcommit_core::Commit<'_>,
     ) -> PyResult<Option<(u64, u64)>> {
         for (i, op) in self.ops.iter().enumerate() {
+            if let Op::Bulk(b) = op {
+                // Read in batches with the GIL, pushed with it released (see `bulk`).
+                b.each_batch(py, BATCH, |puts| release(py, || c.push_puts(puts)))?;
+                continue;
+            }
             let after = match self.ops.get(i + 1) {
                 Some(Op::Put { id, .. }) => id.to_str(py).ok(),
                 _ => None,
@@ -365,36 +350,12 @@ fn each_command(
             });
             f(&cmd, after)
         }
-        Op::Many { ids, texts, kind, data, task, tier, tags, sources } => {
-            let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
-            let (tags, sources) = (views(&tag_items)?, views(&source_items)?);
-            let (ids, texts) = (ids.bind(py), texts.bind(py));
-            let mut next = if ids.is_empty() { None } else { Some(ids.get_item(0)?) };
-            for i in 0..ids.len() {
-                let (id, text) = (next.take().expect("the id fetched ahead"), texts.get_item(i)?);
-                next = if i + 1 < ids.len() { Some(ids.get_item(i + 1)?) } else { None };
-                let next_id = match &next {
-                    Some(n) => n.cast::<PyString>().ok().and_then(|n| n.to_str().ok()),
-                    None => after,
-                };
-                let id = id.cast::<PyString>().map_err(|_| type_error("ids", "a list of str", &id))?;
-                let (kind_i, task_i) = (kind.at(py, i)?, task.at(py, i)?);
-                let text =
-                    text.cast::<PyString>().map_err(|_| type_error("texts", "a list of str", &text))?;
-                let cmd = Command::Put(PutCommand {
-                    id: id.to_str()?,
-                    kind: column_str(&kind_i)?.unwrap_or("note"),
-                    text: text.to_str()?,
-                    data: so(py, data)?,
-                    task: column_str(&task_i)?,
-                    tier: Some(*tier),
-                    tags: tags.clone(),
-                    sources: sources.clone(),
-                });
-                f(&cmd, next_id)?;
+        Op::Bulk(b) => b.each_batch(py, usize::MAX, |puts| {
+            for p in puts {
+                f(&Command::Put(p.clone()), None)?;
             }
             Ok(())
-        }
+        }),
         Op::Status { id, status, reason } => {
             f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? }, after)
         }
@@ -634,18 +595,51 @@ impl Commit {
             })?;
         }
         let n = texts.len();
-        let op = Op::Many {
-            ids: ids.clone().unbind(),
-            texts: texts.unbind(),
-            kind: Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
-            data: data_arg(py, data.as_ref())?,
-            task: Column::from_arg(py, task.as_ref(), "task", n, true)?,
-            tier: tier_or_working(tier.as_ref())?,
-            tags: str_tuple(py, tags.as_ref(), "tags")?,
-            sources: str_tuple(py, sources.as_ref(), "sources")?,
-        };
+        let bulk = Bulk::columns(
+            ids.clone().unbind(),
+            texts.unbind(),
+            Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
+            Column::from_arg(py, task.as_ref(), "task", n, true)?,
+            tier_or_working(tier.as_ref())?,
+            data_arg(py, data.as_ref())?,
+            str_tuple(py, tags.as_ref(), "tags")?,
+            str_tuple(py, sources.as_ref(), "sources")?,
+        );
+        let op = Op::Bulk(bulk);
         self.add(op)?;
         Ok(ids.unbind())
+    }
+
+    /// Put many memories given as rows: the fast path for bulk loads from records.
+    ///
+    /// Each row is a dict of a put's fields (`id`, `text`, `kind`, `task`, `tier`, `data`,
+    /// `tags`, `sources`; `text` required) or a tuple of values in the order of `fields`
+    /// (default: that same order; a shorter tuple gives the first fields). A field a row
+    /// does not give (or gives as None) takes the keyword's value; an id not given is
+    /// generated. Every row is checked now: an error names the row and the field, and adds
+    /// nothing to the commit. Returns the ids, in the order of the rows.
+    #[pyo3(
+        signature = (rows, *, fields=None, kind=None, task=None, tier=None, data=None, tags=None, sources=None),
+        text_signature = "(self, rows, *, fields=None, kind='note', task=None, tier='working', data=None, tags=(), sources=())"
+    )]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments of put_rows
+    fn put_rows(
+        &mut self,
+        rows: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyList>> {
+        let py = rows.py();
+        self.check_open()?;
+        let bulk = Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources)?;
+        let ids = bulk.ids(py).unbind();
+        self.add(Op::Bulk(bulk))?;
+        Ok(ids)
     }
 
     /// Mark a memory stale (superseded or wrong); it stays in the store.

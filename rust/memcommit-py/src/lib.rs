@@ -4,6 +4,7 @@
 //! for the core's work (I/O, fsync, replay, hashing) in one gate (`gate`), and core errors are
 //! mapped to the exception classes of `memcommit.errors` in one place (`errors`).
 
+mod bulk;
 mod commit;
 mod convert;
 mod errors;

@@ -232,6 +232,33 @@ impl FileAppender {
         Ok(())
     }
 
+    /// Write `bytes`, which belong at offset `off` (right after everything queued before), to
+    /// the file at once, without copying them into the queue first: a large commit's chunks,
+    /// which the commit has whole in a buffer of its own. Whatever is queued before them is
+    /// written first; readers find every byte in the queue or the file throughout.
+    pub fn write_now(&self, off: u64, bytes: &[u8]) -> Result<(), Failure> {
+        let _io = self.io.lock();
+        self.drain()?;
+        let mut q = self.queue.lock();
+        debug_assert!(q.bytes.is_empty() && q.start == off, "appends must be contiguous");
+        let end = off + bytes.len() as u64;
+        if end > self.allocated.load(Ordering::Acquire) {
+            self.allocated.store(end, Ordering::Release);
+        }
+        // The queue stays locked during the write, as in `drain`: a reader of these offsets
+        // waits for it, then reads them from the file.
+        if let Err(e) = self.file.write_all_at(bytes, off) {
+            // Left as a failed `drain` leaves them: queued, not written (so the cut of the
+            // refused commit meets the same failure, and the writer stops).
+            q.bytes.extend_from_slice(bytes);
+            let size = self.file.len().unwrap_or(off);
+            return Err(Failure::new("write", &e, Some(end.saturating_sub(size))));
+        }
+        q.start = end;
+        self.written.store(end, Ordering::Release);
+        Ok(())
+    }
+
     /// Make sure every byte before `end` is in the file (not necessarily durable).
     pub fn write_to(&self, end: u64) -> Result<(), Failure> {
         if self.written.load(Ordering::Acquire) >= end {

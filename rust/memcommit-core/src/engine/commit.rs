@@ -9,15 +9,17 @@
 
 use parking_lot::RwLockWriteGuard;
 
-use crate::engine::appender::Arrival;
+use crate::engine::appender::{Arrival, Failure};
 use crate::engine::log::Log;
 use crate::engine::state::{Medium, State, SPARSE_EVERY};
 use crate::error::{Error, GuardKind, GuardValue, Rejection, Result};
 use crate::format::chain::ChainValue;
-use crate::format::memory::{self, Command, PutState, Status, Tier};
+use crate::format::memory::{self, Command, PutState, Status};
 use crate::format::seal::{self, SealEntry, SealKey};
 use crate::format::{self, encode_record, Op};
-use crate::state::index::{Mark, Slot};
+use crate::state::index::{Index, Mark, Slot};
+
+mod bulk;
 
 /// Records are written to the log in chunks of about this size while a large commit runs.
 const CHUNK: usize = 1 << 20;
@@ -126,25 +128,7 @@ impl Commit<'_> {
         let gap = gap_at(st, self.base + self.flushed + st.buf.len() as u64);
         let range = match cmd {
             Command::Put(p) => {
-                let state = match slot.pos {
-                    Some(i) => {
-                        let e = st.index.entry(i);
-                        PutState {
-                            tier: e.tier,
-                            status: e.status,
-                            created_lsn: e.created_lsn,
-                            created_at: e.created_at,
-                            moved_at: e.moved_at,
-                        }
-                    }
-                    None => PutState {
-                        tier: p.tier.unwrap_or(Tier::Working),
-                        status: Status::Active,
-                        created_lsn: 0,
-                        created_at: at,
-                        moved_at: at,
-                    },
-                };
+                let state = put_state(&st.index, slot, p, at);
                 encode_record(&mut st.buf, Op::Put, 0, gap, salt, lsn, at, key.as_bytes(), |o| {
                     memory::encode_put(o, state, p)
                 })
@@ -200,28 +184,9 @@ impl Commit<'_> {
     fn flush_chunk(&mut self, write_now: bool) -> Result<()> {
         let st = &mut *self.st;
         let at = self.base + self.flushed;
-        let mut off = 0;
-        while off < st.buf.len() {
-            let len = format::record_len(&st.buf[off..]);
-            if self.records.is_multiple_of(SPARSE_EVERY) {
-                let lsn = u64::from_le_bytes(st.buf[off + 8..off + 16].try_into().expect("8 bytes"));
-                st.sparse.push((lsn, at + off as u64));
-            }
-            self.records += 1;
-            off += len;
-        }
-        match &mut st.medium {
-            Medium::Memory(v) => v.extend_from_slice(&st.buf),
-            Medium::File(a) => {
-                a.queue(at, &st.buf);
-                if write_now {
-                    let end = at + st.buf.len() as u64;
-                    if let Err(f) = a.write_to(end) {
-                        return Err(self.log.failed(f));
-                    }
-                    a.start_writeback(at, end);
-                }
-            }
+        let mut out = Outlet { medium: &mut st.medium, sparse: &mut st.sparse, records: &mut self.records };
+        if let Err(f) = out.hand_over(at, &st.buf, write_now) {
+            return Err(self.log.failed(f));
         }
         self.flushed += st.buf.len() as u64;
         st.buf.clear();
@@ -343,11 +308,79 @@ fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>, log: &Log) -> R
     Ok(())
 }
 
+/// The state fields a put of `p` at time `at` carries: those of the memory the index has in
+/// `slot`, or a new memory's.
+pub(crate) fn put_state<S: AsRef<str>>(
+    index: &Index,
+    slot: Slot,
+    p: &memory::PutCommand<S>,
+    at: i64,
+) -> PutState {
+    match slot.pos {
+        Some(i) => {
+            let e = index.entry(i);
+            PutState {
+                tier: e.tier,
+                status: e.status,
+                created_lsn: e.created_lsn,
+                created_at: e.created_at,
+                moved_at: e.moved_at,
+            }
+        }
+        None => PutState::new_memory(p.tier, at),
+    }
+}
+
+/// Where a commit's records go once encoded: the log's bytes, with the sparse LSN index and
+/// the record count that follow them.
+pub(crate) struct Outlet<'a> {
+    pub(crate) medium: &'a mut Medium,
+    pub(crate) sparse: &'a mut Vec<(u64, u64)>,
+    pub(crate) records: &'a mut u64,
+}
+
+impl Outlet<'_> {
+    /// Hand `buf`, whole records that belong at offset `at`, to the log: queue them, and with
+    /// `write_now` (a chunk of a large commit) write them to the file and start their
+    /// writeback at once.
+    pub(crate) fn hand_over(
+        &mut self,
+        at: u64,
+        buf: &[u8],
+        write_now: bool,
+    ) -> std::result::Result<(), Failure> {
+        let mut off = 0;
+        while off < buf.len() {
+            let len = format::record_len(&buf[off..]);
+            if self.records.is_multiple_of(SPARSE_EVERY) {
+                let lsn = u64::from_le_bytes(buf[off + 8..off + 16].try_into().expect("8 bytes"));
+                self.sparse.push((lsn, at + off as u64));
+            }
+            *self.records += 1;
+            off += len;
+        }
+        match &mut *self.medium {
+            Medium::Memory(v) => v.extend_from_slice(buf),
+            Medium::File(a) if write_now => {
+                a.write_now(at, buf)?;
+                a.start_writeback(at, at + buf.len() as u64);
+            }
+            Medium::File(a) => a.queue(at, buf),
+        }
+        Ok(())
+    }
+}
+
 /// The `durable_gap` of a record written at `off` now: how far behind it the log's durable end
 /// is (0 in RAM and in a version 1 log, which record nothing).
 fn gap_at(st: &State, off: u64) -> u16 {
-    match &st.medium {
-        Medium::File(a) if st.header.version >= 2 => format::durable_gap(off, a.synced()),
+    gap_for(&st.medium, st.header.version, off)
+}
+
+/// `gap_at` for a log of format `version` whose bytes are in `medium`.
+pub(crate) fn gap_for(medium: &Medium, version: u32, off: u64) -> u16 {
+    match medium {
+        Medium::File(a) if version >= 2 => format::durable_gap(off, a.synced()),
         _ => 0,
     }
 }

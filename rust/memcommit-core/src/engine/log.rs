@@ -20,7 +20,7 @@ use crate::engine::replay::replay;
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue};
-use crate::format::memory::{self, Command};
+use crate::format::memory::{self, Command, PutCommand};
 use crate::format::{self, parse_record, FileHeader, Op, HEADER_LEN, MAX_KEY_LEN};
 use crate::persist::index_file::{self, IndexFileStatus};
 use crate::recovery::scan::Item;
@@ -573,53 +573,47 @@ impl Log {
         Error::WriterFailed { path: self.display.clone(), reason, errno: f.errno }
     }
 
+    /// Check one put as `validate` does; returns the size of the record it makes.
+    pub(crate) fn validate_put<S: AsRef<str>>(&self, p: &PutCommand<S>) -> Result<usize> {
+        check_key("id", p.id.as_ref())?;
+        check_key("kind", p.kind.as_ref())?;
+        if let Some(t) = &p.task {
+            check_key("task", t.as_ref())?;
+        }
+        if p.tags.len() > u16::MAX as usize {
+            return Err(Error::invalid("tags", "too many tags"));
+        }
+        if p.sources.len() > u16::MAX as usize {
+            return Err(Error::invalid("sources", "too many sources"));
+        }
+        for t in &p.tags {
+            check_key("tags", t.as_ref())?;
+        }
+        for s in &p.sources {
+            check_key("sources", s.as_ref())?;
+        }
+        let size = format::RECORD_OVERHEAD + p.id.as_ref().len() + memory::put_payload_len(p);
+        if size > self.opts.max_record_bytes {
+            return Err(Error::invalid(
+                "text",
+                format!(
+                    "the memory {:?} would make a {size}-byte record; max_record_bytes is {}",
+                    p.id.as_ref(),
+                    self.opts.max_record_bytes
+                ),
+            ));
+        }
+        Ok(size)
+    }
+
     /// Check a command's input before anything is locked or written.
     pub(crate) fn validate<S: AsRef<str>>(&self, cmd: &Command<S>) -> Result<()> {
-        fn key(field: &'static str, s: &str) -> Result<()> {
-            if s.is_empty() {
-                return Err(Error::invalid(field, "must not be empty"));
-            }
-            if s.len() > MAX_KEY_LEN {
-                return Err(Error::invalid(
-                    field,
-                    format!("is {} bytes; the limit is {MAX_KEY_LEN}", s.len()),
-                ));
-            }
-            Ok(())
-        }
         match cmd {
             Command::Put(p) => {
-                key("id", p.id.as_ref())?;
-                key("kind", p.kind.as_ref())?;
-                if let Some(t) = &p.task {
-                    key("task", t.as_ref())?;
-                }
-                if p.tags.len() > u16::MAX as usize {
-                    return Err(Error::invalid("tags", "too many tags"));
-                }
-                if p.sources.len() > u16::MAX as usize {
-                    return Err(Error::invalid("sources", "too many sources"));
-                }
-                for t in &p.tags {
-                    key("tags", t.as_ref())?;
-                }
-                for s in &p.sources {
-                    key("sources", s.as_ref())?;
-                }
-                let size = format::RECORD_OVERHEAD + p.id.as_ref().len() + memory::put_payload_len(p);
-                if size > self.opts.max_record_bytes {
-                    return Err(Error::invalid(
-                        "text",
-                        format!(
-                            "the memory {:?} would make a {size}-byte record; max_record_bytes is {}",
-                            p.id.as_ref(),
-                            self.opts.max_record_bytes
-                        ),
-                    ));
-                }
+                self.validate_put(p)?;
             }
             Command::SetStatus { id, reason, .. } => {
-                key("id", id.as_ref())?;
+                check_key("id", id.as_ref())?;
                 if let Some(r) = reason {
                     if r.as_ref().len() + format::RECORD_OVERHEAD + id.as_ref().len() + 6
                         > self.opts.max_record_bytes
@@ -628,9 +622,9 @@ impl Log {
                     }
                 }
             }
-            Command::Move { id, .. } => key("id", id.as_ref())?,
-            Command::FinishTask { task } => key("task", task.as_ref())?,
-            Command::Expect(x) => key("id", x.id.as_ref())?,
+            Command::Move { id, .. } => check_key("id", id.as_ref())?,
+            Command::FinishTask { task } => check_key("task", task.as_ref())?,
+            Command::Expect(x) => check_key("id", x.id.as_ref())?,
         }
         Ok(())
     }
@@ -1161,6 +1155,17 @@ pub fn put(id: &str, kind: &str, text: &str) -> Command {
         text: text.into(),
         ..Default::default()
     })
+}
+
+/// Refuse an empty key, or one longer than a record's key may be.
+fn check_key(field: &'static str, s: &str) -> Result<()> {
+    if s.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if s.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(field, format!("is {} bytes; the limit is {MAX_KEY_LEN}", s.len())));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -221,6 +221,20 @@ pub struct PutState {
     pub moved_at: i64,
 }
 
+impl PutState {
+    /// The state a put creating a memory carries: in `tier` (working when not given), active,
+    /// created and last moved at `at`.
+    pub fn new_memory(tier: Option<Tier>, at: i64) -> PutState {
+        PutState {
+            tier: tier.unwrap_or(Tier::Working),
+            status: Status::Active,
+            created_lsn: 0,
+            created_at: at,
+            moved_at: at,
+        }
+    }
+}
+
 const PUT_HAS_TASK: u8 = 1;
 const PUT_HAS_DATA: u8 = 2;
 

@@ -322,6 +322,16 @@ impl Index {
         })
     }
 
+    /// `lookup` for an id whose hash (`hash`) the caller already computed.
+    pub(crate) fn lookup_hashed(&self, id: &[u8], hash: u32) -> Slot {
+        Slot { hash, pos: self.find_hashed(id, hash) }
+    }
+
+    /// `prefetch` for an id whose hash the caller already computed.
+    pub(crate) fn prefetch_hashed(&self, hash: u32) {
+        self.table.prefetch(hash);
+    }
+
     /// Start loading the id table's slot for `id` into the cache (replay calls it one record
     /// ahead).
     pub fn prefetch(&self, id: &[u8]) {
@@ -399,63 +409,18 @@ impl Index {
         match rec.op {
             Op::Put => {
                 let head = memory::decode_put_head_only(rec.payload).ok_or("malformed put payload")?;
-                let kind = self.kinds.intern(head.kind);
-                let task = match head.task {
-                    Some(t) => self.intern_task(t),
-                    None => 0,
+                let put = PutApply {
+                    key: rec.key,
+                    state: head.state,
+                    kind: head.kind,
+                    task: head.task,
+                    tags: &head.tags,
+                    lsn: rec.lsn,
+                    at: rec.at,
+                    off,
+                    len: rec.bytes.len() as u32,
                 };
-                let tags = self.intern_tagset(&head.tags);
-                let st = head.state;
-                match pos {
-                    Some(i) => {
-                        let e = &mut self.entries[i as usize];
-                        if let Some(u) = undo {
-                            u.push(Undo::Changed(i, *e));
-                        }
-                        self.history.supersede(i, e.put_off, e.put_len);
-                        e.put_off = off;
-                        e.put_len = rec.bytes.len() as u32;
-                        e.kind = kind;
-                        e.task = task;
-                        e.tags = tags;
-                        e.tier = st.tier;
-                        e.status = st.status;
-                        e.lsn = rec.lsn;
-                        e.updated_at = rec.at;
-                    }
-                    None => {
-                        let created_lsn = if st.created_lsn == 0 { rec.lsn } else { st.created_lsn };
-                        if let Some(last) = self.entries.last() {
-                            if last.created_lsn > created_lsn {
-                                self.sorted = false;
-                            }
-                        }
-                        let hash = slot.hash;
-                        let entry = Entry {
-                            hash,
-                            id_off: self.arena.len() as u64,
-                            put_off: off,
-                            status_off: NO_OFFSET,
-                            move_off: NO_OFFSET,
-                            lsn: rec.lsn,
-                            created_lsn,
-                            created_at: st.created_at,
-                            updated_at: rec.at,
-                            moved_at: st.moved_at,
-                            put_len: rec.bytes.len() as u32,
-                            kind,
-                            task,
-                            tags,
-                            id_len: rec.key.len() as u16,
-                            tier: st.tier,
-                            status: st.status,
-                        };
-                        self.arena.extend_from_slice(rec.key);
-                        let n = self.entries.len() as u32;
-                        self.entries.push(entry);
-                        self.table.insert_new(hash, n);
-                    }
-                }
+                self.apply_put(&put, slot, undo);
             }
             Op::Status | Op::Move => {
                 let i = pos.ok_or("status or move record for a memory the log never created")?;
@@ -510,6 +475,68 @@ impl Index {
             }
         }
         Ok(())
+    }
+
+    /// Apply one put record, given by its fields (`apply_at` decodes them from the record; a
+    /// bulk commit passes the fields it encodes the record from), its key looked up in `slot`.
+    pub(crate) fn apply_put(&mut self, put: &PutApply<'_>, slot: Slot, undo: Option<&mut Vec<Undo>>) {
+        let kind = self.kinds.intern(put.kind);
+        let task = match put.task {
+            Some(t) => self.intern_task(t),
+            None => 0,
+        };
+        let tags = self.intern_tagset(put.tags);
+        let st = put.state;
+        match slot.pos {
+            Some(i) => {
+                let e = &mut self.entries[i as usize];
+                if let Some(u) = undo {
+                    u.push(Undo::Changed(i, *e));
+                }
+                self.history.supersede(i, e.put_off, e.put_len);
+                e.put_off = put.off;
+                e.put_len = put.len;
+                e.kind = kind;
+                e.task = task;
+                e.tags = tags;
+                e.tier = st.tier;
+                e.status = st.status;
+                e.lsn = put.lsn;
+                e.updated_at = put.at;
+            }
+            None => {
+                let created_lsn = if st.created_lsn == 0 { put.lsn } else { st.created_lsn };
+                if let Some(last) = self.entries.last() {
+                    if last.created_lsn > created_lsn {
+                        self.sorted = false;
+                    }
+                }
+                let hash = slot.hash;
+                let entry = Entry {
+                    hash,
+                    id_off: self.arena.len() as u64,
+                    put_off: put.off,
+                    status_off: NO_OFFSET,
+                    move_off: NO_OFFSET,
+                    lsn: put.lsn,
+                    created_lsn,
+                    created_at: st.created_at,
+                    updated_at: put.at,
+                    moved_at: st.moved_at,
+                    put_len: put.len,
+                    kind,
+                    task,
+                    tags,
+                    id_len: put.key.len() as u16,
+                    tier: st.tier,
+                    status: st.status,
+                };
+                self.arena.extend_from_slice(put.key);
+                let n = self.entries.len() as u32;
+                self.entries.push(entry);
+                self.table.insert_new(hash, n);
+            }
+        }
     }
 
     /// Take back everything applied since `mark`, newest first.
@@ -731,6 +758,29 @@ pub struct Slot {
     pub hash: u32,
     /// The entry number, if the id is known.
     pub pos: Option<u32>,
+}
+
+/// The fields of one put record that the index keeps, with where the record lies.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PutApply<'a> {
+    /// The memory id (the record's key).
+    pub key: &'a [u8],
+    /// The state fields the record carries.
+    pub state: memory::PutState,
+    /// Kind.
+    pub kind: &'a str,
+    /// Task.
+    pub task: Option<&'a str>,
+    /// Tags, in the order given.
+    pub tags: &'a [&'a str],
+    /// The record's LSN and time.
+    pub lsn: u64,
+    /// Time, microseconds since the epoch.
+    pub at: i64,
+    /// Byte offset of the record.
+    pub off: u64,
+    /// Length of the record.
+    pub len: u32,
 }
 
 /// A `find` query; `None` matches anything.

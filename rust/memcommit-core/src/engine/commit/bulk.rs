@@ -1,0 +1,214 @@
+//! A run of puts pushed in one call (`Commit::push_puts`): the bulk path of `put_many` and
+//! `put_rows`, on both cores.
+//!
+//! The records are the ones `Commit::push` would write for the same puts, byte for byte: the
+//! same LSNs, time, `durable_gap`, state fields and payload encoding (a test holds the two
+//! paths to that). What differs is who does the work:
+//!
+//! * the calling thread checks every put first (a bad one refuses the run before anything is
+//!   applied), then applies the puts to the index in order, as `push` does: that is the part
+//!   that must be sequential, since a put's state (a new memory, or the tier and creation of an
+//!   existing one, an earlier put of the run included) depends on the ones before it. The
+//!   record sizes are known without encoding, so it also knows each record's offset;
+//! * a second thread encodes the records and their CRC32Cs chunk by chunk, as the index pass
+//!   hands the chunks over, and writes each chunk to the log (starting its writeback) while
+//!   later ones are still being applied and encoded.
+//!
+//! The last chunk stays in the commit's buffer, unwritten, as in `push`: it holds the record
+//! `finish` marks COMMIT_END, or the commit goes on with more operations.
+
+use std::sync::mpsc;
+
+use super::{gap_for, put_state, Commit, Outlet, CHUNK};
+use crate::engine::state::{Medium, State};
+use crate::error::{Error, Result};
+use crate::format::memory::{self, PutCommand, PutState};
+use crate::format::{encode_record, Op, RECORD_OVERHEAD};
+use crate::state::index::PutApply;
+
+/// Runs shorter than this many puts take `push`, one by one: a second thread costs more than
+/// it saves on them.
+const SMALL_RUN: usize = 2048;
+
+/// How many ids ahead the index pass hashes, and asks the CPU to load their id table slots.
+const AHEAD: usize = 8;
+
+/// One chunk of the run, handed from the index pass to the encoder.
+struct Chunk {
+    /// The puts `first..end` of the run.
+    first: usize,
+    end: usize,
+    /// The log offset of its first record, and the bytes its records take.
+    off: u64,
+    bytes: usize,
+    /// The LSN of its first record.
+    lsn: u64,
+    /// The puts of the chunk that do not create a memory (an existing id, or one an earlier put
+    /// of the run created): their place in the run and the state they carry. Every other put
+    /// carries a new memory's state.
+    states: Vec<(usize, PutState)>,
+    /// Whether this is the run's last chunk (kept in the commit's buffer, not written).
+    last: bool,
+}
+
+impl Commit<'_> {
+    /// Push a run of puts, as `push` would push each of them in turn (the same records), with
+    /// the encoding, the checksums and the writing on a second thread. On an error the commit
+    /// must be dropped (which takes it back); a bad put is found before any is applied.
+    pub fn push_puts(&mut self, puts: &[PutCommand<&str>]) -> Result<()> {
+        if puts.len() < SMALL_RUN {
+            for p in puts {
+                self.push(&memory::Command::Put(p.clone()))?;
+            }
+            return Ok(());
+        }
+        let mut sizes = 0u64;
+        for p in puts {
+            sizes += self.log.validate_put(p)? as u64;
+        }
+        // The records already in the buffer are not the commit's last: out they go first.
+        if !self.st.buf.is_empty() {
+            self.flush_chunk(true)?;
+        }
+        let log = self.log;
+        let at = self.at;
+        let first_lsn = self.lsn + 1;
+        let base = self.base + self.flushed;
+        let Commit { st, records, .. } = self;
+        let State { header, medium, index, sparse, undo, .. } = &mut **st;
+        let (salt, version) = (header.salt(), header.version);
+        index.reserve(puts.len());
+        let mut out = Outlet { medium, sparse, records };
+        let (tx, rx) = mpsc::sync_channel::<Chunk>(4);
+        let (tail, written) = std::thread::scope(|s| {
+            let encoder = std::thread::Builder::new()
+                .name("memcommit-encode".into())
+                .spawn_scoped(s, || {
+                    let mut written = 0u64;
+                    let mut enc = Vec::with_capacity(CHUNK + (CHUNK >> 2));
+                    for c in rx {
+                        enc.clear();
+                        encode_chunk(&mut enc, &c, puts, out.medium, version, salt, at);
+                        if enc.len() != c.bytes {
+                            return Err(Error::invalid(
+                                "record",
+                                format!(
+                                    "internal error: a chunk of puts encoded to {} bytes, {} expected",
+                                    enc.len(),
+                                    c.bytes
+                                ),
+                            ));
+                        }
+                        if c.last {
+                            return Ok((enc, written));
+                        }
+                        out.hand_over(c.off, &enc, true).map_err(|f| log.failed(f))?;
+                        written += enc.len() as u64;
+                    }
+                    Err(Error::invalid(
+                        "record",
+                        "internal error: a run of puts ended without its last chunk",
+                    ))
+                })
+                .map_err(|e| Error::invalid("record", format!("could not start the encoding thread: {e}")));
+            let encoder = match encoder {
+                Ok(h) => h,
+                Err(e) => return Err(e),
+            };
+            // The index pass, in order; each chunk goes to the encoder as soon as it is applied.
+            let mut hashes = [0u32; AHEAD];
+            for (i, p) in puts.iter().take(AHEAD).enumerate() {
+                hashes[i] = index.hash(p.id.as_bytes());
+                index.prefetch_hashed(hashes[i]);
+            }
+            let mut chunk = Chunk {
+                first: 0,
+                end: 0,
+                off: base,
+                bytes: 0,
+                lsn: first_lsn,
+                states: Vec::new(),
+                last: false,
+            };
+            let (mut off, mut lsn) = (base, first_lsn);
+            let mut stopped = false;
+            for (i, p) in puts.iter().enumerate() {
+                let hash = hashes[i % AHEAD];
+                if let Some(next) = puts.get(i + AHEAD) {
+                    hashes[i % AHEAD] = index.hash(next.id.as_bytes());
+                    index.prefetch_hashed(hashes[i % AHEAD]);
+                }
+                let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
+                if chunk.bytes >= CHUNK {
+                    chunk.end = i;
+                    let next =
+                        Chunk { first: i, end: 0, off, bytes: 0, lsn, states: Vec::new(), last: false };
+                    if tx.send(std::mem::replace(&mut chunk, next)).is_err() {
+                        stopped = true; // the encoder stopped: its error says why
+                        break;
+                    }
+                }
+                let slot = index.lookup_hashed(p.id.as_bytes(), hash);
+                let state = put_state(index, slot, p, at);
+                if slot.pos.is_some() {
+                    chunk.states.push((i, state));
+                }
+                let put = PutApply {
+                    key: p.id.as_bytes(),
+                    state,
+                    kind: p.kind,
+                    task: p.task,
+                    tags: &p.tags,
+                    lsn,
+                    at,
+                    off,
+                    len: len as u32,
+                };
+                index.apply_put(&put, slot, Some(undo));
+                off += len as u64;
+                lsn += 1;
+                chunk.bytes += len;
+            }
+            chunk.end = puts.len();
+            chunk.last = true;
+            let _ = tx.send(chunk);
+            drop(tx);
+            debug_assert!(stopped || off - base == sizes, "the sizes checked are the sizes applied");
+            encoder.join().unwrap_or_else(|_| {
+                Err(Error::invalid("record", "internal error: the encoding thread panicked"))
+            })
+        })?;
+        self.flushed += written;
+        self.lsn += puts.len() as u64;
+        debug_assert!(self.st.buf.is_empty());
+        self.st.buf = tail;
+        Ok(())
+    }
+}
+
+/// Encode the records of chunk `c` of `puts` into `out`, as `Commit::push` encodes a put.
+fn encode_chunk(
+    out: &mut Vec<u8>,
+    c: &Chunk,
+    puts: &[PutCommand<&str>],
+    medium: &Medium,
+    version: u32,
+    salt: u32,
+    at: i64,
+) {
+    let mut states = c.states.iter().peekable();
+    for (k, p) in puts[c.first..c.end].iter().enumerate() {
+        let i = c.first + k;
+        let state = match states.peek() {
+            Some(&&(j, st)) if j == i => {
+                states.next();
+                st
+            }
+            _ => PutState::new_memory(p.tier, at),
+        };
+        let gap = gap_for(medium, version, c.off + out.len() as u64);
+        encode_record(out, Op::Put, 0, gap, salt, c.lsn + k as u64, at, p.id.as_bytes(), |o| {
+            memory::encode_put(o, state, p)
+        });
+    }
+}

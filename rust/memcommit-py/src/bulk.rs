@@ -1,0 +1,439 @@
+//! The bulk puts of a commit, `put_many` (columns) and `put_rows` (rows as dicts or tuples):
+//! checked when they are given, then read from Python in batches when the commit is written
+//! and pushed with `Commit::push_puts`, with the GIL released, so that the encoding,
+//! checksums, index and writing cost what they cost in Rust, on both cores.
+//!
+//! Nothing of a record is copied: a batch holds a reference to each string it reads (so a
+//! string stays alive while the GIL is released, whatever another thread does to the rows)
+//! and the core borrows the strings' UTF-8 bytes in place.
+
+use memcommit_core::{PutCommand, Tier};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::commit::{data_arg, key, str_tuple, text_of, tier_arg, Column};
+use crate::convert::type_error;
+use crate::store::IDS;
+
+/// The fields of a put, in the order of `store.put`'s wire form (`memcommit.ops.PUT`): the
+/// order of a tuple row's values unless `put_rows` is given `fields=`.
+pub const FIELDS: [&str; 8] = ["id", "text", "kind", "task", "tier", "data", "tags", "sources"];
+const ID: usize = 0;
+const TEXT: usize = 1;
+const KIND: usize = 2;
+const TASK: usize = 3;
+const TIER: usize = 4;
+const DATA: usize = 5;
+const TAGS: usize = 6;
+const SOURCES: usize = 7;
+
+/// Records read from Python per call of `push_puts`: enough that the second thread has work,
+/// few enough that a batch's references and commands stay small and warm in the cache.
+pub const BATCH: usize = 1 << 16;
+
+/// The records of one `put_many` or `put_rows` call.
+pub struct Bulk {
+    /// Every record's id, given or generated (what the call returned).
+    ids: Py<PyList>,
+    /// The texts (`put_many`), or the rows they are read from (`put_rows`).
+    source: Source,
+    /// The kind and task of every record (`put_many`), or of a row that gives none.
+    kind: Column,
+    task: Column,
+    /// What a row that gives none of these gets (`put_many`: every record).
+    tier: Tier,
+    data: Option<Py<PyString>>,
+    tags: Py<PyTuple>,
+    sources: Py<PyTuple>,
+    /// The rows that give a tier, data, tags or sources of their own, in row order.
+    own: Vec<Own>,
+}
+
+enum Source {
+    Texts(Py<PyList>),
+    Rows {
+        rows: Py<PyList>,
+        /// Where each field is in a tuple row (by `FIELDS` number), if it has a place.
+        places: [Option<usize>; 8],
+    },
+}
+
+/// What one row gives of its own beyond id, text, kind and task (checked, as the core takes it).
+struct Own {
+    row: usize,
+    tier: Option<Tier>,
+    data: Option<Py<PyString>>,
+    tags: Option<Py<PyTuple>>,
+    sources: Option<Py<PyTuple>>,
+}
+
+/// The same error as `e`, its message prefixed with `where_` (`rows[3]`).
+fn at(py: Python<'_>, where_: &str, e: PyErr) -> PyErr {
+    let msg = e.value(py).to_string();
+    let ty = e.get_type(py);
+    if ty.is(py.get_type::<PyTypeError>()) {
+        PyTypeError::new_err(format!("{where_}: {msg}"))
+    } else if ty.is(py.get_type::<PyValueError>()) {
+        PyValueError::new_err(format!("{where_}: {msg}"))
+    } else {
+        e
+    }
+}
+
+/// A row of `put_rows`, its kind found once.
+enum Row<'py> {
+    Tuple(Bound<'py, PyTuple>),
+    Dict(Bound<'py, PyDict>),
+}
+
+impl<'py> Row<'py> {
+    fn of(row: Bound<'py, PyAny>) -> Option<Row<'py>> {
+        match row.cast_into::<PyTuple>() {
+            Ok(t) => Some(Row::Tuple(t)),
+            Err(e) => e.into_inner().cast_into::<PyDict>().ok().map(Row::Dict),
+        }
+    }
+
+    /// The value the row gives for field `f`: None when it gives none (or None).
+    fn field(&self, places: &[Option<usize>; 8], f: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let v = match self {
+            Row::Tuple(t) => match places[f] {
+                Some(p) if p < t.len() => Some(t.get_item(p)?),
+                _ => None,
+            },
+            Row::Dict(d) => d.get_item(FIELDS[f])?,
+        };
+        Ok(v.filter(|v| !v.is_none()))
+    }
+}
+
+impl Bulk {
+    /// `put_many`'s records: `ids` (checked, as long as `texts`), the texts (checked) and the
+    /// fields every record shares or takes from a column.
+    #[allow(clippy::too_many_arguments)] // the fields of put_many
+    pub fn columns(
+        ids: Py<PyList>,
+        texts: Py<PyList>,
+        kind: Column,
+        task: Column,
+        tier: Tier,
+        data: Option<Py<PyString>>,
+        tags: Py<PyTuple>,
+        sources: Py<PyTuple>,
+    ) -> Bulk {
+        Bulk { ids, source: Source::Texts(texts), kind, task, tier, data, tags, sources, own: Vec::new() }
+    }
+
+    /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
+    /// `fields`, checked now (an error names the row and the field, and nothing is kept); the
+    /// keywords are what a row that gives no value for a field gets.
+    #[allow(clippy::too_many_arguments)] // the fields of put_rows
+    pub fn rows(
+        py: Python<'_>,
+        id_ms: u64,
+        rows: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bulk> {
+        if rows.is_instance_of::<PyString>() || rows.is_instance_of::<PyDict>() {
+            return Err(type_error("rows", "an iterable of rows (dicts or tuples)", rows));
+        }
+        let (places, order) = places_of(py, fields)?;
+        let rows = PyList::new(
+            py,
+            rows.try_iter()
+                .map_err(|_| type_error("rows", "an iterable of rows (dicts or tuples)", rows))?
+                .collect::<PyResult<Vec<_>>>()?,
+        )?;
+        let kind = Column::One(Some(match kind.filter(|k| !k.is_none()) {
+            Some(k) => key(k, "kind")?,
+            None => pyo3::intern!(py, "note").clone().unbind(),
+        }));
+        let task = Column::One(task.filter(|t| !t.is_none()).map(|t| key(t, "task")).transpose()?);
+        let tier = tier.filter(|t| !t.is_none()).map(tier_arg).transpose()?.unwrap_or(Tier::Working);
+        let data = data_arg(py, data)?;
+        let tags = str_tuple(py, tags.filter(|t| !t.is_none()), "tags")?;
+        let sources = str_tuple(py, sources.filter(|s| !s.is_none()), "sources")?;
+        let mut ids: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
+        let mut own = Vec::new();
+        let mut missing = 0;
+        for (i, row) in rows.iter().enumerate() {
+            let where_ = || format!("rows[{i}]");
+            let Some(row) = Row::of(row.clone()) else {
+                return Err(type_error(&where_(), "a dict or a tuple", &row));
+            };
+            if let Row::Tuple(t) = &row {
+                if t.len() > order.len() {
+                    return Err(PyValueError::new_err(format!(
+                        "{}: {} values for the {} fields ({})",
+                        where_(),
+                        t.len(),
+                        order.len(),
+                        order.join(", ")
+                    )));
+                }
+            } else if let Row::Dict(d) = &row {
+                for k in d.keys() {
+                    let known = k
+                        .cast::<PyString>()
+                        .ok()
+                        .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
+                    if known.is_none() {
+                        return Err(PyValueError::new_err(format!(
+                            "{}: {} is not a field of a put (the fields are {})",
+                            where_(),
+                            k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
+                            FIELDS.join(", ")
+                        )));
+                    }
+                }
+            }
+            let get = |f: usize| row.field(&places, f);
+            let checked = (|| -> PyResult<()> {
+                match get(TEXT)? {
+                    Some(t) => drop(text_of(&t, "text")?),
+                    None => return Err(PyValueError::new_err("text: a row must give a text")),
+                }
+                match get(ID)? {
+                    Some(id) => {
+                        key(&id, "id")?;
+                        ids.push(Some(id));
+                    }
+                    None => {
+                        ids.push(None);
+                        missing += 1;
+                    }
+                }
+                if let Some(k) = get(KIND)? {
+                    key(&k, "kind")?;
+                }
+                if let Some(t) = get(TASK)? {
+                    key(&t, "task")?;
+                }
+                let mine = Own {
+                    row: i,
+                    tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
+                    data: data_arg(py, get(DATA)?.as_ref())?,
+                    tags: get(TAGS)?.map(|t| str_tuple(py, Some(&t), "tags")).transpose()?,
+                    sources: get(SOURCES)?.map(|s| str_tuple(py, Some(&s), "sources")).transpose()?,
+                };
+                if mine.tier.is_some() || mine.data.is_some() || mine.tags.is_some() || mine.sources.is_some()
+                {
+                    own.push(mine);
+                }
+                Ok(())
+            })();
+            checked.map_err(|e| at(py, &where_(), e))?;
+        }
+        let mut made = IDS.next_ids(id_ms, missing).into_iter();
+        let ids = PyList::new(
+            py,
+            ids.into_iter()
+                .map(|id| match id {
+                    Some(id) => Ok(id),
+                    None => Ok(PyString::new(py, &made.next().expect("an id per missing one")).into_any()),
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+        )?;
+        Ok(Bulk {
+            ids: ids.unbind(),
+            source: Source::Rows { rows: rows.unbind(), places },
+            kind,
+            task,
+            tier,
+            data,
+            tags,
+            sources,
+            own,
+        })
+    }
+
+    /// The records' ids, in order.
+    pub fn ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.ids.bind(py).clone()
+    }
+
+    /// How many records.
+    pub fn len(&self, py: Python<'_>) -> usize {
+        self.ids.bind(py).len()
+    }
+
+    /// Hand the records to `f` in order, `batch` at a time, as core puts borrowing the
+    /// strings in place (each batch keeps a reference to every string it lends).
+    pub fn each_batch(
+        &self,
+        py: Python<'_>,
+        batch: usize,
+        mut f: impl FnMut(&[PutCommand<&str>]) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let ids = self.ids.bind(py);
+        let n = ids.len();
+        let tag_items = tuple_strs(self.tags.bind(py))?;
+        let source_items = tuple_strs(self.sources.bind(py))?;
+        let default_data = self.data.as_ref().map(|d| d.bind(py).clone());
+        let mut own = self.own.iter().peekable();
+        let mut start = 0;
+        while start < n {
+            let end = (start + batch.max(1)).min(n);
+            // Every string the batch lends, kept alive until the batch is done: per record its
+            // id, text and kind, then its task if it has one; then its own data, tags and
+            // sources, if any (their places in `lent`).
+            let mut lent: Vec<Bound<'_, PyString>> = Vec::with_capacity((end - start) * 4);
+            let mut shape: Vec<Shape> = Vec::with_capacity(end - start);
+            for i in start..end {
+                let (text, kind, task) = self.read(py, i)?;
+                let at = lent.len();
+                lent.push(ids.get_item(i)?.cast_into::<PyString>()?);
+                lent.push(text);
+                lent.push(kind);
+                let has_task = task.is_some();
+                lent.extend(task);
+                let mut s = Shape { at, has_task, tier: self.tier, data: None, tags: None, sources: None };
+                if own.peek().is_some_and(|o| o.row == i) {
+                    let o = own.next().expect("peeked");
+                    s.tier = o.tier.unwrap_or(self.tier);
+                    if let Some(d) = &o.data {
+                        s.data = Some(lent.len());
+                        lent.push(d.bind(py).clone());
+                    }
+                    for (list, slot) in [(&o.tags, &mut s.tags), (&o.sources, &mut s.sources)] {
+                        if let Some(t) = list {
+                            let items = tuple_strs(t.bind(py))?;
+                            *slot = Some((lent.len(), items.len()));
+                            lent.extend(items);
+                        }
+                    }
+                } else if let Some(d) = &default_data {
+                    s.data = Some(lent.len());
+                    lent.push(d.clone());
+                }
+                shape.push(s);
+            }
+            let strs = lent.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
+            let shared_tags = tag_items.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
+            let shared_sources = source_items.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
+            fn list<'s>(strs: &[&'s str], own: Option<(usize, usize)>, shared: &[&'s str]) -> Vec<&'s str> {
+                match own {
+                    Some((at, len)) => strs[at..at + len].to_vec(),
+                    None => shared.to_vec(),
+                }
+            }
+            let cmds: Vec<PutCommand<&str>> = shape
+                .iter()
+                .map(|s| PutCommand {
+                    id: strs[s.at],
+                    text: strs[s.at + 1],
+                    kind: strs[s.at + 2],
+                    task: s.has_task.then(|| strs[s.at + 3]),
+                    data: s.data.map(|d| strs[d]),
+                    tier: Some(s.tier),
+                    tags: list(&strs, s.tags, &shared_tags),
+                    sources: list(&strs, s.sources, &shared_sources),
+                })
+                .collect();
+            f(&cmds)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// The text, kind and task of record `i`.
+    #[allow(clippy::type_complexity)]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        i: usize,
+    ) -> PyResult<(Bound<'py, PyString>, Bound<'py, PyString>, Option<Bound<'py, PyString>>)> {
+        let default = |c: &Column| match c {
+            Column::One(v) => v.as_ref().map(|v| v.bind(py).clone()),
+            Column::Each(list) => {
+                let item = list.bind(py).get_item(i).ok()?;
+                (!item.is_none()).then(|| item.cast_into::<PyString>().ok()).flatten()
+            }
+        };
+        let cast = |v: Bound<'py, PyAny>, f: usize| {
+            v.cast_into::<PyString>().map_err(|e| {
+                let got = e.into_inner();
+                at(py, &format!("rows[{i}]"), type_error(FIELDS[f], "str", &got))
+            })
+        };
+        match &self.source {
+            Source::Texts(texts) => {
+                let text = texts.bind(py).get_item(i)?.cast_into::<PyString>()?;
+                let kind = default(&self.kind).expect("put_many has a kind for every text");
+                Ok((text, kind, default(&self.task)))
+            }
+            Source::Rows { rows, places, .. } => {
+                let row = Row::of(rows.bind(py).get_item(i)?)
+                    .ok_or_else(|| PyTypeError::new_err(format!("rows[{i}] must be a dict or a tuple")))?;
+                let text = row.field(places, TEXT)?.ok_or_else(|| {
+                    PyValueError::new_err(format!("rows[{i}]: text: a row must give a text"))
+                })?;
+                let kind = match row.field(places, KIND)? {
+                    Some(k) => cast(k, KIND)?,
+                    None => default(&self.kind).expect("a default kind"),
+                };
+                let task = match row.field(places, TASK)? {
+                    Some(t) => Some(cast(t, TASK)?),
+                    None => default(&self.task),
+                };
+                Ok((cast(text, TEXT)?, kind, task))
+            }
+        }
+    }
+}
+
+/// Where one record's strings are in its batch's `lent`, and the fields that are not strings.
+struct Shape {
+    at: usize,
+    has_task: bool,
+    tier: Tier,
+    data: Option<usize>,
+    tags: Option<(usize, usize)>,
+    sources: Option<(usize, usize)>,
+}
+
+fn tuple_strs<'py>(t: &Bound<'py, PyTuple>) -> PyResult<Vec<Bound<'py, PyString>>> {
+    t.iter().map(|i| i.cast_into::<PyString>().map_err(Into::into)).collect()
+}
+
+/// `fields=` of `put_rows`: the field each place of a tuple row holds (every field, in
+/// `FIELDS` order, when not given). Returns each field's place, and the fields in order.
+fn places_of(
+    py: Python<'_>,
+    fields: Option<&Bound<'_, PyAny>>,
+) -> PyResult<([Option<usize>; 8], Vec<&'static str>)> {
+    let mut places = [None; 8];
+    let Some(fields) = fields.filter(|f| !f.is_none()) else {
+        for (f, p) in places.iter_mut().enumerate() {
+            *p = Some(f);
+        }
+        return Ok((places, FIELDS.to_vec()));
+    };
+    let names = str_tuple(py, Some(fields), "fields")?;
+    let mut order = Vec::new();
+    for (p, name) in names.bind(py).iter().enumerate() {
+        let name = name.cast::<PyString>()?.to_str()?.to_owned();
+        let Some(f) = FIELDS.iter().position(|n| *n == name) else {
+            return Err(PyValueError::new_err(format!(
+                "fields: {name:?} is not a field of a put (the fields are {})",
+                FIELDS.join(", ")
+            )));
+        };
+        if places[f].is_some() {
+            return Err(PyValueError::new_err(format!("fields: {name:?} is named twice")));
+        }
+        places[f] = Some(p);
+        order.push(FIELDS[f]);
+    }
+    if places[TEXT].is_none() {
+        return Err(PyValueError::new_err("fields: must name \"text\" (every put has a text)"));
+    }
+    Ok((places, order))
+}

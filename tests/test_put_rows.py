@@ -1,0 +1,322 @@
+"""Bulk puts from rows (``Commit.put_rows``) and columns (``Commit.put_many``): the records
+they write, the errors that name the bad row and field, and all-or-nothing commits."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit.testing import CLOCK_START, ControllableClock
+
+N = 5_000  # above the size where the native side encodes on a second thread
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "memory.db")
+
+
+def _rows(n: int, prefix: str = "m") -> list[tuple[str, str, str | None, str]]:
+    return [
+        (
+            f"{prefix}{i:06d}",
+            ("trace", "fact", "note")[i % 3],
+            f"task-{i % 17}" if i % 4 else None,
+            f"text {i} " + "x" * (i % 300),
+        )
+        for i in range(n)
+    ]
+
+
+def _masked(raw: bytes) -> bytes:
+    """A record's bytes without its salt and checksum (which come from the store's id)."""
+    return raw[:4] + raw[8:-4]
+
+
+def _same_store(a: Any, b: Any) -> None:
+    ra, rb = list(a.records()), list(b.records())
+    assert [_masked(r.raw()) for r in ra] == [_masked(r.raw()) for r in rb]
+    assert [(r.lsn, r.op, r.key, r.fields) for r in ra] == [
+        (r.lsn, r.op, r.key, r.fields) for r in rb
+    ]
+
+
+def test_rows_write_the_records_a_put_per_record_writes(tmp_path: Path) -> None:
+    clock = ControllableClock(CLOCK_START)
+    rows = _rows(N)
+    stores = [
+        memcommit.open(str(tmp_path / f"{k}.db"), clock=clock) for k in ("each", "rows", "cols")
+    ]
+    each, by_rows, by_cols = stores
+    for s in stores:  # an existing memory the runs put again, and one put twice in the run
+        s.put("old", kind="fact", id="m000003", tier="long")
+    with each.commit() as c:
+        for rid, kind, task, text in rows + rows[:2]:
+            c.put(text, kind=kind, id=rid, task=task, tags=("t",))
+    with by_rows.commit() as c:
+        c.put_rows(rows + rows[:2], fields=("id", "kind", "task", "text"), tags=("t",))
+    with by_cols.commit() as c:
+        both = rows + rows[:2]
+        c.put_many(
+            [r[3] for r in both],
+            ids=[r[0] for r in both],
+            kind=[r[1] for r in both],
+            task=[r[2] for r in both],
+            tags=("t",),
+        )
+    _same_store(each, by_rows)
+    _same_store(each, by_cols)
+    assert by_rows.get("m000003").tier == "long"  # an existing memory keeps its tier
+    for s in stores:
+        s.close()
+
+
+def test_rows_as_dicts_and_tuples_with_every_field(path: str) -> None:
+    Row = namedtuple("Row", "id text kind")
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            ids = c.put_rows(
+                [
+                    {
+                        "id": "d1",
+                        "text": "from a dict",
+                        "kind": "fact",
+                        "task": "t1",
+                        "tier": "mid",
+                        "data": {"n": [1, 2]},
+                        "tags": ["a", "b"],
+                        "sources": ("t2",),
+                    },
+                    ("t2", "from a tuple", "trace", "t1", "long", None, ("c",)),
+                    ("t3", "short tuple"),
+                    Row("t4", "a named tuple", "note"),
+                    {"text": "no id: generated"},
+                    {"text": "None takes the default", "kind": None, "tier": None},
+                ],
+                kind="episode",
+                tier="archive",
+                tags=("shared",),
+            )
+        assert ids[:4] == ["d1", "t2", "t3", "t4"]
+        assert len(ids) == 6 and ids[4] != ids[5]
+        d1, t2, t3, t4, gen, dflt = store.get_many(ids)
+        assert (d1.kind, d1.task, d1.tier, d1.data, d1.tags, d1.sources) == (
+            "fact",
+            "t1",
+            "mid",
+            {"n": [1, 2]},
+            ("a", "b"),
+            ("t2",),
+        )
+        assert (t2.kind, t2.tier, t2.data, t2.tags) == ("trace", "long", None, ("c",))
+        assert (t3.kind, t3.tier, t3.tags) == ("episode", "archive", ("shared",))
+        assert (t4.text, t4.kind) == ("a named tuple", "note")
+        assert gen.text == "no id: generated"
+        assert (dflt.kind, dflt.tier) == ("episode", "archive")
+
+
+def test_rows_from_a_generator_and_a_large_run(path: str) -> None:
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            ids = c.put_rows(((f"g{i}", f"text {i}") for i in range(3 * N)), kind="fact")
+        assert len(store) == 3 * N and ids[-1] == f"g{3 * N - 1}"
+        assert store.get("g7").text == "text 7"
+        assert [r.lsn for r in store.records()][-1] == c.lsn == 3 * N
+
+
+BAD: list[tuple[object, type[Exception], str]] = [
+    ("not rows", TypeError, r"^rows must be an iterable of rows"),
+    ([("ok", "fine"), "a str"], TypeError, r"^rows\[1\] must be a dict or a tuple, not str"),
+    ([("ok", "fine"), ["a", "list"]], TypeError, r"^rows\[1\] must be a dict or a tuple, not list"),
+    ([("ok", "fine"), ("id",)], ValueError, r"^rows\[1\]: text: a row must give a text"),
+    ([("ok", "fine"), {"text": 5}], TypeError, r"^rows\[1\]: text must be str, not int"),
+    ([("ok", "fine"), {"txt": "x"}], ValueError, r"^rows\[1\]: 'txt' is not a field of a put"),
+    ([("ok", "fine"), tuple("abcdefghi")], ValueError, r"^rows\[1\]: 9 values for the 8 fields"),
+    ([("ok", "fine"), ("", "x")], ValueError, r"^rows\[1\]: id: must not be empty"),
+    ([("ok", "fine"), (7, "x")], TypeError, r"^rows\[1\]: id must be str, not int"),
+    ([("ok", "fine"), ("a", "x", "")], ValueError, r"^rows\[1\]: kind: must not be empty"),
+    ([("ok", "fine"), ("a", "x", 3)], TypeError, r"^rows\[1\]: kind must be str, not int"),
+    ([("ok", "fine"), ("a", "x", "k", 9)], TypeError, r"^rows\[1\]: task must be str, not int"),
+    (
+        [("ok", "fine"), {"text": "x", "tier": "nope"}],
+        ValueError,
+        r"^rows\[1\]: tier: \"nope\" is not a tier",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "data": 5}],
+        TypeError,
+        r"^rows\[1\]: data must be a JSON object",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "data": {1: 2}}],
+        ValueError,
+        r"^rows\[1\]: data does not survive",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "tags": "ab"}],
+        TypeError,
+        r"^rows\[1\]: tags must be a sequence of str",
+    ),
+    (
+        [("ok", "fine"), {"text": "x", "sources": [""]}],
+        ValueError,
+        r"^rows\[1\]: sources: must not be empty",
+    ),
+    ([("ok", "fine"), {"text": "\ud800"}], ValueError, r"^rows\[1\]: text: holds a lone surrogate"),
+]
+
+
+@pytest.mark.parametrize(("rows", "error", "message"), BAD, ids=[m for _, _, m in BAD])
+def test_a_bad_row_is_named_and_nothing_is_written(
+    path: str, rows: object, error: type[Exception], message: str
+) -> None:
+    with memcommit.open(path) as store:
+        store.put("before", id="kept")
+        lsn, size = store.lsn, store.info()["bytes"]
+        # Row N of a large run, after many good ones.
+        good = [(f"g{i}", "good") for i in range(N)]
+        for bad in (rows, good + list(rows) if isinstance(rows, list) else rows):
+            with pytest.raises(error, match=message.replace(r"rows\[1\]", r"rows\[\d+\]")):
+                with store.commit() as c:
+                    c.put("also not written", id="other")
+                    c.put_rows(bad)  # type: ignore[arg-type]
+            assert (store.lsn, store.info()["bytes"], len(store)) == (lsn, size, 1)
+            assert "other" not in store
+
+
+def test_bad_fields_and_keywords_are_named(path: str) -> None:
+    with memcommit.open(path) as store:
+        _bad_fields(store)
+        assert len(store) == 0
+
+
+def _bad_fields(store: Any) -> None:
+    with store.commit() as c:
+        with pytest.raises(ValueError, match=r'^fields: "txt" is not a field of a put'):
+            c.put_rows([("a",)], fields=("txt",))
+        with pytest.raises(ValueError, match=r'^fields: "id" is named twice'):
+            c.put_rows([("a", "b")], fields=("id", "id", "text"))
+        with pytest.raises(ValueError, match=r"^fields: must name \"text\""):
+            c.put_rows([("a",)], fields=("id",))
+        with pytest.raises(ValueError, match=r"^tier: \"x\" is not a tier"):
+            c.put_rows([("a", "b")], tier="x")
+        with pytest.raises(ValueError, match=r"^rows\[0\]: 3 values for the 2 fields \(id, text\)"):
+            c.put_rows([("a", "b", "c")], fields=("id", "text"))
+
+
+def test_a_guard_refusing_a_bulk_commit_leaves_nothing(path: str) -> None:
+    with memcommit.open(path) as store:
+        store.put("x", id="kept")
+        lsn, size = store.lsn, store.info()["bytes"]
+        with pytest.raises(memcommit.Rejected):
+            with store.commit(expect_lsn=lsn + 5) as c:
+                c.put_rows(_rows(N))
+        with pytest.raises(memcommit.Rejected):
+            with store.commit() as c:
+                c.put_rows(_rows(N))
+                c.expect("kept", exists=False)
+        assert (store.lsn, store.info()["bytes"], len(store)) == (lsn, size, 1)
+        assert "m000001" not in store
+    with memcommit.open(path) as store:
+        assert (store.lsn, len(store)) == (lsn, 1)
+
+
+def test_put_rows_outside_its_block_is_refused(path: str) -> None:
+    with memcommit.open(path) as store:
+        c = store.commit()
+        with pytest.raises(RuntimeError, match="not open"):
+            c.put_rows([("a", "b")])
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import memcommit
+    store = memcommit.open(sys.argv[1])
+    n = int(sys.argv[2])
+    rows = [(f"k{i:07d}", "text of the memory " + str(i) * 20) for i in range(n)]
+    print("B", store.lsn, flush=True)
+    with store.commit() as c:
+        c.put_rows(rows, kind="fact")
+    print("A", store.lsn, flush=True)
+    """
+)
+
+
+def test_a_kill_during_a_bulk_commit_leaves_all_of_it_or_none(tmp_path: Path) -> None:
+    """kill -9 of a writer while it writes one large bulk commit, at random moments."""
+    rng = random.Random(int(os.environ.get("MEMCOMMIT_CRASH_SEED", "7")))
+    n = 300_000
+    outcomes = []
+    for it in range(6):
+        path = str(tmp_path / f"kill{it}.db")
+        with memcommit.open(path) as store:
+            store.put("before", id="first")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, path, str(n)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("B "), line
+        time.sleep(rng.uniform(0.0, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        rest = proc.stdout.read()
+        proc.stdout.close()
+        proc.wait()
+        acknowledged = "A " in rest
+        with memcommit.open(path) as store:
+            count = len(store)
+            assert count in (1, n + 1), f"iteration {it}: {count} memories, a part of the commit"
+            if acknowledged:
+                assert count == n + 1, f"iteration {it}: an acknowledged commit was lost"
+            if count > 1:
+                assert store.get(f"k{n - 1:07d}") is not None and store.lsn == n + 1
+            outcomes.append(count > 1)
+    # The kill landed before, during or after the commit; in every case all or none of it.
+    assert len(outcomes) == 6
+
+
+def test_a_remote_commit_takes_rows_and_the_server_writes_them(tmp_path: Path) -> None:
+    from memcommit.testing import ServerProcess
+
+    with (
+        ServerProcess(tmp_path / "served.db") as server,
+        memcommit.RemoteStore(server.url) as remote,
+    ):
+        with remote.commit() as c:
+            ids = c.put_rows(
+                [("r1", "fact", "t", "from a tuple"), {"text": "from a dict", "tags": ["x"]}],
+                fields=("id", "kind", "task", "text"),
+                tier="mid",
+            )
+            with pytest.raises(TypeError, match=r"^rows\[0\]: text must be str, not int"):
+                c.put_rows([{"text": 1}])
+        first, second = remote.get_many(ids)
+        assert (first.id, first.kind, first.task, first.tier, first.text) == (
+            "r1",
+            "fact",
+            "t",
+            "mid",
+            "from a tuple",
+        )
+        assert (second.text, second.tags, second.tier, second.kind) == (
+            "from a dict",
+            ("x",),
+            "mid",
+            "note",
+        )
+        assert len(remote) == 2

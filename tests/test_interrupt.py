@@ -52,8 +52,13 @@ def test_an_interrupt_in_a_progress_callback_stops_verify_before_the_end(big_log
 
 
 def _bytes_read() -> int:
+    """What this process has brought in from files: bytes read, plus file pages it has mapped
+    and touched now (verify reads a log in a file through a mapping)."""
     with open("/proc/self/io") as io:
-        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+        read = next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+    with open("/proc/self/status") as status:
+        mapped = next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+    return read + mapped * 1024
 
 
 @pytest.fixture
@@ -80,13 +85,17 @@ def test_ctrl_c_stops_verify_without_a_callback(many_records_log: Path) -> None:
         done = threading.Event()
         at_signal: list[int] = []
 
+        peak: list[int] = [0]
+
         def interrupt() -> None:
+            # Then go on watching until verify returns: a mapping's pages leave the count when
+            # it is unmapped, so what it reached is the most seen.
             while not done.is_set():
                 read = _bytes_read()
-                if read - start >= 8 << 20:
+                peak[0] = max(peak[0], read)
+                if not at_signal and read - start >= 8 << 20:
                     at_signal.append(read)
                     os.kill(os.getpid(), signal.SIGINT)
-                    return
                 time.sleep(0.0005)
 
         thread = threading.Thread(target=interrupt)
@@ -97,10 +106,10 @@ def test_ctrl_c_stops_verify_without_a_callback(many_records_log: Path) -> None:
         finally:
             done.set()
             thread.join()
-        read_after_signal = _bytes_read() - at_signal[0]
+        read_after_signal = max(peak[0], _bytes_read()) - at_signal[0]
     assert size > 100 << 20
     assert not isinstance(info.value.__context__, ForgedReference)
-    # It stopped within a few of its 4 MiB chunks of the signal, not at the end of the log.
+    # It stopped within a few of its chunks of the signal, not at the end of the log.
     assert read_after_signal < size // 2, (read_after_signal, size)
 
 

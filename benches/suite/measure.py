@@ -117,7 +117,7 @@ def per_call(
     before). Three untimed calls come first (they warm the page cache and judge the call's
     cost); then ``size.calls`` calls are timed, or as many as fit in ``size.call_seconds`` when
     the calls are slow, at least :data:`~suite.sizes.MIN_CALLS`, at most `most`. extra_info
-    gets ``calls``, ``p50_s`` and ``p99_s`` (nearest rank: with 100 calls or fewer, the
+    gets ``calls``, ``p50_s`` and ``p99_s`` (nearest rank: with fewer than 100 calls, the
     slowest), and the peak RSS over the timed calls. Disabled (``--benchmark-disable``), one
     call. Returns the last call's answer.
     """

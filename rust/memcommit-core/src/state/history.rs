@@ -92,6 +92,14 @@ impl History {
         self.heads.find(n, |_| true)
     }
 
+    /// Start loading the heads' slot of entry `n` into the cache: a record of it is about to
+    /// replace one (a hint only).
+    pub(crate) fn prefetch(&self, n: u32) {
+        if self.tracked {
+            self.heads.prefetch(n);
+        }
+    }
+
     /// Entry `n`'s record at `off` (of `len` bytes, 0 when not known) is no longer the one its
     /// entry points to: link it.
     pub(crate) fn supersede(&mut self, n: u32, off: u64, len: u32) {

@@ -406,6 +406,11 @@ impl Index {
         undo: Option<&mut Vec<Undo>>,
     ) -> Result<(), ApplyError> {
         let pos = slot.pos;
+        if let (Some(i), Op::Put | Op::Status | Op::Move) = (pos, rec.op) {
+            // Where its older records are linked: a likely cache miss, loaded while the record
+            // is decoded.
+            self.history.prefetch(i);
+        }
         match rec.op {
             Op::Put => {
                 let head = memory::decode_put_head_only(rec.payload).ok_or("malformed put payload")?;

@@ -47,6 +47,7 @@ use crate::format::{self, FileHeader};
 use crate::persist::snapshot::{check_end, Restored, SavedEnd};
 use crate::persist::SavedAt;
 use crate::recovery::scan::ReadAt;
+use crate::state::by_task::ByTask;
 use crate::state::history::{History, Link};
 use crate::state::idtable::IdTable;
 use crate::state::index::{Entry, Index, Interner};
@@ -605,6 +606,7 @@ fn check_entries(
     let (mut first_created, mut last_created) = (None, 0u64);
     let (kinds, tasks, tagsets) = (idx.kinds.len(), idx.tasks.len(), idx.tagsets.len());
     let mut n = first;
+    let mut by_task = ByTask::default();
     let crc = sum_pieces(bytes, CHUNK_ENTRIES * ENTRY_BYTES, |chunk| {
         for b in chunk.chunks_exact(ENTRY_BYTES) {
             let e = decode_entry(b).ok_or_else(|| format!("entry {n} has no valid tier or status"))?;
@@ -619,11 +621,12 @@ fn check_entries(
             sorted &= e.created_lsn >= last_created;
             last_created = e.created_lsn;
             first_created.get_or_insert(e.created_lsn);
+            by_task.push(e.task, n as u32);
             n += 1;
         }
         Ok(())
     })?;
-    Ok(EntriesRead { crc, len: bytes.len() as u64, sorted, first_created, last_created })
+    Ok(EntriesRead { crc, len: bytes.len() as u64, sorted, first_created, last_created, by_task })
 }
 
 /// Map `len` bytes at `at` (a 4 KiB boundary), with room to grow to `reserve` bytes in all.
@@ -661,13 +664,17 @@ struct EntriesRead {
     sorted: bool,
     first_created: Option<u64>,
     last_created: u64,
+    /// The memories of each task among them.
+    by_task: ByTask,
 }
 
 impl EntriesRead {
     /// The same for this run followed by `next`.
-    fn then(self, next: EntriesRead) -> EntriesRead {
+    fn then(mut self, next: EntriesRead) -> EntriesRead {
         let joins = next.first_created.is_none_or(|first| first >= self.last_created);
+        self.by_task.append(next.by_task);
         EntriesRead {
+            by_task: self.by_task,
             crc: crc32c::crc32c_combine(self.crc, next.crc, next.len as usize),
             len: self.len + next.len,
             sorted: self.sorted && next.sorted && joins,
@@ -848,6 +855,7 @@ pub(crate) fn load(
     idx.arena = arena;
     idx.entity_records = h.entity_records;
     idx.history = history;
+    idx.by_task = read.by_task;
     idx.set_sorted(read.sorted);
     Ok(Some(Restored { index: idx, end: h.end, lsn: h.lsn, records: h.records, sparse, chain: h.chain }))
 }

@@ -16,6 +16,7 @@ use std::ops::Bound;
 use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
 use crate::format::{Op, RecordView, RECORD_OVERHEAD};
+use crate::state::by_task::ByTask;
 use crate::state::history::History;
 use crate::state::idtable::IdTable;
 use crate::state::slab::Slab;
@@ -102,6 +103,8 @@ pub enum Undo {
     Task(u32, bool),
     /// An entity's newest record changed: its key and where its record was before.
     Entity(Box<[u8]>, Option<(u64, u32)>),
+    /// An existing memory was listed under a task (a put moved it there): task, entry.
+    Listed(u32, u32),
 }
 
 /// The index's size before a commit, to take the commit back.
@@ -206,6 +209,8 @@ pub struct Index {
     pub(crate) entity_records: u64,
     /// Where each memory's older records are.
     pub(crate) history: History,
+    /// The memories of each task.
+    pub(crate) by_task: ByTask,
 }
 
 /// A record that does not make sense against the state (a status of an unknown memory...).
@@ -248,6 +253,7 @@ impl Index {
             entities: BTreeMap::new(),
             entity_records: 0,
             history: History::default(),
+            by_task: ByTask::default(),
         }
     }
 
@@ -495,8 +501,12 @@ impl Index {
         match slot.pos {
             Some(i) => {
                 let e = &mut self.entries[i as usize];
+                let listed = task != e.task && self.by_task.add(task, i);
                 if let Some(u) = undo {
                     u.push(Undo::Changed(i, *e));
+                    if listed {
+                        u.push(Undo::Listed(task, i));
+                    }
                 }
                 self.history.supersede(i, e.put_off, e.put_len);
                 e.put_off = put.off;
@@ -540,6 +550,7 @@ impl Index {
                 let n = self.entries.len() as u32;
                 self.entries.push(entry);
                 self.table.insert_new(hash, n);
+                self.by_task.push(task, n);
             }
         }
     }
@@ -553,6 +564,7 @@ impl Index {
                     self.history.unwind(i, mark.links);
                 }
                 Undo::Task(t, was) => self.finished[t as usize] = was,
+                Undo::Listed(t, i) => self.by_task.remove(t, i),
                 Undo::Entity(key, was) => match was {
                     Some(place) => {
                         self.entities.insert(key, place);
@@ -567,6 +579,7 @@ impl Index {
             let e = self.entries.pop().expect("an entry to remove");
             let n = self.entries.len() as u32;
             self.table.remove(e.hash, n);
+            self.by_task.remove(e.task, n);
         }
         self.arena.truncate(mark.arena);
         self.seals.truncate(mark.seals);
@@ -583,8 +596,21 @@ impl Index {
         &'a self,
         prefix: &'a [u8],
     ) -> impl Iterator<Item = (&'a [u8], (u64, u32))> + 'a {
+        self.entities_under_after(prefix, None)
+    }
+
+    /// `entities_under`, only the keys after `after` (when given).
+    pub fn entities_under_after<'a>(
+        &'a self,
+        prefix: &'a [u8],
+        after: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], (u64, u32))> + 'a {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
         self.entities
-            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .range::<[u8], _>((start, Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (&**k, *v))
     }
@@ -627,6 +653,7 @@ impl Index {
                 new_of[old as usize] = new as u32;
             }
             self.history.renumber(&new_of);
+            self.by_task = ByTask::of_entries(self.entries.iter(), 0);
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
@@ -700,18 +727,36 @@ impl Index {
         if limit == 0 {
             return out;
         }
-        for (n, e) in self.entries.iter().enumerate() {
-            if q.tier.is_some_and(|t| t != e.tier)
-                || q.status.is_some_and(|s| s != e.status)
-                || kind.is_some_and(|k| k != e.kind)
-                || task.is_some_and(|t| t != e.task)
-                || tagsets.as_ref().is_some_and(|m| !m[e.tags as usize])
-            {
-                continue;
+        let matches = |e: &Entry| {
+            q.tier.is_none_or(|t| t == e.tier)
+                && q.status.is_none_or(|s| s == e.status)
+                && kind.is_none_or(|k| k == e.kind)
+                && task.is_none_or(|t| t == e.task)
+                && tagsets.as_ref().is_none_or(|m| m[e.tags as usize])
+        };
+        // Whether `n` matched and the limit is now reached.
+        let mut full = |n: u32| {
+            let hit = matches(&self.entries[n as usize]);
+            if hit {
+                out.push(n);
             }
-            out.push(n as u32);
-            if out.len() >= limit {
-                break;
+            hit && out.len() >= limit
+        };
+        match task {
+            // Only the task's memories are tested; its list is in creation order too.
+            Some(t) => {
+                for &n in self.by_task.of(t) {
+                    if full(n) {
+                        break;
+                    }
+                }
+            }
+            None => {
+                for n in 0..self.entries.len() as u32 {
+                    if full(n) {
+                        break;
+                    }
+                }
             }
         }
         out
@@ -724,7 +769,11 @@ impl Index {
 
     /// Bytes the index holds in RAM (on the heap, or mapped from an index file), for reports.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.bytes() + self.arena.bytes() + self.table.bytes() + self.history.bytes()
+        self.entries.bytes()
+            + self.arena.bytes()
+            + self.table.bytes()
+            + self.history.bytes()
+            + self.by_task.bytes()
     }
 }
 
@@ -913,6 +962,7 @@ impl Index {
         idx.entities = p.entities.into_iter().map(|(k, o, l)| (k.into_boxed_slice(), (o, l))).collect();
         idx.seals = p.seals;
         idx.history = History::from_parts(idx.entries.len(), p.history)?;
+        idx.by_task = ByTask::of_entries(idx.entries.iter(), 0);
         idx.finish_replay();
         Ok(idx)
     }

@@ -37,6 +37,8 @@ import pytest
 import memcommit
 from memcommit import MemoryStore
 from memcommit.roles import NewTurn
+from memcommit.roles.groupings import KEPT
+from memcommit.roles.logged_groupings import MARKER, entry_kind
 from memcommit.roles.medium import KINDS
 from memcommit.testing import ControllableClock
 
@@ -412,8 +414,11 @@ def test_the_vectors_cover_every_entity_kind_with_a_live_state_and_a_removal() -
     for role in SCENARIOS:
         for record in json.loads((VECTORS / f"{role}.json").read_text(encoding="utf-8"))["records"]:
             (live if record["state"] is not None else removed).add(record["kind"])
-    every = {*KINDS, saver.CHECKPOINT, saver.WRITES, saver.HEAD, store.ITEM}
+    # The entries of the groupings the log keeps, and their markers.
+    kept = {entry_kind(kind, name) for kind, named in KEPT.items() for name in named}
+    every = {*KINDS, saver.CHECKPOINT, saver.WRITES, saver.HEAD, store.ITEM, *kept, MARKER}
     assert live == every
-    # Counters and agent revisions have no removal; every other kind is removed somewhere.
-    assert removed == every - {"counter", "revision", "revision.agent"}
+    # Counters, agent revisions and markers have no removal; every other kind is removed
+    # somewhere.
+    assert removed == every - {"counter", "revision", "revision.agent", MARKER}
     assert sorted(p.stem for p in VECTORS.glob("*.json")) == sorted(SCENARIOS)

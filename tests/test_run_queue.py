@@ -1,9 +1,11 @@
 """The run queue: claim_next and list by status walk the runs they need, not every run.
 
 The medium keeps the runs grouped by status, each status in ``seq`` order
-(:mod:`memcommit.roles.groupings`). These tests pin that the grouping agrees with the runs
-themselves through every kind of change (writes, a reader's refresh, a reopen, log
-compaction), and that once it is built a claim reads only the runs it walks.
+(:mod:`memcommit.roles.groupings`); the log's medium keeps that grouping in the log itself
+(:mod:`memcommit.roles.logged_groupings`). These tests pin that the grouping agrees with the
+runs themselves through every kind of change (writes, a reader's refresh, a reopen, log
+compaction, a store written before the log kept it), and that a claim reads only the runs it
+walks: in memory once the grouping is built, on a log store from the first claim after open.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pytest
 
 import memcommit
 from memcommit.roles import NewTurn, RoleSet
-from memcommit.roles.groupings import Grouping
-from memcommit.roles.medium import RUN, Medium, MemoryMedium, State
+from memcommit.roles.groupings import KEPT, Grouping
+from memcommit.roles.logged_groupings import LoggedGrouping, entry_kind
+from memcommit.roles.medium import RUN, TURN, Medium, MemoryMedium, State
 from memcommit.roles.roleset import Roles
 from memcommit.roles.runs import RunStatus
 from memcommit.storage import compact
@@ -278,3 +281,114 @@ def test_deleting_a_run_removes_its_turns_and_only_them_as_turns_come_and_go(
     assert [t.content for t in talk.list_turns(b)] == ["r3 in b"]
     if store is not None:
         store.close()
+
+
+class _Counting:
+    """The store's engine, counting the role states read from it (entries are not states)."""
+
+    def __init__(self, native: object) -> None:
+        self._native = native
+        self.runs_read = 0
+
+    def entity(self, key: str) -> bytes | None:
+        self.runs_read += key.startswith(RUN + "\x00")
+        return self._native.entity(key)  # type: ignore[attr-defined, no-any-return]
+
+    def entities_of(self, keys: list[str]) -> list[bytes | None]:
+        self.runs_read += sum(k.startswith(RUN + "\x00") for k in keys)
+        return self._native.entities_of(keys)  # type: ignore[attr-defined, no-any-return]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._native, name)
+
+
+def _history(store: memcommit.MemoryStore, finished: int, pending: int) -> list[str]:
+    """`finished` runs created, claimed and completed, then `pending` more; their ids."""
+    runs = store.runs
+    made = []
+    for i in range(finished + pending):
+        run = runs.create(agent_id="agent", run_id=f"run-{i:04d}")
+        made.append(run.run_id)
+        if i < finished:
+            runs.complete(run.run_id, token=runs.claim(run.run_id, worker_id="w", ttl_ms=9).token)
+    return made
+
+
+def test_after_a_reopen_the_first_claim_reads_only_the_runs_it_walks(tmp_path: Path) -> None:
+    path = str(tmp_path / "runs.db")
+    with memcommit.open(path) as store:
+        made = _history(store, 300, 5)
+    for round_ in range(2):  # the second open loads the index file the first close wrote
+        with memcommit.open(path) as store:
+            counting = _Counting(store.medium._native)  # type: ignore[union-attr]
+            store.medium._native = counting  # type: ignore[union-attr, assignment]
+            claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
+            assert claim is not None and claim.run.run_id == made[300 + round_]
+            # The first pending run (and the grant's own reads), not 305 runs.
+            assert counting.runs_read <= 2, counting.runs_read
+            counting.runs_read = 0
+            done = store.runs.list(status="succeeded", limit=5)
+            assert [r.run_id for r in done] == made[:5]
+            assert counting.runs_read == 5
+            store.runs.complete(claim.run.run_id, token=claim.token)
+    with memcommit.open(path, read_only=True) as reader:
+        succeeded = [r.run_id for r in reader.runs.list(status="succeeded")]
+        assert succeeded == made[:302]
+        assert [r.run_id for r in reader.runs.list(status="pending")] == made[302:]
+
+
+def test_a_store_written_before_the_queue_was_kept_is_read_then_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "runs.db")
+    with monkeypatch.context() as old:
+        # Writes as a store did before its run queue was kept in the log: no entries.
+        old.delitem(KEPT, RUN)
+        old.delitem(KEPT, TURN)
+        with memcommit.open(path) as store:
+            made = _history(store, 40, 3)
+            talk = store.conversations
+            conversation = talk.create().conversation_id
+            talk.append(conversation, [NewTurn("user", "hi")], run_id=made[41])
+    assert RUN in KEPT and TURN in KEPT
+    entries = entry_kind(RUN, "by_status") + "\x00"
+    with memcommit.open(path, read_only=True) as reader:
+        # A reader cannot write the entries: it reads the runs as before.
+        assert [r.run_id for r in reader.runs.list(status="pending")] == made[40:]
+        assert reader.engine.view().entity_count(entries) == 0
+    with memcommit.open(path) as store:
+        lsn = store.lsn
+        assert [r.run_id for r in store.runs.list(status="succeeded", limit=3)] == made[:3]
+        assert store.lsn == lsn + 1 + 43, "the writer kept the queue: its marker and 43 entries"
+        assert store.engine.view().entity_count(entries) == 43
+        assert store.medium.count() == len(store.medium.scan(RUN)) + store.medium.count(  # type: ignore[union-attr]
+            "counter"
+        ) + store.medium.count("conversation") + store.medium.count(TURN), "entries are not counted"  # type: ignore[union-attr]
+        grouping = store.medium.grouping(RUN, "by_status", lambda s: None)  # type: ignore[union-attr]
+        assert isinstance(grouping, LoggedGrouping)
+        claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
+        assert claim is not None and claim.run.run_id == made[40]
+        # The turns' grouping is kept by the first write of a turn... or a delete that reads it.
+        assert store.runs.delete(made[41])
+        assert store.conversations.list_turns(conversation) == []
+    with memcommit.open(path) as store:
+        assert [r.run_id for r in store.runs.list(status="running")] == [made[40]]
+        assert [r.run_id for r in store.runs.list(status="pending")] == [made[42]]
+
+
+def test_the_kept_queue_agrees_with_the_runs_across_reopens_readers_and_compaction(
+    tmp_path: Path,
+) -> None:
+    clock = ControllableClock()
+    rng = random.Random(20261203)
+    path = str(tmp_path / "runs.db")
+    for round_ in range(6):
+        with memcommit.open(path, clock=clock, durability="none") as store:
+            _check(store)  # as reopened
+            _drive(store, clock, rng, 30)
+            _check(store)
+            with memcommit.open(path, read_only=True) as reader:
+                _check(reader)
+            if round_ % 2:
+                compact(store)
+                _check(store)

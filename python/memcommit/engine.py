@@ -418,7 +418,7 @@ class LocalEngine:
 
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
         """The ten roles over one :class:`~memcommit.roles.logmedium.LogMedium` on this log."""
-        self._medium = LogMedium(self._log, now_us)
+        self._medium = LogMedium(self._log, now_us, writable=not self._log.info()["read_only"])
         return RoleSet(clock=clock, medium=self._medium)
 
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:

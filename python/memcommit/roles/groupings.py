@@ -19,13 +19,36 @@ from typing import Any, Protocol
 
 from .values import Json
 
-__all__ = ["Grouper", "Grouping", "Groupings", "grouping_of"]
+__all__ = ["KEPT", "Grouper", "Grouping", "Groupings", "Ordered", "grouping_of", "keep"]
 
 _State = dict[str, Json]
 
 Grouper = Callable[[_State], "tuple[Hashable, Any] | None"]
 """Maps an entity's state to its ``(group, rank)``, or None to leave the entity out. Ranks
 within a group must be comparable (ties are broken by the entity's key)."""
+
+
+KEPT: dict[str, dict[str, Grouper]] = {}
+"""The groupings a durable medium keeps in its log, by kind and name (see :func:`keep`)."""
+
+
+def keep(kind: str, name: str, grouper: Grouper) -> None:
+    """Declare grouping `name` of `kind` one that a durable medium keeps in its log.
+
+    The log's medium then writes the grouping's entries with every write of the kind, so that
+    reading it never needs every entity of the kind decoded
+    (:mod:`~memcommit.roles.logged_groupings`). Its groups must be str and its ranks str or
+    non-negative ints. A role declares it when its module is imported, before any write.
+    """
+    KEPT.setdefault(kind, {})[name] = grouper
+
+
+class Ordered(Protocol):
+    """What a role reads of a grouping: the keys of some groups, by rank."""
+
+    def keys(self, groups: Iterable[Any] | None = None, after: Any = None) -> Iterator[str]:
+        """Yield the keys of the entities in `groups` (every group when None), by rank."""
+        ...
 
 
 def _rank(entry: tuple[Any, str]) -> Any:
@@ -125,7 +148,7 @@ class _Scanning(Protocol):
     def scan(self, kind: str, prefix: str = "") -> list[tuple[str, _State]]: ...
 
 
-def grouping_of(medium: _Scanning, kind: str, name: str, grouper: Grouper) -> Grouping:
+def grouping_of(medium: _Scanning, kind: str, name: str, grouper: Grouper) -> Ordered:
     """Return the medium's grouping `name` of `kind`, or one built now if it keeps none.
 
     :class:`~memcommit.roles.medium.MemoryMedium` and the log's medium keep groupings (a
@@ -136,5 +159,5 @@ def grouping_of(medium: _Scanning, kind: str, name: str, grouper: Grouper) -> Gr
     kept = getattr(medium, "grouping", None)
     if kept is None:
         return Grouping(grouper, medium.scan(kind))
-    grouping: Grouping = kept(kind, name, grouper)
+    grouping: Ordered = kept(kind, name, grouper)
     return grouping

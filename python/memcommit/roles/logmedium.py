@@ -19,12 +19,15 @@ by anything acknowledged.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .groupings import Grouper, Grouping, Groupings
+from . import logged_groupings
+from .groupings import KEPT, Grouper, Groupings, Ordered
+from .logged_groupings import LoggedGrouping
 from .medium import Change, State
 
 if TYPE_CHECKING:
@@ -89,10 +92,15 @@ class LogMedium:
     Args:
         native: The store's engine.
         now_us: The store's clock, in microseconds (the time each commit records).
+        writable: Whether this process writes the log (a reader of an older store builds the
+            groupings the log does not keep yet in memory).
     """
 
-    def __init__(self, native: _native.NativeLog, now_us: Callable[[], int]) -> None:
+    def __init__(
+        self, native: _native.NativeLog, now_us: Callable[[], int], writable: bool = True
+    ) -> None:
         self._native = native
+        self._writable = writable
         self._now_us = now_us
         self._lock = _DurableLock(lambda end: self._native.wait_durable(end))
         self._version = native.entity_version()
@@ -100,6 +108,8 @@ class LogMedium:
         # they read, so the cache hands out what it holds.
         self._cache: dict[str, State | None] = {}
         self._groupings = Groupings()
+        # The kept groupings (``KIND.NAME``) whose marker this medium has seen in the log.
+        self._logged: set[str] = set()
 
     @property
     def lock(self) -> _DurableLock:
@@ -118,6 +128,7 @@ class LogMedium:
             self._version = self._native.entity_version()
             self._cache = {}
             self._groupings.clear()
+            self._logged = set()
 
     def refresh(self) -> None:
         """Forget what was read after a reader's refresh, if any entity record came with it."""
@@ -176,8 +187,15 @@ class LogMedium:
         Nothing is applied if the append fails. The caller's outermost release of
         :attr:`lock` waits for the commit to be durable.
         """
-        if not changes:
-            return
+        if changes:
+            self._append(changes, self._entry_changes(changes))
+
+    def _append(self, changes: Sequence[Change], entries: Sequence[Change]) -> None:
+        """Append `changes` and the grouping `entries` they make as one commit.
+
+        The changes are applied to the cache; the entries are read from the log's index.
+        """
+        written = [*changes, *entries]
         items: list[tuple[str, bytes | None]] = [
             (
                 kind + _SEP + key,
@@ -187,29 +205,78 @@ class LogMedium:
                     state, ensure_ascii=False, allow_nan=False, separators=(",", ":")
                 ).encode(),
             )
-            for kind, key, state in changes
+            for kind, key, state in written
         ]
         end = self._native.write_entities(self._now_us(), items)
         cache, groupings = self._cache, self._groupings
-        for (full_key, _), (kind, key, state) in zip(items, changes, strict=True):
+        for (full_key, _), (kind, key, state) in zip(items, changes, strict=False):
             cache[full_key] = state
             groupings.update(kind, key, state)
+        for kind, key, _ in entries:
+            if kind == logged_groupings.MARKER:
+                self._logged.add(key)
         self._lock.written(end)
 
-    def grouping(self, kind: str, name: str, grouper: Grouper) -> Grouping:
+    def _entry_changes(self, changes: Sequence[Change]) -> list[Change]:
+        """The entries of the kept groupings that `changes` add, move or remove.
+
+        The first time a grouping is kept, also its marker and the entries of every entity
+        already there. Under the lock.
+        """
+        out: list[Change] = []
+        # In the order the changes first name the kinds: the same commit every time.
+        for kind in dict.fromkeys(kind for kind, _, _ in changes if kind in KEPT):
+            for name, grouper in KEPT[kind].items():
+                existing = None if self._is_logged(kind, name) else self.scan(kind)
+                out += logged_groupings.entry_changes(
+                    kind, name, grouper, changes, functools.partial(self.get, kind), existing
+                )
+        return out
+
+    def _is_logged(self, kind: str, name: str) -> bool:
+        """Whether the log keeps grouping `name` of `kind` (its marker is there)."""
+        marker = logged_groupings.entry_kind(kind, name)
+        if marker not in self._logged:
+            if self._native.entity(logged_groupings.MARKER + _SEP + marker) is None:
+                return False
+            self._logged.add(marker)
+        return True
+
+    def grouping(self, kind: str, name: str, grouper: Grouper) -> Ordered:
         """Return grouping `name` of `kind`, kept in step with :meth:`write`.
 
-        Built by one scan the first time it is asked for after the medium last forgot what it
-        read, then kept up to date by :meth:`write`.
+        A grouping the log keeps (:func:`~memcommit.roles.groupings.keep`, once a writer has
+        written its marker) is read from the log's index. Any other is built by one scan the
+        first time it is asked for after the medium last forgot what it read, then kept up to
+        date by :meth:`write`.
         """
         self._native.check_not_failed()
         with self._lock.bare:
+            if name in KEPT.get(kind, {}):
+                if not self._is_logged(kind, name) and self._writable:
+                    # A store written before the grouping was kept: its entries, once.
+                    entries = logged_groupings.entry_changes(
+                        kind, name, grouper, [], lambda key: None, self.scan(kind)
+                    )
+                    self._append([], entries)
+                if self._is_logged(kind, name):
+                    return LoggedGrouping(self._native, kind, name)
             return self._groupings.get(kind, name, grouper, lambda: self.scan(kind))
 
     def count(self, kind: str | None = None) -> int:
-        """Return how many entities there are (of `kind`, or of every kind)."""
+        """Return how many entities there are (of `kind`, or of every kind).
+
+        Every kind's are the roles' entities: the entries and markers of kept groupings are
+        not counted.
+        """
         self._native.check_not_failed()
-        return self._native.entity_count("" if kind is None else kind + _SEP)
+        if kind is not None:
+            return self._native.entity_count(kind + _SEP)
+        kept = [logged_groupings.MARKER] + [
+            logged_groupings.entry_kind(k, name) for k, named in KEPT.items() for name in named
+        ]
+        count = self._native.entity_count
+        return count("") - sum(count(k + _SEP) for k in kept)
 
 
 def _decode(payload: bytes) -> State:

@@ -23,8 +23,11 @@ claimable run) asks the medium for the kind's entities in groups, each group in 
 (:mod:`~memcommit.roles.groupings`), which the medium keeps in step with its writes: the lookup
 then walks only the groups it needs instead of every entity of the kind. Keeping groupings is
 optional: :class:`MemoryMedium` and the log's medium do, with a method
-``grouping(kind, name, grouper)``; on a medium without it the role builds the grouping from a
-:meth:`Medium.scan` on each call (correct, at the cost of reading every entity of the kind).
+``grouping(kind, name, grouper)`` (the log's medium keeps the groupings a role declares with
+:func:`~memcommit.roles.groupings.keep` in the log itself, see
+:mod:`~memcommit.roles.logged_groupings`); on a medium without it the role builds the grouping
+from a :meth:`Medium.scan` on each call (correct, at the cost of reading every entity of the
+kind).
 
 **Keys** are str, built by :func:`entity_key` from parts (str, non-negative int, or a tuple of
 str for a namespace): the JSON array of the parts, with ints written as 20 zero-padded digits

@@ -26,7 +26,7 @@ from .errors import (
     RunAlreadyExistsError,
     RunNotFoundError,
 )
-from .groupings import grouping_of
+from .groupings import grouping_of, keep
 from .medium import (
     CHECKPOINT,
     CONVERSATION,
@@ -292,12 +292,18 @@ def _status_seq(state: State) -> tuple[str, int]:
     return str(state["status"]), int(state["seq"])
 
 
+keep(RUN, _BY_STATUS, _status_seq)
+
+
 _BY_RUN = "by_run"
 """The medium's grouping of conversation turns by the run that wrote them."""
 
 
 def _run_turn(turn: State) -> tuple[str, str]:
     return str(turn["run_id"]), str(turn["conversation_id"])
+
+
+keep(TURN, _BY_RUN, _run_turn)
 
 
 def _statuses(status: object) -> frozenset[str] | None:

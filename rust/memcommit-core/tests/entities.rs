@@ -64,6 +64,16 @@ fn one_entity_or_every_entity_under_a_prefix_reads_in_key_order() {
     assert_eq!(keys(b"run\0"), ["run\0a", "run\0b"], "in key order, and not runs\\0x");
     assert_eq!(keys(b""), ["lock\0a", "run\0a", "run\0b", "runs\0x"]);
     assert!(keys(b"zzz").is_empty());
+    // A page at a time: after a key (itself excluded), at most so many.
+    let page =
+        |prefix: &[u8], after: Option<&[u8]>, limit| log.entity_keys_after(prefix, after, limit).unwrap();
+    assert_eq!(page(b"", None, 2), ["lock\0a", "run\0a"]);
+    assert_eq!(page(b"", Some(b"run\0a"), 2), ["run\0b", "runs\0x"]);
+    assert_eq!(page(b"run\0", Some(b"run\0"), 9), ["run\0a", "run\0b"], "after the prefix itself");
+    assert_eq!(page(b"run\0", Some(b"lock"), 9), ["run\0a", "run\0b"], "after a key before the prefix");
+    assert_eq!(page(b"run\0", Some(b"run\0a\x01"), 9), ["run\0b"], "after a key that is not there");
+    assert!(page(b"run\0", Some(b"run\0b"), 9).is_empty());
+    assert!(page(b"run\0", None, 0).is_empty());
     let states = log.entities_of(&[b"run\0b", b"run\0c", b"lock\0a"]).unwrap();
     assert_eq!(states, [Some(br#"{"n":2}"#.to_vec()), None, Some(b"{}".to_vec())], "in the order asked");
     assert_eq!(log.entity_count(b"run\0").unwrap(), 2);

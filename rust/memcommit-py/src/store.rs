@@ -459,10 +459,18 @@ impl NativeLog {
         Ok(found.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect())
     }
 
-    /// The keys of the live entities whose key starts with `prefix`, in key order.
-    #[pyo3(signature = (prefix=""))]
-    fn entity_keys(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<String>> {
-        self.run(py, |log| log.entity_keys(prefix.as_bytes()))
+    /// The keys of the live entities whose key starts with `prefix`, in key order: only those
+    /// after `after` when it is given, and at most `limit` of them.
+    #[pyo3(signature = (prefix="", after=None, limit=None))]
+    fn entity_keys(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> PyResult<Vec<String>> {
+        let after = after.map(str::as_bytes);
+        self.run(py, |log| log.entity_keys_after(prefix.as_bytes(), after, limit.unwrap_or(usize::MAX)))
     }
 
     /// How many live entities have a key that starts with `prefix` (every one by default).

@@ -84,11 +84,23 @@ impl Log {
     /// The keys of the live entities whose key starts with `prefix`, in key order (reads no
     /// record).
     pub fn entity_keys(&self, prefix: &[u8]) -> Result<Vec<String>> {
+        self.entity_keys_after(prefix, None, usize::MAX)
+    }
+
+    /// `entity_keys`, at most `limit` of them, those after `after` (when given): a walk of the
+    /// keys under a prefix, a page at a time.
+    pub fn entity_keys_after(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
         let st = self.state.read();
         self.check_open(&st)?;
         Ok(st
             .index
-            .entities_under(prefix)
+            .entities_under_after(prefix, after)
+            .take(limit)
             .map(|(key, _)| String::from_utf8_lossy(key).into_owned())
             .collect())
     }

@@ -4,8 +4,6 @@
 //! A list may still hold an entry that a later put moved to another task: a reader checks the
 //! entry's task, as it checks every other filter. An entry is listed at most once per task.
 
-use crate::state::index::Entry;
-
 /// The entries of each task (see the module docs), by interned task number; task 0 ("none")
 /// is never listed.
 #[derive(Clone, Debug, Default)]
@@ -14,11 +12,12 @@ pub struct ByTask {
 }
 
 impl ByTask {
-    /// The lists of `entries`, the first numbered `first`.
-    pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>, first: u32) -> ByTask {
+    /// The lists of entries whose tasks are `tasks` in entry order, the first numbered
+    /// `first`.
+    pub fn of_tasks(tasks: impl IntoIterator<Item = u32>, first: u32) -> ByTask {
         let mut by = ByTask::default();
-        for (n, e) in (first..).zip(entries) {
-            by.push(e.task, n);
+        for (n, task) in (first..).zip(tasks) {
+            by.push(task, n);
         }
         by
     }

@@ -653,7 +653,7 @@ impl Index {
                 new_of[old as usize] = new as u32;
             }
             self.history.renumber(&new_of);
-            self.by_task = ByTask::of_entries(self.entries.iter(), 0);
+            self.by_task = ByTask::of_tasks(self.entries.iter().map(|e| e.task), 0);
             self.table.clear();
             for n in 0..self.entries.len() {
                 let e = self.entries[n];
@@ -962,7 +962,7 @@ impl Index {
         idx.entities = p.entities.into_iter().map(|(k, o, l)| (k.into_boxed_slice(), (o, l))).collect();
         idx.seals = p.seals;
         idx.history = History::from_parts(idx.entries.len(), p.history)?;
-        idx.by_task = ByTask::of_entries(idx.entries.iter(), 0);
+        idx.by_task = ByTask::of_tasks(idx.entries.iter().map(|e| e.task), 0);
         idx.finish_replay();
         Ok(idx)
     }

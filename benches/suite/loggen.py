@@ -33,7 +33,9 @@ from memcommit.seals import seal
 from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy
 from memcommit.testing import ControllableClock
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
+"""3: the roles' writes carry the entries of their kept groupings (so a log of N records
+holds fewer memories than version 2's); 2: a new memory in one record of ten."""
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SPAN_MS = 120 * 86_400_000
 RETENTION: RetentionPolicy = ArchivedOlderThan(seconds=30 * 86400) | KindsAfter(

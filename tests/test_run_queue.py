@@ -376,6 +376,24 @@ def test_a_store_written_before_the_queue_was_kept_is_read_then_kept(
         assert [r.run_id for r in store.runs.list(status="pending")] == [made[42]]
 
 
+def test_an_old_store_is_kept_by_the_declared_grouper_whoever_asks_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "runs.db")
+    with monkeypatch.context() as old:
+        old.delitem(KEPT, RUN)
+        with memcommit.open(path) as store:
+            made = _history(store, 10, 2)
+    with memcommit.open(path) as store:
+        # The first to ask passes a grouper of its own: the entries the log keeps are still
+        # the declared grouping's, which every later write keeps up.
+        grouping = store.medium.grouping(RUN, "by_status", lambda s: None)  # type: ignore[union-attr]
+        assert isinstance(grouping, LoggedGrouping)
+        assert len(list(grouping.keys(["pending"]))) == 2
+        assert [r.run_id for r in store.runs.list(status="pending")] == made[10:]
+        assert store.engine.view().entity_count(entry_kind(RUN, "by_status") + "\x00") == 12
+
+
 def test_the_kept_queue_agrees_with_the_runs_across_reopens_readers_and_compaction(
     tmp_path: Path,
 ) -> None:

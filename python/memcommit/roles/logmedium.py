@@ -252,11 +252,13 @@ class LogMedium:
         """
         self._native.check_not_failed()
         with self._lock.bare:
-            if name in KEPT.get(kind, {}):
+            declared = KEPT.get(kind, {}).get(name)
+            if declared is not None:
                 if not self._is_logged(kind, name) and self._writable:
-                    # A store written before the grouping was kept: its entries, once.
+                    # A store written before the grouping was kept: its entries, once, by
+                    # the grouper the log keeps them with (what every later write uses).
                     entries = logged_groupings.entry_changes(
-                        kind, name, grouper, [], lambda key: None, self.scan(kind)
+                        kind, name, declared, [], lambda key: None, self.scan(kind)
                     )
                     self._append([], entries)
                 if self._is_logged(kind, name):

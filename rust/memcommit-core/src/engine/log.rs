@@ -15,7 +15,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use crate::engine::appender::{Failure, FileAppender};
-use crate::engine::chainer::{self, Chainer};
+use crate::engine::chainer::Chainer;
 use crate::engine::replay::replay;
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
@@ -885,18 +885,7 @@ impl Log {
     pub fn chain_value(&self) -> Result<ChainValue> {
         let st = self.state.read();
         self.check_open(&st)?;
-        let hash_err = |e: String| Error::io(&self.display, "hash the chain of", io::Error::other(e));
-        match &st.medium {
-            Medium::File(a) => {
-                let c = self.chainer.get_or_init(|| Chainer::start(a.clone(), &st.header, st.end));
-                c.value(st.end).map_err(hash_err)
-            }
-            Medium::Memory(_) => {
-                let start = chain::start(&st.header.encode());
-                chainer::extend(st.medium.source(), &st.header, start, HEADER_LEN as u64, st.end)
-                    .map_err(|e| hash_err(e.to_string()))
-            }
-        }
+        Ok(self.chain_to_end(&st)?.1)
     }
 
     /// Read memories by id; `None` for ids the store does not have.

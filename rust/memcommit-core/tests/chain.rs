@@ -257,14 +257,16 @@ fn a_version_2_log_keeps_its_per_record_chain_until_compaction_rewrites_it() {
 
 /// Damage `record` of the log at `path` under a reader opened before it, and return what
 /// verify says (the reader's replay saw the bytes intact).
-fn verify_after_damage(path: &Path, clean: &[u8], record: usize) -> (u64, Result<(), Error>) {
+/// Also returns the damaged record's offset and LSN, which verify must name.
+fn verify_after_damage(path: &Path, clean: &[u8], record: usize) -> ((u64, u64), Result<(), Error>) {
     std::fs::write(path, clean).unwrap();
     let reader = Log::open(path, memcommit_core::Options { read_only: true, ..opts() }).unwrap();
-    let (off, _) = records(clean)[record];
+    let (off, rec) = records(clean)[record];
+    let lsn = u64::from_le_bytes(rec[8..16].try_into().unwrap());
     let mut bytes = clean.to_vec();
     bytes[off + 40] ^= 1;
     std::fs::write(path, &bytes).unwrap();
-    (off as u64, reader.verify(None, None).map(|_| ()))
+    ((off as u64, lsn), reader.verify(None, None).map(|_| ()))
 }
 
 #[test]
@@ -281,7 +283,9 @@ fn checksums_are_checked_wherever_no_seal_vouches_for_the_records() {
     let n = records(&unsealed).len();
     for record in [5, n / 2, n - 1] {
         match verify_after_damage(&path, &unsealed, record) {
-            (off, Err(Error::Corrupt { offset, .. })) => assert_eq!(offset, off, "record {record} of {n}"),
+            (named, Err(Error::Corrupt { offset, lsn, .. })) => {
+                assert_eq!((offset, lsn), named, "record {record} of {n}")
+            }
             (_, other) => panic!("record {record}: expected the damaged record named, got {other:?}"),
         }
     }
@@ -297,7 +301,9 @@ fn checksums_are_checked_wherever_no_seal_vouches_for_the_records() {
     let after_seal = recs.iter().position(|(o, _)| *o as u64 > seal.offset).unwrap() + 10;
     for record in [3, n / 2, after_seal, recs.len() - 1] {
         match verify_after_damage(&path, &sealed, record) {
-            (off, Err(Error::Corrupt { offset, .. })) => assert_eq!(offset, off, "record {record}"),
+            (named, Err(Error::Corrupt { offset, lsn, .. })) => {
+                assert_eq!((offset, lsn), named, "record {record}")
+            }
             (_, other) => panic!("record {record}: expected the damaged record named, got {other:?}"),
         }
     }

@@ -160,6 +160,9 @@ pub(super) struct Chunk<'m> {
     pub(super) damage: Option<(u64, String)>,
 }
 
+/// How far ahead of the record being framed its bytes are asked for.
+const PREFETCH_AHEAD: usize = 2048;
+
 /// Read the whole records from `pos` (up to about `size` bytes, more for one large record),
 /// checking their framing, and their checksums when `checksums` is set. With `map` (the log's
 /// bytes from offset `map.1` to `s.end`, mapped) the chunk borrows them instead of reading.
@@ -190,7 +193,14 @@ pub(super) fn read_chunk<'m>(
         let mut spans = Vec::with_capacity(n / 128);
         let mut off = 0usize;
         let mut damage = None;
+        // Each record's length says where the next one starts, so the walk waits on every
+        // header it loads: the bytes ahead are asked for before they are needed.
+        let mut ahead = 0usize;
         while off < data.len() {
+            while ahead < (off + PREFETCH_AHEAD).min(data.len()) {
+                format::prefetch(data[ahead..].as_ptr());
+                ahead += 64;
+            }
             let framed = if checksums {
                 parse_record(&data[off..], s.salt, format::MAX_PAYLOAD_LEN).map(|r| r.bytes.len())
             } else {

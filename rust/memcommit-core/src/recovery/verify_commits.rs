@@ -4,7 +4,8 @@
 //! into work: a commit of at most one [`PIECE`] is hashed whole, a larger one in pieces that
 //! are independent blake3 subtrees, so one large commit is shared between cores too. Two
 //! threads hash the work, each its share of the chunk (the share adapts to which finishes
-//! first; the second one also reads and frames the next chunk). Then one thread walks the
+//! first; the second one, started once for the whole check, also reads and frames the next
+//! chunk, asking for its bytes ahead of the framing). Then one thread walks the
 //! records in order: LSNs, a link per commit, and every seal against the chain at the commit
 //! it covers.
 //!
@@ -16,6 +17,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use blake3::hazmat::ChainingValue;
@@ -231,23 +233,7 @@ fn run_share(
             }
         }
         if let (Some(from), None) = (check_from, out.bad) {
-            let bad = |i: usize| {
-                let offset = c.base + group[i].0 as u64;
-                (offset >= from).then(|| (offset, if i == 0 { lsn } else { lsn_of(i - 1) } + 1))
-            };
-            let mut i = 0;
-            while out.bad.is_none() && i < group.len() {
-                if i + 3 <= group.len() {
-                    let ok = format::checksums_match3([bytes(i), bytes(i + 1), bytes(i + 2)]);
-                    out.bad = (0..3).filter(|&j| !ok[j]).find_map(|j| bad(i + j));
-                    i += 3;
-                } else {
-                    if !format::checksum_matches(bytes(i)) {
-                        out.bad = bad(i);
-                    }
-                    i += 1;
-                }
-            }
+            out.bad = first_bad(c, group, &(from..u64::MAX), lsn);
         }
         if !group.is_empty() {
             lsn = lsn_of(group.len() - 1);
@@ -284,17 +270,31 @@ struct Unvouched<'m> {
 
 /// The first record of `spans` (of chunk `c`, the one before them having LSN `lsn_before`)
 /// in the bytes `range` whose checksum does not match: (offset, the LSN expected there).
-fn first_bad(c: &Chunk, spans: &[(u32, u32)], range: &Range<u64>, mut lsn_before: u64) -> Option<(u64, u64)> {
-    for &(start, len) in spans {
-        let offset = c.base + start as u64;
-        if offset >= range.end {
-            break;
+/// Three records are checked at once (`format::checksums_match3`).
+fn first_bad(c: &Chunk, spans: &[(u32, u32)], range: &Range<u64>, lsn_before: u64) -> Option<(u64, u64)> {
+    let bytes = |i: usize| {
+        let (start, len) = spans[i];
+        &c.buf[start as usize..(start + len) as usize]
+    };
+    let expected = |i: usize| match i {
+        0 => lsn_before + 1,
+        _ => u64::from_le_bytes(bytes(i - 1)[8..16].try_into().expect("8 bytes")) + 1,
+    };
+    let from = spans.partition_point(|&(start, _)| c.base + (start as u64) < range.start);
+    let to = spans.partition_point(|&(start, _)| c.base + (start as u64) < range.end);
+    let mut i = from;
+    while i < to {
+        let n = if i + 3 <= to { 3 } else { 1 };
+        let bad = if n == 3 {
+            let ok = format::checksums_match3([bytes(i), bytes(i + 1), bytes(i + 2)]);
+            (0..3).find(|&j| !ok[j]).map(|j| i + j)
+        } else {
+            (!format::checksum_matches(bytes(i))).then_some(i)
+        };
+        if let Some(b) = bad {
+            return Some((c.base + spans[b].0 as u64, expected(b)));
         }
-        let bytes = &c.buf[start as usize..(start + len) as usize];
-        if offset >= range.start && !format::checksum_matches(bytes) {
-            return Some((offset, lsn_before + 1));
-        }
-        lsn_before = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+        i += n;
     }
     None
 }
@@ -508,6 +508,26 @@ fn last_lsn(c: &Chunk<'_>, lsn_before: u64) -> u64 {
     lsn_before_span(c, c.spans.len(), lsn_before)
 }
 
+/// A chunk's share for the helper thread: its work from `split_work` on and its records
+/// from `split_spans` on; then the chunk at `after` to read and frame, if any.
+struct Job<'m> {
+    chunk: Arc<(Chunk<'m>, Plan)>,
+    split_work: usize,
+    split_spans: usize,
+    check_now: Option<u64>,
+    lsn_at_split: u64,
+    after: Option<u64>,
+    buf: Vec<u8>,
+    units: Units,
+}
+
+/// What the helper thread did with a job: its share, and the next chunk read.
+struct Helped<'m> {
+    share: Share,
+    read: Option<Result<Framed<'m>, Failure>>,
+    units: Units,
+}
+
 /// Recompute a per-commit chain from `start` (a commit end) to `s.end`: see `verify::check`.
 pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
     let CheckOptions { key, references, mut progress, only } = opts;
@@ -550,81 +570,115 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
     let mut prev: Option<(Hashed<'_>, u64)> = None;
     // The LSN of the record before the chunk being hashed.
     let mut lsn_before = start.lsn;
-    while let Some((c, marks, segs)) = next.take() {
-        let mut plan = Plan::default();
-        for &(from, to, closes) in &segs {
-            plan.segment(&mut open, &c.buf, from, to, closes);
-        }
-        let after = c.base + c.buf.len() as u64;
-        let more = c.damage.is_none() && after < s.end;
-        // Split the work between the two threads by bytes; the records go with the work
-        // that hashes them.
-        let total: usize = plan.work.iter().map(Work::len).sum();
-        let mut split_work = 0;
-        let mut acc = 0;
-        while split_work < plan.work.len() && (acc as f64) < share * total as f64 {
-            acc += plan.work[split_work].len();
-            split_work += 1;
-        }
-        let split_at = plan.work[split_work..]
-            .iter()
-            .find_map(|w| match &w.bytes {
-                Bytes::Chunk(r) => Some(r.start),
-                Bytes::Owned(_) => None,
-            })
-            .unwrap_or(c.buf.len());
-        let split_spans = c.spans.partition_point(|&(start, _)| (start as usize) < split_at);
-        // After `UNVOUCHED` bytes with no seal to vouch for them the log is likely not sealed
-        // (or not here): check the checksums as the chunk is hashed, while it is in the cache.
-        let check_now =
-            (c.base.saturating_sub(ck.walk.vouched) >= UNVOUCHED as u64).then_some(ck.walk.vouched);
-        let lsn_at_split = lsn_before_span(&c, split_spans, lsn_before);
-        let mut units_after = units;
-        let (mine, theirs, read, walked) = std::thread::scope(|scope| {
-            let (work, spans) = (&plan.work[split_work..], &c.spans[split_spans..]);
-            let (c, buf, units_after) = (&c, ck.spare.pop().unwrap_or_default(), &mut units_after);
-            let helper = scope.spawn(move || {
-                let share = run_share(c, work, spans, references, check_now, lsn_at_split);
+    std::thread::scope(|scope| -> Result<(), Failure> {
+        // One helper for the whole check (not one a chunk): it hashes its share of each chunk
+        // and then reads and frames the next one.
+        let (jobs, job_rx) = mpsc::sync_channel::<Job<'_>>(0);
+        let (done_tx, dones) = mpsc::sync_channel::<Helped<'_>>(0);
+        scope.spawn(move || {
+            for mut job in job_rx {
+                let (c, plan) = &*job.chunk;
+                let work = &plan.work[job.split_work..];
+                let spans = &c.spans[job.split_spans..];
+                let share = run_share(c, work, spans, references, job.check_now, job.lsn_at_split);
                 let t = Instant::now();
-                let read = more.then(|| read_framed(s, after, buf, map, units_after));
-                (share, t.elapsed(), read)
-            });
+                let read = job.after.map(|after| read_framed(s, after, job.buf, map, &mut job.units));
+                let took = share.took + t.elapsed();
+                drop(job.chunk);
+                if done_tx.send(Helped { share: Share { took, ..share }, read, units: job.units }).is_err() {
+                    break; // the check stopped: nothing waits for this
+                }
+            }
+        });
+        while let Some((c, marks, segs)) = next.take() {
+            let mut plan = Plan::default();
+            for &(from, to, closes) in &segs {
+                plan.segment(&mut open, &c.buf, from, to, closes);
+            }
+            let after = c.base + c.buf.len() as u64;
+            let more = c.damage.is_none() && after < s.end;
+            // Split the work between the two threads by bytes; the records go with the work
+            // that hashes them.
+            let total: usize = plan.work.iter().map(Work::len).sum();
+            let mut split_work = 0;
+            let mut acc = 0;
+            while split_work < plan.work.len() && (acc as f64) < share * total as f64 {
+                acc += plan.work[split_work].len();
+                split_work += 1;
+            }
+            let split_at = plan.work[split_work..]
+                .iter()
+                .find_map(|w| match &w.bytes {
+                    Bytes::Chunk(r) => Some(r.start),
+                    Bytes::Owned(_) => None,
+                })
+                .unwrap_or(c.buf.len());
+            let split_spans = c.spans.partition_point(|&(start, _)| (start as usize) < split_at);
+            // After `UNVOUCHED` bytes with no seal to vouch for them the log is likely not
+            // sealed (or not here): check the checksums as the chunk is hashed, while it is in
+            // the cache.
+            let check_now =
+                (c.base.saturating_sub(ck.walk.vouched) >= UNVOUCHED as u64).then_some(ck.walk.vouched);
+            let lsn_at_split = lsn_before_span(&c, split_spans, lsn_before);
+            let chunk = Arc::new((c, plan));
+            let job = Job {
+                chunk: Arc::clone(&chunk),
+                split_work,
+                split_spans,
+                check_now,
+                lsn_at_split,
+                after: more.then_some(after),
+                buf: ck.spare.pop().unwrap_or_default(),
+                units,
+            };
+            jobs.send(job).expect("the hashing thread does not panic");
             let t = Instant::now();
             let walked = prev.take().map(|(h, lsn)| ck.walk(h, lsn));
+            let (c, plan) = &*chunk;
             let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
             let mut mine = run_share(c, work, spans, references, check_now, lsn_before);
             mine.took = t.elapsed();
-            let (theirs, reading, read) = helper.join().expect("the hashing thread does not panic");
-            (mine, Share { took: theirs.took + reading, ..theirs }, read, walked)
-        });
-        units = units_after;
-        walked.transpose()?;
-        if let Some(p) = progress.as_mut() {
-            // The caller may stop the check here (an interrupt): its error ends it.
-            p(ck.walk.done.bytes).map_err(Failure::Stopped)?;
+            let Helped { share: theirs, read, units: units_after } =
+                dones.recv().expect("the hashing thread does not panic");
+            let Ok((c, plan)) = Arc::try_unwrap(chunk) else {
+                unreachable!("the hashing thread let go of the chunk before it answered")
+            };
+            units = units_after;
+            walked.transpose()?;
+            if let Some(p) = progress.as_mut() {
+                // The caller may stop the check here (an interrupt): its error ends it.
+                p(ck.walk.done.bytes).map_err(Failure::Stopped)?;
+            }
+            let (m, o) = (mine.took.as_secs_f64(), theirs.took.as_secs_f64());
+            if m + o > 0.0 {
+                share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.05, 0.95);
+            }
+            let mut results = mine.results;
+            results.extend(theirs.results);
+            let digests = plan.finish(&results, &mut open);
+            // The first damage: a checksum (mine come first), else the framing.
+            let bad = mine
+                .bad
+                .or(theirs.bad)
+                .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
+            let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
+            let mut refs = mine.refs;
+            refs.extend(theirs.refs);
+            let next_lsn = last_lsn(&c, lsn_before);
+            let hashed = Hashed {
+                chunk: c,
+                marks,
+                digests,
+                damage: bad.or(framing),
+                refs,
+                checked: check_now.is_some(),
+            };
+            prev = Some((hashed, lsn_before));
+            lsn_before = next_lsn;
+            next = read.transpose()?;
         }
-        let (m, o) = (mine.took.as_secs_f64(), theirs.took.as_secs_f64());
-        if m + o > 0.0 {
-            share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.05, 0.95);
-        }
-        let mut results = mine.results;
-        results.extend(theirs.results);
-        let digests = plan.finish(&results, &mut open);
-        // The first damage: a checksum (mine come first), else the framing.
-        let bad = mine
-            .bad
-            .or(theirs.bad)
-            .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
-        let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
-        let mut refs = mine.refs;
-        refs.extend(theirs.refs);
-        let next_lsn = last_lsn(&c, lsn_before);
-        let hashed =
-            Hashed { chunk: c, marks, digests, damage: bad.or(framing), refs, checked: check_now.is_some() };
-        prev = Some((hashed, lsn_before));
-        lsn_before = next_lsn;
-        next = read.transpose()?;
-    }
+        Ok(())
+    })?;
     if let Some((h, lsn)) = prev.take() {
         ck.walk(h, lsn)?;
         if let Some(p) = progress.as_mut() {

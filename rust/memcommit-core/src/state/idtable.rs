@@ -122,20 +122,12 @@ impl IdTable {
 
     /// Ask the CPU to start loading the slot a lookup of `hash` reads first, so the cache line
     /// is on its way while the caller works on something else. A hint only: it never waits.
-    #[allow(unsafe_code)]
     pub fn prefetch(&self, hash: u32) {
         if self.slots.is_empty() {
             return;
         }
         let slot: *const u64 = &self.slots[self.home(hash)];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: PREFETCHT0 has no architectural effect and never faults, whatever the
-        // address; this one points into `self.slots` in any case.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast::<i8>());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
+        crate::format::prefetch(slot.cast());
     }
 
     /// Make room for `additional` more entries without growing again.

@@ -126,6 +126,23 @@ def test_rows_as_dicts_and_tuples_with_every_field(path: str) -> None:
         assert (dflt.kind, dflt.tier) == ("episode", "archive")
 
 
+def test_rows_are_read_when_given_so_changing_them_after_changes_nothing(path: str) -> None:
+    rows: list[dict[str, Any]] = [
+        {"id": f"r{i:05d}", "text": f"text {i}", "kind": "fact", "task": "t"} for i in range(N)
+    ]
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            c.put_rows(rows, kind="note", task="default")
+            for row in rows:
+                row["text"], row["kind"], row["task"] = 42, "changed", None
+            rows.clear()
+        got = store.get_many([f"r{i:05d}" for i in (0, N // 2, N - 1)])
+        assert [(m.text, m.kind, m.task) for m in got] == [
+            (f"text {i}", "fact", "t") for i in (0, N // 2, N - 1)
+        ]
+        assert len(store) == N
+
+
 def test_rows_from_a_generator_and_a_large_run(path: str) -> None:
     with memcommit.open(path) as store:
         with store.commit() as c:

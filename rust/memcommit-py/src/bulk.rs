@@ -1,5 +1,6 @@
-//! The bulk puts of a commit, `put_many` (columns) and `put_rows` (rows as dicts or tuples):
-//! checked when they are given, then read from Python in batches when the commit is written
+//! The bulk puts of a commit, `put_many` (columns) and `put_rows` (rows as dicts or tuples,
+//! turned into the same columns as they are checked): checked when they are given, then read
+//! from the columns in batches when the commit is written
 //! and pushed with `Commit::push_puts`, with the GIL released, so that the encoding,
 //! checksums, index and writing cost what they cost in Rust, on both cores.
 //!
@@ -36,9 +37,10 @@ pub const BATCH: usize = 1 << 16;
 pub struct Bulk {
     /// Every record's id, given or generated (what the call returned).
     ids: Py<PyList>,
-    /// The texts (`put_many`), or the rows they are read from (`put_rows`).
-    source: Source,
-    /// The kind and task of every record (`put_many`), or of a row that gives none.
+    /// The texts, in order (`put_rows` reads them out of its rows when it checks them, so the
+    /// commit reads no row again).
+    texts: Py<PyList>,
+    /// The kind and task of every record: one for all, or one each.
     kind: Column,
     task: Column,
     /// What a row that gives none of these gets (`put_many`: every record).
@@ -48,15 +50,6 @@ pub struct Bulk {
     sources: Py<PyTuple>,
     /// The rows that give a tier, data, tags or sources of their own, in row order.
     own: Vec<Own>,
-}
-
-enum Source {
-    Texts(Py<PyList>),
-    Rows {
-        rows: Py<PyList>,
-        /// Where each field is in a tuple row (by `FIELDS` number), if it has a place.
-        places: [Option<usize>; 8],
-    },
 }
 
 /// What one row gives of its own beyond id, text, kind and task (checked, as the core takes it).
@@ -122,11 +115,12 @@ impl Bulk {
         tags: Py<PyTuple>,
         sources: Py<PyTuple>,
     ) -> Bulk {
-        Bulk { ids, source: Source::Texts(texts), kind, task, tier, data, tags, sources, own: Vec::new() }
+        Bulk { ids, texts, kind, task, tier, data, tags, sources, own: Vec::new() }
     }
 
     /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
-    /// `fields`, checked now (an error names the row and the field, and nothing is kept); the
+    /// `fields`, checked and read now (an error names the row and the field, and nothing is
+    /// kept; the commit reads no row again); the
     /// keywords are what a row that gives no value for a field gets.
     #[allow(clippy::too_many_arguments)] // the fields of put_rows
     pub fn rows(
@@ -151,16 +145,22 @@ impl Bulk {
                 .map_err(|_| type_error("rows", "an iterable of rows (dicts or tuples)", rows))?
                 .collect::<PyResult<Vec<_>>>()?,
         )?;
-        let kind = Column::One(Some(match kind.filter(|k| !k.is_none()) {
+        let kind = match kind.filter(|k| !k.is_none()) {
             Some(k) => key(k, "kind")?,
             None => pyo3::intern!(py, "note").clone().unbind(),
-        }));
-        let task = Column::One(task.filter(|t| !t.is_none()).map(|t| key(t, "task")).transpose()?);
+        };
+        let task = task.filter(|t| !t.is_none()).map(|t| key(t, "task")).transpose()?;
         let tier = tier.filter(|t| !t.is_none()).map(tier_arg).transpose()?.unwrap_or(Tier::Working);
         let data = data_arg(py, data)?;
         let tags = str_tuple(py, tags.filter(|t| !t.is_none()), "tags")?;
         let sources = str_tuple(py, sources.filter(|s| !s.is_none()), "sources")?;
         let mut ids: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
+        // Each row's text, kind and task (the keyword's where it gives none), as it is checked.
+        let mut texts = Vec::with_capacity(rows.len());
+        let mut kinds = Vec::with_capacity(rows.len());
+        let mut tasks = Vec::with_capacity(rows.len());
+        let (default_kind, no_task) = (kind.bind(py).clone().into_any(), py.None().into_bound(py));
+        let default_task = task.as_ref().map_or(no_task, |t| t.bind(py).clone().into_any());
         let mut own = Vec::new();
         let mut missing = 0;
         for (i, row) in rows.iter().enumerate() {
@@ -197,7 +197,10 @@ impl Bulk {
             let get = |f: usize| row.field(&places, f);
             let checked = (|| -> PyResult<()> {
                 match get(TEXT)? {
-                    Some(t) => drop(text_of(&t, "text")?),
+                    Some(t) => {
+                        text_of(&t, "text")?;
+                        texts.push(t);
+                    }
                     None => return Err(PyValueError::new_err("text: a row must give a text")),
                 }
                 match get(ID)? {
@@ -210,11 +213,19 @@ impl Bulk {
                         missing += 1;
                     }
                 }
-                if let Some(k) = get(KIND)? {
-                    key(&k, "kind")?;
+                match get(KIND)? {
+                    Some(k) => {
+                        key(&k, "kind")?;
+                        kinds.push(k);
+                    }
+                    None => kinds.push(default_kind.clone()),
                 }
-                if let Some(t) = get(TASK)? {
-                    key(&t, "task")?;
+                match get(TASK)? {
+                    Some(t) => {
+                        key(&t, "task")?;
+                        tasks.push(t);
+                    }
+                    None => tasks.push(default_task.clone()),
                 }
                 let mine = Own {
                     row: i,
@@ -243,9 +254,9 @@ impl Bulk {
         )?;
         Ok(Bulk {
             ids: ids.unbind(),
-            source: Source::Rows { rows: rows.unbind(), places },
-            kind,
-            task,
+            texts: PyList::new(py, texts)?.unbind(),
+            kind: Column::Each(PyList::new(py, kinds)?.unbind()),
+            task: Column::Each(PyList::new(py, tasks)?.unbind()),
             tier,
             data,
             tags,
@@ -350,42 +361,16 @@ impl Bulk {
         py: Python<'py>,
         i: usize,
     ) -> PyResult<(Bound<'py, PyString>, Bound<'py, PyString>, Option<Bound<'py, PyString>>)> {
-        let default = |c: &Column| match c {
+        let of = |c: &Column| match c {
             Column::One(v) => v.as_ref().map(|v| v.bind(py).clone()),
             Column::Each(list) => {
                 let item = list.bind(py).get_item(i).ok()?;
                 (!item.is_none()).then(|| item.cast_into::<PyString>().ok()).flatten()
             }
         };
-        let cast = |v: Bound<'py, PyAny>, f: usize| {
-            v.cast_into::<PyString>().map_err(|e| {
-                let got = e.into_inner();
-                at(py, &format!("rows[{i}]"), type_error(FIELDS[f], "str", &got))
-            })
-        };
-        match &self.source {
-            Source::Texts(texts) => {
-                let text = texts.bind(py).get_item(i)?.cast_into::<PyString>()?;
-                let kind = default(&self.kind).expect("put_many has a kind for every text");
-                Ok((text, kind, default(&self.task)))
-            }
-            Source::Rows { rows, places, .. } => {
-                let row = Row::of(rows.bind(py).get_item(i)?)
-                    .ok_or_else(|| PyTypeError::new_err(format!("rows[{i}] must be a dict or a tuple")))?;
-                let text = row.field(places, TEXT)?.ok_or_else(|| {
-                    PyValueError::new_err(format!("rows[{i}]: text: a row must give a text"))
-                })?;
-                let kind = match row.field(places, KIND)? {
-                    Some(k) => cast(k, KIND)?,
-                    None => default(&self.kind).expect("a default kind"),
-                };
-                let task = match row.field(places, TASK)? {
-                    Some(t) => Some(cast(t, TASK)?),
-                    None => default(&self.task),
-                };
-                Ok((cast(text, TEXT)?, kind, task))
-            }
-        }
+        let text = self.texts.bind(py).get_item(i)?.cast_into::<PyString>()?;
+        let kind = of(&self.kind).expect("every record has a kind");
+        Ok((text, kind, of(&self.task)))
     }
 }
 

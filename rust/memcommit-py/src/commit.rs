@@ -616,8 +616,9 @@ impl Commit {
     /// `tags`, `sources`; `text` required) or a tuple of values in the order of `fields`
     /// (default: that same order; a shorter tuple gives the first fields). A field a row
     /// does not give (or gives as None) takes the keyword's value; an id not given is
-    /// generated. Every row is checked now: an error names the row and the field, and adds
-    /// nothing to the commit. Returns the ids, in the order of the rows.
+    /// generated. Every row is checked and read now: an error names the row and the field,
+    /// and adds nothing to the commit; changing a row afterwards changes nothing the commit
+    /// writes. Returns the ids, in the order of the rows.
     #[pyo3(
         signature = (rows, *, fields=None, kind=None, task=None, tier=None, data=None, tags=None, sources=None),
         text_signature = "(self, rows, *, fields=None, kind='note', task=None, tier='working', data=None, tags=(), sources=())"

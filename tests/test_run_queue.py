@@ -10,9 +10,11 @@ walks: in memory once the grouping is built, on a log store from the first claim
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -337,19 +339,24 @@ def test_after_a_reopen_the_first_claim_reads_only_the_runs_it_walks(tmp_path: P
         assert [r.run_id for r in reader.runs.list(status="pending")] == made[302:]
 
 
+@contextlib.contextmanager
+def _before_the_queue_was_kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Write as a store did before its run queue was kept in the log: with no entries."""
+    with monkeypatch.context() as old:
+        old.delitem(KEPT, RUN)
+        old.delitem(KEPT, TURN)
+        yield
+
+
 def test_a_store_written_before_the_queue_was_kept_is_read_then_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(tmp_path / "runs.db")
-    with monkeypatch.context() as old:
-        # Writes as a store did before its run queue was kept in the log: no entries.
-        old.delitem(KEPT, RUN)
-        old.delitem(KEPT, TURN)
-        with memcommit.open(path) as store:
-            made = _history(store, 40, 3)
-            talk = store.conversations
-            conversation = talk.create().conversation_id
-            talk.append(conversation, [NewTurn("user", "hi")], run_id=made[41])
+    with _before_the_queue_was_kept(monkeypatch), memcommit.open(path) as store:
+        made = _history(store, 40, 3)
+        talk = store.conversations
+        conversation = talk.create().conversation_id
+        talk.append(conversation, [NewTurn("user", "hi")], run_id=made[41])
     assert RUN in KEPT and TURN in KEPT
     entries = entry_kind(RUN, "by_status") + "\x00"
     with memcommit.open(path, read_only=True) as reader:
@@ -358,14 +365,16 @@ def test_a_store_written_before_the_queue_was_kept_is_read_then_kept(
         assert reader.engine.view().entity_count(entries) == 0
     with memcommit.open(path) as store:
         lsn = store.lsn
-        assert [r.run_id for r in store.runs.list(status="succeeded", limit=3)] == made[:3]
+        # The first to ask passes a grouper of its own: the entries the log keeps are still
+        # the declared grouping's, which every later write keeps up.
+        grouping = store.medium.grouping(RUN, "by_status", lambda s: None)  # type: ignore[union-attr]
+        assert isinstance(grouping, LoggedGrouping)
         assert store.lsn == lsn + 1 + 43, "the writer kept the queue: its marker and 43 entries"
+        assert [r.run_id for r in store.runs.list(status="succeeded", limit=3)] == made[:3]
         assert store.engine.view().entity_count(entries) == 43
         assert store.medium.count() == len(store.medium.scan(RUN)) + store.medium.count(  # type: ignore[union-attr]
             "counter"
         ) + store.medium.count("conversation") + store.medium.count(TURN), "entries are not counted"  # type: ignore[union-attr]
-        grouping = store.medium.grouping(RUN, "by_status", lambda s: None)  # type: ignore[union-attr]
-        assert isinstance(grouping, LoggedGrouping)
         claim = store.runs.claim_next(worker_id="w", ttl_ms=60_000)
         assert claim is not None and claim.run.run_id == made[40]
         # The turns' grouping is kept by the first write of a turn... or a delete that reads it.
@@ -374,24 +383,6 @@ def test_a_store_written_before_the_queue_was_kept_is_read_then_kept(
     with memcommit.open(path) as store:
         assert [r.run_id for r in store.runs.list(status="running")] == [made[40]]
         assert [r.run_id for r in store.runs.list(status="pending")] == [made[42]]
-
-
-def test_an_old_store_is_kept_by_the_declared_grouper_whoever_asks_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = str(tmp_path / "runs.db")
-    with monkeypatch.context() as old:
-        old.delitem(KEPT, RUN)
-        with memcommit.open(path) as store:
-            made = _history(store, 10, 2)
-    with memcommit.open(path) as store:
-        # The first to ask passes a grouper of its own: the entries the log keeps are still
-        # the declared grouping's, which every later write keeps up.
-        grouping = store.medium.grouping(RUN, "by_status", lambda s: None)  # type: ignore[union-attr]
-        assert isinstance(grouping, LoggedGrouping)
-        assert len(list(grouping.keys(["pending"]))) == 2
-        assert [r.run_id for r in store.runs.list(status="pending")] == made[10:]
-        assert store.engine.view().entity_count(entry_kind(RUN, "by_status") + "\x00") == 12
 
 
 def test_the_kept_queue_agrees_with_the_runs_across_reopens_readers_and_compaction(

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::commit::{data_arg, key, str_tuple, text_of, tier_arg, Column};
-use crate::convert::type_error;
+use crate::convert::{items_of, type_error};
 use crate::store::IDS;
 
 /// The fields of a put, in the order of `store.put`'s wire form (`memcommit.ops.PUT`): the
@@ -139,12 +139,7 @@ impl Bulk {
             return Err(type_error("rows", "an iterable of rows (dicts or tuples)", rows));
         }
         let (places, order) = places_of(py, fields)?;
-        let rows = PyList::new(
-            py,
-            rows.try_iter()
-                .map_err(|_| type_error("rows", "an iterable of rows (dicts or tuples)", rows))?
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
+        let rows = items_of(rows, |_| type_error("rows", "an iterable of rows (dicts or tuples)", rows))?;
         let kind = match kind.filter(|k| !k.is_none()) {
             Some(k) => key(k, "kind")?,
             None => pyo3::intern!(py, "note").clone().unbind(),

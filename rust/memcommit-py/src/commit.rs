@@ -12,7 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::bulk::{Bulk, BATCH};
-use crate::convert::{get_opt_u64, status_from, tier_from, type_error};
+use crate::convert::{get_opt_u64, items_of, status_from, tier_from, type_error};
 use crate::errors::to_py;
 use crate::gate::{self, release};
 use crate::store::IDS;
@@ -43,12 +43,7 @@ impl Column {
         if obj.is_instance_of::<PyString>() {
             return Ok(Column::One(Some(key(obj, field)?)));
         }
-        let list = PyList::new(
-            py,
-            obj.try_iter()
-                .map_err(|_| type_error(field, "a str or a list of str", obj))?
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
+        let list = items_of(obj, |_| type_error(field, "a str or a list of str", obj))?;
         if list.len() != n {
             return Err(PyValueError::new_err(format!("{field}: {} values for {n} texts", list.len())));
         }
@@ -568,10 +563,10 @@ impl Commit {
         if texts.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
         }
-        let texts = PyList::new(py, texts.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        let texts = items_of(&texts, |e| e)?;
         let ids = match ids {
             Some(i) if !i.is_none() => {
-                let l = PyList::new(py, i.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+                let l = items_of(&i, |e| e)?;
                 if l.len() != texts.len() {
                     return Err(PyValueError::new_err(format!(
                         "ids: {} ids for {} texts",

@@ -3,11 +3,26 @@
 use memcommit_core::{Status, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyString};
+use pyo3::types::{PyBool, PyInt, PyList, PyString};
 
 pub fn type_error(field: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
     let name = got.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
     PyTypeError::new_err(format!("{field} must be {want}, not {name}"))
+}
+
+/// The items of `obj` as a new list, which a call keeps (later changes to `obj` change
+/// nothing it holds): a list is copied in one call, any other iterable read item by item.
+/// `not_iterable` makes the error for an object that cannot be iterated from Python's.
+pub fn items_of<'py>(
+    obj: &Bound<'py, PyAny>,
+    not_iterable: impl FnOnce(PyErr) -> PyErr,
+) -> PyResult<Bound<'py, PyList>> {
+    // Exactly a list: a subclass may iterate otherwise than its items.
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        return Ok(list.get_slice(0, list.len()));
+    }
+    let items = obj.try_iter().map_err(not_iterable)?.collect::<PyResult<Vec<_>>>()?;
+    PyList::new(obj.py(), items)
 }
 
 pub fn get_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<String> {

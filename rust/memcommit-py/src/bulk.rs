@@ -44,12 +44,39 @@ pub struct Bulk {
     kind: Column,
     task: Column,
     /// What a row that gives none of these gets (`put_many`: every record).
+    shared: Shared,
+    /// The rows that give a tier, data, tags or sources of their own, in row order.
+    own: Vec<Own>,
+}
+
+/// The tier, data, tags and sources of every record of a bulk call that gives none of its own.
+pub struct Shared {
     tier: Tier,
     data: Option<Py<PyString>>,
     tags: Py<PyTuple>,
     sources: Py<PyTuple>,
-    /// The rows that give a tier, data, tags or sources of their own, in row order.
-    own: Vec<Own>,
+}
+
+impl Shared {
+    /// Read and check the keywords `tier=`, `data=`, `tags=` and `sources=` of `put_many` or
+    /// `put_rows` (left out or None: the default).
+    pub fn from_keywords(
+        py: Python<'_>,
+        tier: Option<&Bound<'_, PyAny>>,
+        data: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        sources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Shared> {
+        fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
+            o.filter(|o| !o.is_none())
+        }
+        Ok(Shared {
+            tier: given(tier).map(tier_arg).transpose()?.unwrap_or(Tier::Working),
+            data: data_arg(py, given(data))?,
+            tags: str_tuple(py, given(tags), "tags")?,
+            sources: str_tuple(py, given(sources), "sources")?,
+        })
+    }
 }
 
 /// What one row gives of its own beyond id, text, kind and task (checked, as the core takes it).
@@ -104,18 +131,8 @@ impl<'py> Row<'py> {
 impl Bulk {
     /// `put_many`'s records: `ids` (checked, as long as `texts`), the texts (checked) and the
     /// fields every record shares or takes from a column.
-    #[allow(clippy::too_many_arguments)] // the fields of put_many
-    pub fn columns(
-        ids: Py<PyList>,
-        texts: Py<PyList>,
-        kind: Column,
-        task: Column,
-        tier: Tier,
-        data: Option<Py<PyString>>,
-        tags: Py<PyTuple>,
-        sources: Py<PyTuple>,
-    ) -> Bulk {
-        Bulk { ids, texts, kind, task, tier, data, tags, sources, own: Vec::new() }
+    pub fn columns(ids: Py<PyList>, texts: Py<PyList>, kind: Column, task: Column, shared: Shared) -> Bulk {
+        Bulk { ids, texts, kind, task, shared, own: Vec::new() }
     }
 
     /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
@@ -145,10 +162,7 @@ impl Bulk {
             None => pyo3::intern!(py, "note").clone().unbind(),
         };
         let task = task.filter(|t| !t.is_none()).map(|t| key(t, "task")).transpose()?;
-        let tier = tier.filter(|t| !t.is_none()).map(tier_arg).transpose()?.unwrap_or(Tier::Working);
-        let data = data_arg(py, data)?;
-        let tags = str_tuple(py, tags.filter(|t| !t.is_none()), "tags")?;
-        let sources = str_tuple(py, sources.filter(|s| !s.is_none()), "sources")?;
+        let shared = Shared::from_keywords(py, tier, data, tags, sources)?;
         let mut ids: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
         // Each row's text, kind and task (the keyword's where it gives none), as it is checked.
         let mut texts = Vec::with_capacity(rows.len());
@@ -252,10 +266,7 @@ impl Bulk {
             texts: PyList::new(py, texts)?.unbind(),
             kind: Column::Each(PyList::new(py, kinds)?.unbind()),
             task: Column::Each(PyList::new(py, tasks)?.unbind()),
-            tier,
-            data,
-            tags,
-            sources,
+            shared,
             own,
         })
     }
@@ -280,9 +291,9 @@ impl Bulk {
     ) -> PyResult<()> {
         let ids = self.ids.bind(py);
         let n = ids.len();
-        let tag_items = tuple_strs(self.tags.bind(py))?;
-        let source_items = tuple_strs(self.sources.bind(py))?;
-        let default_data = self.data.as_ref().map(|d| d.bind(py).clone());
+        let tag_items = tuple_strs(self.shared.tags.bind(py))?;
+        let source_items = tuple_strs(self.shared.sources.bind(py))?;
+        let default_data = self.shared.data.as_ref().map(|d| d.bind(py).clone());
         let mut own = self.own.iter().peekable();
         let mut start = 0;
         while start < n {
@@ -300,10 +311,11 @@ impl Bulk {
                 lent.push(kind);
                 let has_task = task.is_some();
                 lent.extend(task);
-                let mut s = Shape { at, has_task, tier: self.tier, data: None, tags: None, sources: None };
+                let mut s =
+                    Shape { at, has_task, tier: self.shared.tier, data: None, tags: None, sources: None };
                 if own.peek().is_some_and(|o| o.row == i) {
                     let o = own.next().expect("peeked");
-                    s.tier = o.tier.unwrap_or(self.tier);
+                    s.tier = o.tier.unwrap_or(self.shared.tier);
                     if let Some(d) = &o.data {
                         s.data = Some(lent.len());
                         lent.push(d.bind(py).clone());

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::bulk::{Bulk, BATCH};
+use crate::bulk::{Bulk, Shared, BATCH};
 use crate::convert::{get_opt_u64, items_of, status_from, tier_from, type_error};
 use crate::errors::to_py;
 use crate::gate::{self, release};
@@ -595,10 +595,7 @@ impl Commit {
             texts.unbind(),
             Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
             Column::from_arg(py, task.as_ref(), "task", n, true)?,
-            tier_or_working(tier.as_ref())?,
-            data_arg(py, data.as_ref())?,
-            str_tuple(py, tags.as_ref(), "tags")?,
-            str_tuple(py, sources.as_ref(), "sources")?,
+            Shared::from_keywords(py, tier.as_ref(), data.as_ref(), tags.as_ref(), sources.as_ref())?,
         );
         let op = Op::Bulk(bulk);
         self.add(op)?;

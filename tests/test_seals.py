@@ -310,6 +310,34 @@ def test_verify_and_check_seal_reports(path: Path) -> None:
         assert check_seal(ro).seal == s2
 
 
+def test_verify_of_a_large_log_holds_what_it_checks_not_all_it_has_checked(
+    tmp_path: Path,
+) -> None:
+    # verify reads a log in a file through a mapping; the pages of what it has checked are let
+    # go as it goes, so its resident memory does not grow with the log. Measured in a process
+    # of its own: the peak RSS it adds, against the log's size.
+    path = tmp_path / "big.db"
+    with memcommit.open(path, durability="none") as store:
+        for _ in range(6):
+            with store.commit() as c:
+                c.put_many(["z" * (1 << 20)] * 32)
+    size = path.stat().st_size
+    child = textwrap.dedent(
+        f"""
+        import resource, memcommit
+        with memcommit.open({str(path)!r}, read_only=True) as store:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            report = memcommit.verify(store)
+            after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(report.bytes_checked, (after - before) * 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True)
+    checked, added = map(int, out.stdout.split())
+    assert checked > 190 << 20 and checked <= size
+    assert added < size // 3, f"verify of {size:,} bytes added {added:,} bytes of RSS"
+
+
 def test_check_seal_with_a_single_seal_starts_from_the_header(path: Path) -> None:
     with memcommit.open(path, durability="none") as store:
         for i in range(4):

@@ -30,6 +30,7 @@ use crate::format::chain::{self, Boundaries, ChainValue, Pieces, Units, PIECE};
 use crate::format::seal::{decode, SEAL_WINDOW};
 use crate::format::{self, FileHeader, Op};
 use crate::recovery::lsn_follows;
+use crate::vfs::Mapped;
 
 /// How much is read at a time: small enough that what one thread reads, the others hash (and
 /// check) while it is still in the cache.
@@ -449,9 +450,22 @@ struct Checker<'m, 'k> {
     unvouched: VecDeque<Unvouched<'m>>,
     unvouched_bytes: usize,
     spare: Vec<Vec<u8>>,
+    /// The log's mapping, and the log offset of its first byte (`None`: chunks are read).
+    mapped: Option<(&'m Mapped, u64)>,
 }
 
 impl<'m> Checker<'m, '_> {
+    /// A chunk checked and no longer needed: its buffer is kept for the next read, or its
+    /// pages of the mapping are let go, so a check of a large log holds in memory what it is
+    /// checking, not all it has checked.
+    fn done(&mut self, chunk: Chunk<'m>) {
+        if let Some((m, base)) = self.mapped {
+            let from = (chunk.base - base) as usize;
+            m.release(from..from + chunk.buf.len());
+        }
+        self.spare.push(chunk.buf.recycle());
+    }
+
     /// Walk a hashed chunk; then drop what a seal vouched for and check the checksums of what
     /// waited too long, or of everything before a failure (a damaged record before it is the
     /// first thing wrong).
@@ -472,7 +486,7 @@ impl<'m> Checker<'m, '_> {
             _ => u64::MAX,
         };
         if h.checked {
-            self.spare.push(h.chunk.buf.recycle());
+            self.done(h.chunk);
         } else {
             self.unvouched_bytes += h.chunk.buf.len();
             self.unvouched.push_back(Unvouched { chunk: h.chunk, lsn_before });
@@ -481,7 +495,7 @@ impl<'m> Checker<'m, '_> {
         while self.unvouched.front().is_some_and(|u| u.chunk.base + u.chunk.buf.len() as u64 <= vouched) {
             let u = self.unvouched.pop_front().expect("a front");
             self.unvouched_bytes -= u.chunk.buf.len();
-            self.spare.push(u.chunk.buf.recycle());
+            self.done(u.chunk);
         }
         while self.unvouched_bytes > UNVOUCHED || (failure.is_some() && !self.unvouched.is_empty()) {
             let u = self.unvouched.pop_front().expect("a front");
@@ -493,7 +507,7 @@ impl<'m> Checker<'m, '_> {
                 });
             }
             self.unvouched_bytes -= u.chunk.buf.len();
-            self.spare.push(u.chunk.buf.recycle());
+            self.done(u.chunk);
         }
         if let Some(f) = failure {
             return Err(f);
@@ -534,6 +548,8 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
     let header =
         FileHeader { version: s.version, store_id: [0; 16], generation: 0, dense_from: s.dense_from };
     let mut units = Units::new(&header);
+    // A log in a file is read through a mapping (no copy), the simulation's by reading.
+    let mapped = if start.offset < s.end { s.src.map(start.offset, s.end).transpose()? } else { None };
     let mut ck = Checker {
         walk: Walk {
             done: Checked {
@@ -552,14 +568,13 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         unvouched: VecDeque::new(),
         unvouched_bytes: 0,
         spare: Vec::new(),
+        mapped: mapped.as_ref().map(|m| (m, start.offset)),
     };
     ck.walk.ends.push_back((start.lsn, start.value));
     ck.walk.end_offsets.push_back(start.offset);
     let mut open = OpenUnit::default();
     // Share of each chunk the walking thread hashes, tuned as it goes.
     let mut share = 0.5f64;
-    // A log in a file is read through a mapping (no copy), the simulation's by reading.
-    let mapped = if start.offset < s.end { s.src.map(start.offset, s.end).transpose()? } else { None };
     let map = mapped.as_deref().map(|m| (m, start.offset));
     let mut next = if start.offset < s.end {
         Some(read_framed(s, start.offset, Vec::new(), map, &mut units)?)

@@ -462,9 +462,7 @@ unsafe impl Sync for Mapped {}
 
 impl Mapped {
     fn new(fd: std::os::fd::RawFd, offset: u64, len: usize) -> io::Result<Mapped> {
-        #[allow(unsafe_code)]
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let page = os_page_size() as u64;
         let from = offset - offset % page;
         let start = (offset - from) as usize;
         let mapped = (start + len).max(1);
@@ -485,6 +483,39 @@ impl Mapped {
         let base = std::ptr::NonNull::new(base.cast()).expect("mmap never returns null");
         Ok(Mapped { base, mapped, start, len })
     }
+}
+
+impl Mapped {
+    /// Stop holding the whole pages of bytes `range` (of the bytes asked for) in this process:
+    /// their page-table entries go, the file's pages stay in the page cache, and a later read
+    /// maps them again. A long read of a large file through the mapping then holds what it is
+    /// reading in the process's resident memory, not all it has read.
+    pub(crate) fn release(&self, range: std::ops::Range<usize>) {
+        let page = os_page_size();
+        let (from, to) = (self.start + range.start, (self.start + range.end).min(self.start + self.len));
+        let (from, to) = (from.next_multiple_of(page), to - to % page);
+        if to <= from {
+            return;
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `from..to` lies inside the mapping made in `new` (page-aligned from its
+        // page-aligned base). MADV_DONTNEED on a shared file mapping drops only this process's
+        // entries for those pages; the next read of them faults the file's bytes back in,
+        // unchanged (the mapped bytes of a log never change while mapped: see `map_read`), as
+        // after the kernel reclaims clean file pages under memory pressure, which it may do at
+        // any time. Its result is ignored: it is a hint.
+        unsafe {
+            libc::madvise(self.base.as_ptr().add(from).cast(), to - from, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+/// The OS's page size (at least 4 KiB).
+fn os_page_size() -> usize {
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096).max(4096)
 }
 
 impl std::ops::Deref for Mapped {

@@ -28,24 +28,12 @@ compile_error!(
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-use std::sync::OnceLock;
 
-use crate::vfs::File;
+use crate::vfs::{os_page, File};
 
 /// The alignment of the sections of an index file on disk: a fixed constant, not the machine's
 /// page size, so that files stay portable. Mappings use [`os_page`].
 pub const ALIGN: usize = 4096;
-
-/// The OS's page size (`sysconf(_SC_PAGESIZE)`), the unit `mmap` offsets come in.
-pub(crate) fn os_page() -> usize {
-    static PAGE: OnceLock<usize> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        #[allow(unsafe_code)]
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(page).ok().filter(|p| p.is_power_of_two()).unwrap_or(ALIGN)
-    })
-}
 
 /// Reserved memory: a mapping of `bytes` at `base`, unmapped on drop. The values start at
 /// `base + start`.

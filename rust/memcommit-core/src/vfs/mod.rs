@@ -462,7 +462,7 @@ unsafe impl Sync for Mapped {}
 
 impl Mapped {
     fn new(fd: std::os::fd::RawFd, offset: u64, len: usize) -> io::Result<Mapped> {
-        let page = os_page_size() as u64;
+        let page = os_page() as u64;
         let from = offset - offset % page;
         let start = (offset - from) as usize;
         let mapped = (start + len).max(1);
@@ -483,15 +483,13 @@ impl Mapped {
         let base = std::ptr::NonNull::new(base.cast()).expect("mmap never returns null");
         Ok(Mapped { base, mapped, start, len })
     }
-}
 
-impl Mapped {
     /// Stop holding the whole pages of bytes `range` (of the bytes asked for) in this process:
     /// their page-table entries go, the file's pages stay in the page cache, and a later read
     /// maps them again. A long read of a large file through the mapping then holds what it is
     /// reading in the process's resident memory, not all it has read.
     pub(crate) fn release(&self, range: std::ops::Range<usize>) {
-        let page = os_page_size();
+        let page = os_page();
         let (from, to) = (self.start + range.start, (self.start + range.end).min(self.start + self.len));
         let (from, to) = (from.next_multiple_of(page), to - to % page);
         if to <= from {
@@ -510,12 +508,16 @@ impl Mapped {
     }
 }
 
-/// The OS's page size (at least 4 KiB).
-fn os_page_size() -> usize {
-    #[allow(unsafe_code)]
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(page).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096).max(4096)
+/// The OS's page size (`sysconf(_SC_PAGESIZE)`), the unit `mmap` offsets and `madvise`
+/// ranges come in.
+pub(crate) fn os_page() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page).ok().filter(|p| p.is_power_of_two()).unwrap_or(4096)
+    })
 }
 
 impl std::ops::Deref for Mapped {

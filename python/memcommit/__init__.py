@@ -49,6 +49,7 @@ from .roles import (
 )
 from .roles.errors import *  # noqa: F403  (the role errors: roles.errors.__all__ lists them)
 from .seals import AutoSeal, Seal, VerifyReport, check_seal, seal, verify
+from .search import SearchHit
 from .server import MemoryServer
 from .store import MemoryStore, create_memory_store, open
 from .tiers import MemoryCompactionReport, TierPolicy, compact_memory
@@ -90,6 +91,7 @@ __all__ = [
     "RoleSet",
     "Seal",
     "SealMismatch",
+    "SearchHit",
     "ServerError",
     "ServerUnavailable",
     "SnapshotMismatch",

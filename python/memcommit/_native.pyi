@@ -50,6 +50,8 @@ class Memory:
     def moved_at(self) -> datetime: ...
     @property
     def lsn(self) -> int: ...
+    @property
+    def vector(self) -> tuple[float, ...] | None: ...
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -96,6 +98,7 @@ class Commit:
         data: Mapping[str, Any] | None = None,
         tags: Sequence[str] = (),
         sources: Sequence[str] = (),
+        vector: Sequence[float] | None = None,
     ) -> str: ...
     def put_many(
         self,
@@ -108,6 +111,7 @@ class Commit:
         data: Mapping[str, Any] | None = None,
         tags: Sequence[str] = (),
         sources: Sequence[str] = (),
+        vectors: Sequence[Sequence[float] | None] | None = None,
     ) -> list[str]: ...
     def put_rows(
         self,
@@ -159,6 +163,21 @@ class NativeLog:
     def memory(max_record_bytes: int = 16777216) -> NativeLog: ...
     def put(self, at_us: int | None, text: str, *fields: object) -> str:
         """One put as its own commit; `fields` are ``store.put``'s keywords, in their order."""
+    def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None: ...
+    def has_embedder(self) -> bool: ...
+    def vector_dims(self) -> int | None: ...
+    def search(
+        self,
+        mode: str,
+        text: str | None,
+        vector: Sequence[float] | None,
+        k: int,
+        tier: str | None = None,
+        kind: str | None = None,
+        task: str | None = None,
+        status: str | None = None,
+        tags: object = None,
+    ) -> list[tuple[Memory, float]]: ...
     def get_many(self, ids: list[str]) -> list[Memory | None]: ...
     def get(self, id: str) -> Memory | None: ...
     def find(

@@ -41,6 +41,7 @@ from .commit import Commit
 from .engine import Engine
 from .roles.roleset import ROLE_NAMES
 from .seals import AutoSeal, Seal
+from .search import Embedder
 from .store import MemoryStore
 
 __all__ = ["AsyncCommit", "AsyncMemoryStore", "AsyncRole"]
@@ -229,6 +230,7 @@ class AsyncMemoryStore:
     get = _forwarded(MemoryStore.get, writes=False)
     get_many = _forwarded(MemoryStore.get_many, writes=False)
     find = _forwarded(MemoryStore.find, writes=False)
+    search = _forwarded(MemoryStore.search, writes=False)
     history = _forwarded(MemoryStore.history, writes=False)
 
     async def records(self, after: int = 0) -> AsyncIterator[Record]:
@@ -329,6 +331,11 @@ class AsyncMemoryStore:
     def capabilities(self) -> frozenset[str]:
         """What the store can do beyond reads and commits (the store's ``capabilities``)."""
         return self.store.capabilities
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The store's embedder, or None (the store's ``embedder``)."""
+        return self.store.embedder
 
     async def now_us(self) -> int:
         """The store's clock, in microseconds (the store's ``now_us()``)."""

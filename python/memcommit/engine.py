@@ -143,6 +143,25 @@ class LogView(Protocol):
         """The raw records above LSN `after`, up to `max_bytes`; and the last LSN in them."""
         ...
 
+    def search(
+        self,
+        mode: str,
+        text: str | None,
+        vector: Sequence[float] | None,
+        k: int,
+        tier: str | None = None,
+        kind: str | None = None,
+        task: str | None = None,
+        status: str | None = None,
+        tags: object = None,
+    ) -> list[tuple[Memory, float]]:
+        """The `k` best memories for the words `text` and the `vector`, best first, scored."""
+        ...
+
+    def vector_dims(self) -> int | None:
+        """The length of the store's vectors; None while no memory has one."""
+        ...
+
 
 @dataclass(frozen=True)
 class CompactionPlan:
@@ -239,8 +258,13 @@ class Engine(Protocol):
         data: Mapping[str, Any] | None,
         tags: Sequence[str],
         sources: Sequence[str],
+        vector: Sequence[float] | None,
     ) -> str:
         """One put as its own commit (`at_us` None: the system clock, read in the engine)."""
+        ...
+
+    def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
+        """Give puts without a vector the vector `embed` makes of their text."""
         ...
 
     def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
@@ -305,6 +329,7 @@ class LocalEngine:
         path: str | None = None,
         reopen: Callable[[], _native.NativeLog] | None = None,
     ) -> None:
+        self._embed: Callable[[list[str]], Sequence[Sequence[float]]] | None = None
         self._bind(log)
         self._path = path
         self._reopen = reopen
@@ -402,9 +427,16 @@ class LocalEngine:
         """A native commit on the log, refused outside its ``with`` block."""
         return Commit(self._log, now_us, expect_lsn, now_us() // 1000, require_with=True)
 
+    def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
+        """The native log calls `embed` for the puts of a commit that carry no vector."""
+        self._embed = embed
+        self._log.set_embedder(embed)
+
     def _bind(self, log: _native.NativeLog) -> None:
         """Go on with `log`; the native log's own writes are the engine's."""
         self._log = log
+        if self._embed is not None and not log.has_embedder():
+            log.set_embedder(self._embed)
         self.get = log.get
         self.get_many = log.get_many
         self.is_purged = log.is_purged

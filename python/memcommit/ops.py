@@ -49,6 +49,7 @@ __all__ = [
     "by_name",
     "check_fields",
     "check_wire",
+    "embed_missing",
     "record_kind",
     "to_wire",
 ]
@@ -77,10 +78,16 @@ class Operation:
 _DATA = frozenset({"data"})
 
 PUT = Operation(
-    "put", ("id", "text", "kind", "task", "tier", "data", "tags", "sources"), "text", _DATA
+    "put",
+    ("id", "text", "kind", "task", "tier", "data", "tags", "sources", "vector"),
+    "text",
+    _DATA,
 )
 PUT_MANY = Operation(
-    "put_many", ("ids", "texts", "kind", "task", "tier", "data", "tags", "sources"), "texts", _DATA
+    "put_many",
+    ("ids", "texts", "kind", "task", "tier", "data", "tags", "sources", "vectors"),
+    "texts",
+    _DATA,
 )
 STALE = Operation("stale", ("id", "reason"), "id")
 RESTORE = Operation("restore", ("id",), "id")
@@ -104,10 +111,56 @@ def to_wire(op: Operation, values: Mapping[str, Any]) -> list[Any]:
         value = values[field]
         if field in op.json:
             value = encode_data(value)
+        elif field == "vector":
+            value = _floats(value)
+        elif field == "vectors":
+            value = None if value is None else [_floats(v) for v in value]
         elif isinstance(value, tuple):
             value = list(value)
         out.append(value)
     return out
+
+
+def _floats(vector: Any) -> list[float] | None:
+    """A vector (checked by a commit) as the wire carries it: a list of floats, or None."""
+    return None if vector is None else [float(x) for x in vector]
+
+
+_VECTOR = 1 + PUT.fields.index("vector")
+_VECTORS = 1 + PUT_MANY.fields.index("vectors")
+_TEXTS = 1 + PUT_MANY.fields.index("texts")
+
+
+def embed_missing(wire_ops: list[list[Any]], embed: Callable[[list[str]], Any]) -> None:
+    """Give the puts of `wire_ops` that carry no vector the vectors `embed` makes of them.
+
+    One call of `embed` for all their texts.
+
+    Raises:
+        ValueError: The embedder did not return one vector per text.
+    """
+    wanted: list[tuple[list[Any], int]] = []  # (where the vector goes, at which index)
+    texts: list[str] = []
+    for op in wire_ops:
+        if op[0] == PUT.name and op[_VECTOR] is None:
+            wanted.append((op, _VECTOR))
+            texts.append(op[1 + PUT.fields.index("text")])
+        elif op[0] == PUT_MANY.name:
+            if op[_VECTORS] is None:
+                op[_VECTORS] = [None] * len(op[_TEXTS])
+            for i, v in enumerate(op[_VECTORS]):
+                if v is None:
+                    wanted.append((op[_VECTORS], i))
+                    texts.append(op[_TEXTS][i])
+    if not texts:
+        return
+    vectors = list(embed(texts))
+    if len(vectors) != len(texts):
+        raise ValueError(
+            f"embed: the embedder returned {len(vectors)} vectors for {len(texts)} texts"
+        )
+    for (where, i), v in zip(wanted, vectors, strict=True):
+        where[i] = _floats(v)
 
 
 def check_wire(op: object, where: str) -> Operation:
@@ -193,6 +246,18 @@ STRINGS = FieldType(
     lambda v: isinstance(v, list | tuple) and all(isinstance(item, str) for item in v),
     tuple,
 )
+OPTIONAL_VECTOR = FieldType(
+    "tuple[float, ...] | None",
+    "a list of numbers or null",
+    lambda v: (
+        v is None
+        or (
+            isinstance(v, list | tuple)
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+        )
+    ),
+    lambda v: None if v is None else tuple(float(x) for x in v),
+)
 OPTIONAL_OBJECT = FieldType(
     "dict | None", "an object or null", lambda v: v is None or isinstance(v, dict)
 )
@@ -260,6 +325,7 @@ RECORDS: tuple[RecordKind, ...] = (
             RecordField("tags", STRINGS, default=()),
             RecordField("sources", STRINGS, default=()),
             RecordField("created_at", TIME, imported=False),
+            RecordField("vector", OPTIONAL_VECTOR),
         ),
     ),
     RecordKind(

@@ -16,6 +16,7 @@ from .errors import MemcommitError, NotSupported, Purged
 from .files import replace_durably
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
+from .search import Embedder, SearchHit, SearchMode, query_parts
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self is 3.11+
@@ -45,10 +46,21 @@ class MemoryStore(Roles):
         engine: What keeps the log (see :mod:`memcommit.engine`): :func:`memcommit.open`
             builds a local one, :class:`~memcommit.RemoteStore` a remote one.
         clock: The time source for records (default: the system clock, UTC).
+        embed: The store's embedder: called with a list of texts, it returns one vector per
+            text. Every put without a ``vector=`` gets its vector from it (one call per
+            commit, before the writer lock is taken), and :meth:`search` embeds a string
+            query with it.
     """
 
-    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, clock: Clock | None = None, embed: Embedder | None = None
+    ) -> None:
+        if embed is not None and not callable(embed):
+            raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
         self._engine = engine
+        self._embed = embed
+        if embed is not None:
+            engine.set_embedder(embed)
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
@@ -127,6 +139,7 @@ class MemoryStore(Roles):
         data: Mapping[str, Any] | None = None,
         tags: Sequence[str] = (),
         sources: Sequence[str] = (),
+        vector: Sequence[float] | None = None,
     ) -> str:
         """Create a memory, or replace the content of an existing id (tier and status stay).
 
@@ -141,16 +154,22 @@ class MemoryStore(Roles):
             data: A JSON object (dict) or None.
             tags: Tags.
             sources: Ids of the memories this one was derived from.
+            vector: The memory's embedding (a sequence of finite numbers, stored as 32-bit
+                floats), for :meth:`search`. Every vector of a store has the same length:
+                the first one's. None: the store's embedder's, if it has one, else none (a
+                put carries the memory's whole state, so a re-put without a vector leaves
+                the memory without one).
 
         Returns:
             The memory's id.
 
         Raises:
             TypeError: An argument has the wrong type (the message names it).
-            ValueError: An argument has a bad value; nothing was written.
+            ValueError: An argument has a bad value (a vector of another length than the
+                store's names the memory); nothing was written.
         """
         at = None if self._system_clock is not None else to_microseconds(self._clock.now())
-        return self._engine.put(at, text, kind, id, task, tier, data, tags, sources)
+        return self._engine.put(at, text, kind, id, task, tier, data, tags, sources, vector)
 
     def _one(self, c: Commit) -> int:
         assert c.lsn is not None
@@ -266,6 +285,58 @@ class MemoryStore(Roles):
         """
         return self._engine.view().find(tier, kind, task, status, tags, limit)
 
+    def search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 10,
+        kind: str | None = None,
+        tier: str | None = None,
+        task: str | None = None,
+        status: str | None = "active",
+        tags: Sequence[str] | None = None,
+        mode: SearchMode = "hybrid",
+    ) -> list[SearchHit]:
+        """Return the `k` memories that best match `query`, best first, with their scores.
+
+        ``mode="vector"`` ranks by cosine similarity of the memories' vectors,
+        ``"text"`` by BM25 over their texts, and ``"hybrid"`` (the default) by both, fused by
+        reciprocal rank (see :mod:`memcommit.search`). The filters are those of :meth:`find`
+        and are applied inside the search, so `k` memories come back whenever `k` match; by
+        default only active ones. A memory without a vector is found by text only.
+
+        Args:
+            query: Words (embedded with the store's embedder for the vector ranking, if it
+                has one), or a vector of the store's length.
+            k: How many memories at most.
+            kind: Only memories of this kind.
+            tier: Only memories in this tier.
+            task: Only memories of this task.
+            status: Only memories with this status (default ``"active"``; None for any).
+            tags: Only memories carrying all of these tags.
+            mode: ``"hybrid"``, ``"vector"`` or ``"text"``.
+
+        Returns:
+            :class:`~memcommit.search.SearchHit` values (``hit.memory``, ``hit.score``).
+
+        Raises:
+            TypeError: An argument has the wrong type (the message names it).
+            ValueError: An unknown mode or tier; a query vector of another length than the
+                store's vectors; ``mode="vector"`` with words and no embedder.
+        """
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an int, not {type(k).__name__}")
+        if k < 0:
+            raise ValueError(f"k: must be 0 or more, got {k}")
+        text, vector = query_parts(query, mode, self._embed)
+        found = self._engine.view().search(mode, text, vector, k, tier, kind, task, status, tags)
+        return [SearchHit(memory, score) for memory, score in found]
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The store's embedder (``memcommit.open(path, embed=fn)``), or None."""
+        return self._embed
+
     def history(self, id: str) -> list[Record]:
         """Return the records of memory `id` that are still in the log, oldest first."""
         return self._engine.view().history(check_id(id))
@@ -347,15 +418,19 @@ class MemoryStore(Roles):
         """Facts about the store: path, records, lsn, bytes, generation, store_id, memories..."""
         return self._engine.info()
 
-    def context(self, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
+    def context(
+        self, task: str | None = None, budget_chars: int = 4000, query: str | None = None
+    ) -> list[Memory]:
         """The active memories an agent should read, within a budget of characters.
 
         Working memories first, then mid-term summaries, then long-term memories; never
-        archived or stale ones. See :func:`memcommit.tiers.context`.
+        archived or stale ones. With a `query`, each tier's memories come most relevant first
+        (:meth:`search`, hybrid), and those that match nothing of it after them. See
+        :func:`memcommit.tiers.context`.
         """
         from .tiers import context
 
-        return context(self, task=task, budget_chars=budget_chars)
+        return context(self, task=task, budget_chars=budget_chars, query=query)
 
     def lineage(self, id: str) -> list[Memory]:
         """What memory `id` was derived from, through ``sources``, recursively.
@@ -433,6 +508,7 @@ def open(
     read_only: bool = False,
     flush_interval_ms: int = 50,
     max_record_bytes: int = 16 * 1024 * 1024,
+    embed: Embedder | None = None,
 ) -> MemoryStore:
     """Open the store in the log file `path` (created if missing), or ``":memory:"``.
 
@@ -456,6 +532,9 @@ def open(
         read_only: Open as a reader beside the writer; catch up with :meth:`MemoryStore.refresh`.
         flush_interval_ms: The ``"batch"`` timer.
         max_record_bytes: The largest record a commit may write (default 16 MiB).
+        embed: An embedder: called with a list of texts, it returns one vector per text.
+            Puts without a vector get theirs from it, and :meth:`MemoryStore.search` embeds a
+            string query with it (see :class:`MemoryStore`).
 
     Raises:
         StoreLocked: Another writer has the file open.
@@ -484,12 +563,12 @@ def open(
                 "read_only: a store in RAM has no log file for a reader to share with a "
                 "writer; open a log file to read it beside its writer"
             )
-        return MemoryStore(LocalEngine.memory(max_record_bytes), clock=clock)
+        return MemoryStore(LocalEngine.memory(max_record_bytes), clock=clock, embed=embed)
     engine = LocalEngine.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path
     )
     try:
-        return MemoryStore(engine, clock=clock)
+        return MemoryStore(engine, clock=clock, embed=embed)
     except BaseException:
         # Let go of the file and the writer lock now, not when the collector finds the cycle
         # the half-built store left: a second open must not find it locked.

@@ -498,7 +498,12 @@ def _name_of(summarizer: Summarizer) -> str:
 # -- what agents see ---------------------------------------------------------------------
 
 
-def context(store: MemoryStore, task: str | None = None, budget_chars: int = 4000) -> list[Memory]:
+def context(
+    store: MemoryStore,
+    task: str | None = None,
+    budget_chars: int = 4000,
+    query: str | None = None,
+) -> list[Memory]:
     """The active memories an agent should read, most immediate first, within a budget.
 
     The working tier comes first, then the mid-term summaries, then long-term memory; never
@@ -507,17 +512,24 @@ def context(store: MemoryStore, task: str | None = None, budget_chars: int = 400
     passed over for older, shorter ones. The memories chosen are returned grouped by tier
     and, within a tier, oldest first, so they read as a story.
 
+    With a `query`, the budget is spent within each tier on the memories most relevant to it
+    first (:meth:`~memcommit.MemoryStore.search`, hybrid: by meaning where the memories have
+    vectors, and by words), then on the rest newest first; the memories chosen are returned
+    grouped by tier and, within a tier, in that order (most relevant first).
+
     Args:
         store: The store to read.
         task: Only the memories of this task and those of no task (what holds for every
             task: preferences, facts); None (default) for every memory.
         budget_chars: The most characters of text, summed over the memories returned.
+        query: What the agent is about to do, to rank each tier's memories by (None: newest
+            first).
 
     Returns:
         The memories, working tier first, then ``mid``, then ``long``.
 
     Raises:
-        TypeError: `task` is not a str or None, or `budget_chars` is not an int.
+        TypeError: `task` or `query` is not a str or None, or `budget_chars` is not an int.
         ValueError: `budget_chars` is negative.
     """
     if task is not None and not isinstance(task, str):
@@ -526,6 +538,8 @@ def context(store: MemoryStore, task: str | None = None, budget_chars: int = 400
         raise TypeError(f"budget_chars must be int, not {type(budget_chars).__name__}")
     if budget_chars < 0:
         raise ValueError(f"budget_chars: must not be negative, got {budget_chars}")
+    if query is not None and not isinstance(query, str):
+        raise TypeError(f"query must be str or None, not {type(query).__name__}")
     left = budget_chars
     chosen: list[Memory] = []
     for tier in _VISIBLE:
@@ -534,14 +548,23 @@ def context(store: MemoryStore, task: str | None = None, budget_chars: int = 400
         found = store.find(tier=tier)
         if task is not None:
             found = [m for m in found if m.task is None or m.task == task]
+        # The order the budget is spent in: newest first, or most relevant first.
+        order = list(reversed(found))
+        if query is not None and found:
+            ranked = [h.memory for h in store.search(query, k=len(found), tier=tier)]
+            ranked_ids = {m.id for m in ranked}
+            allowed = {m.id for m in found}
+            order = [m for m in ranked if m.id in allowed]
+            order += [m for m in reversed(found) if m.id not in ranked_ids]
         picked: list[Memory] = []
-        for m in reversed(found):
+        for m in order:
             size = len(m.text)
             if size <= left:
                 picked.append(m)
                 left -= size
                 if not left:
                     break
-        picked.reverse()
+        if query is None:
+            picked.reverse()
         chosen.extend(picked)
     return chosen

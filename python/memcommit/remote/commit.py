@@ -63,6 +63,8 @@ class RemoteCommit:
             return False
         if not self._ops and self._expect_lsn is None:
             return False
+        if self._engine.embedder is not None:
+            ops.embed_missing(self._ops, self._engine.embedder)
         self.first_lsn, self.lsn = self._engine.run_commit(self._ops, self._expect_lsn)
         return False
 

@@ -10,7 +10,7 @@ server. :class:`~memcommit.RemoteStore` is :class:`~memcommit.MemoryStore` on th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.client import HTTPMessage
 from typing import Any, NoReturn, cast
 
@@ -29,7 +29,7 @@ from .roles import remote_role
 
 __all__ = ["RemoteEngine"]
 
-_PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources")
+_PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 
 
@@ -56,6 +56,8 @@ class RemoteEngine:
         pipeline.on_answer = self._note
         self.scratch = _native.NativeLog.memory()
         """A log in RAM that is never written: a remote commit checks its operations on it."""
+        self.embedder: Callable[[list[str]], Sequence[Sequence[float]]] | None = None
+        """The store's embedder: a remote commit embeds its puts' texts before it is sent."""
         self._follower: threading.Thread | None = None
         try:
             self._replica = replica = Replica(pipeline)
@@ -157,6 +159,10 @@ class RemoteEngine:
         with self.begin(None, _unread_clock) as c:
             mid = c.put(text, **dict(zip(_PUT_FIELDS, fields, strict=True)))
         return mid
+
+    def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
+        """Embed the puts without a vector here, before each commit is sent."""
+        self.embedder = embed
 
     def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
         """Refused: the roles' entities are written by the server's roles."""

@@ -46,6 +46,7 @@ fn main() {
                 tier: None,
                 tags: vec![],
                 sources: vec![],
+                vector: None,
             })
         })
         .collect();

@@ -14,6 +14,7 @@
 //!   damage apart (used by open, refresh, replica apply, [`inspect`] and repair), and the seal
 //!   check (`verify`).
 //! * `state`: the index replay builds, its id table, the links of older records and slabs.
+//! * [`search`]: vector and full-text search structures (the filter is the index's).
 //! * `persist`: the index file's and the snapshot's bytes.
 //! * `engine`: an open [`Log`]: open, replay, commit, durability, reads, the chain thread,
 //!   seals, entities, saving the state, a replica.
@@ -29,6 +30,7 @@ pub mod format;
 pub mod ids;
 mod persist;
 mod recovery;
+pub mod search;
 mod state;
 mod tools;
 mod vfs;
@@ -43,6 +45,7 @@ pub use engine::commit::{Commit, Committed};
 pub use engine::log::{
     truncate, truncate_expecting, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options,
 };
+pub use engine::search::SearchQuery;
 pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
 pub use recovery::{inspect, Inspection};

@@ -69,6 +69,7 @@ impl Puts {
                     tier: [None, Some(Tier::Mid), Some(Tier::Long)][i % 3],
                     tags: TAGS[..i % 4].to_vec(),
                     sources: if i % 11 == 0 { vec![self.ids[i / 2].as_str()] } else { vec![] },
+                    vector: None,
                 }
             })
             .collect()

@@ -50,6 +50,7 @@ fn full_put(id: &str, n: usize) -> PutCommand {
         tier: Some(if n.is_multiple_of(2) { Tier::Mid } else { Tier::Long }),
         tags: vec![format!("tag{}", n % 4), "shared".into()],
         sources: vec!["src-a".into(), format!("src-{n}")],
+        vector: None,
     }
 }
 
@@ -490,6 +491,7 @@ fn every_single_bit_flip_is_detected() {
         tier: Some(Tier::Mid),
         tags: vec!["g".into()],
         sources: vec!["a".into()],
+        vector: None,
     })]);
     c(&[put("e", "five"), Command::Move { id: "e".into(), tier: Tier::Archive }]);
     log.close().unwrap();

@@ -8,18 +8,20 @@
 //! string stays alive while the GIL is released, whatever another thread does to the rows)
 //! and the core borrows the strings' UTF-8 bytes in place.
 
+use std::sync::Arc;
+
 use memcommit_core::{PutCommand, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::commit::{data_arg, key, str_tuple, text_of, tier_arg, Column};
-use crate::convert::{items_of, type_error};
+use crate::convert::{get_vector, items_of, type_error};
 use crate::store::IDS;
 
 /// The fields of a put, in the order of `store.put`'s wire form (`memcommit.ops.PUT`): the
 /// order of a tuple row's values unless `put_rows` is given `fields=`.
-pub const FIELDS: [&str; 8] = ["id", "text", "kind", "task", "tier", "data", "tags", "sources"];
+pub const FIELDS: [&str; 9] = ["id", "text", "kind", "task", "tier", "data", "tags", "sources", "vector"];
 const ID: usize = 0;
 const TEXT: usize = 1;
 const KIND: usize = 2;
@@ -28,6 +30,7 @@ const TIER: usize = 4;
 const DATA: usize = 5;
 const TAGS: usize = 6;
 const SOURCES: usize = 7;
+const VECTOR: usize = 8;
 
 /// Records read from Python per call of `push_puts`: enough that the second thread has work,
 /// few enough that a batch's references and commands stay small and warm in the cache.
@@ -47,6 +50,8 @@ pub struct Bulk {
     shared: Shared,
     /// The rows that give a tier, data, tags or sources of their own, in row order.
     own: Vec<Own>,
+    /// Each record's vector (`put_many(vectors=)`, or the store's embedder), or empty: none.
+    vectors: Vec<Option<Arc<[f32]>>>,
 }
 
 /// The tier, data, tags and sources of every record of a bulk call that gives none of its own.
@@ -116,7 +121,7 @@ impl<'py> Row<'py> {
     }
 
     /// The value the row gives for field `f`: None when it gives none (or None).
-    fn field(&self, places: &[Option<usize>; 8], f: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn field(&self, places: &[Option<usize>; 9], f: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
         let v = match self {
             Row::Tuple(t) => match places[f] {
                 Some(p) if p < t.len() => Some(t.get_item(p)?),
@@ -132,7 +137,24 @@ impl Bulk {
     /// `put_many`'s records: `ids` (checked, as long as `texts`), the texts (checked) and the
     /// fields every record shares or takes from a column.
     pub fn columns(ids: Py<PyList>, texts: Py<PyList>, kind: Column, task: Column, shared: Shared) -> Bulk {
-        Bulk { ids, texts, kind, task, shared, own: Vec::new() }
+        Bulk { ids, texts, kind, task, shared, own: Vec::new(), vectors: Vec::new() }
+    }
+
+    /// Give the records vectors, one each (None: none), as many as there are records.
+    pub fn set_vectors(&mut self, vectors: Vec<Option<Arc<[f32]>>>) {
+        self.vectors = vectors;
+    }
+
+    /// Each record's vector, one slot per record (None: none yet), to fill in.
+    pub fn vectors_mut(&mut self, py: Python<'_>) -> &mut Vec<Option<Arc<[f32]>>> {
+        let n = self.len(py);
+        self.vectors.resize(n, None);
+        &mut self.vectors
+    }
+
+    /// The records' texts, in order.
+    pub fn texts<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.texts.bind(py).clone()
     }
 
     /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
@@ -171,6 +193,7 @@ impl Bulk {
         let (default_kind, no_task) = (kind.bind(py).clone().into_any(), py.None().into_bound(py));
         let default_task = task.as_ref().map_or(no_task, |t| t.bind(py).clone().into_any());
         let mut own = Vec::new();
+        let mut vectors: Vec<Option<Arc<[f32]>>> = Vec::new();
         let mut missing = 0;
         for (i, row) in rows.iter().enumerate() {
             let where_ = || format!("rows[{i}]");
@@ -247,6 +270,11 @@ impl Bulk {
                 {
                     own.push(mine);
                 }
+                if let Some(v) = get(VECTOR)? {
+                    // Rows before the first with a vector have none.
+                    vectors.resize(i, None);
+                    vectors.push(Some(get_vector(&v, "vector")?));
+                }
                 Ok(())
             })();
             checked.map_err(|e| at(py, &where_(), e))?;
@@ -261,6 +289,7 @@ impl Bulk {
                 })
                 .collect::<PyResult<Vec<_>>>()?,
         )?;
+        let texts_len = texts.len();
         Ok(Bulk {
             ids: ids.unbind(),
             texts: PyList::new(py, texts)?.unbind(),
@@ -268,6 +297,13 @@ impl Bulk {
             task: Column::Each(PyList::new(py, tasks)?.unbind()),
             shared,
             own,
+            vectors: if vectors.is_empty() {
+                vectors
+            } else {
+                let n = texts_len;
+                vectors.resize(n, None);
+                vectors
+            },
         })
     }
 
@@ -342,9 +378,11 @@ impl Bulk {
                     None => shared.to_vec(),
                 }
             }
+            let vectors = self.vectors.get(start..end);
             let cmds: Vec<PutCommand<&str>> = shape
                 .iter()
-                .map(|s| PutCommand {
+                .enumerate()
+                .map(|(i, s)| PutCommand {
                     id: strs[s.at],
                     text: strs[s.at + 1],
                     kind: strs[s.at + 2],
@@ -353,6 +391,7 @@ impl Bulk {
                     tier: Some(s.tier),
                     tags: list(&strs, s.tags, &shared_tags),
                     sources: list(&strs, s.sources, &shared_sources),
+                    vector: vectors.and_then(|v| v[i].clone()),
                 })
                 .collect();
             f(&cmds)?;
@@ -400,8 +439,8 @@ fn tuple_strs<'py>(t: &Bound<'py, PyTuple>) -> PyResult<Vec<Bound<'py, PyString>
 fn places_of(
     py: Python<'_>,
     fields: Option<&Bound<'_, PyAny>>,
-) -> PyResult<([Option<usize>; 8], Vec<&'static str>)> {
-    let mut places = [None; 8];
+) -> PyResult<([Option<usize>; 9], Vec<&'static str>)> {
+    let mut places = [None; 9];
     let Some(fields) = fields.filter(|f| !f.is_none()) else {
         for (f, p) in places.iter_mut().enumerate() {
             *p = Some(f);

@@ -4,6 +4,8 @@
 //! arguments and keeps references to the caller's objects (no copies, no tuples); at the end
 //! of the block the strings are read in place while the writer lock is held.
 
+use std::sync::Arc;
+
 use memcommit_core::Log;
 use memcommit_core::{Command, Expect, PutCommand, Status, Tier};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -12,7 +14,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::bulk::{Bulk, Shared, BATCH};
-use crate::convert::{get_opt_u64, items_of, status_from, tier_from, type_error};
+use crate::convert::{get_opt_u64, get_vector, items_of, status_from, tier_from, type_error};
 use crate::errors::to_py;
 use crate::gate::{self, release};
 use crate::store::IDS;
@@ -70,6 +72,7 @@ enum Op {
         tier: Tier,
         tags: Py<PyTuple>,
         sources: Py<PyTuple>,
+        vector: Option<Arc<[f32]>>,
     },
     /// `put_many` or `put_rows`: written with the core's bulk path.
     Bulk(Bulk),
@@ -231,6 +234,9 @@ impl Commit {
     /// Write the collected operations: take the writer lock with the GIL released, read each
     /// operation's strings in place, then finish and wait for durability without the GIL.
     fn write(&mut self, py: Python<'_>) -> PyResult<()> {
+        if let Some(embed) = self.native.get().embedder(py).cloned() {
+            self.embed_missing(py, &embed)?;
+        }
         let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
         let hint: usize = self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len(py) } else { 1 }).sum();
         let native = self.native.get();
@@ -264,6 +270,42 @@ impl Commit {
 }
 
 impl Commit {
+    /// Give every put without a vector one from the store's embedder: one call for the whole
+    /// commit, before the writer lock is taken.
+    fn embed_missing(&mut self, py: Python<'_>, embed: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut texts: Vec<Bound<'_, PyString>> = Vec::new();
+        for op in &mut self.ops {
+            match op {
+                Op::Put { text, vector: None, .. } => texts.push(text.bind(py).clone()),
+                Op::Bulk(b) => {
+                    let all = b.texts(py);
+                    for (i, v) in b.vectors_mut(py).iter().enumerate() {
+                        if v.is_none() {
+                            texts.push(all.get_item(i)?.cast_into::<PyString>()?);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let mut vectors = embed_texts(embed, texts)?.into_iter();
+        for op in &mut self.ops {
+            match op {
+                Op::Put { vector: v @ None, .. } => *v = vectors.next().flatten(),
+                Op::Bulk(b) => {
+                    for v in b.vectors_mut(py).iter_mut().filter(|v| v.is_none()) {
+                        *v = vectors.next().flatten();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Push every operation into the begun commit `c` on `log`, reading each operation's
     /// strings in place, then finish it and wait for durability without the GIL. Returns the
     /// first and last LSN written, if any.
@@ -331,7 +373,7 @@ fn each_command(
     mut f: impl FnMut(&Command<&str>, Option<&str>) -> PyResult<()>,
 ) -> PyResult<()> {
     match op {
-        Op::Put { id, kind, text, data, task, tier, tags, sources } => {
+        Op::Put { id, kind, text, data, task, tier, tags, sources, vector } => {
             let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
             let cmd = Command::Put(PutCommand {
                 id: s(py, id)?,
@@ -342,6 +384,7 @@ fn each_command(
                 tier: Some(*tier),
                 tags: views(&tag_items)?,
                 sources: views(&source_items)?,
+                vector: vector.clone(),
             });
             f(&cmd, after)
         }
@@ -381,11 +424,13 @@ pub struct PutArgs<'py> {
     pub data: Option<Bound<'py, PyAny>>,
     pub tags: Option<Bound<'py, PyAny>>,
     pub sources: Option<Bound<'py, PyAny>>,
+    /// A put's vector; `put_many`'s `vectors`.
+    pub vector: Option<Bound<'py, PyAny>>,
 }
 
 /// The fields of a put after its text, in the order of `store.put`'s keywords: the order the
 /// engine passes them to `NativeLog.put`.
-const PUT_FIELDS: [&str; 7] = ["kind", "id", "task", "tier", "data", "tags", "sources"];
+const PUT_FIELDS: [&str; 8] = ["kind", "id", "task", "tier", "data", "tags", "sources", "vector"];
 
 impl<'py> PutArgs<'py> {
     /// The one place the fields are named: the slot of field `name`, if it is one.
@@ -398,12 +443,23 @@ impl<'py> PutArgs<'py> {
             "data" => &mut self.data,
             "tags" => &mut self.tags,
             "sources" => &mut self.sources,
+            "vector" => &mut self.vector,
             _ => return None,
         })
     }
 
     fn bare(text: Bound<'py, PyAny>) -> Self {
-        PutArgs { text, kind: None, id: None, task: None, tier: None, data: None, tags: None, sources: None }
+        PutArgs {
+            text,
+            kind: None,
+            id: None,
+            task: None,
+            tier: None,
+            data: None,
+            tags: None,
+            sources: None,
+            vector: None,
+        }
     }
 
     /// `NativeLog.put`'s arguments: the text, then up to seven fields in `PUT_FIELDS` order.
@@ -433,7 +489,8 @@ impl<'py> PutArgs<'py> {
             let name = name.to_str()?;
             let slot = match name {
                 "ids" => Some(&mut args.id),
-                "id" => None,
+                "vectors" => Some(&mut args.vector),
+                "id" | "vector" => None,
                 other => args.slot(other),
             };
             let Some(slot) = slot else {
@@ -445,6 +502,18 @@ impl<'py> PutArgs<'py> {
         }
         Ok(args)
     }
+}
+
+/// `put_many`'s `vectors=`: one vector (or None) per text.
+fn vectors_arg(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<Option<Arc<[f32]>>>> {
+    let list = items_of(obj, |_| type_error("vectors", "a list of vectors", obj))?;
+    if list.len() != n {
+        return Err(PyValueError::new_err(format!("vectors: {} vectors for {n} texts", list.len())));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| (!v.is_none()).then(|| get_vector(&v, &format!("vectors[{i}]"))).transpose())
+        .collect()
 }
 
 /// A field's value, None when Python passed None (the field's default, as when left out).
@@ -470,8 +539,31 @@ fn put_op(py: Python<'_>, id_ms: u64, args: PutArgs<'_>) -> PyResult<(Py<PyStrin
         tier,
         tags: str_tuple(py, args.tags.as_ref(), "tags")?,
         sources: str_tuple(py, args.sources.as_ref(), "sources")?,
+        vector: args.vector.as_ref().map(|v| get_vector(v, "vector")).transpose()?,
     };
     Ok((id, op))
+}
+
+/// The vectors the store's embedder gives `texts`, one each, checked: the embedder is called
+/// once, with a list of the texts.
+pub fn embed_texts(
+    embed: &Bound<'_, PyAny>,
+    texts: Vec<Bound<'_, PyString>>,
+) -> PyResult<Vec<Option<Arc<[f32]>>>> {
+    let n = texts.len();
+    let got = embed.call1((PyList::new(embed.py(), texts)?,))?;
+    let items = items_of(&got, |_| type_error("the embedder's result", "a list of vectors", &got))?;
+    if items.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "embed: the embedder returned {} vectors for {n} texts",
+            items.len()
+        )));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| get_vector(&v, &format!("the embedder's vector {i}")).map(Some))
+        .collect()
 }
 
 /// `store.put` in one call: one record, one commit, the GIL released once for all of it.
@@ -481,7 +573,10 @@ pub fn put_one(
     at_us: i64,
     args: PutArgs<'_>,
 ) -> PyResult<Py<PyString>> {
-    let (id, op) = put_op(py, (at_us / 1000) as u64, args)?;
+    let (id, mut op) = put_op(py, (at_us / 1000) as u64, args)?;
+    if let (Some(embed), Op::Put { text, vector: v @ None, .. }) = (native.embedder(py), &mut op) {
+        *v = embed_texts(embed, vec![text.bind(py).clone()])?.pop().flatten();
+    }
     let mut cmd = None;
     each_command(py, &op, None, |c, _| {
         cmd = Some(c.to_owned());
@@ -524,8 +619,8 @@ impl Commit {
     // is the per-record path of bulk loads, and PyO3 reads declared keywords without building a
     // dict (measured on a release build: about 1.8 µs a put through `**fields`, 1.0 declared).
     #[pyo3(
-        signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None),
-        text_signature = "(self, text, *, kind='note', id=None, task=None, tier='working', data=None, tags=(), sources=())"
+        signature = (text, *, kind=None, id=None, task=None, tier=None, data=None, tags=None, sources=None, vector=None),
+        text_signature = "(self, text, *, kind='note', id=None, task=None, tier='working', data=None, tags=(), sources=(), vector=None)"
     )]
     #[allow(clippy::too_many_arguments)] // the keyword arguments of put
     fn put<'py>(
@@ -538,8 +633,9 @@ impl Commit {
         data: Option<Bound<'py, PyAny>>,
         tags: Option<Bound<'py, PyAny>>,
         sources: Option<Bound<'py, PyAny>>,
+        vector: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Py<PyString>> {
-        let args = PutArgs { text, kind, id, task, tier, data, tags, sources };
+        let args = PutArgs { text, kind, id, task, tier, data, tags, sources, vector };
         let (id, op) = put_op(args.text.py(), self.id_ms, args)?;
         self.add(op)?;
         Ok(id)
@@ -550,7 +646,7 @@ impl Commit {
     /// sources are shared. Returns the ids, in the order of `texts`.
     #[pyo3(
         signature = (texts, **fields),
-        text_signature = "(self, texts, *, kind='note', ids=None, task=None, tier='working', data=None, tags=(), sources=())"
+        text_signature = "(self, texts, *, kind='note', ids=None, task=None, tier='working', data=None, tags=(), sources=(), vectors=None)"
     )]
     fn put_many(
         &mut self,
@@ -558,7 +654,7 @@ impl Commit {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyList>> {
         let py = texts.py();
-        let PutArgs { text: texts, kind, id: ids, task, tier, data, tags, sources } =
+        let PutArgs { text: texts, kind, id: ids, task, tier, data, tags, sources, vector: vectors } =
             PutArgs::put_many_keywords(texts, fields)?;
         if texts.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
@@ -590,13 +686,17 @@ impl Commit {
             })?;
         }
         let n = texts.len();
-        let bulk = Bulk::columns(
+        let vectors = vectors.map(|v| vectors_arg(&v, n)).transpose()?;
+        let mut bulk = Bulk::columns(
             ids.clone().unbind(),
             texts.unbind(),
             Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
             Column::from_arg(py, task.as_ref(), "task", n, true)?,
             Shared::from_keywords(py, tier.as_ref(), data.as_ref(), tags.as_ref(), sources.as_ref())?,
         );
+        if let Some(v) = vectors {
+            bulk.set_vectors(v);
+        }
         let op = Op::Bulk(bulk);
         self.add(op)?;
         Ok(ids.unbind())

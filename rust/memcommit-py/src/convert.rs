@@ -107,3 +107,22 @@ pub fn get_opt_u64(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Opti
         _ => Ok(None),
     }
 }
+
+/// A vector argument: a sequence of numbers (a list, a tuple, an array), read as f32. Its
+/// length and values are the core's to check (`Log::validate`). A str or bytes is refused.
+pub fn get_vector(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<std::sync::Arc<[f32]>> {
+    let want = "a sequence of numbers";
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(type_error(field, want, obj));
+    }
+    let items = items_of(obj, |_| type_error(field, want, obj))?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if item.is_instance_of::<PyBool>() {
+            return Err(type_error(&format!("{field}[{i}]"), "a number", &item));
+        }
+        let x: f64 = item.extract().map_err(|_| type_error(&format!("{field}[{i}]"), "a number", &item))?;
+        out.push(x as f32);
+    }
+    Ok(out.into())
+}

@@ -42,6 +42,9 @@ pub struct NativeLog {
     display_py: pyo3::sync::PyOnceLock<Py<PyString>>,
     /// How many compactions have ended (swapped or not), and their waiters.
     ended: (parking_lot::Mutex<u64>, parking_lot::Condvar),
+    /// The store's embedder (`memcommit.open(path, embed=fn)`): called with a list of texts,
+    /// it returns their vectors. Puts without a vector get one from it.
+    embedder: pyo3::sync::PyOnceLock<Py<PyAny>>,
 }
 
 /// How long a call waits for log compaction to hand over the new generation.
@@ -55,7 +58,13 @@ impl NativeLog {
             display,
             display_py: pyo3::sync::PyOnceLock::new(),
             ended: Default::default(),
+            embedder: pyo3::sync::PyOnceLock::new(),
         }
+    }
+
+    /// The store's embedder, if it was opened with one.
+    pub(crate) fn embedder<'py>(&self, py: Python<'py>) -> Option<&Bound<'py, PyAny>> {
+        self.embedder.get(py).map(|e| e.bind(py))
     }
 
     /// The log's path as a Python str (made on first use).
@@ -226,6 +235,84 @@ impl NativeLog {
         // None: the system clock, read here (one Python call less per put).
         let at_us = at_us.unwrap_or_else(now_us);
         crate::commit::put_one(py, self, at_us, PutArgs::positional(text, fields)?)
+    }
+
+    /// Set the store's embedder (once): puts without a vector get theirs from it.
+    fn set_embedder(&self, py: Python<'_>, embed: Py<PyAny>) -> PyResult<()> {
+        if !embed.bind(py).is_callable() {
+            return Err(crate::convert::type_error("embed", "a callable", embed.bind(py)));
+        }
+        self.embedder.set(py, embed).map_err(|_| {
+            pyo3::exceptions::PyRuntimeError::new_err("embed: this store has an embedder already")
+        })
+    }
+
+    /// Whether the store has an embedder.
+    fn has_embedder(&self, py: Python<'_>) -> bool {
+        self.embedder.get(py).is_some()
+    }
+
+    /// The dimension of the store's vectors; None while no memory has one.
+    fn vector_dims(&self, py: Python<'_>) -> PyResult<Option<usize>> {
+        self.run(py, |log| log.vector_dims())
+    }
+
+    /// The `k` best memories for a query with their scores, best first (`MemoryStore.search`).
+    #[pyo3(signature = (mode, text, vector, k, tier=None, kind=None, task=None, status=None, tags=None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature of search
+    fn search(
+        &self,
+        py: Python<'_>,
+        mode: &str,
+        text: Option<String>,
+        vector: Option<&Bound<'_, PyAny>>,
+        k: &Bound<'_, PyAny>,
+        tier: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        status: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<(Memory, f64)>> {
+        let mode = memcommit_core::search::Mode::parse(mode).ok_or_else(|| {
+            PyValueError::new_err(format!("mode: {mode:?} is not a mode; use 'hybrid', 'vector' or 'text'"))
+        })?;
+        let vector =
+            vector.filter(|v| !v.is_none()).map(|v| crate::convert::get_vector(v, "query")).transpose()?;
+        if let Some(v) = &vector {
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                return Err(PyValueError::new_err(format!(
+                    "query: value {i} is {}, not a finite number",
+                    v[i]
+                )));
+            }
+            if v.is_empty() {
+                return Err(PyValueError::new_err("query: an empty vector"));
+            }
+        }
+        let k = get_opt_u64(Some(k), "k")?.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let tier = tier.filter(|t| !t.is_none()).map(get_tier).transpose()?;
+        let status = status.filter(|s| !s.is_none()).map(get_status).transpose()?;
+        let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
+        let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
+        let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
+        let (hits, log) = self.run_on(py, |log| {
+            log.search(&memcommit_core::SearchQuery {
+                mode,
+                text: text.as_deref(),
+                vector: vector.as_deref(),
+                k,
+                filter: Query {
+                    tier,
+                    kind: kind.as_deref(),
+                    task: task.as_deref(),
+                    status,
+                    tags: tags.as_deref(),
+                    limit: None,
+                },
+            })
+        })?;
+        let path = self.display_py(py);
+        hits.iter().map(|(m, score)| Ok((memory_from_read(py, path, &log, m)?, *score as f64))).collect()
     }
 
     /// Memories by id (None where missing).

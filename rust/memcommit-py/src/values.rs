@@ -67,6 +67,8 @@ pub struct Memory {
     moved_us: i64,
     #[pyo3(get)]
     lsn: u64,
+    /// The vector's bytes (little-endian f32s), decoded when asked for.
+    vector_bytes: Option<Box<[u8]>>,
 }
 
 #[pymethods]
@@ -92,6 +94,12 @@ impl Memory {
             }
             _ => e,
         })
+    }
+
+    /// The memory's vector (a tuple of floats), or None.
+    #[getter]
+    fn vector<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.vector_bytes.as_deref().map(|b| PyTuple::new(py, memory::vector_from_bytes(b))).transpose()
     }
 
     /// When the memory was created (aware UTC datetime from the store's clock).
@@ -130,7 +138,8 @@ impl Memory {
             && self.sources.bind(py).as_any().eq(o.sources.bind(py))?
             && self.created_us == o.created_us
             && self.updated_us == o.updated_us
-            && self.lsn == o.lsn)
+            && self.lsn == o.lsn
+            && self.vector_bytes == o.vector_bytes)
     }
 
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
@@ -176,6 +185,7 @@ pub fn memory_from_read(py: Python<'_>, path: &Py<PyString>, log: &Log, m: &Memo
         updated_us: e.updated_at,
         moved_us: e.moved_at,
         lsn: e.lsn,
+        vector_bytes: body.vector.map(Box::from),
     })
 }
 
@@ -232,6 +242,7 @@ impl Record {
                 d.set_item("tags", PyTuple::new(py, &b.head.tags)?)?;
                 d.set_item("sources", PyTuple::new(py, &b.sources)?)?;
                 d.set_item("created_at", datetime_from_us(py, b.head.state.created_at)?)?;
+                d.set_item("vector", b.vector_values().map(|v| PyTuple::new(py, v)).transpose()?)?;
             }
             Op::Status => {
                 let (status, reason) = memory::decode_status(rec.payload).ok_or_else(bad)?;

@@ -50,6 +50,8 @@ pub struct Commit<'a> {
     done: bool,
     /// Counts this commit as on its way to the write queue until it queues (or gives up).
     arrival: Option<Arrival<'a>>,
+    /// The dimension vectors must have, once this commit has looked it up (or set it).
+    dims: Option<usize>,
 }
 
 impl Log {
@@ -85,6 +87,7 @@ impl Log {
             st,
             done: false,
             arrival,
+            dims: None,
         })
     }
 }
@@ -100,6 +103,11 @@ impl Commit<'_> {
     /// must be dropped (which takes it back).
     pub fn push<S: AsRef<str>>(&mut self, cmd: &Command<S>) -> Result<()> {
         self.log.validate(cmd)?;
+        if let Command::Put(p) = cmd {
+            if let Some(v) = &p.vector {
+                self.check_dims(p.id.as_ref(), v.len())?;
+            }
+        }
         let st = &mut *self.st;
         let (key, slot) = match cmd {
             Command::Expect(x) => return check_guard(st, x, self.log),
@@ -157,6 +165,23 @@ impl Commit<'_> {
                 format!("internal error: a record the writer built does not apply: {reason}"),
             )
         })
+    }
+
+    /// A vector must have the store's dimension: that of the vectors committed, or, in a store
+    /// with none yet, of this commit's first.
+    pub(crate) fn check_dims(&mut self, id: &str, got: usize) -> Result<()> {
+        let want = match self.dims {
+            Some(d) => d,
+            None => self.log.search_state(&self.st)?.vector_dims().unwrap_or(got),
+        };
+        self.dims = Some(want);
+        if got != want {
+            return Err(Error::invalid(
+                "vector",
+                format!("the memory {id:?} has a vector of {got} values; this store's vectors have {want}"),
+            ));
+        }
+        Ok(())
     }
 
     /// Append a record of `op` with `key` and the payload `payload` writes, and apply it (for

@@ -147,6 +147,8 @@ pub struct Log {
     index_file_status: IndexFileStatus,
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
+    /// The search index, built on first use (`engine::search`). Taken after the state lock.
+    pub(crate) search: Mutex<crate::engine::search::SearchState>,
 }
 
 /// Automatic sealing: after a commit that brings the records since the newest seal to
@@ -441,6 +443,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            search: Mutex::new(Default::default()),
             index_file_status,
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
@@ -478,6 +481,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            search: Mutex::new(Default::default()),
             index_file_status: IndexFileStatus::NotUsed,
         }))
     }
@@ -591,6 +595,9 @@ impl Log {
         }
         for s in &p.sources {
             check_key("sources", s.as_ref())?;
+        }
+        if let Some(v) = &p.vector {
+            check_vector(p.id.as_ref(), v)?;
         }
         let size = format::RECORD_OVERHEAD + p.id.as_ref().len() + memory::put_payload_len(p);
         if size > self.opts.max_record_bytes {
@@ -905,7 +912,11 @@ impl Log {
     }
 
     /// Read the put record of each entry, coalescing neighbouring records into one read.
-    fn read_puts(&self, st: &State, entries: Vec<Option<Entry>>) -> Result<Vec<Option<MemoryRead>>> {
+    pub(crate) fn read_puts(
+        &self,
+        st: &State,
+        entries: Vec<Option<Entry>>,
+    ) -> Result<Vec<Option<MemoryRead>>> {
         let src = st.medium.source();
         let mut out = Vec::with_capacity(entries.len());
         // Runs of entries whose records lie close together in the file are read at once.
@@ -1201,4 +1212,26 @@ mod tests {
         assert!(tracked(&log));
         assert_eq!(lsns(&log), want);
     }
+}
+
+/// A vector's own check (its dimension against the store's is the commit's): 1 to
+/// `memory::MAX_DIMS` finite values.
+fn check_vector(id: &str, v: &[f32]) -> Result<()> {
+    if v.is_empty() || v.len() > memory::MAX_DIMS {
+        return Err(Error::invalid(
+            "vector",
+            format!(
+                "the memory {id:?} has a vector of {} values; a vector has 1 to {}",
+                v.len(),
+                memory::MAX_DIMS
+            ),
+        ));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(Error::invalid(
+            "vector",
+            format!("the memory {id:?} has a vector whose value {i} is {}, not a finite number", v[i]),
+        ));
+    }
+    Ok(())
 }

@@ -4,10 +4,10 @@
 //! Payloads (little-endian):
 //!
 //! ```text
-//! put     tier u8, status u8, flags u8 (bit 0 task, bit 1 data), reserved u8 (0),
+//! put     tier u8, status u8, flags u8 (bit 0 task, bit 1 data, bit 2 vector), reserved u8 (0),
 //!         created_lsn u64 (0: this record's LSN), created_at i64, moved_at i64,
 //!         kind str16, [task str16], tags u16 count × str16, sources u16 count × str16,
-//!         text str32, [data str32 (JSON text)]
+//!         text str32, [data str32 (JSON text)], [vector: dims u16 (> 0), dims × f32 (finite)]
 //! status  status u8, has_reason u8, [reason str32]
 //! move    tier u8
 //! task    state u8 (1: finished)
@@ -16,6 +16,8 @@
 //! A put carries the memory's whole state (tier, status, creation, last move) so that any later put of
 //! the same id is enough to rebuild it: replay does not depend on records that log
 //! compaction may drop.
+
+use std::sync::Arc;
 
 use crate::format::wire::{put_str16, put_str32, Reader};
 use crate::format::Op;
@@ -117,6 +119,9 @@ pub struct PutCommand<S = String> {
     pub tags: Vec<S>,
     /// Ids of the memories this one derives from.
     pub sources: Vec<S>,
+    /// The memory's embedding, or none. A put carries the memory's whole state, so a put
+    /// without one leaves the memory without a vector.
+    pub vector: Option<Arc<[f32]>>,
 }
 
 /// A guard: the commit is refused unless the memory matches every given field.
@@ -189,6 +194,7 @@ impl<S: AsRef<str>> Command<S> {
                 tier: p.tier,
                 tags: p.tags.iter().map(o).collect(),
                 sources: p.sources.iter().map(o).collect(),
+                vector: p.vector.clone(),
             }),
             Command::SetStatus { id, status, reason } => {
                 Command::SetStatus { id: o(id), status: *status, reason: oo(reason) }
@@ -237,6 +243,10 @@ impl PutState {
 
 const PUT_HAS_TASK: u8 = 1;
 const PUT_HAS_DATA: u8 = 2;
+const PUT_HAS_VECTOR: u8 = 4;
+
+/// The most dimensions a vector may have (its count is a u16).
+pub const MAX_DIMS: usize = u16::MAX as usize;
 
 /// Write a put payload.
 pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand<S>) {
@@ -246,6 +256,9 @@ pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand
     }
     if p.data.is_some() {
         flags |= PUT_HAS_DATA;
+    }
+    if p.vector.is_some() {
+        flags |= PUT_HAS_VECTOR;
     }
     out.extend_from_slice(&[st.tier as u8, st.status as u8, flags, 0]);
     out.extend_from_slice(&st.created_lsn.to_le_bytes());
@@ -267,6 +280,12 @@ pub fn encode_put<S: AsRef<str>>(out: &mut Vec<u8>, st: PutState, p: &PutCommand
     if let Some(data) = &p.data {
         put_str32(out, data.as_ref().as_bytes());
     }
+    if let Some(v) = &p.vector {
+        out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+        for x in v.iter() {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
 }
 
 /// The bytes a put payload will take, to check the record limit before writing anything.
@@ -281,6 +300,7 @@ pub fn put_payload_len<S: AsRef<str>>(p: &PutCommand<S>) -> usize {
         + 4
         + p.text.as_ref().len()
         + p.data.as_ref().map_or(0, |d| 4 + d.as_ref().len())
+        + p.vector.as_ref().map_or(0, |v| 2 + 4 * v.len())
 }
 
 /// The part of a put payload replay needs: everything but the text, data and sources.
@@ -307,13 +327,27 @@ pub struct PutBody<'a> {
     pub text: &'a str,
     /// JSON text of the data object.
     pub data: Option<&'a str>,
+    /// The vector's bytes (`dims` little-endian f32s), if the put has one.
+    pub vector: Option<&'a [u8]>,
+}
+
+impl PutBody<'_> {
+    /// The vector's values.
+    pub fn vector_values(&self) -> Option<Vec<f32>> {
+        self.vector.map(vector_from_bytes)
+    }
+}
+
+/// The f32 values of a vector's little-endian bytes.
+pub fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 fn decode_put_head<'a>(r: &mut Reader<'a>) -> Option<(PutHead<'a>, u8)> {
     let tier = Tier::from_u8(r.u8()?)?;
     let status = Status::from_u8(r.u8()?)?;
     let flags = r.u8()?;
-    if flags & !(PUT_HAS_TASK | PUT_HAS_DATA) != 0 || r.u8()? != 0 {
+    if flags & !(PUT_HAS_TASK | PUT_HAS_DATA | PUT_HAS_VECTOR) != 0 || r.u8()? != 0 {
         return None;
     }
     let created_lsn = r.u64()?;
@@ -372,10 +406,21 @@ pub fn decode_put(payload: &[u8]) -> Option<PutBody<'_>> {
     }
     let text = r.str32()?;
     let data = if flags & PUT_HAS_DATA != 0 { Some(r.str32()?) } else { None };
+    let vector = if flags & PUT_HAS_VECTOR != 0 {
+        let dims = r.u16()? as usize;
+        let bytes = r.take(4 * dims)?;
+        let finite = bytes.chunks_exact(4).all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_finite());
+        if dims == 0 || !finite {
+            return None;
+        }
+        Some(bytes)
+    } else {
+        None
+    };
     if !r.done() {
         return None;
     }
-    Some(PutBody { head, sources, text, data })
+    Some(PutBody { head, sources, text, data, vector })
 }
 
 /// Write a status payload.
@@ -499,6 +544,7 @@ mod tests {
             tier: None,
             tags: vec!["x".into(), "y".into()],
             sources: vec!["s1".into()],
+            vector: Some(vec![0.5, -1.0, 3.25].into()),
         };
         let st = PutState {
             tier: Tier::Mid,
@@ -518,7 +564,12 @@ mod tests {
         );
         assert_eq!(b.head.tags, vec!["x", "y"]);
         assert_eq!(b.sources, vec!["s1"]);
+        assert_eq!(b.vector_values().unwrap(), vec![0.5, -1.0, 3.25]);
         assert!(decode_put(&out[..out.len() - 1]).is_none());
+        // A vector value that is not finite does not decode.
+        let nan = out.len() - 4;
+        out[nan..].copy_from_slice(&f32::NAN.to_le_bytes());
+        assert!(decode_put(&out).is_none());
     }
 
     #[test]
@@ -545,6 +596,7 @@ mod tests {
                 tier: None,
                 tags,
                 sources,
+                vector: None,
             };
             let mut out = Vec::new();
             encode_put(&mut out, st, &p);

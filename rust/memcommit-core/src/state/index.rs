@@ -687,20 +687,15 @@ impl Index {
         Some(out)
     }
 
-    /// Entry numbers matching a query, in creation order.
-    pub fn find(&self, q: &Query<'_>) -> Vec<u32> {
+    /// The test of a query's fields on one entry; `None` when the query names a kind, task or
+    /// tag the store has never seen (it matches nothing).
+    pub fn filter(&self, q: &Query<'_>) -> Option<Filter> {
         let kind = match q.kind {
-            Some(k) => match self.kinds.lookup(k) {
-                Some(k) => Some(k),
-                None => return Vec::new(),
-            },
+            Some(k) => Some(self.kinds.lookup(k)?),
             None => None,
         };
         let task = match q.task {
-            Some(t) => match self.tasks.lookup(t) {
-                Some(t) => Some(t),
-                None => return Vec::new(),
-            },
+            Some(t) => Some(self.tasks.lookup(t)?),
             None => None,
         };
         // Which tag sets carry every wanted tag: decided once per set, not per memory.
@@ -708,10 +703,7 @@ impl Index {
             Some(wanted) if !wanted.is_empty() => {
                 let mut ids = Vec::with_capacity(wanted.len());
                 for t in wanted {
-                    match self.tags.lookup(t) {
-                        Some(id) => ids.push(id),
-                        None => return Vec::new(),
-                    }
+                    ids.push(self.tags.lookup(t)?);
                 }
                 Some(
                     self.tagsets
@@ -722,18 +714,23 @@ impl Index {
             }
             _ => None,
         };
+        Some(Filter { tier: q.tier, status: q.status, kind, task, tagsets })
+    }
+
+    /// The entry numbers of a task's memories, in creation order.
+    pub fn of_task(&self, task: u32) -> &[u32] {
+        self.by_task.of(task)
+    }
+
+    /// Entry numbers matching a query, in creation order.
+    pub fn find(&self, q: &Query<'_>) -> Vec<u32> {
+        let Some(filter) = self.filter(q) else { return Vec::new() };
         let limit = q.limit.unwrap_or(usize::MAX);
         let mut out = Vec::new();
         if limit == 0 {
             return out;
         }
-        let matches = |e: &Entry| {
-            q.tier.is_none_or(|t| t == e.tier)
-                && q.status.is_none_or(|s| s == e.status)
-                && kind.is_none_or(|k| k == e.kind)
-                && task.is_none_or(|t| t == e.task)
-                && tagsets.as_ref().is_none_or(|m| m[e.tags as usize])
-        };
+        let matches = |e: &Entry| filter.matches(e);
         // Whether `n` matched and the limit is now reached.
         let mut full = |n: u32| {
             let hit = matches(&self.entries[n as usize]);
@@ -742,7 +739,7 @@ impl Index {
             }
             hit && out.len() >= limit
         };
-        match task {
+        match filter.task {
             // Only the task's memories are tested; its list is in creation order too.
             Some(t) => {
                 for &n in self.by_task.of(t) {
@@ -835,6 +832,29 @@ pub(crate) struct PutApply<'a> {
     pub off: u64,
     /// Length of the record.
     pub len: u32,
+}
+
+/// A query's fields resolved against one index (`Index::filter`): names turned into the
+/// numbers entries hold, the tag sets that qualify decided once.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    tier: Option<Tier>,
+    status: Option<Status>,
+    kind: Option<u32>,
+    /// The interned task, when the query names one.
+    pub task: Option<u32>,
+    tagsets: Option<Vec<bool>>,
+}
+
+impl Filter {
+    /// Whether an entry matches every field of the query.
+    pub fn matches(&self, e: &Entry) -> bool {
+        self.tier.is_none_or(|t| t == e.tier)
+            && self.status.is_none_or(|s| s == e.status)
+            && self.kind.is_none_or(|k| k == e.kind)
+            && self.task.is_none_or(|t| t == e.task)
+            && self.tagsets.as_ref().is_none_or(|m| m.get(e.tags as usize).copied().unwrap_or(false))
+    }
 }
 
 /// A `find` query; `None` matches anything.

@@ -65,6 +65,9 @@ impl Commit<'_> {
         let mut sizes = 0u64;
         for p in puts {
             sizes += self.log.validate_put(p)? as u64;
+            if let Some(v) = &p.vector {
+                self.check_dims(p.id, v.len())?;
+            }
         }
         // The records already in the buffer are not the commit's last: out they go first.
         if !self.st.buf.is_empty() {

@@ -148,7 +148,7 @@ pub struct Log {
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
     /// The search index, built on first use (`engine::search`). Taken after the state lock.
-    pub(crate) search: Mutex<crate::engine::search::SearchState>,
+    pub(crate) search: Mutex<crate::search::SearchState>,
 }
 
 /// Automatic sealing: after a commit that brings the records since the newest seal to

@@ -16,23 +16,8 @@ use crate::error::{Error, Result};
 use crate::format::memory::{self, PutBody};
 use crate::format::{view_trusted, Op};
 use crate::recovery::scan::Item;
-use crate::search::{Mode, SearchIndex};
+use crate::search::{Mode, SearchIndex, SearchState};
 use crate::state::index::{Entry, Query, Undo};
-
-/// A store's search index and the LSN it is current to.
-#[derive(Debug, Default)]
-pub(crate) struct SearchState {
-    index: SearchIndex,
-    lsn: u64,
-    built: bool,
-}
-
-impl SearchState {
-    /// The dimension of the store's vectors, `None` while it has none.
-    pub(crate) fn vector_dims(&self) -> Option<usize> {
-        self.index.vectors.dims()
-    }
-}
 
 /// One query.
 #[derive(Clone, Debug)]

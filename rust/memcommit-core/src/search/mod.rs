@@ -84,6 +84,22 @@ impl SearchIndex {
     }
 }
 
+/// A store's search index and the LSN it is current to (what an open log keeps: see
+/// `engine::search`).
+#[derive(Debug, Default)]
+pub struct SearchState {
+    pub(crate) index: SearchIndex,
+    pub(crate) lsn: u64,
+    pub(crate) built: bool,
+}
+
+impl SearchState {
+    /// The dimension of the store's vectors, `None` while it has none.
+    pub fn vector_dims(&self) -> Option<usize> {
+        self.index.vectors.dims()
+    }
+}
+
 /// Reciprocal rank fusion of ranked lists: the `k` best by summed `1 / (RRF_K + rank)`; ties go
 /// to the memory ranked better in the first list that has it.
 pub fn fuse(lists: &[Vec<(u32, f32)>], k: usize) -> Vec<(u32, f32)> {

@@ -65,9 +65,21 @@ def test_a_wire_list_runs_as_the_call_it_was_made_from() -> None:
         "data": {"n": [1, 2]},
         "tags": ("a", "b"),
         "sources": (),
+        "vector": (0.5, -2),
     }
     wire_list = ops.to_wire(ops.PUT, values)
-    assert wire_list == ["put", "m1", "hello", "fact", "t", "mid", '{"n":[1,2]}', ["a", "b"], []]
+    assert wire_list == [
+        "put",
+        "m1",
+        "hello",
+        "fact",
+        "t",
+        "mid",
+        '{"n":[1,2]}',
+        ["a", "b"],
+        [],
+        [0.5, -2.0],
+    ]
     assert ops.check_wire(wire_list, "ops[0]") is ops.PUT
     c = _Recorder()
     ops.apply(c, wire_list)
@@ -83,6 +95,7 @@ def test_a_wire_list_runs_as_the_call_it_was_made_from() -> None:
                 "data": {"n": [1, 2]},
                 "tags": ["a", "b"],
                 "sources": [],
+                "vector": [0.5, -2.0],
             },
         )
     ]

@@ -158,6 +158,7 @@ def test_a_line_that_leaves_fields_out_takes_their_defaults() -> None:
         "status": None,
         "tags": (),
         "sources": (),
+        "vector": None,
     }
     task = ops.record_kind("task")
     assert task is not None

@@ -61,18 +61,26 @@ class Operation:
 
     `positional` is the field the method takes first, by position (the text or the id); the
     others are keywords on the methods that take them as such. `json` names the fields that
-    travel as JSON text.
+    travel as JSON text. `optional` is how many of the last fields a wire list may leave out
+    (None then): fields added after the wire form was first fixed, so a client that does not
+    know them is still understood.
     """
 
     name: str
     fields: tuple[str, ...]
     positional: str
     json: frozenset[str] = frozenset()
+    optional: int = 0
 
     @property
     def arity(self) -> int:
-        """How many values follow the name in the wire list."""
+        """How many values follow the name in the wire list (at most)."""
         return len(self.fields)
+
+    @property
+    def least(self) -> int:
+        """How many values at least follow the name in the wire list."""
+        return len(self.fields) - self.optional
 
 
 _DATA = frozenset({"data"})
@@ -82,12 +90,14 @@ PUT = Operation(
     ("id", "text", "kind", "task", "tier", "data", "tags", "sources", "vector"),
     "text",
     _DATA,
+    optional=1,
 )
 PUT_MANY = Operation(
     "put_many",
     ("ids", "texts", "kind", "task", "tier", "data", "tags", "sources", "vectors"),
     "texts",
     _DATA,
+    optional=1,
 )
 STALE = Operation("stale", ("id", "reason"), "id")
 RESTORE = Operation("restore", ("id",), "id")
@@ -173,8 +183,11 @@ def check_wire(op: object, where: str) -> Operation:
     if not isinstance(op, list) or not op or not isinstance(op[0], str) or op[0] not in _BY_NAME:
         raise ValueError(f"{where} must be a list starting with one of {sorted(_BY_NAME)}")
     spec = _BY_NAME[op[0]]
-    if len(op) != spec.arity + 1:
-        raise ValueError(f"{where}: {op[0]!r} takes {spec.arity} values, not {len(op) - 1}")
+    if not spec.least <= len(op) - 1 <= spec.arity:
+        takes = f"{spec.least} values"
+        if spec.optional:
+            takes += f" ({spec.arity} with {', '.join(spec.fields[spec.least :])})"
+        raise ValueError(f"{where}: {op[0]!r} takes {takes}, not {len(op) - 1}")
     return spec
 
 
@@ -184,7 +197,8 @@ def apply(commit: Any, op: list[Any]) -> None:
     The commit checks every value as it would for a local caller.
     """
     spec = _BY_NAME[op[0]]
-    values = dict(zip(spec.fields, op[1:], strict=True))
+    given = op[1:] + [None] * (spec.arity - (len(op) - 1))
+    values = dict(zip(spec.fields, given, strict=True))
     for field in spec.json:
         values[field] = _data(values[field])
     first = values.pop(spec.positional)

@@ -65,6 +65,7 @@ class Change:
     data: dict[str, Any] | None = None
     tags: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    vector: tuple[float, ...] | None = None
     status: str | None = None
     reason: str | None = None
     state: bytes | None = None  # an entity's new state as JSON; None removes it

@@ -282,6 +282,7 @@ class _Rows:
                 change.data,
                 change.tags,
                 change.sources,
+                change.vector,
             )
         )
         self.lines.append(change.line)

@@ -36,8 +36,10 @@ when the server has a token):
   answers ``{"now_us"}``. Only on a server started with ``--test-clock`` (a testing aid for the
   contract suite); 404 otherwise.
 
-Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, sources]``
-(``data`` as JSON text), ``["put_many", ids, texts, kind, task, tier, data, tags, sources]``,
+Memory operations (``ops``): ``["put", id, text, kind, task, tier, data, tags, sources,
+vector]`` (``data`` as JSON text, ``vector`` a list of numbers or null, and may be left out),
+``["put_many", ids, texts, kind, task, tier, data, tags, sources, vectors]`` (``vectors`` may be
+left out),
 ``["stale", id, reason]``, ``["restore", id]``, ``["move", id, tier]``,
 ``["finish_task", task]``, ``["expect", id, exists, status, tier, lsn]``, as
 :mod:`memcommit.ops` declares them. The client checks them as a local commit would; the

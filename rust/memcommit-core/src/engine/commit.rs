@@ -170,6 +170,20 @@ impl Commit<'_> {
     /// A vector must have the store's dimension: that of the vectors committed, or, in a store
     /// with none yet, of this commit's first.
     pub(crate) fn check_dims(&mut self, id: &str, got: usize) -> Result<()> {
+        let version = self.st.header.version;
+        if version < format::VECTOR_VERSION {
+            return Err(Error::invalid(
+                "vector",
+                format!(
+                    "the memory {id:?} has a vector, and {} is a format version {version} log, which \
+                     cannot hold one; run `memcommit compact {}` once (it rewrites the log in the \
+                     current format, version {}) and put it again",
+                    self.log.display(),
+                    self.log.display(),
+                    format::FORMAT_VERSION
+                ),
+            ));
+        }
         let want = match self.dims {
             Some(d) => d,
             None => self.log.search_state(&self.st)?.vector_dims().unwrap_or(got),

@@ -34,7 +34,7 @@ pub mod seal;
 
 /// The eight bytes every log file starts with.
 pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
-/// The format version this build writes (it reads this one, 2 and 1).
+/// The format version this build writes (it reads this one, 3, 2 and 1).
 ///
 /// Version 2 gives each record a `durable_gap` (see [`durable_gap`]), so that recovery can
 /// tell a power loss that kept a later record while an earlier unsynced one tore from damage
@@ -45,8 +45,16 @@ pub const FILE_MAGIC: &[u8; 8] = b"MEMCMLOG";
 /// Version 3 changes only the hash chain: it links once per commit instead of once per record
 /// (see [`chain`]). Records are framed as in version 2. A log keeps the version of its header:
 /// a writer appending to a version 1 or 2 log goes on writing and chaining as that version
-/// does, and log compaction (`memcommit compact`) rewrites any log as version 3.
-pub const FORMAT_VERSION: u32 = 3;
+/// does, and log compaction (`memcommit compact`) rewrites any log as the current version.
+///
+/// Version 4 lets a put carry the memory's vector (flag bit 2 of the put payload, see
+/// [`memory`]); records are framed and chained as in version 3. A build that predates it
+/// refuses a version 4 log for its version, rather than reading such a put as damage. A writer
+/// of an older log refuses a put with a vector ([`VECTOR_VERSION`]) until log compaction has
+/// rewritten the log as version 4.
+pub const FORMAT_VERSION: u32 = 4;
+/// The first format version whose puts may carry a vector.
+pub const VECTOR_VERSION: u32 = 4;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The unit of `durable_gap`: less than the shortest record (`RECORD_OVERHEAD`), so that the

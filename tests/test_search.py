@@ -1,0 +1,521 @@
+"""Search by meaning and by words: `store.search`, vectors in the log, and the embedder.
+
+Vectors are part of a memory's put record, so every path a record takes (replay, the index
+file, log compaction, snapshots, export and import, a replica) carries them; search reads the
+live state, so a stale, moved-out or purged memory is never found.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import memcommit
+from memcommit.cli import main
+from memcommit.storage import ArchivedOlderThan, compact
+from memcommit.testing import ControllableClock
+
+
+def _unit(*xs: float) -> list[float]:
+    return list(xs)
+
+
+def _ids(hits: Sequence[memcommit.SearchHit]) -> list[str]:
+    return [h.id for h in hits]
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> memcommit.MemoryStore:
+    path = str(tmp_path / "m.db") if request.param == "file" else ":memory:"
+    s = memcommit.open(path)
+    request.addfinalizer(s.close)
+    return s
+
+
+def _animals(store: memcommit.MemoryStore) -> dict[str, str]:
+    return {
+        "cat": store.put("the cat sat on the mat", id="cat", vector=[1, 0, 0], tags=("pet",)),
+        "dog": store.put(
+            "the dog chased the cat", id="dog", vector=[0.8, 0.6, 0], tags=("pet", "loud")
+        ),
+        "bird": store.put("a bird sang at dawn", id="bird", vector=[0, 1, 0], kind="fact"),
+        "tea": store.put("green tea in the afternoon", id="tea", vector=[0, 0, 1], task="t1"),
+    }
+
+
+# -- the three modes -----------------------------------------------------------------------------
+
+
+def test_vector_search_ranks_by_cosine_similarity(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    hits = store.search([1, 0.1, 0], mode="vector", k=3)
+    assert _ids(hits) == ["cat", "dog", "bird"]
+    # Cosine: the length of the query does not matter.
+    assert _ids(store.search([10, 1, 0], mode="vector", k=3)) == ["cat", "dog", "bird"]
+    expected = 1 / math.sqrt(1.01)
+    assert hits[0].score == pytest.approx(expected, rel=1e-6)
+    assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_text_search_is_bm25_over_unicode_words(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    store.put("Straße und CAFÉ", id="de")
+    store.put("東京の天気", id="ja")
+    assert _ids(store.search("cat", mode="text")) == ["dog", "cat"]  # the shorter text first
+    assert _ids(store.search("café", mode="text")) == ["de"]
+    assert _ids(store.search("STRASSE straße", mode="text")) == ["de"]
+    assert _ids(store.search("京", mode="text")) == ["ja"]
+    assert store.search("elephant", mode="text") == []
+    assert all(h.score > 0 for h in store.search("the", mode="text"))
+
+
+def test_hybrid_fuses_the_two_rankings(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    # By vector alone the bird is first; by words only the tea matches "afternoon".
+    hits = store.search([0, 1, 0.2], mode="hybrid", k=4)
+    assert _ids(hits)[0] == "bird"
+    both = store.search("afternoon", mode="hybrid")
+    assert _ids(both) == ["tea"]  # no embedder: a string ranks by words alone
+    # Reciprocal rank: first in one ranking scores 1/61.
+    assert both[0].score == pytest.approx(1 / 61)
+
+
+def test_a_hit_reads_as_its_memory_and_unpacks(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    hit = store.search([1, 0, 0], mode="vector", k=1)[0]
+    memory, score = hit
+    assert memory == store.get("cat") == hit.memory
+    assert (hit.id, hit.text, hit.kind, hit.tags) == ("cat", memory.text, "note", ("pet",))
+    assert hit.vector == (1.0, 0.0, 0.0)
+    assert isinstance(score, float)
+
+
+# -- filters inside the search -------------------------------------------------------------------
+
+
+def test_filters_apply_inside_the_search(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    q = [1, 0, 0]
+    assert _ids(store.search(q, mode="vector", kind="fact")) == ["bird"]
+    assert _ids(store.search(q, mode="vector", task="t1")) == ["tea"]
+    assert _ids(store.search(q, mode="vector", tags=["pet", "loud"])) == ["dog"]
+    assert _ids(store.search("the", mode="text", tags=["pet"])) == ["dog", "cat"]
+    assert store.search(q, mode="vector", kind="nothing-like-this") == []
+    assert store.search(q, mode="vector", tags=["unknown-tag"]) == []
+
+
+def test_k_results_come_back_when_k_match_however_few_match(tmp_path: Path) -> None:
+    with memcommit.open(str(tmp_path / "m.db")) as store:
+        with store.commit() as c:
+            # 500 near neighbours of the query that are not facts, 12 far ones that are.
+            for i in range(500):
+                c.put(f"noise {i}", vector=[1, i / 1000, 0])
+            for i in range(12):
+                c.put(f"fact {i}", kind="fact", vector=[0, 1, i / 100])
+        hits = store.search([1, 0, 0], mode="vector", k=10, kind="fact")
+        assert len(hits) == 10
+        assert all(h.kind == "fact" for h in hits)
+
+
+def test_stale_moved_and_restored_memories(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    store.stale("cat", reason="wrong")
+    assert "cat" not in _ids(store.search([1, 0, 0], mode="vector"))
+    assert "cat" not in _ids(store.search("cat mat", mode="text"))
+    assert "cat" in _ids(store.search([1, 0, 0], mode="vector", status="stale"))
+    assert "cat" in _ids(store.search([1, 0, 0], mode="vector", status=None))
+    store.restore("cat")
+    assert _ids(store.search([1, 0, 0], mode="vector", k=1)) == ["cat"]
+    store.move("cat", "long")
+    assert "cat" not in _ids(store.search([1, 0, 0], mode="vector", tier="working"))
+    assert _ids(store.search([1, 0, 0], mode="vector", tier="long")) == ["cat"]
+
+
+def test_a_re_put_replaces_text_and_vector(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    store.put("a quiet library", id="cat", vector=[0, 0, -1])
+    assert "cat" not in _ids(store.search("mat", mode="text"))
+    assert _ids(store.search("library", mode="text")) == ["cat"]
+    assert _ids(store.search([0, 0, -1], mode="vector", k=1)) == ["cat"]
+    # A put carries the memory's whole state: without a vector it has none.
+    store.put("a quiet library", id="cat")
+    got = store.get("cat")
+    assert got is not None and got.vector is None
+    assert "cat" not in _ids(store.search([0, 0, -1], mode="vector"))
+    assert _ids(store.search("library", mode="text")) == ["cat"]
+
+
+def test_a_commit_is_searchable_the_moment_it_returns(store: memcommit.MemoryStore) -> None:
+    assert store.search("anything") == []
+    for i in range(50):
+        mid = store.put(f"word{i} common", vector=[1, i, 0])
+        assert _ids(store.search(f"word{i}", mode="text")) == [mid]
+    assert len(store.search("common", mode="text", k=100)) == 50
+
+
+# -- the embedder ------------------------------------------------------------------------------
+
+
+class Embedder:
+    """A deterministic embedder: a bag of letters. Counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [[float(t.lower().count(ch)) for ch in "aeiou"] for t in texts]
+
+
+def test_the_embedder_vectors_every_put_once_per_commit(tmp_path: Path) -> None:
+    embed = Embedder()
+    with memcommit.open(str(tmp_path / "m.db"), embed=embed) as store:
+        assert store.embedder is embed
+        a = store.put("aaa")
+        assert embed.calls == [["aaa"]]
+        with store.commit() as c:
+            b = c.put("eee")
+            c.put_many(["iii", "ooo"])
+            c.put("uuu", vector=[0, 0, 0, 0, 1])  # given: not embedded
+        assert embed.calls[1] == ["eee", "iii", "ooo"]
+        assert len(embed.calls) == 2
+        got_a, got_b = store.get(a), store.get(b)
+        assert got_a is not None and got_a.vector == (3.0, 0.0, 0.0, 0.0, 0.0)
+        assert got_b is not None and got_b.vector == (0.0, 3.0, 0.0, 0.0, 0.0)
+        # A string query is embedded too, and ranks by meaning and by words.
+        assert _ids(store.search("a", mode="vector", k=1)) == [a]
+        assert _ids(store.search("eee", k=1)) == [b]
+
+
+def test_an_embedder_that_fails_or_lies_writes_nothing(tmp_path: Path) -> None:
+    def broken(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("model offline")
+
+    with memcommit.open(str(tmp_path / "m.db"), embed=broken) as store:
+        with pytest.raises(RuntimeError, match="model offline"):
+            store.put("x")
+        assert store.lsn == 0
+    with memcommit.open(str(tmp_path / "m.db"), embed=lambda ts: [[1.0]]) as store:
+        with pytest.raises(ValueError, match="returned 1 vectors for 2 texts"):
+            with store.commit() as c:
+                c.put("x")
+                c.put("y")
+        assert store.lsn == 0
+    with memcommit.open(str(tmp_path / "m.db"), embed=lambda ts: ["nope" for _ in ts]) as store:
+        with pytest.raises(TypeError, match="embedder's vector 0"):
+            store.put("x")
+        assert store.lsn == 0
+    with pytest.raises(TypeError, match="embed must be a callable"):
+        memcommit.open(str(tmp_path / "m.db"), embed=42)  # type: ignore[arg-type]
+
+
+def test_vector_mode_with_words_needs_an_embedder(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    with pytest.raises(ValueError, match="needs an embedder"):
+        store.search("cat", mode="vector")
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_a_vector_of_another_length_names_the_memory_and_writes_nothing(
+    store: memcommit.MemoryStore,
+) -> None:
+    store.put("first", id="a", vector=[1, 2, 3])
+    lsn = store.lsn
+    with pytest.raises(ValueError, match=r'memory "b" has a vector of 2 values.* have 3'):
+        store.put("second", id="b", vector=[1, 2])
+    with pytest.raises(ValueError, match='memory "c"'):
+        with store.commit() as c:
+            c.put("fine", id="ok", vector=[1, 2, 3])
+            c.put("bad", id="c", vector=[1, 2, 3, 4])
+    with pytest.raises(ValueError, match=r"vectors\[1\]|memory"):
+        with store.commit() as c:
+            c.put_many(["x", "y"], ids=["x", "y"], vectors=[[1, 2, 3], [1, 2]])
+    assert store.lsn == lsn
+    assert store.get("ok") is None
+
+
+def test_the_first_commit_sets_the_length_for_the_store(store: memcommit.MemoryStore) -> None:
+    with pytest.raises(ValueError, match='memory "b"'):
+        with store.commit() as c:
+            c.put("a", id="a", vector=[1, 2])
+            c.put("b", id="b", vector=[1, 2, 3])
+    assert store.lsn == 0
+    store.put("b", id="b", vector=[1, 2, 3])  # nothing was committed: 3 is the length now
+    with pytest.raises(ValueError, match="have 3"):
+        store.put("a", id="a", vector=[1, 2])
+
+
+@pytest.mark.parametrize(
+    ("vector", "error", "match"),
+    [
+        ([], ValueError, "a vector has 1 to 65535"),
+        ([1.0, float("nan")], ValueError, "value 1 is NaN, not a finite number"),
+        ([1.0, float("inf")], ValueError, "not a finite number"),
+        ([1e300], ValueError, "not a finite number"),  # beyond 32-bit floats
+        ("abc", TypeError, "vector must be a sequence of numbers, not str"),
+        ([1, "x"], TypeError, r"vector\[1\] must be a number"),
+        ([True, 1.0], TypeError, r"vector\[0\] must be a number"),
+        (5, TypeError, "vector must be a sequence of numbers, not int"),
+    ],
+)
+def test_bad_vectors_are_refused(
+    store: memcommit.MemoryStore, vector: object, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        store.put("x", id="x", vector=vector)  # type: ignore[arg-type]
+    assert store.lsn == 0
+
+
+def test_bad_queries_are_refused(store: memcommit.MemoryStore) -> None:
+    _animals(store)
+    with pytest.raises(
+        ValueError, match="query: a vector of 2 values; this store's vectors have 3"
+    ):
+        store.search([1, 0], mode="vector")
+    with pytest.raises(ValueError, match="mode: 'fuzzy' is not a mode"):
+        store.search("cat", mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode='text' ranks by words"):
+        store.search([1, 0, 0], mode="text")
+    with pytest.raises(TypeError, match="query must be a str or a sequence of numbers"):
+        store.search(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"query\[0\] must be a number"):
+        store.search(["a"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="k must be an int"):
+        store.search("cat", k="3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k: must be 0 or more"):
+        store.search("cat", k=-1)
+    with pytest.raises(ValueError, match="tier"):
+        store.search("cat", tier="attic")
+    assert store.search("cat", k=0) == []
+
+
+# -- every path a record takes -------------------------------------------------------------------
+
+
+def _snapshot(store: memcommit.MemoryStore) -> dict[str, list[str]]:
+    return {
+        "vector": _ids(store.search([1, 0.2, 0.1], mode="vector", k=20)),
+        "text": _ids(store.search("the cat", mode="text", k=20)),
+        "hybrid": _ids(store.search([0, 1, 0], k=20)),
+    }
+
+
+def test_reopen_replays_and_the_index_file_keep_vectors(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    with memcommit.open(path) as store:
+        _animals(store)
+        store.stale("bird")
+        before = _snapshot(store)
+        vectors = {m.id: m.vector for m in store.find(status=None)}
+    with memcommit.open(path) as store:
+        assert _snapshot(store) == before
+        assert {m.id: m.vector for m in store.find(status=None)} == vectors
+    # Enough records that closing writes an index file; opening from it finds the same.
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            c.put_many([f"filler {i}" for i in range(100_000)])
+        before = _snapshot(store)
+    assert os.path.exists(path + ".index")
+    with memcommit.open(path) as store:
+        assert store.info()["index_file"] == "loaded"
+        assert _snapshot(store) == before
+
+
+def test_a_reader_finds_what_the_writer_commits(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    with memcommit.open(path) as writer, memcommit.open(path, read_only=True) as reader:
+        writer.put("first words", id="a", vector=[1, 0])
+        reader.refresh()
+        assert _ids(reader.search([1, 0], mode="vector")) == ["a"]
+        writer.put("second words", id="b", vector=[0, 1])
+        writer.stale("a")
+        reader.refresh()
+        assert _ids(reader.search([1, 0], mode="vector")) == ["b"]
+        assert _ids(reader.search("words", mode="text")) == ["b"]
+
+
+def test_log_compaction_keeps_vectors_and_purged_memories_are_never_found(
+    tmp_path: Path, clock: ControllableClock
+) -> None:
+    path = str(tmp_path / "m.db")
+    with memcommit.open(path, clock=clock) as store:
+        _animals(store)
+        store.put("the cat sat on the sofa", id="cat", vector=[1, 0.1, 0])  # a re-put
+        store.move("bird", "archive")
+        before = _ids(store.search([1, 0, 0], mode="vector", status=None))
+        assert "bird" in before
+        compact(store, ArchivedOlderThan(0))
+        assert store.is_purged("bird")
+        after = _ids(store.search([1, 0, 0], mode="vector", status=None))
+        assert after == [i for i in before if i != "bird"]
+        assert "bird" not in _ids(store.search("bird", mode="text", status=None))
+        cat = store.get("cat")
+        assert cat is not None and cat.vector == pytest.approx((1, 0.1, 0))
+    with memcommit.open(path) as store:
+        assert _ids(store.search([1, 0, 0], mode="vector", status=None)) == after
+
+
+def test_a_snapshot_keeps_vectors(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    with memcommit.open(path) as store:
+        _animals(store)
+        store.save_snapshot(tmp_path / "snap")
+        before = _snapshot(store)
+    with memcommit.open(path, snapshot=tmp_path / "snap") as store:
+        assert _snapshot(store) == before
+
+
+def test_export_and_import_carry_vectors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.db"
+    with memcommit.open(str(path)) as store:
+        _animals(store)
+        store.put("no vector here", id="plain")
+        before = _snapshot(store)
+        vectors = {m.id: m.vector for m in store.find(status=None)}
+    dump, copy = tmp_path / "dump.jsonl", tmp_path / "copy.db"
+    assert main(["export", str(path), "--out", str(dump)]) == 0
+    assert main(["import", str(copy), str(dump)]) == 0, capsys.readouterr().err
+    with memcommit.open(str(copy)) as store:
+        assert {m.id: m.vector for m in store.find(status=None)} == vectors
+        assert _snapshot(store) == before
+
+
+def test_records_show_the_vector(store: memcommit.MemoryStore) -> None:
+    store.put("v", id="v", vector=[0.5, -2])
+    store.put("n", id="n")
+    fields = {r.key: r.fields["vector"] for r in store.records()}
+    assert fields == {"v": (0.5, -2.0), "n": None}
+
+
+def test_the_async_facade_searches(tmp_path: Path) -> None:
+    import asyncio
+
+    from memcommit.aio import AsyncMemoryStore
+
+    async def run() -> list[str]:
+        async with AsyncMemoryStore(memcommit.open(str(tmp_path / "m.db"))) as astore:
+            await astore.put("async words", id="a", vector=[1.0, 0.0])
+            return _ids(await astore.search([1.0, 0.0], mode="vector"))
+
+    assert asyncio.run(run()) == ["a"]
+
+
+def test_context_with_a_query_spends_the_budget_on_relevant_memories(
+    store: memcommit.MemoryStore,
+) -> None:
+    store.put("the deploy runs on fridays", id="deploy", vector=[1, 0])
+    store.put("lunch is at noon", id="lunch", vector=[0, 1])
+    store.put("the weather was mild", id="weather", vector=[0, 1])
+    newest_first = store.context(budget_chars=40)
+    assert [m.id for m in newest_first] == ["lunch", "weather"]
+    relevant = store.context(budget_chars=40, query="deploy fridays")
+    assert [m.id for m in relevant][0] == "deploy"
+    assert sum(len(m.text) for m in relevant) <= 40
+
+
+# -- a model of search under random commits ------------------------------------------------------
+
+
+def test_search_agrees_with_a_model_under_random_commits(tmp_path: Path) -> None:
+    """Random puts, re-puts, stales, restores, moves and compactions; after each step every
+    search agrees with a brute-force model over the live memories: nothing stale (unless
+    asked), moved out of the tier asked for, or purged is ever returned."""
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    live: dict[str, dict[str, object]] = {}
+    purged: set[str] = set()
+    clock = ControllableClock()
+    path = str(tmp_path / "m.db")
+    store = memcommit.open(path, clock=clock)
+    try:
+        for _ in range(300):
+            action = rng.random()
+            ids = sorted(live)
+            if action < 0.45 or not ids:
+                mid = f"m{rng.randrange(60)}"
+                if mid in purged:
+                    continue
+                text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 5)))
+                vec = [rng.uniform(-1, 1) for _ in range(4)] if rng.random() < 0.8 else None
+                kind = rng.choice(["note", "fact"])
+                store.put(text, id=mid, vector=vec, kind=kind)
+                old = live.get(mid)
+                live[mid] = {
+                    "text": text,
+                    "vector": vec,
+                    "kind": kind,
+                    "status": old["status"] if old else "active",
+                    "tier": old["tier"] if old else "working",
+                }
+            elif action < 0.6:
+                mid = rng.choice(ids)
+                store.stale(mid)
+                live[mid]["status"] = "stale"
+            elif action < 0.7:
+                mid = rng.choice(ids)
+                store.restore(mid)
+                live[mid]["status"] = "active"
+            elif action < 0.85:
+                mid = rng.choice(ids)
+                tier = rng.choice(["working", "mid", "long", "archive"])
+                store.move(mid, tier)
+                live[mid]["tier"] = tier
+            elif action < 0.9:
+                clock.advance(10_000)
+                compact(store, ArchivedOlderThan(1))
+                for mid in [m for m, s in live.items() if s["tier"] == "archive"]:
+                    del live[mid]
+                    purged.add(mid)
+            else:
+                store.close()
+                store = memcommit.open(path, clock=clock)
+            _check_against_model(store, live, rng, words)
+    finally:
+        store.close()
+
+
+def _check_against_model(
+    store: memcommit.MemoryStore,
+    live: dict[str, dict[str, object]],
+    rng: random.Random,
+    words: list[str],
+) -> None:
+    status = rng.choice(["active", "stale", None])
+    tier = rng.choice([None, "working", "mid"])
+    kind = rng.choice([None, "fact"])
+
+    def allowed(s: dict[str, object]) -> bool:
+        return (
+            (status is None or s["status"] == status)
+            and (tier is None or s["tier"] == tier)
+            and (kind is None or s["kind"] == kind)
+        )
+
+    candidates = {mid: s for mid, s in live.items() if allowed(s)}
+    q = [rng.uniform(-1, 1) for _ in range(4)]
+    hits = store.search(q, mode="vector", k=5, status=status, tier=tier, kind=kind)
+
+    def cos(v: Sequence[float]) -> float:
+        n = math.sqrt(sum(x * x for x in v)) * math.sqrt(sum(x * x for x in q))
+        return sum(a * b for a, b in zip(v, q, strict=True)) / n
+
+    with_vectors = {mid: s for mid, s in candidates.items() if s["vector"] is not None}
+    want = sorted(with_vectors, key=lambda m: -cos(with_vectors[m]["vector"]))  # type: ignore[arg-type]
+    assert len(hits) == min(5, len(want))
+    for h, m in zip(hits, want, strict=False):
+        assert h.id in with_vectors
+        assert h.score == pytest.approx(cos(with_vectors[m]["vector"]), abs=1e-5)  # type: ignore[arg-type]
+    word = rng.choice(words)
+    found = _ids(store.search(word, mode="text", k=100, status=status, tier=tier, kind=kind))
+    assert sorted(found) == sorted(
+        mid for mid, s in candidates.items() if word in str(s["text"]).split()
+    )

@@ -519,3 +519,37 @@ def _check_against_model(
     assert sorted(found) == sorted(
         mid for mid, s in candidates.items() if word in str(s["text"]).split()
     )
+
+
+# -- through `memcommit serve` ------------------------------------------------------------------
+
+
+def test_a_remote_store_searches_its_replica_and_embeds_its_puts(tmp_path: Path) -> None:
+    from memcommit.testing import ServerProcess
+
+    embed = Embedder()
+    with (
+        ServerProcess(tmp_path / "served.db") as server,
+        memcommit.RemoteStore(server.url, embed=embed) as remote,
+        memcommit.RemoteStore(server.url) as other,
+    ):
+        a = remote.put("aaa words")
+        with remote.commit() as c:
+            b = c.put("eee words")
+            c.put_many(["iii", "ooo"], ids=["i", "o"])
+            given = c.put("uuu", vector=[0, 0, 0, 0, 1])
+        assert embed.calls == [["aaa words"], ["eee words", "iii", "ooo"]]
+        got = remote.get(b)
+        assert got is not None and got.vector == (0.0, 3.0, 0.0, 1.0, 0.0)  # e e e, o
+        assert _ids(remote.search("a", mode="vector", k=1)) == [a]
+        assert _ids(remote.search([0, 0, 0, 0, 1], mode="vector", k=1)) == [given]
+        # Another client (no embedder) sees the same vectors and words on its own replica.
+        other.refresh()
+        assert _ids(other.search([0, 3, 0, 0, 0], mode="vector", k=1)) == [b]
+        assert sorted(_ids(other.search("words", mode="text"))) == sorted([a, b])
+        other.stale(a)
+        assert _ids(other.search("words", mode="text")) == [b]
+        remote.refresh()
+        assert _ids(remote.search("words", mode="text")) == [b]
+        with pytest.raises(ValueError, match="have 5"):
+            other.put("x", vector=[1, 2])

@@ -7,6 +7,7 @@ pipelining and the resends, the pipeline's (:mod:`.pipeline`); the engine that j
 
 from __future__ import annotations
 
+from ..search import Embedder
 from ..store import MemoryStore
 from .commit import RemoteCommit
 from .engine import RemoteEngine
@@ -38,6 +39,8 @@ class RemoteStore(MemoryStore):
             calling :meth:`refresh`.
         max_in_flight: Requests this store keeps in flight at once (commits from many threads
             ride along in them).
+        embed: An embedder (see :func:`memcommit.open`): this client embeds its puts' texts
+            before a commit is sent, and :meth:`search` runs on the replica.
 
     Raises:
         ServerError: The server refused (401: wrong token) or could not be reached.
@@ -58,6 +61,7 @@ class RemoteStore(MemoryStore):
         ca_file: str | None = None,
         follow: bool = False,
         max_in_flight: int = 2,
+        embed: Embedder | None = None,
     ) -> None:
         pipeline = Pipeline(
             url,
@@ -68,7 +72,11 @@ class RemoteStore(MemoryStore):
             max_in_flight=max_in_flight,
         )
         self._remote = RemoteEngine(pipeline, follow=follow)
-        super().__init__(self._remote)
+        try:
+            super().__init__(self._remote, embed=embed)
+        except BaseException:
+            pipeline.close()
+            raise
 
     @property
     def url(self) -> str:

@@ -147,8 +147,9 @@ pub struct Log {
     index_file_status: IndexFileStatus,
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
-    /// The search index, built on first use (`engine::search`). Taken after the state lock.
-    pub(crate) search: Mutex<crate::search::SearchState>,
+    /// The search index, built on first use (`engine::search`). Taken after the state lock;
+    /// queries share it, bringing it up to date takes it alone.
+    pub(crate) search: RwLock<crate::search::SearchState>,
 }
 
 /// Automatic sealing: after a commit that brings the records since the newest seal to
@@ -443,7 +444,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
-            search: Mutex::new(Default::default()),
+            search: RwLock::new(Default::default()),
             index_file_status,
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
@@ -481,7 +482,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
-            search: Mutex::new(Default::default()),
+            search: RwLock::new(Default::default()),
             index_file_status: IndexFileStatus::NotUsed,
         }))
     }

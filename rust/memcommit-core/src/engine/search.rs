@@ -9,6 +9,7 @@
 //! never searched pays nothing.
 
 use hashbrown::HashMap;
+use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
 use crate::engine::log::{Log, MemoryRead};
 use crate::engine::state::State;
@@ -79,7 +80,7 @@ impl Log {
 
     /// Bytes the search index holds (0 before it is built).
     pub fn search_heap_bytes(&self) -> usize {
-        let s = self.search.lock();
+        let s = self.search.read();
         s.index.vectors.heap_bytes() + s.index.text.heap_bytes()
     }
 
@@ -87,8 +88,13 @@ impl Log {
     /// (`st` then holds the commit's own records, applied but not committed): it reads
     /// committed records only, and each memory's committed entry (the commit's undo list
     /// keeps the entries it changed as they were).
-    pub(crate) fn search_state<'a>(&'a self, st: &State) -> Result<parking_lot::MutexGuard<'a, SearchState>> {
-        let mut s = self.search.lock();
+    pub(crate) fn search_state<'a>(&'a self, st: &State) -> Result<RwLockReadGuard<'a, SearchState>> {
+        let s = self.search.read();
+        if s.built && s.lsn == st.lsn {
+            return Ok(s);
+        }
+        drop(s);
+        let mut s = self.search.write();
         if !s.built {
             let mut index = SearchIndex::default();
             self.index_committed_puts(st, &mut index)?;
@@ -96,7 +102,7 @@ impl Log {
         } else if s.lsn < st.lsn {
             self.index_puts_after(st, &mut s)?;
         }
-        Ok(s)
+        Ok(RwLockWriteGuard::downgrade(s))
     }
 
     /// Index every memory's last committed put.

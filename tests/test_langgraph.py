@@ -6,9 +6,9 @@
 * The store runs the tests LangGraph ships for its stores, ported: ``InMemoryStore``'s
   (``langgraph-checkpoint`` ``tests/test_store.py``) and ``SqliteStore``'s
   (``langgraph-checkpoint-sqlite`` ``tests/test_store.py`` and ``tests/test_ttl.py``), each
-  cited by its upstream name. Tests of vector search, of SQL text and of the async batching
-  wrapper are left out (there is no vector index here); the TTL tests move a
-  ``ControllableClock`` instead of sleeping.
+  cited by its upstream name. Tests of SQL text and of the async batching wrapper are left
+  out; the TTL tests move a ``ControllableClock`` instead of sleeping. The tests of vector
+  search (``index=``) are in ``tests/test_langgraph_index.py``.
 * The example ``examples/langgraph_resume.py`` is run: a graph killed with SIGKILL mid-run
   resumes from its checkpoint.
 """
@@ -1617,11 +1617,6 @@ def test_compiled_filter_agrees_with_the_reference(wanted: dict[str, Any]) -> No
     matches = compile_store_filter(wanted)
     for value in FILTER_VALUES:
         assert matches(value) == store_filter_matches(value, wanted), value
-
-
-def test_vector_index_is_not_supported() -> None:
-    with pytest.raises(NotImplementedError, match="semantic search"):
-        MemcommitStore(memcommit.open(":memory:"), index=cast(Any, {"dims": 3, "embed": None}))
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,32 +5,74 @@ Each item is one entity of the store's medium (:mod:`memcommit.roles.medium`), k
 under it, are one range of keys), state::
 
     namespace (list of str), key, value (a JSON object), created_at_us, updated_at_us,
-    seq (the store-wide order of writes), ttl_minutes?, expires_at_us?
+    seq (the store-wide order of writes), ttl_minutes?, expires_at_us?, vectors?
 
 Times are epoch microseconds, as LangGraph's in-memory and Postgres stores keep them (and as
 the log's record times are), so two writes within one millisecond get distinct times. An item
 written before times were microseconds has ``*_at_ms`` fields instead; it reads the same.
 
-A :meth:`MemcommitStore.batch` is one critical section under the medium's lock and at most one
-commit: reads see the store as it was before the batch (as ``InMemoryStore`` and
-``SqliteStore`` do), then the batch's puts and deletes (the last op for a namespace and key
-wins) and its TTL refreshes are written together, atomically. A put keeps the item's
-``created_at``. Times come from the memcommit store's clock, in microseconds.
+A :meth:`MemcommitStore.batch` is one critical section under the medium's lock: reads see the
+store as it was before the batch (as ``InMemoryStore`` and ``SqliteStore`` do), then the
+batch's puts and deletes (the last op for a namespace and key wins) and its TTL refreshes are
+written together, atomically, as one commit (with a vector index, a commit of the batch's
+vectors comes first: see below). A put keeps the item's ``created_at``. Times come from the
+memcommit store's clock, in microseconds.
 
 Behaviour, where LangGraph's stores differ, follows its SQL ones:
 
-* search returns the most recently written items first (``ORDER BY updated_at DESC``); equal
-  times are ordered by write, so pages are stable;
+* search without a query (or without a vector index) returns the most recently written items
+  first (``ORDER BY updated_at DESC``); equal times are ordered by write, so pages are stable;
 * filters: see :mod:`memcommit.integrations.langgraph._common` (JSON equality, dotted paths,
   ``$eq $ne $gt $gte $lt $lte``);
-* ``query`` is ignored and ``index`` on a put is ignored: there is no vector index, and passing
-  an ``index`` configuration to the constructor raises ``NotImplementedError``;
 * TTL: an item with a TTL expires that many minutes after its last write or refreshing read;
   an expired item stays readable until :meth:`MemcommitStore.sweep_ttl` (or the sweeper thread)
   deletes it, unless the TTL configuration says ``omit_expired``. As in ``SqliteStore``, a read
   refreshes the TTLs of the items it returns only when the TTL configuration has
   ``refresh_on_read=True`` and the op's ``refresh_ttl`` is true (the default); such a read of
   an item with a TTL is a write (one commit), as it is an ``UPDATE`` in the SQL stores.
+
+Semantic search (``MemcommitStore(store, index={"embed": ..., "dims": ..., "fields": [...]})``)
+follows ``InMemoryStore``:
+
+* a put embeds the texts at the index's ``fields`` (default ``["$"]``, the whole value as JSON)
+  with LangGraph's ``get_text_at_path``; a path that yields several texts (``"tags[*]"``) gives
+  one vector per text (paths ``"tags[*].0"``, ``"tags[*].1"``, ...), a missing field none. A
+  put's ``index=False`` embeds nothing, ``index=[...]`` embeds those fields instead. Without
+  an ``index`` configuration a put's ``index`` is ignored, and so is a search's ``query``;
+* each embedded text is one memory of the memcommit store, kind ``lg.vector`` (see
+  :data:`VECTOR`), its text the embedded text and its ``vector`` the embedding; its id is
+  derived from the namespace, key and field path, its tags name every namespace prefix of the
+  item, and its data holds ``namespace``, ``key``, ``path`` and ``seq``, the ``seq`` of the
+  item's write that embedded it. The item's state lists the paths under ``vectors``;
+* a search with a ``query`` embeds it (``embed_query``), ranks the vectors under the namespace
+  prefix by cosine similarity in the core (kind and prefix tag filtered there), scores each
+  item by its best vector (max over its fields), keeps the live items that pass the
+  ``filter``, and returns them best first with ``SearchItem.score``; the items under the
+  prefix that pass the filter but have no vector follow, most recently written first, with
+  ``score=None``. ``offset`` and ``limit`` page over that one list (so, as in
+  ``InMemoryStore``, items without a vector fill a page only when the scored items run out);
+* ``batch`` embeds with ``embed_documents``/``embed_query`` before taking the lock,
+  ``abatch`` with ``aembed_documents``/``aembed_query``; a text repeated within a batch is
+  embedded once. An embedder that returns a vector of another length than ``dims`` raises
+  ``ValueError`` and nothing is written.
+
+Writes and crashes: a batch that puts or deletes indexed items first writes one commit of
+memories (the new vectors, each carrying the ``seq`` its item is about to get; the item's old
+vectors that the write does not replace are marked stale), then the commit of the items. A
+vector counts for a search only if its ``seq`` is its item's current ``seq``, so a vector
+commit whose item commit never landed (a crash, a refused write) is never returned, and
+neither is a vector superseded or left behind by any later write: the staling only keeps the
+core's search from ranking vectors that no longer count. The same commit records the highest
+``seq`` it carried (the memory :data:`VECTOR_SEQ`), and the next write's ``seq`` is above it,
+so a ``seq`` that a lost item commit was to take is never given to another write. Such a
+crash leaves the batch's items as they were, found without a score where their vectors were
+replaced or staled, until they are written again. Deleting an item (a delete, or
+:meth:`MemcommitStore.sweep_ttl`) stales its vectors the same way.
+
+The ``lg.vector`` memories are memories of the store like any other (working tier, active
+while they count): ``store.find(kind=...)``, ``store.search`` and the tiers' context see them
+unless they filter by kind, and every vector of a memcommit store has one length, so the
+index's ``dims`` must be that of any other vectors the store holds.
 
 Values must be JSON: they are stored as their JSON text (a tuple becomes a list, a non-str key
 a str, as with the SQL stores); NaN and infinities are refused with ``ValueError``.
@@ -40,13 +82,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langgraph.store.base import (
     BaseStore,
@@ -62,6 +106,9 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
 )
 
 from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
@@ -69,20 +116,30 @@ from ...roles.values import copy_json
 from ._common import compile_store_filter, medium_of, opened, writes_block
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from ...store import Durability, MemoryStore
 
-__all__ = ["ITEM", "SEQ_COUNTER", "MemcommitStore"]
+__all__ = ["ITEM", "SEQ_COUNTER", "VECTOR", "VECTOR_SEQ", "MemcommitStore", "vector_id"]
 
 logger = logging.getLogger(__name__)
 
 ITEM = "lg.item"
 SEQ_COUNTER = "lg.store.seq"
 """The counter (kind ``counter``) behind each item's ``seq``: the order of writes."""
+VECTOR = "lg.vector"
+"""The kind of the memories that hold the items' vectors, one memory per embedded text."""
+VECTOR_SEQ = "lg.vector.seq"
+"""The id (and kind) of the memory whose data's ``seq`` is the highest a vector commit carried."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MINUTE_US = 60_000_000
 _TIMES = ("created_at", "updated_at", "expires_at")
 _MS_FIELDS = frozenset(f"{field}_ms" for field in _TIMES)
+_MAX_KEY_BYTES = 1024
+"""The longest id or tag the core takes, in bytes of UTF-8 (``check_key``)."""
+_FIRST_K = 16
+"""The fewest vectors a search with a query asks the core for at first."""
 
 
 def _when(us: int) -> datetime:
@@ -187,11 +244,99 @@ def _json_value(value: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+def _bounded(kind: str, parts: object) -> str:
+    """``kind:`` and the JSON of `parts`, or ``kind#`` and a hash of it when that is too long.
+
+    Ids and tags are at most 1,024 bytes; a namespace and key may fill that on their own. The
+    two forms never meet (``:`` against ``#``), and BLAKE2b-256 does not collide in practice.
+    """
+    body = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    text = f"{kind}:{body}"
+    if len(text.encode()) <= _MAX_KEY_BYTES:
+        return text
+    return f"{kind}#{hashlib.blake2b(body.encode(), digest_size=32).hexdigest()}"
+
+
+def vector_id(namespace: Sequence[str], key: str, path: str) -> str:
+    """Return the id of the memory that holds the vector of field `path` of an item.
+
+    One id per namespace, key and path, so a later write of the item replaces that memory.
+    """
+    return _bounded(VECTOR, [list(namespace), key, path])
+
+
+def _namespace_tag(prefix: Sequence[str]) -> str:
+    """The tag of the vectors of the items in `prefix` and in every namespace under it."""
+    return _bounded("lg.ns", list(prefix))
+
+
+def _tokenized(paths: Sequence[str]) -> list[tuple[str, str | list[str]]]:
+    """Each field path with its tokens (``"$"``, the whole value, stays as it is)."""
+    return [(path, path if path == "$" else tokenize_path(path)) for path in paths]
+
+
+def _field_paths(value: object, what: str) -> list[str]:
+    """`value` as a list of field paths.
+
+    Raises:
+        TypeError: `value` is not a list of str.
+    """
+    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
+        raise TypeError(f"{what} must be a list of field paths (str), not {value!r}")
+    return list(value)
+
+
+@dataclass(frozen=True)
+class _Put:
+    """A put (or, `value` None, a delete) of a batch, checked, with the texts it embeds."""
+
+    op: PutOp
+    namespace: tuple[str, ...]
+    value: dict[str, Any] | None
+    texts: dict[str, str]
+    """The texts to embed, by field path (empty without an index)."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A batch, checked, and what must be embedded before it runs."""
+
+    ops: list[Op]
+    puts: dict[str, _Put]
+    """The last put of each item, by entity key."""
+    texts: list[str]
+    """The puts' texts, each once."""
+    queries: list[str]
+    """The searches' queries, each once (none without an index)."""
+
+
+class _Vector(NamedTuple):
+    """One vector memory to write."""
+
+    id: str
+    text: str
+    vector: Sequence[float]
+    data: dict[str, Any]
+    tags: list[str]
+
+
+@dataclass(frozen=True)
+class _VectorWrites:
+    """The commit of memories that comes before a commit of items."""
+
+    vectors: list[_Vector]
+    stale: list[str]
+    """The ids of vectors that no longer count (their item was rewritten or deleted)."""
+    seq: int = 0
+    """The highest ``seq`` the vectors carry."""
+
+
 class MemcommitStore(BaseStore):
     """A LangGraph ``BaseStore`` that keeps items in a memcommit store's log.
 
     A graph's long-term memory is then sealed, compacted and durable with the rest of the
-    store. See the module docstring for the exact behaviour of search, filters and TTL.
+    store. See the module docstring for the exact behaviour of search, filters, semantic
+    search and TTL.
 
     Args:
         store: The memcommit store (``memcommit.open(path)``); this object does not close it.
@@ -199,10 +344,15 @@ class MemcommitStore(BaseStore):
             say, ``refresh_on_read`` (reads refresh TTLs only when it is True), ``omit_expired``
             (default False) and
             ``sweep_interval_minutes`` for :meth:`start_ttl_sweeper`.
-        index: Not supported (there is no vector index); anything but None raises.
+        index: LangGraph's index configuration, for semantic search: ``embed`` (a LangChain
+            ``Embeddings``, a function from a list of texts to their vectors, sync or async,
+            or a ``"provider:model"`` string), ``dims`` (the vectors' length, checked) and
+            ``fields`` (the field paths to embed, default ``["$"]``, the whole value). None:
+            no semantic search; a put's ``index`` and a search's ``query`` are ignored.
 
     Raises:
-        NotImplementedError: `index` was given: semantic search is not supported.
+        TypeError: `index` is not a dict, or its ``fields`` are not a list of str.
+        ValueError: `index` has no ``embed``, or its ``dims`` is not a positive int.
 
     Example:
         >>> import memcommit
@@ -211,6 +361,20 @@ class MemcommitStore(BaseStore):
         >>> long_term.put(("docs",), "b", {"kind": "todo", "n": 2})
         >>> [item.key for item in long_term.search(("docs",), filter={"n": {"$gt": 1}})]
         ['b']
+
+        Semantic search, with a toy embedder (how often "cat" and "dog" occur):
+
+        >>> def embed(texts):
+        ...     return [[t.count("cat") + 0.1, t.count("dog") + 0.1] for t in texts]
+        >>> pets = MemcommitStore(
+        ...     memcommit.open(":memory:"), index={"embed": embed, "dims": 2, "fields": ["text"]}
+        ... )
+        >>> pets.put(("pets",), "1", {"text": "a cat"})
+        >>> pets.put(("pets",), "2", {"text": "a dog"})
+        >>> pets.put(("pets",), "3", {"text": "a dog, unindexed"}, index=False)
+        >>> found = pets.search(("pets",), query="dog")
+        >>> [(item.key, item.score and round(item.score, 2)) for item in found]
+        [('2', 1.0), ('1', 0.18), ('3', None)]
     """
 
     supports_ttl: bool = True
@@ -222,13 +386,27 @@ class MemcommitStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
     ) -> None:
-        if index is not None:
-            raise NotImplementedError(
-                "MemcommitStore has no vector index: semantic search (index=...) is not "
-                "supported. Search by namespace and filter works without one."
-            )
         self.store = store
         self.ttl_config = ttl
+        self.index_config: IndexConfig | None = None
+        self.embeddings: Embeddings | None = None
+        self._dims: int | None = None
+        self._fields: list[tuple[str, str | list[str]]] = []
+        if index is not None:
+            if not isinstance(index, dict):
+                raise TypeError(f"index must be a dict (IndexConfig), not {type(index).__name__}")
+            dims = index.get("dims")
+            if dims is not None and (
+                isinstance(dims, bool) or not isinstance(dims, int) or dims < 1
+            ):
+                raise ValueError(f"index: dims must be a positive int, not {dims!r}")
+            fields = index.get("fields")
+            self._fields = _tokenized(
+                ["$"] if not fields else _field_paths(fields, "index: fields")
+            )
+            self.embeddings = ensure_embeddings(index.get("embed"))
+            self.index_config = index.copy()
+            self._dims = dims
         self._medium = medium_of(store)
         self._now_us = store.now_us
         self._thread_writes = writes_block(store)
@@ -238,7 +416,12 @@ class MemcommitStore(BaseStore):
     @classmethod
     @contextmanager
     def from_path(
-        cls, path: str, *, durability: Durability = "commit", ttl: TTLConfig | None = None
+        cls,
+        path: str,
+        *,
+        durability: Durability = "commit",
+        ttl: TTLConfig | None = None,
+        index: IndexConfig | None = None,
     ) -> Iterator[MemcommitStore]:
         """Open the memcommit store at `path` and yield a store over it; close it afterwards.
 
@@ -246,21 +429,24 @@ class MemcommitStore(BaseStore):
             path: The log file (created if missing), or ``":memory:"``.
             durability: The store's durability mode (see :func:`memcommit.open`).
             ttl: The TTL configuration (see the class).
+            index: The index configuration, for semantic search (see the class).
 
         Yields:
             The store.
         """
         with opened(path, durability) as store:
-            yield cls(store, ttl=ttl)
+            yield cls(store, ttl=ttl, index=index)
 
     # -- batches -------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run `ops` as one critical section and at most one commit.
+        """Run `ops` as one critical section: their reads, then at most one commit of items.
 
         Reads (get, search, list_namespaces) see the store before the batch; puts and deletes
         (the last for each namespace and key wins) and TTL refreshes are then written
-        together.
+        together. With an index, the puts' texts and the searches' queries are embedded
+        first, outside the lock, and a commit of the vectors comes before the items' (see the
+        module docstring).
 
         Args:
             ops: ``GetOp``, ``SearchOp``, ``ListNamespacesOp`` and ``PutOp`` operations.
@@ -272,27 +458,118 @@ class MemcommitStore(BaseStore):
         Raises:
             InvalidNamespaceError: A namespace label is not a non-empty str without "." or NUL;
                 nothing was read or written.
-            TypeError: A put's value is not a JSON object; nothing was written.
-            ValueError: A put's value holds NaN or an infinity, or an op is of no known type;
-                nothing was written.
+            TypeError: A put's value is not a JSON object, or (with an index) its ``index`` is
+                neither False, None nor a list of field paths; nothing was written.
+            ValueError: A put's value holds NaN or an infinity, an op is of no known type, or
+                the embedder returned vectors of another count or length than asked; nothing
+                was written.
         """
+        plan = self._plan(ops)
+        documents: Sequence[Sequence[float]] = []
+        queries: list[Sequence[float]] = []
+        if self.embeddings is not None:
+            if plan.texts:
+                documents = self.embeddings.embed_documents(plan.texts)
+            queries = [self.embeddings.embed_query(query) for query in plan.queries]
+        return self._run(
+            plan, self._embedded(plan.texts, documents), self._embedded(plan.queries, queries)
+        )
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch`: embeds with ``aembed_documents`` and ``aembed_query``.
+
+        A batch that may wait for an fsync then runs in a worker thread.
+        """
+        plan = self._plan(ops)
+        documents: Sequence[Sequence[float]] = []
+        queries: Sequence[Sequence[float]] = []
+        if self.embeddings is not None:
+            if plan.texts:
+                documents = await self.embeddings.aembed_documents(plan.texts)
+            queries = await asyncio.gather(
+                *(self.embeddings.aembed_query(query) for query in plan.queries)
+            )
+        vectors = self._embedded(plan.texts, documents)
+        query_vectors = self._embedded(plan.queries, queries)
+        refreshing = bool(self.ttl_config and self.ttl_config.get("refresh_on_read"))
+        if self._thread_writes and any(
+            isinstance(op, PutOp)
+            or (refreshing and isinstance(op, (GetOp, SearchOp)) and op.refresh_ttl)
+            for op in plan.ops
+        ):
+            return await asyncio.to_thread(self._run, plan, vectors, query_vectors)
+        return self._run(plan, vectors, query_vectors)
+
+    def _plan(self, ops: Iterable[Op]) -> _Plan:
+        """Check `ops` and find what they embed, before anything is read or written."""
         ops = list(ops)
-        puts: dict[str, tuple[PutOp, tuple[str, ...], dict[str, Any] | None]] = {}
+        puts: dict[str, _Put] = {}
+        queries: dict[str, None] = {}
         for op in ops:
             if isinstance(op, GetOp):
                 _check_labels(op.namespace)
             elif isinstance(op, SearchOp):
                 _check_labels(op.namespace_prefix)
+                if op.query and self.embeddings is not None:
+                    queries[op.query] = None
             elif isinstance(op, ListNamespacesOp):
                 for condition in op.match_conditions or ():
                     _check_labels(condition.path, path=True)
             elif isinstance(op, PutOp):
                 namespace = _check_labels(op.namespace)
-                key = str(op.key)
                 value = None if op.value is None else _json_value(op.value)
-                puts[entity_key(namespace, key)] = (op, namespace, value)
+                puts[entity_key(namespace, str(op.key))] = _Put(
+                    op, namespace, value, self._texts(op, value)
+                )
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
+        texts = dict.fromkeys(text for put in puts.values() for text in put.texts.values())
+        return _Plan(ops, puts, list(texts), list(queries))
+
+    def _texts(self, op: PutOp, value: dict[str, Any] | None) -> dict[str, str]:
+        """The texts a put embeds, by field path, as ``InMemoryStore`` finds them."""
+        if self.embeddings is None or value is None or op.index is False:
+            return {}
+        fields = self._fields if op.index is None else _tokenized(_field_paths(op.index, "index"))
+        texts: dict[str, str] = {}
+        for path, tokens in fields:
+            found = get_text_at_path(value, tokens)
+            if len(found) == 1:
+                texts[path] = found[0]
+            else:
+                texts.update((f"{path}.{i}", text) for i, text in enumerate(found))
+        return texts
+
+    def _embedded(
+        self, texts: list[str], vectors: Sequence[Sequence[float]]
+    ) -> dict[str, Sequence[float]]:
+        """Each of `texts` with its vector, checked against the index's ``dims``.
+
+        Raises:
+            ValueError: The embedder returned another number of vectors than of texts, or a
+                vector whose length is not ``dims``.
+        """
+        if len(vectors) != len(texts):
+            raise ValueError(
+                f"index: the embedder returned {len(vectors)} vectors for {len(texts)} texts"
+            )
+        if self._dims is not None:
+            for vector in vectors:
+                if len(vector) != self._dims:
+                    raise ValueError(
+                        f"index: the embedder returned a vector of {len(vector)} numbers; "
+                        f"the index's dims is {self._dims}"
+                    )
+        return dict(zip(texts, vectors, strict=True))
+
+    def _run(
+        self,
+        plan: _Plan,
+        vectors: Mapping[str, Sequence[float]],
+        queries: Mapping[str, Sequence[float]],
+    ) -> list[Result]:
+        """Run a checked batch, its texts and queries embedded, under the medium's lock."""
+        ops, puts = plan.ops, plan.puts
         results: list[Any] = [None] * len(ops)
         omit = bool(self.ttl_config and self.ttl_config.get("omit_expired"))
         # As SqliteStore: a read refreshes only if the op asks and the configuration says so.
@@ -309,10 +586,11 @@ class MemcommitStore(BaseStore):
                         if refreshing and op.refresh_ttl:
                             self._refresh(key, state, now, refreshed)
                 elif isinstance(op, SearchOp):
-                    found = self._search(op, now, omit)
-                    results[i] = [state for _, state in found]
+                    query = queries.get(op.query) if op.query else None
+                    found = self._search(op, now, omit, query)
+                    results[i] = [(state, score) for _, state, score in found]
                     if refreshing and op.refresh_ttl:
-                        for key, state in found:
+                        for key, state, _ in found:
                             self._refresh(key, state, now, refreshed)
                 elif isinstance(op, ListNamespacesOp):
                     results[i] = self._list_namespaces(op, now, omit)
@@ -320,27 +598,18 @@ class MemcommitStore(BaseStore):
                 (ITEM, key, state) for key, state in refreshed.items() if key not in puts
             ]
             if puts:
-                changes.extend(self._put_changes(puts, now))
+                put_changes, writes = self._put_changes(puts, vectors, now)
+                changes.extend(put_changes)
+                # The vectors first: an item commit never lands without the vectors it names.
+                self._write_vectors(writes)
             if changes:
                 self._medium.write(changes)
         for i, op in enumerate(ops):
             if isinstance(op, GetOp) and results[i] is not None:
                 results[i] = self._item(results[i])
             elif isinstance(op, SearchOp):
-                results[i] = [self._search_item(state) for state in results[i]]
+                results[i] = [self._search_item(state, score) for state, score in results[i]]
         return results
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch`; batches that may wait for an fsync run in a worker thread."""
-        ops = list(ops)
-        refreshing = bool(self.ttl_config and self.ttl_config.get("refresh_on_read"))
-        if self._thread_writes and any(
-            isinstance(op, PutOp)
-            or (refreshing and isinstance(op, (GetOp, SearchOp)) and op.refresh_ttl)
-            for op in ops
-        ):
-            return await asyncio.to_thread(self.batch, ops)
-        return self.batch(ops)
 
     # -- the parts of a batch (under the medium's lock) ----------------------------------
 
@@ -358,7 +627,8 @@ class MemcommitStore(BaseStore):
         if _at_us(state, "expires_at") != expires:
             refreshed[key] = {**_current(state), "expires_at_us": expires}
 
-    def _search(self, op: SearchOp, now: int, omit: bool) -> list[tuple[str, State]]:
+    def _matching(self, op: SearchOp, now: int, omit: bool) -> list[tuple[str, State]]:
+        """The items under the op's prefix that pass its filter, most recently written first."""
         found = self._medium.scan(ITEM, _range(tuple(op.namespace_prefix)))
         if omit:
             found = [(k, s) for k, s in found if self._alive(s, now)]
@@ -366,7 +636,70 @@ class MemcommitStore(BaseStore):
             matches = compile_store_filter(op.filter)
             found = [(k, s) for k, s in found if matches(s["value"])]
         found.sort(key=lambda item: -int(item[1]["seq"]))
-        return found[op.offset : op.offset + op.limit]
+        return found
+
+    def _search(
+        self, op: SearchOp, now: int, omit: bool, query: Sequence[float] | None
+    ) -> list[tuple[str, State, float | None]]:
+        """The page of items a search returns, each with its score (None without a query)."""
+        end = op.offset + op.limit
+        if query is None:
+            return [
+                (key, state, None) for key, state in self._matching(op, now, omit)[op.offset : end]
+            ]
+        scored, complete = self._scored(op, now, omit, query, max(end, 0))
+        if not complete or len(scored) >= end:
+            return scored[op.offset : end]
+        # Every scored item is in hand: the items without a vector come after them.
+        ranked = {key for key, _, _ in scored}
+        rest = [(k, s, None) for k, s in self._matching(op, now, omit) if k not in ranked]
+        return [*scored, *rest][op.offset : end]
+
+    def _scored(
+        self, op: SearchOp, now: int, omit: bool, query: Sequence[float], want: int
+    ) -> tuple[list[tuple[str, State, float | None]], bool]:
+        """The items under the op's prefix that pass its filter and have a vector that counts.
+
+        Best first (an item's score is that of its best vector), at least `want` of them when
+        there are as many: the core ranks the prefix's vectors, and is asked for four times as
+        many each time the ones that count come short.
+
+        Returns:
+            The items with their scores, and whether they are all there are.
+        """
+        prefix = tuple(op.namespace_prefix)
+        tags = [_namespace_tag(prefix)] if prefix else None
+        matches = compile_store_filter(op.filter) if op.filter else None
+        k = max(2 * want, _FIRST_K)
+        while True:
+            hits = self.store.search(query, k=k, kind=VECTOR, tags=tags, mode="vector")
+            # Each item's state, or None when it is gone, expired (omitted) or filtered out.
+            items: dict[str, State | None] = {}
+            scored: list[tuple[str, State, float | None]] = []
+            for hit in hits:
+                data = hit.memory.data or {}
+                namespace, name = data.get("namespace"), data.get("key")
+                if not isinstance(namespace, list) or not isinstance(name, str):
+                    continue  # not a vector this store wrote
+                key = entity_key(tuple(namespace), name)
+                if key not in items:
+                    state = self._medium.get(ITEM, key)
+                    if state is not None and (
+                        tuple(state["namespace"][: len(prefix)]) != prefix
+                        or (omit and not self._alive(state, now))
+                        or (matches is not None and not matches(state["value"]))
+                    ):
+                        state = None
+                    items[key] = state
+                state = items[key]
+                # A vector counts only if the item's current write embedded it.
+                if state is None or state["seq"] != data.get("seq"):
+                    continue
+                items[key] = None  # its best vector is in: the others rank lower
+                scored.append((key, state, hit.score))
+            if len(hits) < k or len(scored) >= want:
+                return scored, len(hits) < k
+            k *= 4
 
     def _list_namespaces(self, op: ListNamespacesOp, now: int, omit: bool) -> list[tuple[str, ...]]:
         conditions: Sequence[MatchCondition] = op.match_conditions or ()
@@ -398,66 +731,135 @@ class MemcommitStore(BaseStore):
         return namespaces[op.offset : op.offset + op.limit]
 
     def _put_changes(
-        self,
-        puts: dict[str, tuple[PutOp, tuple[str, ...], dict[str, Any] | None]],
-        now: int,
-    ) -> list[Change]:
+        self, puts: dict[str, _Put], vectors: Mapping[str, Sequence[float]], now: int
+    ) -> tuple[list[Change], _VectorWrites]:
+        """The item changes of the batch's puts and deletes, and the vector writes before them."""
         changes: list[Change] = []
-        seq = read_counter(self._medium, SEQ_COUNTER)
-        for key, (op, namespace, value) in puts.items():
-            if value is None:
-                if self._medium.get(ITEM, key) is not None:
-                    changes.append((ITEM, key, None))
-                continue
+        written: list[_Vector] = []
+        stale: list[str] = []
+        counter = read_counter(self._medium, SEQ_COUNTER)
+        seq = max(counter, self._reserved_seq())
+        for key, put in puts.items():
             old = self._medium.get(ITEM, key)
+            old_paths: Sequence[str] = () if old is None else old.get("vectors", ())
+            name = str(put.op.key)
+            if put.value is None:
+                if old is not None:
+                    changes.append((ITEM, key, None))
+                    stale.extend(vector_id(put.namespace, name, path) for path in old_paths)
+                continue
             seq += 1
-            ttl = None if op.ttl is None else float(op.ttl)
-            changes.append(
-                (
-                    ITEM,
-                    key,
-                    {
-                        "namespace": list(namespace),
-                        "key": str(op.key),
-                        "value": value,
-                        "created_at_us": now if old is None else _time(old, "created_at"),
-                        "updated_at_us": now,
-                        "seq": seq,
-                        "ttl_minutes": ttl,
-                        "expires_at_us": None if ttl is None else now + round(ttl * _MINUTE_US),
-                    },
-                )
+            ttl = None if put.op.ttl is None else float(put.op.ttl)
+            state: State = {
+                "namespace": list(put.namespace),
+                "key": name,
+                "value": put.value,
+                "created_at_us": now if old is None else _time(old, "created_at"),
+                "updated_at_us": now,
+                "seq": seq,
+                "ttl_minutes": ttl,
+                "expires_at_us": None if ttl is None else now + round(ttl * _MINUTE_US),
+            }
+            if put.texts:
+                state["vectors"] = list(put.texts)
+                tags = [_namespace_tag(put.namespace[:n]) for n in range(1, len(put.namespace) + 1)]
+                for path, text in put.texts.items():
+                    data = {"namespace": list(put.namespace), "key": name, "path": path, "seq": seq}
+                    written.append(
+                        _Vector(
+                            vector_id(put.namespace, name, path), text, vectors[text], data, tags
+                        )
+                    )
+            stale.extend(
+                vector_id(put.namespace, name, path) for path in old_paths if path not in put.texts
             )
-        if seq != read_counter(self._medium, SEQ_COUNTER):
+            changes.append((ITEM, key, state))
+        if seq != counter:
             changes.append((COUNTER, entity_key(SEQ_COUNTER), {"value": seq}))
-        return changes
+        return changes, _VectorWrites(written, stale, seq)
+
+    def _reserved_seq(self) -> int:
+        """The highest ``seq`` a vector commit carried (0 if none did)."""
+        memory = self.store.engine.view().get(VECTOR_SEQ)
+        data = None if memory is None else memory.data
+        return int(data["seq"]) if data and isinstance(data.get("seq"), int) else 0
+
+    def _write_vectors(self, writes: _VectorWrites) -> None:
+        """Write the vectors, restore those that were stale and stale the rest, as one commit.
+
+        The commit also records its highest ``seq`` (:data:`VECTOR_SEQ`): the next write's
+        ``seq`` is above it even if the item commit after this one never lands. That memory
+        carries one of the batch's vectors only so that a store with an embedder does not
+        embed it.
+        """
+        ids = [vector.id for vector in writes.vectors] + writes.stale
+        if not ids:
+            return
+        # Through the view: a vector that retention purged reads as None (get_many raises).
+        current = dict(zip(ids, self.store.engine.view().get_many(ids), strict=True))
+        stale = [
+            id
+            for id in dict.fromkeys(writes.stale)
+            if (memory := current[id]) is not None and memory.status == "active"
+        ]
+        if not writes.vectors and not stale:
+            return
+        with self.store.commit() as c:
+            for vector in writes.vectors:
+                c.put(
+                    vector.text,
+                    kind=VECTOR,
+                    id=vector.id,
+                    data=vector.data,
+                    tags=vector.tags,
+                    vector=vector.vector,
+                )
+                memory = current[vector.id]
+                if memory is not None and memory.status != "active":
+                    c.restore(vector.id)  # a put keeps a memory's status
+            for id in stale:
+                c.stale(id)
+            if writes.vectors:
+                c.put(
+                    "",
+                    kind=VECTOR_SEQ,
+                    id=VECTOR_SEQ,
+                    data={"seq": writes.seq},
+                    vector=writes.vectors[0].vector,
+                )
 
     @staticmethod
     def _item(state: State) -> Item:
         return Item(**_item_fields(state))
 
     @staticmethod
-    def _search_item(state: State) -> SearchItem:
-        return SearchItem(**_item_fields(state))
+    def _search_item(state: State, score: float | None) -> SearchItem:
+        return SearchItem(**_item_fields(state), score=score)
 
     # -- TTL -----------------------------------------------------------------------------
 
     def sweep_ttl(self) -> int:
-        """Delete every item whose TTL has run out (one commit).
+        """Delete every item whose TTL has run out (one commit; their vectors' commit first).
 
         Returns:
             How many items were deleted.
         """
         with self._medium.lock:
             now = self._now_us()
-            changes: list[Change] = [
-                (ITEM, key, None)
+            expired = [
+                (key, state)
                 for key, state in self._medium.scan(ITEM)
                 if not self._alive(state, now)
             ]
-            if changes:
-                self._medium.write(changes)
-        return len(changes)
+            stale = [
+                vector_id(state["namespace"], state["key"], path)
+                for _, state in expired
+                for path in state.get("vectors", ())
+            ]
+            self._write_vectors(_VectorWrites([], stale))
+            if expired:
+                self._medium.write([(ITEM, key, None) for key, _ in expired])
+        return len(expired)
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: float | None = None

@@ -1169,6 +1169,28 @@ fn check_key(field: &'static str, s: &str) -> Result<()> {
     Ok(())
 }
 
+/// A vector's own check (its dimension against the store's is the commit's): 1 to
+/// `memory::MAX_DIMS` finite values.
+fn check_vector(id: &str, v: &[f32]) -> Result<()> {
+    if v.is_empty() || v.len() > memory::MAX_DIMS {
+        return Err(Error::invalid(
+            "vector",
+            format!(
+                "the memory {id:?} has a vector of {} values; a vector has 1 to {}",
+                v.len(),
+                memory::MAX_DIMS
+            ),
+        ));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(Error::invalid(
+            "vector",
+            format!("the memory {id:?} has a vector whose value {i} is {}, not a finite number", v[i]),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1213,26 +1235,4 @@ mod tests {
         assert!(tracked(&log));
         assert_eq!(lsns(&log), want);
     }
-}
-
-/// A vector's own check (its dimension against the store's is the commit's): 1 to
-/// `memory::MAX_DIMS` finite values.
-fn check_vector(id: &str, v: &[f32]) -> Result<()> {
-    if v.is_empty() || v.len() > memory::MAX_DIMS {
-        return Err(Error::invalid(
-            "vector",
-            format!(
-                "the memory {id:?} has a vector of {} values; a vector has 1 to {}",
-                v.len(),
-                memory::MAX_DIMS
-            ),
-        ));
-    }
-    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-        return Err(Error::invalid(
-            "vector",
-            format!("the memory {id:?} has a vector whose value {i} is {}, not a finite number", v[i]),
-        ));
-    }
-    Ok(())
 }

@@ -7,6 +7,7 @@
 //! every list is rebuilt from the documents.
 
 use hashbrown::HashMap;
+use parking_lot::Mutex;
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::search::TopK;
@@ -49,6 +50,7 @@ pub struct TextIndex {
     total_len: u64,
     postings_total: usize,
     postings_dead: usize,
+    scratch: Mutex<Scratch>,
 }
 
 impl TextIndex {
@@ -137,6 +139,12 @@ impl TextIndex {
 
     /// The `k` entries that best match `query` by BM25 among those `accept` lets through, best
     /// first, with their scores. Entries matching no word of the query are not returned.
+    ///
+    /// The query's words are taken rarest first (MaxScore): once the `k`-th best score so far
+    /// is above what every word left could still add to a memory that has none of the words
+    /// read so far, no such memory can enter the top `k`, and the words left (the common
+    /// ones, with the longest lists) are looked up in the candidates' own word lists instead of
+    /// read through. The scores are exactly BM25's.
     pub fn search(&self, query: &str, k: usize, accept: &dyn Fn(u32) -> bool) -> Vec<(u32, f32)> {
         if k == 0 || self.live_docs == 0 {
             return Vec::new();
@@ -147,38 +155,107 @@ impl TextIndex {
         wanted.dedup();
         let n = self.live_docs as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        let mut refused: hashbrown::HashSet<u32> = hashbrown::HashSet::new();
-        for t in wanted {
-            let df = self.df[t as usize] as f32;
-            if df == 0.0 {
-                continue;
+        // (term, idf), the largest possible contribution (the rarest word) first.
+        let mut terms: Vec<(u32, f32)> = wanted
+            .into_iter()
+            .filter(|&t| self.df[t as usize] > 0)
+            .map(|t| {
+                let df = self.df[t as usize] as f32;
+                (t, (1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+            })
+            .collect();
+        terms.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // A word adds at most idf * (k1 + 1) to a memory's score (as its count grows).
+        let bound = |idf: f32| idf * (K1 + 1.0);
+        let weight = |idf: f32, tf: u32, len: u32| {
+            let tf = tf as f32;
+            idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len as f32 / avg))
+        };
+        let mut scratch = Scratch::take(&self.scratch, self.docs.len());
+        let scores = &mut scratch.scores;
+        // Accepted candidates (score > 0) and refused ones (score < 0), to reset the scratch.
+        let mut seen: Vec<u32> = Vec::new();
+        let mut refused: Vec<u32> = Vec::new();
+        let mut read = 0;
+        while read < terms.len() {
+            // What the words left could add to a memory none of the words read so far is in.
+            let rest: f32 = terms[read..].iter().map(|&(_, idf)| bound(idf)).sum();
+            // Strictly above: a memory not seen yet that would tie could still win on age.
+            if seen.len() >= k && kth_best(scores, &seen, k) > rest {
+                break;
             }
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let (t, idf) = terms[read];
             for p in &self.postings[t as usize] {
                 let d = &self.docs[p.entry as usize];
-                if !d.live || d.generation != p.generation || refused.contains(&p.entry) {
+                if !d.live || d.generation != p.generation {
                     continue;
                 }
-                let score = match scores.get_mut(&p.entry) {
-                    Some(s) => s,
-                    None => {
-                        if !accept(p.entry) {
-                            refused.insert(p.entry);
-                            continue;
-                        }
-                        scores.entry(p.entry).or_insert(0.0)
+                let s = &mut scores[p.entry as usize];
+                if *s < 0.0 {
+                    continue;
+                }
+                if *s == 0.0 {
+                    if !accept(p.entry) {
+                        *s = -1.0;
+                        refused.push(p.entry);
+                        continue;
                     }
-                };
-                let tf = p.tf as f32;
-                *score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * d.len as f32 / avg));
+                    seen.push(p.entry);
+                }
+                *s += weight(idf, p.tf, d.len);
+            }
+            read += 1;
+        }
+        for &(t, idf) in &terms[read..] {
+            for &e in &seen {
+                let d = &self.docs[e as usize];
+                if let Ok(j) = d.terms.binary_search_by_key(&t, |&(term, _)| term) {
+                    scores[e as usize] += weight(idf, d.terms[j].1, d.len);
+                }
             }
         }
         let mut top = TopK::new(k);
-        for (e, s) in scores {
-            top.push(s, e);
+        for &e in &seen {
+            top.push(scores[e as usize], e);
+            scores[e as usize] = 0.0;
         }
+        for &e in &refused {
+            scores[e as usize] = 0.0;
+        }
+        scratch.give_back(&self.scratch);
         top.into_sorted()
+    }
+}
+
+/// The `k`-th best score among `seen` (at least `k` of them).
+fn kth_best(scores: &[f32], seen: &[u32], k: usize) -> f32 {
+    let mut s: Vec<f32> = seen.iter().map(|&e| scores[e as usize]).collect();
+    let (_, kth, _) = s.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+    *kth
+}
+
+/// A score per entry, all zero between queries: kept by the index for the next query (a
+/// query running beside another makes its own).
+#[derive(Debug, Default)]
+struct Scratch {
+    scores: Vec<f32>,
+}
+
+impl Scratch {
+    fn take(pool: &Mutex<Scratch>, len: usize) -> Scratch {
+        let mut s = pool.try_lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+        if s.scores.len() < len {
+            s.scores.resize(len, 0.0);
+        }
+        s
+    }
+
+    fn give_back(self, pool: &Mutex<Scratch>) {
+        if let Some(mut p) = pool.try_lock() {
+            if p.scores.len() < self.scores.len() {
+                *p = self;
+            }
+        }
     }
 }
 
@@ -211,6 +288,104 @@ mod tests {
         t.remove(0);
         assert_eq!(ids(t.search("cat mat", 10, &|_| true)), [1]);
         assert_eq!(t.len(), 3);
+    }
+
+    /// BM25 the plain way: every word of the query over every live document.
+    fn naive(
+        docs: &[Option<String>],
+        query: &str,
+        k: usize,
+        accept: &dyn Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        let live: Vec<(u32, Vec<String>)> = docs
+            .iter()
+            .enumerate()
+            .filter_map(|(n, d)| d.as_ref().map(|t| (n as u32, tokenize(t).collect())))
+            .collect();
+        let n = live.len() as f32;
+        let avg = (live.iter().map(|(_, w)| w.len()).sum::<usize>() as f32 / n).max(1.0);
+        let mut words: Vec<String> = tokenize(query).collect();
+        words.sort();
+        words.dedup();
+        let dfs: Vec<f32> =
+            words.iter().map(|w| live.iter().filter(|(_, d)| d.contains(w)).count() as f32).collect();
+        let mut top = TopK::new(k);
+        for (e, doc) in &live {
+            if !accept(*e) {
+                continue;
+            }
+            let mut score = 0.0f32;
+            let mut any = false;
+            for (w, &df) in words.iter().zip(&dfs) {
+                let tf = doc.iter().filter(|x| *x == w).count() as f32;
+                if tf > 0.0 {
+                    any = true;
+                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                    score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * doc.len() as f32 / avg));
+                }
+            }
+            if any {
+                top.push(score, *e);
+            }
+        }
+        top.into_sorted()
+    }
+
+    #[test]
+    fn search_agrees_with_plain_bm25_under_updates_filters_and_pruning() {
+        let mut rng = 11u64;
+        let mut next = |m: u64| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (rng >> 33) % m
+        };
+        // A few very common words and many rare ones, so pruning has work to skip.
+        let vocab: Vec<String> = (0..60).map(|i| format!("w{i}")).collect();
+        let mut draw_word = |next: &mut dyn FnMut(u64) -> u64| {
+            let r = next(100);
+            if r < 50 {
+                vocab[(r % 3) as usize].clone()
+            } else {
+                vocab[3 + next(57) as usize].clone()
+            }
+        };
+        let mut t = TextIndex::default();
+        let mut docs: Vec<Option<String>> = vec![None; 400];
+        for round in 0..6 {
+            for _ in 0..300 {
+                let n = next(400) as u32;
+                if next(10) == 0 {
+                    t.remove(n);
+                    docs[n as usize] = None;
+                } else {
+                    let len = 1 + next(12);
+                    let text: Vec<String> = (0..len).map(|_| draw_word(&mut next)).collect();
+                    let text = text.join(" ");
+                    t.set(n, &text);
+                    docs[n as usize] = Some(text);
+                }
+            }
+            for q in 0..40 {
+                let words = 1 + next(4);
+                let query: Vec<String> = (0..words).map(|_| draw_word(&mut next)).collect();
+                let query = query.join(" ");
+                let k = 1 + next(15) as usize;
+                let modulo = 1 + (q % 3) as u32;
+                let accept = |e: u32| e % modulo == 0;
+                let got = t.search(&query, k, &accept);
+                let want = naive(&docs, &query, k, &accept);
+                assert_eq!(got.len(), want.len(), "round {round}, {query:?}, k {k}");
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g.1 - w.1).abs() <= 1e-4 * w.1.abs().max(1.0), "{query:?}: {got:?} vs {want:?}");
+                }
+                // The same memories, but for those tied (to within rounding) with the last one.
+                let last = want.last().map_or(0.0, |x| x.1);
+                for (e, score) in &want {
+                    if *score > last + 1e-4 {
+                        assert!(got.iter().any(|g| g.0 == *e), "{query:?}: {got:?} vs {want:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -340,7 +340,7 @@ mod tests {
         };
         // A few very common words and many rare ones, so pruning has work to skip.
         let vocab: Vec<String> = (0..60).map(|i| format!("w{i}")).collect();
-        let mut draw_word = |next: &mut dyn FnMut(u64) -> u64| {
+        let draw_word = |next: &mut dyn FnMut(u64) -> u64| {
             let r = next(100);
             if r < 50 {
                 vocab[(r % 3) as usize].clone()

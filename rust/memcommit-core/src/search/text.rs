@@ -370,7 +370,7 @@ mod tests {
                 let query = query.join(" ");
                 let k = 1 + next(15) as usize;
                 let modulo = 1 + (q % 3) as u32;
-                let accept = |e: u32| e % modulo == 0;
+                let accept = |e: u32| e.is_multiple_of(modulo);
                 let got = t.search(&query, k, &accept);
                 let want = naive(&docs, &query, k, &accept);
                 assert_eq!(got.len(), want.len(), "round {round}, {query:?}, k {k}");

@@ -137,7 +137,7 @@ _MINUTE_US = 60_000_000
 _TIMES = ("created_at", "updated_at", "expires_at")
 _MS_FIELDS = frozenset(f"{field}_ms" for field in _TIMES)
 _MAX_KEY_BYTES = 1024
-"""The longest id or tag the core takes, in bytes of UTF-8 (``check_key``)."""
+"""The longest id, tag or entity key the core takes, in bytes of UTF-8 (``check_key``)."""
 _FIRST_K = 16
 """The fewest vectors a search with a query asks the core for at first."""
 
@@ -247,8 +247,9 @@ def _json_value(value: Mapping[str, Any]) -> dict[str, Any]:
 def _bounded(kind: str, parts: object) -> str:
     """``kind:`` and the JSON of `parts`, or ``kind#`` and a hash of it when that is too long.
 
-    Ids and tags are at most 1,024 bytes; a namespace and key may fill that on their own. The
-    two forms never meet (``:`` against ``#``), and BLAKE2b-256 does not collide in practice.
+    Ids and tags are at most 1,024 bytes, and so is an item's entity key: a vector's id (the
+    item's namespace and key and a field path) may be longer. The two forms never meet (``:``
+    against ``#``), and BLAKE2b-256 does not collide in practice.
     """
     body = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     text = f"{kind}:{body}"
@@ -460,9 +461,9 @@ class MemcommitStore(BaseStore):
                 nothing was read or written.
             TypeError: A put's value is not a JSON object, or (with an index) its ``index`` is
                 neither False, None nor a list of field paths; nothing was written.
-            ValueError: A put's value holds NaN or an infinity, an op is of no known type, or
-                the embedder returned vectors of another count or length than asked; nothing
-                was written.
+            ValueError: A put's value holds NaN or an infinity; a put's namespace and key make
+                an entity key over 1,024 bytes; an op is of no known type; or the embedder
+                returned vectors of another count or length than asked. Nothing was written.
         """
         plan = self._plan(ops)
         documents: Sequence[Sequence[float]] = []
@@ -517,10 +518,17 @@ class MemcommitStore(BaseStore):
                     _check_labels(condition.path, path=True)
             elif isinstance(op, PutOp):
                 namespace = _check_labels(op.namespace)
+                key = entity_key(namespace, str(op.key))
+                # The log refuses a longer entity key, but only at the item commit, after
+                # the vectors' commit: refuse it before anything is written.
+                size = len(f"{ITEM}\x00{key}".encode())
+                if size > _MAX_KEY_BYTES:
+                    raise ValueError(
+                        f"namespace and key: the item's entity key would be {size} bytes; "
+                        f"the log takes at most {_MAX_KEY_BYTES}"
+                    )
                 value = None if op.value is None else _json_value(op.value)
-                puts[entity_key(namespace, str(op.key))] = _Put(
-                    op, namespace, value, self._texts(op, value)
-                )
+                puts[key] = _Put(op, namespace, value, self._texts(op, value))
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
         texts = dict.fromkeys(text for put in puts.values() for text in put.texts.values())

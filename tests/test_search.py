@@ -192,6 +192,34 @@ def test_the_embedder_vectors_every_put_once_per_commit(tmp_path: Path) -> None:
         assert _ids(store.search("eee", k=1)) == [b]
 
 
+def test_bulk_puts_take_vectors_and_the_embedder_fills_the_missing_ones(tmp_path: Path) -> None:
+    embed = Embedder()
+    with memcommit.open(str(tmp_path / "m.db"), embed=embed) as store:
+        with store.commit() as c:
+            c.put_many(["aa", "ee"], ids=["p", "q"], vectors=[[9, 9, 9, 9, 9], None])
+            c.put_rows([{"id": "r", "text": "ii", "vector": [1, 2, 3, 4, 5]}, ("s", "oo")])
+        assert embed.calls == [["ee", "oo"]]
+        got = {m.id: m.vector for m in store.find()}
+        assert got == {
+            "p": (9.0,) * 5,
+            "q": (0.0, 2.0, 0.0, 0.0, 0.0),
+            "r": (1.0, 2.0, 3.0, 4.0, 5.0),
+            "s": (0.0, 0.0, 0.0, 2.0, 0.0),
+        }
+    with memcommit.open(str(tmp_path / "plain.db")) as store:
+        with store.commit() as c:
+            c.put_many(["a", "b"], ids=["a", "b"], vectors=[[1, 0], None])
+            c.put_rows([("c", "c", "note", None, "working", None, (), (), [0, 1])])
+        got = {m.id: m.vector for m in store.find()}
+        assert got == {"a": (1.0, 0.0), "b": None, "c": (0.0, 1.0)}
+        with pytest.raises(ValueError, match="vectors: 1 vectors for 2 texts"):
+            with store.commit() as c:
+                c.put_many(["x", "y"], vectors=[[1, 0]])
+        with pytest.raises(ValueError, match="vector: the memory .* value 1 is NaN"):
+            with store.commit() as c:
+                c.put_rows([{"text": "x", "vector": [1, float("nan")]}])
+
+
 def test_an_embedder_that_fails_or_lies_writes_nothing(tmp_path: Path) -> None:
     def broken(texts: list[str]) -> list[list[float]]:
         raise RuntimeError("model offline")

@@ -215,7 +215,7 @@ def test_bulk_puts_take_vectors_and_the_embedder_fills_the_missing_ones(tmp_path
         with pytest.raises(ValueError, match="vectors: 1 vectors for 2 texts"):
             with store.commit() as c:
                 c.put_many(["x", "y"], vectors=[[1, 0]])
-        with pytest.raises(ValueError, match="vector: the memory .* value 1 is NaN"):
+        with pytest.raises(ValueError, match=r"vector: the memory .* value 1 is NaN"):
             with store.commit() as c:
                 c.put_rows([{"text": "x", "vector": [1, float("nan")]}])
 

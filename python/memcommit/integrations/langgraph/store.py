@@ -67,12 +67,17 @@ core's search from ranking vectors that no longer count. The same commit records
 so a ``seq`` that a lost item commit was to take is never given to another write. Such a
 crash leaves the batch's items as they were, found without a score where their vectors were
 replaced or staled, until they are written again. Deleting an item (a delete, or
-:meth:`MemcommitStore.sweep_ttl`) stales its vectors the same way.
+:meth:`MemcommitStore.sweep_ttl`) stales its vectors the same way. The vectors' commit is a
+commit of the store like any other, so with durability ``"commit"`` it waits for its fsync
+while the batch holds the medium's lock (the item commit's wait comes after the lock is
+released, shared with other writers' commits).
 
-The ``lg.vector`` memories are memories of the store like any other (working tier, active
-while they count): ``store.find(kind=...)``, ``store.search`` and the tiers' context see them
-unless they filter by kind, and every vector of a memcommit store has one length, so the
-index's ``dims`` must be that of any other vectors the store holds.
+The ``lg.vector`` memories (and the one ``lg.vector.seq``) are memories of the store like any
+other, in the working tier, stale once their item is deleted or rewritten without them:
+``store.find`` and ``store.search`` list them unless asked for another kind, and
+:func:`memcommit.tiers.context` (which takes no kind) includes them. Every vector of a
+memcommit store has one length, so the index's ``dims`` must be that of any other vectors the
+store holds.
 
 Values must be JSON: they are stored as their JSON text (a tuple becomes a list, a non-str key
 a str, as with the SQL stores); NaN and infinities are refused with ``ValueError``.

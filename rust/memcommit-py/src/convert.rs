@@ -1,6 +1,6 @@
 //! Reading Python arguments into core values, with errors that name the argument.
 
-use memcommit_core::{Status, Tier};
+use memcommit_core::{Query, Status, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString};
@@ -125,4 +125,45 @@ pub fn get_vector(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<std::sync::Ar
         out.push(x as f32);
     }
     Ok(out.into())
+}
+
+/// The filters of `find` and `search` (tier, kind, task, status, tags), read from Python into
+/// values the query borrows.
+pub struct Filters {
+    tier: Option<Tier>,
+    status: Option<Status>,
+    kind: Option<String>,
+    task: Option<String>,
+    tags: Option<Vec<String>>,
+}
+
+impl Filters {
+    /// Read the filters; None (or left out) matches anything.
+    pub fn read(
+        tier: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        status: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Filters> {
+        Ok(Filters {
+            tier: tier.filter(|t| !t.is_none()).map(get_tier).transpose()?,
+            status: status.filter(|s| !s.is_none()).map(get_status).transpose()?,
+            kind: kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten(),
+            task: task.map(|t| get_opt_str(t, "task")).transpose()?.flatten(),
+            tags: tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?,
+        })
+    }
+
+    /// The core's query of these filters, with a limit.
+    pub fn query(&self, limit: Option<usize>) -> Query<'_> {
+        Query {
+            tier: self.tier,
+            kind: self.kind.as_deref(),
+            task: self.task.as_deref(),
+            status: self.status,
+            tags: self.tags.as_deref(),
+            limit,
+        }
+    }
 }

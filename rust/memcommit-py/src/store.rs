@@ -6,13 +6,13 @@ use std::sync::Arc;
 use memcommit_core::compact::{Compacted, Hooks, Plan, Retention};
 use memcommit_core::log::AutoSeal;
 use memcommit_core::seal::{self, Checked, SealEntry};
-use memcommit_core::{Durability, Log, Options, Query};
+use memcommit_core::{Durability, Log, Options};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::commit::PutArgs;
-use crate::convert::{get_opt_str, get_opt_u64, get_status, get_str, get_strs, get_tier};
+use crate::convert::{get_opt_u64, get_str, Filters};
 use crate::errors::to_py;
 use crate::gate::{self, release};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
@@ -290,25 +290,14 @@ impl NativeLog {
             }
         }
         let k = get_opt_u64(Some(k), "k")?.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
-        let tier = tier.filter(|t| !t.is_none()).map(get_tier).transpose()?;
-        let status = status.filter(|s| !s.is_none()).map(get_status).transpose()?;
-        let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
-        let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
-        let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
+        let filters = Filters::read(tier, kind, task, status, tags)?;
         let (hits, log) = self.run_on(py, |log| {
             log.search(&memcommit_core::SearchQuery {
                 mode,
                 text: text.as_deref(),
                 vector: vector.as_deref(),
                 k,
-                filter: Query {
-                    tier,
-                    kind: kind.as_deref(),
-                    task: task.as_deref(),
-                    status,
-                    tags: tags.as_deref(),
-                    limit: None,
-                },
+                filter: filters.query(None),
             })
         })?;
         let path = self.display_py(py);
@@ -342,23 +331,10 @@ impl NativeLog {
         tags: Option<&Bound<'_, PyAny>>,
         limit: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Memory>> {
-        let tier = tier.filter(|t| !t.is_none()).map(get_tier).transpose()?;
-        let status = status.filter(|s| !s.is_none()).map(get_status).transpose()?;
-        let kind = kind.map(|k| get_opt_str(k, "kind")).transpose()?.flatten();
-        let task = task.map(|t| get_opt_str(t, "task")).transpose()?.flatten();
-        let tags = tags.filter(|t| !t.is_none()).map(|t| get_strs(t, "tags")).transpose()?;
+        let filters = Filters::read(tier, kind, task, status, tags)?;
         // A limit beyond what the address space can hold returns everything there is.
         let limit = get_opt_u64(limit, "limit")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-        let (reads, log) = self.run_on(py, |log| {
-            log.find(&Query {
-                tier,
-                kind: kind.as_deref(),
-                task: task.as_deref(),
-                status,
-                tags: tags.as_deref(),
-                limit,
-            })
-        })?;
+        let (reads, log) = self.run_on(py, |log| log.find(&filters.query(limit)))?;
         let path = self.display_py(py);
         reads.iter().map(|m| memory_from_read(py, path, &log, m)).collect()
     }

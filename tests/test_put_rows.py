@@ -159,7 +159,7 @@ BAD: list[tuple[object, type[Exception], str]] = [
     ([("ok", "fine"), ("id",)], ValueError, r"^rows\[1\]: text: a row must give a text"),
     ([("ok", "fine"), {"text": 5}], TypeError, r"^rows\[1\]: text must be str, not int"),
     ([("ok", "fine"), {"txt": "x"}], ValueError, r"^rows\[1\]: 'txt' is not a field of a put"),
-    ([("ok", "fine"), tuple("abcdefghi")], ValueError, r"^rows\[1\]: 9 values for the 8 fields"),
+    ([("ok", "fine"), tuple("abcdefghij")], ValueError, r"^rows\[1\]: 10 values for the 9 fields"),
     ([("ok", "fine"), ("", "x")], ValueError, r"^rows\[1\]: id: must not be empty"),
     ([("ok", "fine"), (7, "x")], TypeError, r"^rows\[1\]: id must be str, not int"),
     ([("ok", "fine"), ("a", "x", "")], ValueError, r"^rows\[1\]: kind: must not be empty"),

@@ -193,7 +193,9 @@ def test_a_claim_reads_only_the_runs_it_walks_once_the_grouping_is_built() -> No
     for i in range(300):
         run = runs.create(agent_id="agent")
         if i < 290:  # a long finished history, ten pending
-            runs.complete(run.run_id, token=runs.claim(run.run_id, worker_id="w", ttl_ms=9).token)
+            # A lease long enough to outlast a loaded machine between the claim and the completion.
+            claim = runs.claim(run.run_id, worker_id="w", ttl_ms=60_000)
+            runs.complete(run.run_id, token=claim.token)
     runs.claim_next(worker_id="w", ttl_ms=60_000)  # builds the grouping: one scan
     calls.update(scan=0, get=0)
     claim = runs.claim_next(worker_id="w", ttl_ms=60_000)
@@ -312,7 +314,9 @@ def _history(store: memcommit.MemoryStore, finished: int, pending: int) -> list[
         run = runs.create(agent_id="agent", run_id=f"run-{i:04d}")
         made.append(run.run_id)
         if i < finished:
-            runs.complete(run.run_id, token=runs.claim(run.run_id, worker_id="w", ttl_ms=9).token)
+            # A lease long enough to outlast a loaded machine between the claim and the completion.
+            claim = runs.claim(run.run_id, worker_id="w", ttl_ms=60_000)
+            runs.complete(run.run_id, token=claim.token)
     return made
 
 

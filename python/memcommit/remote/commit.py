@@ -94,6 +94,7 @@ def _put_rows(
         "data": data,
         "tags": tags,
         "sources": sources,
+        "vector": None,
     }
     for row, made in zip(rows, ids, strict=True):
         given = dict(row) if isinstance(row, Mapping) else dict(zip(order, row, strict=False))

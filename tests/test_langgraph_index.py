@@ -760,3 +760,10 @@ def test_a_store_opened_without_index_ignores_queries_and_stales_what_it_replace
             ("b", False),
             ("a", True),
         ]
+
+
+def test_the_vector_memories_are_kinds_a_context_leaves_out() -> None:
+    from memcommit.integrations.langgraph.store import VECTOR, VECTOR_SEQ
+    from memcommit.tiers import INDEX_KINDS
+
+    assert {VECTOR, VECTOR_SEQ} == INDEX_KINDS

@@ -307,6 +307,8 @@ def test_bad_queries_are_refused(store: memcommit.MemoryStore) -> None:
         ValueError, match="query: a vector of 2 values; this store's vectors have 3"
     ):
         store.search([1, 0], mode="vector")
+    with pytest.raises(ValueError, match="query: a vector of zeros has no direction"):
+        store.search([0, 0, 0], mode="vector")
     with pytest.raises(ValueError, match="mode: 'fuzzy' is not a mode"):
         store.search("cat", mode="fuzzy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode='text' ranks by words"):
@@ -448,6 +450,18 @@ def test_context_with_a_query_spends_the_budget_on_relevant_memories(
     relevant = store.context(budget_chars=40, query="deploy fridays")
     # 26 characters for the deploy note leave too few for either of the others.
     assert [m.id for m in relevant] == ["deploy"]
+
+
+def test_context_leaves_out_the_memories_that_index_other_records(
+    store: memcommit.MemoryStore,
+) -> None:
+    from memcommit.tiers import INDEX_KINDS
+
+    store.put("deploy notes", id="note", vector=[1, 0])
+    for kind in sorted(INDEX_KINDS):
+        store.put("deploy deploy deploy", id=kind, kind=kind, vector=[1, 0])
+    assert [m.id for m in store.context()] == ["note"]
+    assert [m.id for m in store.context(query="deploy")] == ["note"]
 
 
 # -- a model of search under random commits ------------------------------------------------------

@@ -71,6 +71,10 @@ _ID = attrgetter("id")
 _US = timedelta(microseconds=1)
 # The tiers an agent reads, in the order it reads them.
 _VISIBLE = ("working", "mid", "long")
+# The kinds of memory that index other records rather than hold what an agent knows: the
+# LangGraph store's vectors of its items (``memcommit.integrations.langgraph.store.VECTOR``
+# and ``VECTOR_SEQ``). A context never includes them.
+INDEX_KINDS = frozenset({"lg.vector", "lg.vector.seq"})
 # Groups are written several to a commit (fewer fsyncs and calls); a commit is closed once
 # it holds about this many records, or once its first summary is this old: with a slow
 # summarizer (a model) each group is written soon after it is summarized, while what it read
@@ -507,7 +511,8 @@ def context(
     """The active memories an agent should read, most immediate first, within a budget.
 
     The working tier comes first, then the mid-term summaries, then long-term memory; never
-    archived or stale memories. The budget is spent tier by tier in that order, and within a
+    archived or stale memories, nor the memories that index other records (``INDEX_KINDS``:
+    the LangGraph store's vectors). The budget is spent tier by tier in that order, and within a
     tier on the newest memories first: a memory whose text does not fit in what is left is
     passed over for older, shorter ones. The memories chosen are returned grouped by tier
     and, within a tier, oldest first, so they read as a story.
@@ -545,13 +550,14 @@ def context(
     for tier in _VISIBLE:
         if left <= 0:
             break
-        found = store.find(tier=tier)
+        in_tier = store.find(tier=tier)
+        found = [m for m in in_tier if m.kind not in INDEX_KINDS]
         if task is not None:
             found = [m for m in found if m.task is None or m.task == task]
         # The order the budget is spent in: newest first, or most relevant first.
         order = list(reversed(found))
         if query is not None and found:
-            ranked = [h.memory for h in store.search(query, k=len(found), tier=tier)]
+            ranked = [h.memory for h in store.search(query, k=len(in_tier), tier=tier)]
             ranked_ids = {m.id for m in ranked}
             allowed = {m.id for m in found}
             order = [m for m in ranked if m.id in allowed]

@@ -9,7 +9,8 @@ durable as the store's durability mode says, sealed, compacted and replayed at o
   with filters and ``before``, ``delete_thread``, ``delete_for_runs``, ``copy_thread``,
   ``prune``).
 * :class:`MemcommitStore`: a ``BaseStore`` (namespaces, put/get/search/delete,
-  ``list_namespaces``, TTL). Semantic (vector) search is not supported.
+  ``list_namespaces``, TTL), and semantic search with ``index={"embed": ..., "dims": ...,
+  "fields": [...]}``, ranked by the store's vector search.
 
 Example:
     >>> import memcommit

@@ -75,7 +75,7 @@ released, shared with other writers' commits).
 The ``lg.vector`` memories (and the one ``lg.vector.seq``) are memories of the store like any
 other, in the working tier, stale once their item is deleted or rewritten without them:
 ``store.find`` and ``store.search`` list them unless asked for another kind, and
-:func:`memcommit.tiers.context` (which takes no kind) includes them. Every vector of a
+:func:`memcommit.tiers.context` leaves them out (``memcommit.tiers.INDEX_KINDS``). Every vector of a
 memcommit store has one length, so the index's ``dims`` must be that of any other vectors the
 store holds.
 

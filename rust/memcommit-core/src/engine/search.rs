@@ -47,6 +47,9 @@ impl Log {
         let st = self.state.read();
         self.check_open(&st)?;
         let s = self.search_state(&st)?;
+        if q.vector.is_some_and(|v| v.iter().all(|x| *x == 0.0)) {
+            return Err(Error::invalid("query", "a vector of zeros has no direction to compare"));
+        }
         if let (Some(v), Some(d)) = (q.vector, s.index.vectors.dims()) {
             if v.len() != d {
                 return Err(Error::invalid(

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 CARGO ?= cargo
 
-.PHONY: help install dev test test-rust test-python bench-smoke lint fmt bench bench-quick demo wheel wheel-test clean
+.PHONY: help install dev test test-rust test-python langgraph-suites bench-smoke lint fmt bench bench-quick demo wheel wheel-test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -18,8 +18,23 @@ test: dev lint test-rust test-python bench-smoke wheel-test  ## everything CI ru
 test-rust:  ## the core's cargo tests, with the fault-injection tests (MEMCOMMIT_FAULT_SEEDS=500 for the long setting)
 	$(CARGO) test --locked -p memcommit-core --features fault-injection
 
-test-python:  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
+test-python: langgraph-suites  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
 	$(PYTHON) -m pytest -q
+
+LANGGRAPH_SUITES = .cache/langgraph-suites
+
+langgraph-suites:  ## fetch the installed langgraph-checkpoint(-sqlite)'s sdists, whose store tests tests/test_langgraph_upstream.py runs, into .cache/ (once per version)
+	mkdir -p $(LANGGRAPH_SUITES)
+	@for dist in langgraph-checkpoint langgraph-checkpoint-sqlite; do \
+	  version="$$($(PYTHON) -c 'import sys; from importlib.metadata import version; print(version(sys.argv[1]))' $$dist)" || exit 1; \
+	  stem="$$(echo $$dist | tr - _)"; \
+	  if [ -f "$(LANGGRAPH_SUITES)/$$stem-$$version.tar.gz" ] || [ -f "$(LANGGRAPH_SUITES)/$$dist-$$version.tar.gz" ]; then \
+	    echo "$$dist $$version: already in $(LANGGRAPH_SUITES)"; \
+	  else \
+	    echo "$(PYTHON) -m pip download -q --no-deps --no-binary $$dist -d $(LANGGRAPH_SUITES) $$dist==$$version"; \
+	    $(PYTHON) -m pip download -q --no-deps --no-binary $$dist -d $(LANGGRAPH_SUITES) "$$dist==$$version" || exit 1; \
+	  fi; \
+	done
 
 bench-smoke:  ## the benchmark suite once, untimed, at its tiny size: a broken benchmark fails
 	$(PYTHON) -m pytest -q benches/suite --benchmark-disable --bench-size tiny
@@ -69,4 +84,4 @@ wheel-test: wheel  ## install that wheel in a fresh virtualenv (no cargo on PATH
 
 clean:
 	$(CARGO) clean
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache $(LANGGRAPH_SUITES)

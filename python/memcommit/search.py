@@ -21,7 +21,7 @@ moved out of the tier asked for, or one purged is never returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple, SupportsFloat
+from typing import Any, Literal, NamedTuple, cast
 
 from ._native import Memory
 
@@ -77,7 +77,7 @@ def embed_one(embed: Embedder, text: str) -> list[float]:
 
 def query_parts(
     query: object, mode: str, embed: Embedder | None
-) -> tuple[str | None, list[float] | None]:
+) -> tuple[str | None, Sequence[float] | None]:
     """The words and the vector a search ranks by, from its `query` and `mode`.
 
     A string is the words, and also (through `embed`, when the store has one and the mode
@@ -99,20 +99,9 @@ def query_parts(
                 )
             return query, None
         return query, embed_one(embed, query)
-    wrong = TypeError(f"query must be a str or a sequence of numbers, not {type(query).__name__}")
-    if isinstance(query, (bytes, bytearray)):
-        raise wrong
-    try:
-        items = list(query)  # type: ignore[call-overload]
-    except TypeError:
-        raise wrong from None
-    vector = [_number(x, i) for i, x in enumerate(items)]
+    if isinstance(query, (bytes, bytearray)) or not hasattr(query, "__iter__"):
+        raise TypeError(f"query must be a str or a sequence of numbers, not {type(query).__name__}")
     if mode == "text":
         raise ValueError("query: mode='text' ranks by words; give the query as a string")
-    return None, vector
-
-
-def _number(x: object, i: int) -> float:
-    if isinstance(x, bool) or not isinstance(x, SupportsFloat):
-        raise TypeError(f"query[{i}] must be a number, not {type(x).__name__}")
-    return float(x)
+    # The core reads the numbers in one pass and names any that is not one (query[i]).
+    return None, cast("Sequence[float]", query)

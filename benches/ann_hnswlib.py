@@ -14,9 +14,9 @@ a little-endian u32 count, a u32 dimension, then count x dimension f32 values.
 
 Recall@10 is against numpy's exact inner product over the normalised vectors. Queries run one
 thread; queries per second are given by wall time and by the thread's CPU time (steadier on a
-machine that others share). The filters are every second entry ("half") and every tenth
-("tenth"), as in the Rust example; hnswlib's filter is a Python callable it calls per
-candidate, which is how its Python API filters.
+machine that others share). The filters are every second entry ("half"), every tenth ("tenth")
+and every hundredth ("hundredth"), as in the Rust example; hnswlib's filter is a Python
+callable it calls per candidate, which is how its Python API filters.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 K = 10
-FILTERS = {"none": None, "half": 2, "tenth": 10}
+FILTERS = {"none": None, "half": 2, "tenth": 10, "hundredth": 100}
 
 
 def make(n: int, dims: int, clusters: int, seed: int) -> np.ndarray:
@@ -117,7 +117,7 @@ def bench(d: Path, threads: int, m: int, ef_construction: int, efs: list[int]) -
             index.knn_query(queries, k=K, num_threads=1, filter=keep)
             batch, batch_cpu = time.perf_counter() - t, time.thread_time() - c
             print(
-                f"filter {name:5}  ef {ef:4}  recall@10 {hits / (K * len(queries)):.4f}  "
+                f"filter {name:9}  ef {ef:4}  recall@10 {hits / (K * len(queries)):.4f}  "
                 f"qps {len(queries) / total:8.0f} (one call a query)  "
                 f"by CPU time {len(queries) / cpu:8.0f}  "
                 f"{len(queries) / batch:8.0f} (one batch call)  "

@@ -1,22 +1,34 @@
-//! Approximate vector search measured against exact search, for the candidate crates.
+//! Approximate vector search measured against exact search.
 //!
 //! python benches/ann_hnswlib.py data DIR --n 100000
 //! cargo run --release --example ann -p memcommit-core -- DIR [--threads 2] [--ef 16,32,64]
-//!     [--only exact,usearch,hnsw_rs]
+//!     [--only exact,memcommit,usearch] [--sizes 5000,10000,20000]
 //!
 //! Reads DIR/base.f32 and DIR/queries.f32 (a u32 count, a u32 dimension, then f32 values),
-//! takes the exact top 10 of every query from `Vectors::search` (for no filter, every second
-//! entry and every tenth), and for each candidate reports the build time (`--threads`
-//! threads), the resident memory the build added per vector, and per filter and search
-//! expansion (ef) recall@10, queries per second on one thread and the median latency.
+//! takes the exact top 10 of every query from `Vectors::search_exact` (for no filter, every
+//! second entry, every tenth and every hundredth), and reports:
+//!
+//! * `memcommit`: `Vectors::search` as the store runs it (the approximate index above
+//!   `ANN_FROM` vectors, built by the first search, with its exact fallbacks);
+//! * `usearch`: the crate's graph on its own, built as hnswlib is by the Python side (M 16,
+//!   ef_construction 200, `--threads` threads), for each search expansion (ef) of `--ef`;
+//!
+//! each with the build time, the resident memory it added per vector, and per filter
+//! recall@10, queries per second on one thread (by wall time and by the thread's CPU time,
+//! steadier on a shared machine) and the median latency. `--sizes` instead compares the exact
+//! scan with the approximate index on the first N vectors, for choosing `ANN_FROM`.
+//!
+//! The first version of this example measured `hnsw_rs` too (its commit holds the code).
 
 use std::collections::HashSet;
 use std::time::Instant;
 
-use memcommit_core::search::vectors::Vectors;
+use memcommit_core::search::vectors::{Vectors, ANN_FROM};
 
 const K: usize = 10;
-const FILTERS: [(&str, u32); 3] = [("none", 1), ("half", 2), ("tenth", 10)];
+/// The search expansion `Vectors` uses for k = 10 (reported beside memcommit's figures).
+const EXPANSION: usize = 64;
+const FILTERS: [(&str, u32); 4] = [("none", 1), ("half", 2), ("tenth", 10), ("hundredth", 100)];
 
 fn read(path: &std::path::Path) -> (usize, usize, Vec<f32>) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -82,7 +94,7 @@ fn measure(queries: &[Vec<f32>], truth: &[Vec<u32>], mut search: impl FnMut(&[f3
 
 fn report(name: &str, filter: &str, ef: usize, m: &Measured) {
     println!(
-        "{name:10} filter {filter:5}  ef {ef:4}  recall@10 {:.4}  qps {:8.0}  by CPU time {:8.0}  p50 {:7.0} us",
+        "{name:10} filter {filter:9}  ef {ef:4}  recall@10 {:.4}  qps {:8.0}  by CPU time {:8.0}  p50 {:7.0} us",
         m.recall, m.qps, m.cpu_qps, m.p50_us
     );
 }
@@ -93,12 +105,18 @@ fn main() {
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut efs = vec![16usize, 32, 48, 64, 96, 128];
     let mut only: Option<Vec<String>> = None;
+    let mut sizes: Option<Vec<usize>> = None;
+    let mut quant = "f32".to_string();
+    let mut fetch = 1usize;
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
             "--threads" => threads = v.parse().expect("a number"),
             "--ef" => efs = v.split(',').map(|x| x.parse().expect("a number")).collect(),
             "--only" => only = Some(v.split(',').map(str::to_owned).collect()),
+            "--quant" => quant = v,
+            "--fetch" => fetch = v.parse().expect("a number"),
+            "--sizes" => sizes = Some(v.split(',').map(|x| x.parse().expect("a number")).collect()),
             _ => panic!("unknown argument {a}"),
         }
     }
@@ -107,6 +125,9 @@ fn main() {
     let (nq, _, qdata) = read(&dir.join("queries.f32"));
     let queries: Vec<Vec<f32>> = qdata.chunks_exact(dims).map(normalized).collect();
     println!("{n} x {dims}, {nq} queries, build on {threads} threads, queries on one");
+    if let Some(sizes) = sizes {
+        return by_size(&base, dims, &queries, &sizes);
+    }
 
     let before = rss_bytes();
     let t = Instant::now();
@@ -121,29 +142,43 @@ fn main() {
     );
     let mut truths = Vec::new();
     for (name, every) in FILTERS {
-        let accept = move |e: u32| e % every == 0;
+        let accept = move |e: u32| e.is_multiple_of(every);
         let mut truth = Vec::new();
         let m = measure(&queries, &vec![Vec::new(); nq], |q| {
-            let got: Vec<u32> = exact.search(q, K, &accept).into_iter().map(|x| x.0).collect();
+            let got: Vec<u32> = exact.search_exact(q, K, &accept).into_iter().map(|x| x.0).collect();
             truth.push(got.clone());
             got
         });
         println!(
-            "exact      filter {name:5}  qps {:8.0}  p50 {:7.0} us  (the scan's own threads above 4M values)",
+            "exact      filter {name:9}  qps {:8.0}  p50 {:7.0} us  (the scan's own threads above 4M values)",
             m.qps, m.p50_us
         );
         truths.push(truth);
     }
 
-    if wants("usearch") {
-        run_usearch(&base, dims, &queries, &truths, threads, &efs);
+    if wants("memcommit") {
+        run_memcommit(&exact, &queries, &truths, n);
     }
-    if wants("hnsw_rs") {
-        run_hnsw_rs(&base, dims, &queries, &truths, &efs);
+    drop(exact);
+    if wants("usearch") {
+        run_usearch(&base, dims, &queries, &truths, threads, &efs, &quant, fetch);
     }
 }
 
-fn run_usearch(base: &[f32], dims: usize, queries: &[Vec<f32>], truths: &[Vec<Vec<u32>>], threads: usize, efs: &[usize]) {
+/// usearch's graph alone; `quant` is the vectors' type in the graph (f32, bf16, i8), and with
+/// `fetch` above 1 a query takes `fetch × 10` from the graph and keeps the 10 best by the f32
+/// vectors' exact similarity.
+#[allow(clippy::too_many_arguments)]
+fn run_usearch(
+    base: &[f32],
+    dims: usize,
+    queries: &[Vec<f32>],
+    truths: &[Vec<Vec<u32>>],
+    threads: usize,
+    efs: &[usize],
+    quant: &str,
+    fetch: usize,
+) {
     use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
     let n = base.len() / dims;
     let unit: Vec<Vec<f32>> = base.chunks_exact(dims).map(normalized).collect();
@@ -152,13 +187,19 @@ fn run_usearch(base: &[f32], dims: usize, queries: &[Vec<f32>], truths: &[Vec<Ve
     let opts = IndexOptions {
         dimensions: dims,
         metric: MetricKind::IP,
-        quantization: ScalarKind::F32,
+        quantization: match quant {
+            "f32" => ScalarKind::F32,
+            "bf16" => ScalarKind::BF16,
+            "i8" => ScalarKind::I8,
+            _ => panic!("--quant is f32, bf16 or i8"),
+        },
         connectivity: 16,
         expansion_add: 200,
         expansion_search: 64,
         multi: false,
     };
     let index = Index::new(&opts).expect("an index");
+    println!("usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10", index.hardware_acceleration());
     index.reserve_capacity_and_threads(n, threads).expect("reserve");
     std::thread::scope(|s| {
         for t in 0..threads {
@@ -181,44 +222,69 @@ fn run_usearch(base: &[f32], dims: usize, queries: &[Vec<f32>], truths: &[Vec<Ve
             index.change_expansion_search(ef);
             let m = measure(queries, truth, |q| {
                 let found = if *every == 1 {
-                    index.search(q, K).expect("search")
+                    index.search(q, K * fetch).expect("search")
                 } else {
-                    index.filtered_search(q, K, |key| key % u64::from(*every) == 0).expect("search")
+                    let every = u64::from(*every);
+                    index.filtered_search(q, K * fetch, |key| key.is_multiple_of(every)).expect("search")
                 };
-                found.keys.iter().map(|&k| k as u32).collect()
+                let mut keys: Vec<u32> = found.keys.iter().map(|&k| k as u32).collect();
+                if fetch > 1 {
+                    let sim = |n: u32| unit[n as usize].iter().zip(q).map(|(a, b)| a * b).sum::<f32>();
+                    keys.sort_by(|a, b| sim(*b).total_cmp(&sim(*a)));
+                    keys.truncate(K);
+                }
+                keys
             });
             report("usearch", name, ef, &m);
         }
     }
 }
 
-fn run_hnsw_rs(base: &[f32], dims: usize, queries: &[Vec<f32>], truths: &[Vec<Vec<u32>>], efs: &[usize]) {
-    use hnsw_rs::prelude::{DistDot, Hnsw};
-    let n = base.len() / dims;
-    let unit: Vec<Vec<f32>> = base.chunks_exact(dims).map(normalized).collect();
+/// `Vectors::search` as a store runs it; the graph is built by the first search.
+fn run_memcommit(vectors: &Vectors, queries: &[Vec<f32>], truths: &[Vec<Vec<u32>>], n: usize) {
     let before = rss_bytes();
     let t = Instant::now();
-    let mut index: Hnsw<'_, f32, DistDot> = Hnsw::new(16, n, 16, 200, DistDot);
-    let items: Vec<(&[f32], usize)> = unit.iter().enumerate().map(|(i, v)| (v.as_slice(), i)).collect();
-    index.parallel_insert_slice(&items);
-    index.set_searching_mode(true);
-    let took = t.elapsed().as_secs_f64();
+    vectors.search(&queries[0], K, &|_| true);
     println!(
-        "hnsw_rs    build {took:.2} s (rayon's threads), {:.0} bytes per vector (RSS growth)",
-        (rss_bytes() - before) as f64 / n as f64
+        "memcommit  approximate {} (ANN_FROM {ANN_FROM}); first search (the graph's build) {:.2} s, \
+         {:.0} bytes per vector more",
+        vectors.approximate(),
+        t.elapsed().as_secs_f64(),
+        (rss_bytes().saturating_sub(before)) as f64 / n as f64
     );
     for ((name, every), truth) in FILTERS.iter().zip(truths) {
-        for &ef in efs {
-            let m = measure(queries, truth, |q| {
-                let found = if *every == 1 {
-                    index.search(q, K, ef)
-                } else {
-                    let keep = |id: &usize| *id % *every as usize == 0;
-                    index.search_filter(q, K, ef, Some(&keep))
-                };
-                found.iter().map(|x| x.d_id as u32).collect()
-            });
-            report("hnsw_rs", name, ef, &m);
+        let every = *every;
+        let m = measure(queries, truth, |q| {
+            vectors.search(q, K, &move |e: u32| e.is_multiple_of(every)).into_iter().map(|x| x.0).collect()
+        });
+        report("memcommit", name, EXPANSION, &m);
+    }
+}
+
+/// The exact scan against the approximate index on the first `size` vectors, for each size.
+fn by_size(base: &[f32], dims: usize, queries: &[Vec<f32>], sizes: &[usize]) {
+    for &size in sizes {
+        let mut v = Vectors::default();
+        for (i, x) in base.chunks_exact(dims).take(size).enumerate() {
+            v.set(i as u32, Some(x));
         }
+        let mut truth = Vec::new();
+        let exact = measure(queries, &vec![Vec::new(); queries.len()], |q| {
+            let got: Vec<u32> = v.search_exact(q, K, &|_| true).into_iter().map(|x| x.0).collect();
+            truth.push(got.clone());
+            got
+        });
+        let t = Instant::now();
+        v.search_approximate(&queries[0], K, &|_| true).expect("a graph");
+        let build = t.elapsed().as_secs_f64();
+        let approx = measure(queries, &truth, |q| {
+            let got = v.search_approximate(q, K, &|_| true).expect("a graph");
+            got.into_iter().map(|x| x.0).collect()
+        });
+        println!(
+            "{size:8} vectors  exact: qps {:7.0} by CPU time {:7.0} p50 {:6.0} us  approximate: \
+             build {build:6.2} s, recall@10 {:.4} qps {:7.0} by CPU time {:7.0} p50 {:6.0} us",
+            exact.qps, exact.cpu_qps, exact.p50_us, approx.recall, approx.qps, approx.cpu_qps, approx.p50_us
+        );
     }
 }

@@ -1,0 +1,146 @@
+//! Approximate vector search: an HNSW graph (the `usearch` crate) over the unit vectors that
+//! [`Vectors`](super::vectors::Vectors) holds, keyed by entry number.
+//!
+//! The graph is a second copy of the vectors, kept beside the exact matrix (which stays the
+//! truth: every result is scored again from it, and exact search is what a query falls back
+//! to). It takes inserts one at a time; a removed entry becomes a tombstone that no search
+//! returns and whose slot the next insert reuses, and a replaced one is removed and inserted
+//! again. [`Ann::worn`] says when churn has left the graph worth rebuilding.
+//!
+//! usearch was chosen over `hnsw_rs` and `instant-distance` (measured by `examples/ann.rs`,
+//! figures in BENCHMARKS.md): it removes and reuses entries, filters with a predicate during
+//! the graph walk, inserts from several threads for a build, and needs no `unsafe` here.
+
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+
+/// Neighbours kept per node (HNSW's M; the base layer keeps twice as many).
+const CONNECTIVITY: usize = 16;
+
+/// Candidates kept while inserting (HNSW's ef_construction).
+const EXPANSION_ADD: usize = 128;
+
+/// Candidates kept while searching (HNSW's ef), at least: a query for more results keeps
+/// twice as many as it asks for.
+pub(crate) const EXPANSION_SEARCH: usize = 64;
+
+/// An HNSW graph over unit vectors, by entry number.
+pub(crate) struct Ann {
+    index: Index,
+    /// The most entries the graph has held since it was built: slots that many, of which
+    /// `slots - index.size()` are tombstones waiting for reuse.
+    slots: usize,
+    /// Entries removed or replaced since the build.
+    churn: usize,
+}
+
+impl std::fmt::Debug for Ann {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ann").field("len", &self.index.size()).field("churn", &self.churn).finish()
+    }
+}
+
+impl Ann {
+    /// A graph over `rows` (entry number and unit vector of `dims` values), built on `threads`
+    /// threads. `None` if usearch cannot allocate it.
+    pub(crate) fn build<'a>(
+        dims: usize,
+        rows: impl Iterator<Item = (u32, &'a [f32])> + Clone + Send,
+        count: usize,
+        threads: usize,
+    ) -> Option<Ann> {
+        let opts = IndexOptions {
+            dimensions: dims,
+            metric: MetricKind::IP,
+            quantization: ScalarKind::F32,
+            connectivity: CONNECTIVITY,
+            expansion_add: EXPANSION_ADD,
+            expansion_search: EXPANSION_SEARCH,
+            multi: false,
+        };
+        let index = Index::new(&opts).ok()?;
+        let threads = threads.clamp(1, 64);
+        index.reserve_capacity_and_threads(count.max(1024), threads).ok()?;
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (index, rows, failed) = (&index, rows.clone(), &failed);
+                s.spawn(move || {
+                    for (n, v) in rows.skip(t).step_by(threads) {
+                        if index.add(u64::from(n), v).is_err() {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        if failed.into_inner() {
+            return None;
+        }
+        let slots = index.size();
+        Some(Ann { index, slots, churn: 0 })
+    }
+
+    /// Give entry `n` the unit vector `v` (replacing the one it had). False if usearch could
+    /// not: the graph is then missing `n` and must not be used.
+    pub(crate) fn insert(&mut self, n: u32, v: &[f32]) -> bool {
+        let key = u64::from(n);
+        if self.index.contains(key) {
+            if self.index.remove(key).is_err() {
+                return false;
+            }
+            self.churn += 1;
+        }
+        if self.index.size() + 1 > self.index.capacity() {
+            let grown = (self.index.capacity() * 2).max(1024);
+            if self.index.reserve(grown).is_err() {
+                return false;
+            }
+        }
+        if self.index.add(key, v).is_err() {
+            return false;
+        }
+        self.slots = self.slots.max(self.index.size());
+        true
+    }
+
+    /// Take entry `n` out. False if usearch could not.
+    pub(crate) fn remove(&mut self, n: u32) -> bool {
+        match self.index.remove(u64::from(n)) {
+            Ok(0) => true,
+            Ok(_) => {
+                self.churn += 1;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether so much has been removed or replaced since the build that a new graph would
+    /// search better: tombstones are a quarter of the slots, or there have been more
+    /// removals and replacements than entries (each reinsertion links a node into a graph
+    /// that was shaped without it).
+    pub(crate) fn worn(&self) -> bool {
+        let live = self.index.size();
+        let tombstones = self.slots.saturating_sub(live);
+        tombstones * 4 > self.slots || self.churn > live.max(1024)
+    }
+
+    /// Up to `k` entries near the unit vector `q` among those `accept` lets through, nearest
+    /// first as the graph ranks them. `None` if usearch failed.
+    pub(crate) fn search(
+        &self,
+        q: &[f32],
+        k: usize,
+        accept: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Option<Vec<u32>> {
+        self.index.change_expansion_search(EXPANSION_SEARCH.max(2 * k));
+        let found = self.index.filtered_search(q, k, |key| u32::try_from(key).is_ok_and(accept)).ok()?;
+        Some(found.keys.iter().filter_map(|&key| u32::try_from(key).ok()).collect())
+    }
+
+    /// Bytes the graph holds (usearch's own estimate).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.index.memory_usage()
+    }
+}

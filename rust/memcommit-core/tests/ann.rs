@@ -75,7 +75,7 @@ fn active<'a>() -> Query<'a> {
 fn the_approximate_index_follows_every_commit() {
     let (_dir, _path, log) = new_log();
     let mut data = Data::new();
-    let count = ANN_FROM + 4_000;
+    let count = ANN_FROM + 10_000;
     // The store's vectors as they are now; none for a stale memory.
     let mut model: HashMap<String, Vec<f32>> = HashMap::new();
     let tagged = ["common"];
@@ -84,8 +84,8 @@ fn the_approximate_index_follows_every_commit() {
             .map(|i| {
                 let v = data.next();
                 model.insert(format!("m{i}"), v.clone());
-                // Nine memories in ten are tagged: a filter wide enough for the graph.
-                put(&format!("m{i}"), if !i.is_multiple_of(10) { &tagged } else { &[] }, &v)
+                // Nineteen memories in twenty are tagged: a filter wide enough for the graph.
+                put(&format!("m{i}"), if !i.is_multiple_of(20) { &tagged } else { &[] }, &v)
             })
             .collect();
         log.commit(&cmds, None, T0).unwrap();
@@ -136,7 +136,7 @@ fn the_approximate_index_follows_every_commit() {
     let got: Vec<&String> = hits.iter().map(|h| &h.0).collect();
     assert_eq!(got, want.iter().take(10).map(|w| w.1).collect::<Vec<_>>());
 
-    // A filter that nine memories in ten pass, through the graph: k of them come back, and
+    // A filter that nineteen memories in twenty pass, through the graph: k of them come back, and
     // every one passes. (The re-put ones lost the tag.)
     let tags = ["common".to_string()];
     let common = Query { tags: Some(&tags), ..active() };
@@ -145,7 +145,7 @@ fn the_approximate_index_follows_every_commit() {
         assert_eq!(hits.len(), 10);
         for (id, _) in &hits {
             let n: usize = id[1..].parse().unwrap();
-            assert!(!n.is_multiple_of(10) && !olds.iter().any(|o| o.0 == *id), "{id} is not tagged");
+            assert!(!n.is_multiple_of(20) && !olds.iter().any(|o| o.0 == *id), "{id} is not tagged");
         }
     }
 }

@@ -12,10 +12,10 @@
 //! is answered exactly when the store is small, when its filter lets few vectors through (the
 //! scan then only scores those), and when the graph finds fewer than `k`.
 
-use parking_lot::Mutex;
+use parking_lot::{RwLock, RwLockWriteGuard};
 use simsimd::SpatialSimilarity;
 
-use crate::search::ann::Ann;
+use crate::search::ann::{self, Ann};
 use crate::search::TopK;
 
 const NONE: u32 = u32::MAX;
@@ -24,19 +24,22 @@ const NONE: u32 = u32::MAX;
 const PARALLEL_FROM: usize = 1 << 22;
 
 /// From this many vectors, a store's searches go to the approximate index. Measured with
-/// `examples/ann.rs` on 384-dimensional vectors (BENCHMARKS.md, "Approximate vector search"):
-/// THRESHOLD_MEASUREMENT
-pub const ANN_FROM: usize = 20_000;
+/// `examples/ann.rs --sizes` on 384-dimensional vectors (BENCHMARKS.md, "Approximate vector
+/// search"; a shared 2-core machine): at 20,000 the scan's median query took 0.79 ms and the
+/// graph's 0.44 ms, too small a gain for a second copy of the vectors and a 7 s build; at
+/// 50,000, 5.1 ms against 0.48 ms, and the scan grows with the store while the graph barely
+/// does. Below it the scan is exact and a few milliseconds at most.
+pub const ANN_FROM: usize = 50_000;
 
 /// Below this many vectors the approximate index is let go (and built again from
 /// [`ANN_FROM`]): apart from the threshold so a store that hovers at it does not rebuild.
 const ANN_UNTIL: usize = ANN_FROM / 2;
 
 /// A filter that lets through fewer than this many vectors (estimated from [`FILTER_SAMPLE`]
-/// of them) is answered by the exact scan, which scores only the vectors that pass: as fast as
-/// an unfiltered search of a store that small, while the graph would walk past the many that do
-/// not pass (measured on 100,000 vectors: a filter passing one in ten costs the graph 6 ms at
-/// its expansion, the scan 2 to 5 ms).
+/// of them) is answered by the exact scan, which scores only the vectors that pass: about as
+/// fast as an unfiltered search of a store that small, while the graph would walk past the
+/// many that do not pass (measured on 100,000 vectors: a filter passing one in ten cost the
+/// graph 6 to 10 ms a query at its expansion, the scan 5 ms with its other costs).
 const SELECTIVE: usize = ANN_FROM;
 
 /// Vectors a query's filter is tried on to estimate its share.
@@ -51,6 +54,13 @@ struct AnnSlot {
     failed: bool,
 }
 
+impl AnnSlot {
+    /// Whether a search must build the graph first: there is none, or it is worn.
+    fn to_build(&self) -> bool {
+        !self.failed && self.graph.as_ref().is_none_or(Ann::worn)
+    }
+}
+
 /// The vectors of one store, by entry number.
 #[derive(Debug, Default)]
 pub struct Vectors {
@@ -61,9 +71,9 @@ pub struct Vectors {
     row_of_entry: Vec<u32>,
     free: Vec<u32>,
     live: usize,
-    /// Behind a lock because a search (`&self`) builds it; searches of one store are one at a
-    /// time already (under the engine's search lock), so nothing waits on it.
-    ann: Mutex<AnnSlot>,
+    /// Behind a lock because a search (`&self`) builds it: searches share it, the one that
+    /// builds or rebuilds the graph holds it alone.
+    ann: RwLock<AnnSlot>,
 }
 
 impl Vectors {
@@ -84,7 +94,7 @@ impl Vectors {
 
     /// Bytes held.
     pub fn heap_bytes(&self) -> usize {
-        let graph = self.ann.lock().graph.as_ref().map_or(0, Ann::heap_bytes);
+        let graph = self.ann.read().graph.as_ref().map_or(0, Ann::heap_bytes);
         self.data.capacity() * 4 + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4 + graph
     }
 
@@ -187,20 +197,23 @@ impl Vectors {
         }
         let mut q = vec![0.0; self.dims];
         normalize_into(query, &mut q);
-        let mut slot = self.ann.lock();
-        if slot.failed {
-            return None;
+        let mut slot = self.ann.read();
+        if slot.to_build() {
+            drop(slot);
+            let mut w = self.ann.write();
+            if w.to_build() {
+                w.graph = None;
+                w.graph = self.build_graph();
+                w.failed = w.graph.is_none();
+            }
+            slot = RwLockWriteGuard::downgrade(w);
         }
-        if slot.graph.as_ref().is_none_or(Ann::worn) {
-            slot.graph = None;
-            slot.graph = self.build_graph();
-            slot.failed = slot.graph.is_none();
-        }
-        let keys = slot.graph.as_ref()?.search(&q, k, accept)?;
+        let keys = slot.graph.as_ref()?.search(&q, k.saturating_mul(ann::FETCH), accept)?;
         drop(slot);
+        // Ranked again by the exact vectors. The graph follows `set`, so each is live; checked
+        // all the same, as is the filter.
         let mut top = TopK::new(k);
         for n in keys {
-            // The graph follows `set`, so each is live; checked all the same, as is the filter.
             match self.row_of_entry.get(n as usize) {
                 Some(&row) if row != NONE && accept(n) => top.push(dot(&q, self.row(row as usize)), n),
                 _ => {}
@@ -464,25 +477,34 @@ mod tests {
     fn large(seed: u64) -> (Vectors, Clustered) {
         let mut data = Clustered::new(seed, DIMS);
         let mut v = Vectors::default();
-        for n in 0..(ANN_FROM + 4_000) as u32 {
+        for n in 0..(ANN_FROM + 10_000) as u32 {
             v.set(n, Some(&data.next()));
         }
         assert!(v.approximate());
         (v, data)
     }
 
+    /// One large store and 200 queries for the tests that only search (a graph's build is the
+    /// slow part of these tests).
+    fn shared() -> &'static (Vectors, Vec<Vec<f32>>) {
+        static SHARED: std::sync::OnceLock<(Vectors, Vec<Vec<f32>>)> = std::sync::OnceLock::new();
+        SHARED.get_or_init(|| {
+            let (v, mut data) = large(11);
+            (v, (0..200).map(|_| data.next()).collect())
+        })
+    }
+
     #[test]
     fn approximate_search_recalls_the_exact_top_ten() {
-        let (v, mut data) = large(11);
-        let queries: Vec<Vec<f32>> = (0..200).map(|_| data.next()).collect();
-        let all = recall(&v, &queries, &|_| true);
+        let (v, queries) = shared();
+        let all = recall(v, queries, &|_| true);
         assert!(all >= 0.95, "recall@10 {all}");
         // Most pass: the graph, walking past those that do not.
-        let most = recall(&v, &queries, &|n| !n.is_multiple_of(20));
+        let most = recall(v, queries, &|n| !n.is_multiple_of(20));
         assert!(most >= 0.95, "recall@10 with a filter {most}");
         // Half pass: `search` scans them (too few for the graph), but the graph finds them too.
         let mut hits = 0;
-        for q in &queries {
+        for q in queries {
             let want = ids(&v.search_exact(q, 10, &|n| n.is_multiple_of(2)));
             let got = ids(&v.search_approximate(q, 10, &|n| n.is_multiple_of(2)).unwrap());
             hits += got.iter().filter(|n| want.contains(n)).count();
@@ -531,51 +553,74 @@ mod tests {
     }
 
     #[test]
+    fn searches_share_the_graph_across_threads() {
+        let (v, queries) = shared();
+        let want: Vec<Vec<u32>> = queries.iter().map(|q| ids(&v.search(q, 10, &|_| true))).collect();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let want = &want;
+                s.spawn(move || {
+                    for (q, w) in queries.iter().zip(want).skip(t) {
+                        assert_eq!(&ids(&v.search(q, 10, &|_| true)), w);
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
     fn churn_rebuilds_the_graph_and_recall_holds() {
         let (mut v, mut data) = large(13);
         let queries: Vec<Vec<f32>> = (0..100).map(|_| data.next()).collect();
         v.search(&queries[0], 10, &|_| true);
-        // Replace every vector once and take some away: the graph is worn, and rebuilt.
+        // Replace a sixth of the vectors and take a third away: the graph is worn, and the next
+        // search through it builds it again.
         let count = v.len() as u32;
-        for n in 0..count {
+        for n in (1..count).step_by(6) {
             v.set(n, Some(&data.next()));
         }
-        for n in (0..count).step_by(22) {
+        for n in (0..count).step_by(3) {
             v.set(n, None);
         }
-        assert!(v.approximate());
-        assert!(v.ann.lock().graph.as_ref().is_some_and(Ann::worn));
-        let r = recall(&v, &queries, &|_| true);
+        assert!(v.ann.read().graph.as_ref().is_some_and(Ann::worn));
+        let mut hits = 0;
+        for q in &queries {
+            let want = ids(&v.search_exact(q, 10, &|_| true));
+            let got = ids(&v.search_approximate(q, 10, &|_| true).unwrap());
+            assert!(got.iter().all(|n| !n.is_multiple_of(3)), "a removed vector was returned");
+            hits += got.iter().filter(|n| want.contains(n)).count();
+        }
+        let r = hits as f64 / (10 * queries.len()) as f64;
         assert!(r >= 0.95, "recall@10 after churn {r}");
-        assert!(v.ann.lock().graph.as_ref().is_some_and(|g| !g.worn()));
+        assert!(v.ann.read().graph.as_ref().is_some_and(|g| !g.worn()));
         // Below the threshold the graph is let go.
         for n in 0..count {
             v.set(n, None);
         }
-        assert!(v.ann.lock().graph.is_none());
+        assert!(v.ann.read().graph.is_none());
     }
 
     #[test]
     fn a_filtered_search_returns_k_whenever_k_match() {
-        let (v, mut data) = large(14);
-        let q = data.next();
+        let (v, queries) = shared();
+        let q = &queries[0];
         let live = v.len() as u32;
         // Filters that let fewer than `SELECTIVE` through are answered by the scan, exactly: all
         // that match, up to k.
         for every in [2u32, 7, 1000, 5000, live / 3, live] {
             let accept = move |n: u32| n.is_multiple_of(every);
-            let got = v.search(&q, 10, &accept);
+            let got = v.search(q, 10, &accept);
             assert_eq!(got.len(), (0..live).filter(|&n| accept(n)).count().min(10), "every {every}");
-            assert_eq!(ids(&got), ids(&v.search_exact(&q, 10, &accept)), "every {every}");
+            assert_eq!(ids(&got), ids(&v.search_exact(q, 10, &accept)), "every {every}");
         }
         // Wider ones go to the graph, which walks on past what they turn away.
         let accept = |n: u32| !n.is_multiple_of(20);
-        let got = v.search(&q, 10, &accept);
+        let got = v.search(q, 10, &accept);
         assert_eq!(got.len(), 10);
         assert!(got.iter().all(|(n, _)| accept(*n)));
         for every in [2u32, 7, 15] {
             let accept = move |n: u32| n.is_multiple_of(every);
-            let got = v.search_approximate(&q, 10, &accept).unwrap();
+            let got = v.search_approximate(q, 10, &accept).unwrap();
             assert_eq!(got.len(), 10, "every {every}");
             assert!(got.iter().all(|(n, _)| n.is_multiple_of(every)));
         }

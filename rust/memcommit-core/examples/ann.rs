@@ -2,7 +2,8 @@
 //!
 //! python benches/ann_hnswlib.py data DIR --n 100000
 //! cargo run --release --example ann -p memcommit-core -- DIR [--threads 2] [--ef 16,32,64]
-//!     [--only exact,memcommit,usearch] [--sizes 5000,10000,20000]
+//!     [--only exact,memcommit,usearch] [--quant f32|bf16|i8] [--fetch 2] [--efc 200]
+//!     [--sizes 5000,10000,20000]
 //!
 //! Reads DIR/base.f32 and DIR/queries.f32 (a u32 count, a u32 dimension, then f32 values),
 //! takes the exact top 10 of every query from `Vectors::search_exact` (for no filter, every
@@ -11,7 +12,9 @@
 //! * `memcommit`: `Vectors::search` as the store runs it (the approximate index above
 //!   `ANN_FROM` vectors, built by the first search, with its exact fallbacks);
 //! * `usearch`: the crate's graph on its own, built as hnswlib is by the Python side (M 16,
-//!   ef_construction 200, `--threads` threads), for each search expansion (ef) of `--ef`;
+//!   ef_construction `--efc`, default 200, `--threads` threads), its vectors as `--quant`,
+//!   taking `--fetch` times 10 results and keeping the best 10 by the exact vectors, for each
+//!   search expansion (ef) of `--ef`;
 //!
 //! each with the build time, the resident memory it added per vector, and per filter
 //! recall@10, queries per second on one thread (by wall time and by the thread's CPU time,
@@ -109,6 +112,7 @@ fn main() {
     let mut sizes: Option<Vec<usize>> = None;
     let mut quant = "f32".to_string();
     let mut fetch = 1usize;
+    let mut efc = 200usize;
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
@@ -117,6 +121,7 @@ fn main() {
             "--only" => only = Some(v.split(',').map(str::to_owned).collect()),
             "--quant" => quant = v,
             "--fetch" => fetch = v.parse().expect("a number"),
+            "--efc" => efc = v.parse().expect("a number"),
             "--sizes" => sizes = Some(v.split(',').map(|x| x.parse().expect("a number")).collect()),
             _ => panic!("unknown argument {a}"),
         }
@@ -162,14 +167,13 @@ fn main() {
     }
     drop(exact);
     if wants("usearch") {
-        run_usearch(&base, dims, &queries, &truths, threads, &efs, &quant, fetch);
+        run_usearch(&base, dims, &queries, &truths, threads, &efs, (&quant, fetch, efc));
     }
 }
 
-/// usearch's graph alone; `quant` is the vectors' type in the graph (f32, bf16, i8), and with
+/// usearch's graph alone; `quant` is the vectors' type in the graph (f32, bf16, i8), with
 /// `fetch` above 1 a query takes `fetch × 10` from the graph and keeps the 10 best by the f32
-/// vectors' exact similarity.
-#[allow(clippy::too_many_arguments)]
+/// vectors' exact similarity, and `efc` is the build's expansion.
 fn run_usearch(
     base: &[f32],
     dims: usize,
@@ -177,8 +181,7 @@ fn run_usearch(
     truths: &[Vec<Vec<u32>>],
     threads: usize,
     efs: &[usize],
-    quant: &str,
-    fetch: usize,
+    (quant, fetch, efc): (&str, usize, usize),
 ) {
     use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
     let n = base.len() / dims;
@@ -195,12 +198,15 @@ fn run_usearch(
             _ => panic!("--quant is f32, bf16 or i8"),
         },
         connectivity: 16,
-        expansion_add: 200,
+        expansion_add: efc,
         expansion_search: 64,
         multi: false,
     };
     let index = Index::new(&opts).expect("an index");
-    println!("usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10", index.hardware_acceleration());
+    println!(
+        "usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10, ef_construction {efc}",
+        index.hardware_acceleration()
+    );
     index.reserve_capacity_and_threads(n, threads).expect("reserve");
     std::thread::scope(|s| {
         for t in 0..threads {

@@ -35,12 +35,14 @@ pub const ANN_FROM: usize = 50_000;
 /// [`ANN_FROM`]): apart from the threshold so a store that hovers at it does not rebuild.
 const ANN_UNTIL: usize = ANN_FROM / 2;
 
-/// A filter that lets through fewer than this many vectors (estimated from [`FILTER_SAMPLE`]
-/// of them) is answered by the exact scan, which scores only the vectors that pass: about as
-/// fast as an unfiltered search of a store that small, while the graph would walk past the
-/// many that do not pass (measured on 100,000 vectors: a filter passing one in ten cost the
-/// graph 6 to 10 ms a query at its expansion, the scan 5 ms with its other costs).
-const SELECTIVE: usize = ANN_FROM;
+/// A filter that lets through less than this share of the vectors (estimated from
+/// [`FILTER_SAMPLE`] of them) is answered by the exact scan, which scores only the vectors that
+/// pass, while the graph walks past ever more that do not. Measured on 100,000 vectors
+/// (`examples/ann.rs`): a filter passing one vector in ten cost the 8-bit graph 1.5 ms a query
+/// and the scan 4.8 ms; one in a hundred, the graph 7 to 9 ms (recall@10 0.95) and the scan
+/// 0.3 ms. The scan's cost per vector that fails a filter is small, so the share, not the
+/// store's size, decides.
+const SELECTIVE: f64 = 1.0 / 20.0;
 
 /// Vectors a query's filter is tried on to estimate its share.
 const FILTER_SAMPLE: usize = 256;
@@ -173,7 +175,7 @@ impl Vectors {
         if !self.approximate() || self.dims == 0 || query.len() != self.dims || k == 0 {
             return self.search_exact(query, k, accept);
         }
-        if self.share_accepted(accept) * (self.live as f64) < SELECTIVE as f64 {
+        if self.share_accepted(accept) < SELECTIVE {
             return self.search_exact(query, k, accept);
         }
         match self.search_approximate(query, k, accept) {
@@ -499,18 +501,11 @@ mod tests {
         let (v, queries) = shared();
         let all = recall(v, queries, &|_| true);
         assert!(all >= 0.95, "recall@10 {all}");
-        // Most pass: the graph, walking past those that do not.
-        let most = recall(v, queries, &|n| !n.is_multiple_of(20));
-        assert!(most >= 0.95, "recall@10 with a filter {most}");
-        // Half pass: `search` scans them (too few for the graph), but the graph finds them too.
-        let mut hits = 0;
-        for q in queries {
-            let want = ids(&v.search_exact(q, 10, &|n| n.is_multiple_of(2)));
-            let got = ids(&v.search_approximate(q, 10, &|n| n.is_multiple_of(2)).unwrap());
-            hits += got.iter().filter(|n| want.contains(n)).count();
+        // Filtered, through the graph walking past those that do not pass.
+        for every in [2u32, 10] {
+            let r = recall(v, queries, &move |n: u32| n.is_multiple_of(every));
+            assert!(r >= 0.95, "recall@10 with one in {every} passing: {r}");
         }
-        let half = hits as f64 / (10 * queries.len()) as f64;
-        assert!(half >= 0.95, "recall@10 of the graph with a filter {half}");
         // The graph is there, beside the matrix.
         assert!(v.heap_bytes() > v.len() * DIMS * 4 + v.len() * 64);
     }
@@ -605,24 +600,22 @@ mod tests {
         let (v, queries) = shared();
         let q = &queries[0];
         let live = v.len() as u32;
-        // Filters that let fewer than `SELECTIVE` through are answered by the scan, exactly: all
+        // Filters that let less than `SELECTIVE` through are answered by the scan, exactly: all
         // that match, up to k.
-        for every in [2u32, 7, 1000, 5000, live / 3, live] {
+        for every in [25u32, 1000, 5000, live / 3, live] {
             let accept = move |n: u32| n.is_multiple_of(every);
             let got = v.search(q, 10, &accept);
             assert_eq!(got.len(), (0..live).filter(|&n| accept(n)).count().min(10), "every {every}");
             assert_eq!(ids(&got), ids(&v.search_exact(q, 10, &accept)), "every {every}");
         }
         // Wider ones go to the graph, which walks on past what they turn away.
-        let accept = |n: u32| !n.is_multiple_of(20);
-        let got = v.search(q, 10, &accept);
-        assert_eq!(got.len(), 10);
-        assert!(got.iter().all(|(n, _)| accept(*n)));
         for every in [2u32, 7, 15] {
             let accept = move |n: u32| n.is_multiple_of(every);
-            let got = v.search_approximate(q, 10, &accept).unwrap();
+            let got = v.search(q, 10, &accept);
             assert_eq!(got.len(), 10, "every {every}");
             assert!(got.iter().all(|(n, _)| n.is_multiple_of(every)));
+            let got = v.search_approximate(q, 10, &accept).unwrap();
+            assert_eq!(got.len(), 10, "every {every}");
         }
     }
 }

@@ -7,13 +7,17 @@
 //! similarity, and exact search is what a query falls back to. Measured on 100,000 clustered
 //! 384-dimensional vectors (BENCHMARKS.md), the 8-bit graph with this reranking found as many
 //! of the true top 10 as a 32-bit one at the same expansion, in a seventh of the build time,
-//! with a third of the memory and faster queries. It takes inserts one at a time; a removed entry becomes a tombstone that no search
-//! returns and whose slot the next insert reuses, and a replaced one is removed and inserted
-//! again. [`Ann::worn`] says when churn has left the graph worth rebuilding.
+//! with a third of the memory and faster queries.
 //!
-//! usearch was chosen over `hnsw_rs` and `instant-distance` (measured by `examples/ann.rs`,
-//! figures in BENCHMARKS.md): it removes and reuses entries, filters with a predicate during
-//! the graph walk, inserts from several threads for a build, and needs no `unsafe` here.
+//! It takes inserts one at a time; a removed entry becomes a tombstone that no search returns
+//! and whose slot the next insert reuses, and a replaced one is removed and inserted again.
+//! [`Ann::worn`] says when churn has left the graph worth rebuilding.
+//!
+//! usearch was chosen over `hnsw_rs`, `instant-distance` and `hnsw` (BENCHMARKS.md,
+//! "Approximate vector search against hnswlib"): it removes and reuses entries, filters with a
+//! predicate during the graph walk, inserts and searches from several threads at once, and
+//! needs no `unsafe` here; `hnsw_rs` built 15 times slower with filtered queries 10 to 40
+//! times slower, and the other two neither remove nor filter.
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
@@ -23,10 +27,22 @@ const CONNECTIVITY: usize = 16;
 /// Candidates kept while inserting (HNSW's ef_construction).
 const EXPANSION_ADD: usize = 128;
 
-/// Candidates kept while searching (HNSW's ef), or as many as a query asks for if more.
-/// Recall@10 on the measured data: 0.984 at 20, 0.998 at 32; more leaves margin for data
-/// harder than the measured.
+/// Candidates kept while searching (HNSW's ef) in a graph of up to [`EXPANSION_AT`] entries,
+/// or as many as a query asks for if more. Recall@10 on the measured data (100,000 vectors):
+/// 0.984 at 20, 0.998 at 32; more leaves margin for data harder than the measured.
 const EXPANSION_SEARCH: usize = 32;
+
+/// Past this many entries the search expansion grows with the square root of the graph's
+/// size: a larger graph needs more candidates for the same recall (on 1,000,000 of the
+/// measured vectors, hnswlib's recall@10 was 0.84 at ef 32, 0.96 at 64 and 0.996 at 128;
+/// this gives 101).
+const EXPANSION_AT: usize = 100_000;
+
+/// The search expansion for a graph of `n` entries.
+fn expansion_for(n: usize) -> usize {
+    let grown = (n.max(EXPANSION_AT) as f64 / EXPANSION_AT as f64).sqrt();
+    (EXPANSION_SEARCH as f64 * grown).round() as usize
+}
 
 /// A query takes this many times the results it wants from the graph, to rank them again by
 /// the exact vectors (the graph's 8-bit distances misorder close ones).
@@ -44,6 +60,8 @@ pub(crate) struct Ann {
     slots: usize,
     /// Entries removed or replaced since the build.
     churn: usize,
+    /// The search expansion set, [`expansion_for`] the graph's size.
+    expansion: usize,
 }
 
 impl std::fmt::Debug for Ann {
@@ -67,7 +85,7 @@ impl Ann {
             quantization: ScalarKind::I8,
             connectivity: CONNECTIVITY,
             expansion_add: EXPANSION_ADD,
-            expansion_search: EXPANSION_SEARCH,
+            expansion_search: expansion_for(count),
             multi: false,
         };
         let index = Index::new(&opts).ok()?;
@@ -91,7 +109,7 @@ impl Ann {
             return None;
         }
         let slots = index.size();
-        Some(Ann { index, slots, churn: 0 })
+        Some(Ann { index, slots, churn: 0, expansion: expansion_for(count) })
     }
 
     /// Give entry `n` the unit vector `v` (replacing the one it had; usearch quantizes it). False if usearch could
@@ -114,7 +132,19 @@ impl Ann {
             return false;
         }
         self.slots = self.slots.max(self.index.size());
+        self.follow_size();
         true
+    }
+
+    /// Set the search expansion for the graph's size now. Here, under `&mut self`, and not in
+    /// a search: usearch reads it unlocked while searching.
+    fn follow_size(&mut self) {
+        let want = expansion_for(self.index.size());
+        // Only on a change of a tenth, so inserts one at a time do not each reset it.
+        if want.abs_diff(self.expansion) * 10 > self.expansion {
+            self.index.change_expansion_search(want);
+            self.expansion = want;
+        }
     }
 
     /// Take entry `n` out. False if usearch could not.
@@ -123,6 +153,7 @@ impl Ann {
             Ok(0) => true,
             Ok(_) => {
                 self.churn += 1;
+                self.follow_size();
                 true
             }
             Err(_) => false,
@@ -140,14 +171,15 @@ impl Ann {
     }
 
     /// Up to `k` entries near the unit vector `q` among those `accept` lets through, nearest
-    /// first as the graph ranks them (by 8-bit distances: ask for more than you keep). `None` if usearch failed.
+    /// first as the graph ranks them (by 8-bit distances: ask for more than you keep). `None`
+    /// if usearch failed (as it does when [`CONTEXTS`] searches are under way). Safe from
+    /// several threads at once: it changes nothing in the graph.
     pub(crate) fn search(
         &self,
         q: &[f32],
         k: usize,
         accept: &(dyn Fn(u32) -> bool + Sync),
     ) -> Option<Vec<u32>> {
-        self.index.change_expansion_search(EXPANSION_SEARCH.max(2 * k));
         let found = self.index.filtered_search(q, k, |key| u32::try_from(key).is_ok_and(accept)).ok()?;
         Some(found.keys.iter().filter_map(|&key| u32::try_from(key).ok()).collect())
     }

@@ -1,13 +1,15 @@
 //! Search by meaning and by words: the vectors and texts of a store's memories, by entry
 //! number, and the ranking of a query against them.
 //!
-//! * [`vectors`]: exact cosine search over normalised vectors with SIMD kernels.
+//! * [`vectors`]: cosine search over normalised vectors: exact with SIMD kernels, and from an
+//!   approximate index ([`ann`], an HNSW graph) above [`vectors::ANN_FROM`] vectors.
 //! * [`text`]: a BM25 inverted index over Unicode words.
 //!
 //! A [`SearchIndex`] holds no status, tier, kind, task or tags: a query's filter is the index's
 //! own (`state::index::Filter`), tested on the live entry as each candidate is scored, so a
 //! memory marked stale or moved is filtered the moment the index says so.
 
+mod ann;
 pub mod text;
 pub mod vectors;
 

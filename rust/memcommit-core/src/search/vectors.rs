@@ -1,17 +1,67 @@
-//! Exact vector search: every memory's vector, normalised, in one row-major matrix, scanned
-//! with SIMD dot products (cosine similarity of unit vectors).
+//! Vector search: every memory's vector, normalised, in one row-major matrix, scanned with SIMD
+//! dot products (cosine similarity of unit vectors); above [`ANN_FROM`] vectors, an approximate
+//! index ([`ann`](super::ann), an HNSW graph) beside it.
 //!
 //! Rows are numbered apart from entries so a store where few memories carry vectors holds only
 //! theirs; a memory whose new put has no vector frees its row for the next one.
+//!
+//! The matrix stays the truth. The graph is built on the first search above the threshold and
+//! from then on follows every [`Vectors::set`] (a removed or replaced entry's old vector is a
+//! tombstone no search returns); every result it gives is scored again from the matrix and
+//! checked against the query's filter, so what comes back is what the store holds now. A query
+//! is answered exactly when the store is small, when its filter lets few vectors through (the
+//! scan then only scores those), and when the graph finds fewer than `k`.
 
+use parking_lot::{RwLock, RwLockWriteGuard};
 use simsimd::SpatialSimilarity;
 
+use crate::search::ann::{self, Ann};
 use crate::search::TopK;
 
 const NONE: u32 = u32::MAX;
 
 /// Above this many values (rows × dims) a scan is split between threads.
 const PARALLEL_FROM: usize = 1 << 22;
+
+/// From this many vectors, a store's searches go to the approximate index. Measured with
+/// `examples/ann.rs --sizes` on 384-dimensional vectors (BENCHMARKS.md, "Approximate vector
+/// search"; a shared 2-core machine): at 20,000 the scan's median query took 0.79 ms and the
+/// graph's 0.44 ms, too small a gain for a second copy of the vectors and a 7 s build; at
+/// 50,000, 5.1 ms against 0.48 ms, and the scan grows with the store while the graph barely
+/// does. Below it the scan is exact and a few milliseconds at most.
+pub const ANN_FROM: usize = 50_000;
+
+/// Below this many vectors the approximate index is let go (and built again from
+/// [`ANN_FROM`]): apart from the threshold so a store that hovers at it does not rebuild.
+const ANN_UNTIL: usize = ANN_FROM / 2;
+
+/// A filter that lets through less than this share of the vectors (estimated from
+/// [`FILTER_SAMPLE`] of them) is answered by the exact scan, which scores only the vectors that
+/// pass, while the graph walks past ever more that do not. Measured on 100,000 vectors
+/// (`examples/ann.rs`): a filter passing one vector in ten cost the 8-bit graph 1.5 ms a query
+/// and the scan 4.8 ms; one in a hundred, the graph 7 to 9 ms (recall@10 0.95) and the scan
+/// 0.3 ms. The scan's cost per vector that fails a filter is small, so the share, not the
+/// store's size, decides.
+const SELECTIVE: f64 = 1.0 / 20.0;
+
+/// Vectors a query's filter is tried on to estimate its share.
+const FILTER_SAMPLE: usize = 256;
+
+/// The approximate index, once built.
+#[derive(Debug, Default)]
+struct AnnSlot {
+    graph: Option<Ann>,
+    /// usearch could not build or update it: searches stay exact until the store drops below
+    /// [`ANN_UNTIL`].
+    failed: bool,
+}
+
+impl AnnSlot {
+    /// Whether a search must build the graph first: there is none, or it is worn.
+    fn to_build(&self) -> bool {
+        !self.failed && self.graph.as_ref().is_none_or(Ann::worn)
+    }
+}
 
 /// The vectors of one store, by entry number.
 #[derive(Debug, Default)]
@@ -23,6 +73,9 @@ pub struct Vectors {
     row_of_entry: Vec<u32>,
     free: Vec<u32>,
     live: usize,
+    /// Behind a lock because a search (`&self`) builds it: searches share it, the one that
+    /// builds or rebuilds the graph holds it alone.
+    ann: RwLock<AnnSlot>,
 }
 
 impl Vectors {
@@ -43,7 +96,14 @@ impl Vectors {
 
     /// Bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.data.capacity() * 4 + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4
+        let graph = self.ann.read().graph.as_ref().map_or(0, Ann::heap_bytes);
+        self.data.capacity() * 4 + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4 + graph
+    }
+
+    /// Whether [`search`](Self::search) goes to the approximate index (the store holds at
+    /// least [`ANN_FROM`] vectors).
+    pub fn approximate(&self) -> bool {
+        self.live >= ANN_FROM
     }
 
     /// Give entry `n` the vector `v`, or take its vector away. A vector whose dimension is not
@@ -57,6 +117,16 @@ impl Vectors {
                 self.entry_of_row[old as usize] = NONE;
                 self.free.push(old);
                 self.live -= 1;
+                let live = self.live;
+                let slot = self.ann.get_mut();
+                if let Some(g) = &mut slot.graph {
+                    if live < ANN_UNTIL || !g.remove(n) {
+                        slot.graph = None;
+                    }
+                }
+                if live < ANN_UNTIL {
+                    slot.failed = false;
+                }
             }
             return true;
         };
@@ -85,12 +155,118 @@ impl Vectors {
         self.entry_of_row[row as usize] = n;
         let dst = &mut self.data[row as usize * self.dims..(row as usize + 1) * self.dims];
         normalize_into(v, dst);
+        let slot = self.ann.get_mut();
+        if let Some(g) = &mut slot.graph {
+            if !g.insert(n, &self.data[row as usize * self.dims..(row as usize + 1) * self.dims]) {
+                slot.graph = None;
+                slot.failed = true;
+            }
+        }
         true
     }
 
     /// The `k` entries most similar to `query` (cosine) among those `accept` lets through, best
     /// first, with their similarity. `query` must have the store's dimension.
+    ///
+    /// Exact below [`ANN_FROM`] vectors and for filters that let few through; above, from the
+    /// approximate index (most of the true `k` best, recall@10 0.95 or more on the measured
+    /// data), falling back to the exact scan when it finds fewer than `k`.
     pub fn search(&self, query: &[f32], k: usize, accept: &(dyn Fn(u32) -> bool + Sync)) -> Vec<(u32, f32)> {
+        if !self.approximate() || self.dims == 0 || query.len() != self.dims || k == 0 {
+            return self.search_exact(query, k, accept);
+        }
+        if self.share_accepted(accept) < SELECTIVE {
+            return self.search_exact(query, k, accept);
+        }
+        match self.search_approximate(query, k, accept) {
+            Some(hits) if hits.len() >= k.min(self.live) => hits,
+            _ => self.search_exact(query, k, accept),
+        }
+    }
+
+    /// [`search`](Self::search) from the approximate index whatever the store's size (built
+    /// now if it is not yet): `None` if it cannot be built or another search is building it.
+    /// It may find fewer than `k`, and need not find the true best; what it finds is scored
+    /// from the store's vectors and let through by `accept`. For measurements and tests.
+    pub fn search_approximate(
+        &self,
+        query: &[f32],
+        k: usize,
+        accept: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Option<Vec<(u32, f32)>> {
+        if self.dims == 0 || query.len() != self.dims || k == 0 {
+            return Some(Vec::new());
+        }
+        let mut q = vec![0.0; self.dims];
+        normalize_into(query, &mut q);
+        // A graph being built (for minutes, on a large store) holds the lock alone: a search
+        // that arrives meanwhile is answered by the scan rather than wait.
+        let mut slot = self.ann.try_read()?;
+        if slot.to_build() {
+            drop(slot);
+            let mut w = self.ann.write();
+            if w.to_build() {
+                w.graph = None;
+                w.graph = self.build_graph();
+                w.failed = w.graph.is_none();
+            }
+            slot = RwLockWriteGuard::downgrade(w);
+        }
+        let keys = slot.graph.as_ref()?.search(&q, k.saturating_mul(ann::FETCH), accept)?;
+        drop(slot);
+        // Ranked again by the exact vectors. The graph follows `set`, so each is live; checked
+        // all the same, as is the filter.
+        let mut top = TopK::new(k);
+        for n in keys {
+            match self.row_of_entry.get(n as usize) {
+                Some(&row) if row != NONE && accept(n) => top.push(dot(&q, self.row(row as usize)), n),
+                _ => {}
+            }
+        }
+        Some(top.into_sorted())
+    }
+
+    /// A graph over every row, on up to 8 threads.
+    fn build_graph(&self) -> Option<Ann> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let rows =
+            self.entry_of_row.iter().enumerate().filter(|(_, &n)| n != NONE).map(|(r, &n)| (n, self.row(r)));
+        Ann::build(self.dims, rows, self.live, threads)
+    }
+
+    /// The share of the vectors `accept` lets through, estimated from [`FILTER_SAMPLE`] rows
+    /// spread over the matrix.
+    fn share_accepted(&self, accept: &(dyn Fn(u32) -> bool + Sync)) -> f64 {
+        let rows = self.entry_of_row.len();
+        if rows == 0 {
+            return 0.0;
+        }
+        let (mut seen, mut passed) = (0usize, 0usize);
+        // A Weyl sequence: spread evenly without lining up with a filter's period.
+        let step = ((rows as f64 * 0.618_033_988_749_895) as usize).max(1);
+        let mut r = 0usize;
+        for _ in 0..FILTER_SAMPLE.min(rows) {
+            let n = self.entry_of_row[r];
+            if n != NONE {
+                seen += 1;
+                passed += usize::from(accept(n));
+            }
+            r = (r + step) % rows;
+        }
+        if seen == 0 {
+            1.0
+        } else {
+            passed as f64 / seen as f64
+        }
+    }
+
+    /// [`search`](Self::search) by the exact scan over every vector, whatever the store's size.
+    pub fn search_exact(
+        &self,
+        query: &[f32],
+        k: usize,
+        accept: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Vec<(u32, f32)> {
         if self.dims == 0 || query.len() != self.dims || k == 0 {
             return Vec::new();
         }
@@ -250,5 +426,202 @@ mod tests {
         // A vector of another dimension is refused and leaves the entry without one.
         assert!(!v.set(1, Some(&[1.0, 2.0])));
         assert!(v.score(&q, 1).is_none());
+    }
+
+    /// Clustered vectors, seeded: 64 centres, each vector a centre plus noise that falls off
+    /// with the dimension.
+    struct Clustered {
+        rng: u64,
+        centres: Vec<Vec<f32>>,
+    }
+
+    impl Clustered {
+        fn new(seed: u64, dims: usize) -> Clustered {
+            let mut c = Clustered { rng: seed, centres: Vec::new() };
+            c.centres = (0..64).map(|_| (0..dims).map(|_| c.normal()).collect()).collect();
+            c
+        }
+
+        fn uniform(&mut self) -> f32 {
+            self.rng = self.rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.rng >> 40) as f32 / (1u64 << 24) as f32
+        }
+
+        fn normal(&mut self) -> f32 {
+            (0..4).map(|_| self.uniform()).sum::<f32>() - 2.0
+        }
+
+        fn next(&mut self) -> Vec<f32> {
+            let c = (self.uniform() * 64.0) as usize % 64;
+            let dims = self.centres[c].len();
+            (0..dims)
+                .map(|i| self.centres[c][i] + 0.8 * self.normal() / (1.0 + i as f32 / 8.0).sqrt())
+                .collect()
+        }
+    }
+
+    fn ids(hits: &[(u32, f32)]) -> Vec<u32> {
+        hits.iter().map(|h| h.0).collect()
+    }
+
+    /// Recall@10 of `search` against `search_exact` over `queries`.
+    fn recall(v: &Vectors, queries: &[Vec<f32>], accept: &(dyn Fn(u32) -> bool + Sync)) -> f64 {
+        let mut hits = 0;
+        for q in queries {
+            let want = ids(&v.search_exact(q, 10, accept));
+            let got = ids(&v.search(q, 10, accept));
+            assert_eq!(got.len(), 10);
+            hits += got.iter().filter(|n| want.contains(n)).count();
+        }
+        hits as f64 / (10 * queries.len()) as f64
+    }
+
+    const DIMS: usize = 32;
+
+    fn large(seed: u64) -> (Vectors, Clustered) {
+        let mut data = Clustered::new(seed, DIMS);
+        let mut v = Vectors::default();
+        for n in 0..(ANN_FROM + 10_000) as u32 {
+            v.set(n, Some(&data.next()));
+        }
+        assert!(v.approximate());
+        (v, data)
+    }
+
+    /// One large store and 200 queries for the tests that only search (a graph's build is the
+    /// slow part of these tests).
+    fn shared() -> &'static (Vectors, Vec<Vec<f32>>) {
+        static SHARED: std::sync::OnceLock<(Vectors, Vec<Vec<f32>>)> = std::sync::OnceLock::new();
+        SHARED.get_or_init(|| {
+            let (v, mut data) = large(11);
+            let queries: Vec<Vec<f32>> = (0..200).map(|_| data.next()).collect();
+            // Built here, before the tests share it: a search that arrives while another builds
+            // the graph is answered by the scan, and `search_approximate` returns `None` for it.
+            assert!(v.search_approximate(&queries[0], 10, &|_| true).is_some());
+            (v, queries)
+        })
+    }
+
+    #[test]
+    fn approximate_search_recalls_the_exact_top_ten() {
+        let (v, queries) = shared();
+        let all = recall(v, queries, &|_| true);
+        assert!(all >= 0.95, "recall@10 {all}");
+        // Filtered, through the graph walking past those that do not pass.
+        for every in [2u32, 10] {
+            let r = recall(v, queries, &move |n: u32| n.is_multiple_of(every));
+            assert!(r >= 0.95, "recall@10 with one in {every} passing: {r}");
+        }
+        // The graph is there, beside the matrix.
+        assert!(v.heap_bytes() > v.len() * DIMS * 4 + v.len() * 64);
+    }
+
+    #[test]
+    fn removed_and_replaced_vectors_are_never_returned() {
+        let (mut v, mut data) = large(12);
+        let olds: Vec<(u32, Vec<f32>)> = (0..400u32).map(|i| (i * 37, data.next())).collect();
+        for (n, old) in &olds {
+            v.set(*n, Some(old));
+        }
+        // The graph is built, and finds most of them by their own vectors.
+        let found = olds.iter().filter(|(n, old)| ids(&v.search(old, 10, &|_| true)).contains(n)).count();
+        assert!(found * 100 >= olds.len() * 95, "{found} of {} found", olds.len());
+        let mut news = Vec::new();
+        for (i, (n, _)) in olds.iter().enumerate() {
+            if i.is_multiple_of(2) {
+                v.set(*n, None);
+            } else {
+                let new = data.next();
+                v.set(*n, Some(&new));
+                news.push((*n, new));
+            }
+        }
+        for (i, (n, old)) in olds.iter().enumerate() {
+            for hits in [v.search(old, 10, &|_| true), v.search_approximate(old, 10, &|_| true).unwrap()] {
+                for (m, score) in hits {
+                    if i.is_multiple_of(2) {
+                        assert_ne!(m, *n, "a removed vector was returned");
+                    }
+                    // Every score is that of the entry's vector now.
+                    assert_eq!(Some(score), v.score(old, m));
+                }
+            }
+        }
+        // And finds most replaced ones by their new vectors (the graph is approximate: one
+        // may be missed, as any other vector may).
+        let found = news.iter().filter(|(n, new)| ids(&v.search(new, 10, &|_| true)).contains(n)).count();
+        assert!(found * 100 >= news.len() * 95, "{found} of {} replaced vectors found", news.len());
+    }
+
+    #[test]
+    fn searches_share_the_graph_across_threads() {
+        let (v, queries) = shared();
+        let want: Vec<Vec<u32>> = queries.iter().map(|q| ids(&v.search(q, 10, &|_| true))).collect();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let want = &want;
+                s.spawn(move || {
+                    for (q, w) in queries.iter().zip(want).skip(t) {
+                        assert_eq!(&ids(&v.search(q, 10, &|_| true)), w);
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn churn_rebuilds_the_graph_and_recall_holds() {
+        let (mut v, mut data) = large(13);
+        let queries: Vec<Vec<f32>> = (0..100).map(|_| data.next()).collect();
+        v.search(&queries[0], 10, &|_| true);
+        // Replace a sixth of the vectors and take a third away: the graph is worn, and the next
+        // search through it builds it again.
+        let count = v.len() as u32;
+        for n in (1..count).step_by(6) {
+            v.set(n, Some(&data.next()));
+        }
+        for n in (0..count).step_by(3) {
+            v.set(n, None);
+        }
+        assert!(v.ann.read().graph.as_ref().is_some_and(Ann::worn));
+        let mut hits = 0;
+        for q in &queries {
+            let want = ids(&v.search_exact(q, 10, &|_| true));
+            let got = ids(&v.search_approximate(q, 10, &|_| true).unwrap());
+            assert!(got.iter().all(|n| !n.is_multiple_of(3)), "a removed vector was returned");
+            hits += got.iter().filter(|n| want.contains(n)).count();
+        }
+        let r = hits as f64 / (10 * queries.len()) as f64;
+        assert!(r >= 0.95, "recall@10 after churn {r}");
+        assert!(v.ann.read().graph.as_ref().is_some_and(|g| !g.worn()));
+        // Below the threshold the graph is let go.
+        for n in 0..count {
+            v.set(n, None);
+        }
+        assert!(v.ann.read().graph.is_none());
+    }
+
+    #[test]
+    fn a_filtered_search_returns_k_whenever_k_match() {
+        let (v, queries) = shared();
+        let q = &queries[0];
+        let live = v.len() as u32;
+        // Filters that let less than `SELECTIVE` through are answered by the scan, exactly: all
+        // that match, up to k.
+        for every in [25u32, 1000, 5000, live / 3, live] {
+            let accept = move |n: u32| n.is_multiple_of(every);
+            let got = v.search(q, 10, &accept);
+            assert_eq!(got.len(), (0..live).filter(|&n| accept(n)).count().min(10), "every {every}");
+            assert_eq!(ids(&got), ids(&v.search_exact(q, 10, &accept)), "every {every}");
+        }
+        // Wider ones go to the graph, which walks on past what they turn away.
+        for every in [2u32, 7, 15] {
+            let accept = move |n: u32| n.is_multiple_of(every);
+            let got = v.search(q, 10, &accept);
+            assert_eq!(got.len(), 10, "every {every}");
+            assert!(got.iter().all(|(n, _)| n.is_multiple_of(every)));
+            let got = v.search_approximate(q, 10, &accept).unwrap();
+            assert_eq!(got.len(), 10, "every {every}");
+        }
     }
 }

@@ -1,0 +1,297 @@
+//! Approximate vector search measured against exact search.
+//!
+//! python benches/ann_hnswlib.py data DIR --n 100000
+//! cargo run --release --example ann -p memcommit-core -- DIR [--threads 2] [--ef 16,32,64]
+//!     [--only exact,memcommit,usearch] [--quant f32|bf16|i8] [--fetch 2] [--efc 200]
+//!     [--sizes 5000,10000,20000]
+//!
+//! Reads DIR/base.f32 and DIR/queries.f32 (a u32 count, a u32 dimension, then f32 values),
+//! takes the exact top 10 of every query from `Vectors::search_exact` (for no filter, every
+//! second entry, every tenth and every hundredth), and reports:
+//!
+//! * `memcommit`: `Vectors::search` as the store runs it (the approximate index above
+//!   `ANN_FROM` vectors, built by the first search, with its exact fallbacks);
+//! * `usearch`: the crate's graph on its own, built as hnswlib is by the Python side (M 16,
+//!   ef_construction `--efc`, default 200, `--threads` threads), its vectors as `--quant`,
+//!   taking `--fetch` times 10 results and keeping the best 10 by the exact vectors, for each
+//!   search expansion (ef) of `--ef`;
+//!
+//! each with the build time, the resident memory it added per vector, and per filter
+//! recall@10, queries per second on one thread (by wall time and by the thread's CPU time,
+//! steadier on a shared machine) and the median latency. `--sizes` instead compares the exact
+//! scan with the approximate index on the first N vectors, for choosing `ANN_FROM`.
+//!
+//! The first version of this example measured `hnsw_rs` too (its commit holds the code).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use memcommit_core::search::vectors::{Vectors, ANN_FROM};
+
+const K: usize = 10;
+/// The search expansion `Vectors` uses for k = 10 (it takes 2 x 10 from the graph and keeps the
+/// best 10 by the exact vectors), reported beside memcommit's figures.
+const EXPANSION: usize = 32;
+const FILTERS: [(&str, u32); 4] = [("none", 1), ("half", 2), ("tenth", 10), ("hundredth", 100)];
+
+fn read(path: &std::path::Path) -> (usize, usize, Vec<f32>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let n = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    let d = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")) as usize;
+    let data: Vec<f32> =
+        bytes[8..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+    assert_eq!(data.len(), n * d, "{}: a short file", path.display());
+    (n, d, data)
+}
+
+fn normalized(v: &[f32]) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / norm).collect()
+}
+
+fn rss_bytes() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<usize>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// This thread's time on a CPU so far, in seconds (the first field of its schedstat): queries
+/// per second by CPU time hold still on a machine that others share, where wall time does not.
+fn thread_cpu_s() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()).map_or(0.0, |ns| ns / 1e9)
+}
+
+struct Measured {
+    recall: f64,
+    qps: f64,
+    cpu_qps: f64,
+    p50_us: f64,
+}
+
+/// Run every query through `search` (which returns entry numbers), one thread.
+fn measure(queries: &[Vec<f32>], truth: &[Vec<u32>], mut search: impl FnMut(&[f32]) -> Vec<u32>) -> Measured {
+    let mut lat = Vec::with_capacity(queries.len());
+    let mut hits = 0usize;
+    let (t0, c0) = (Instant::now(), thread_cpu_s());
+    for (q, want) in queries.iter().zip(truth) {
+        let t = Instant::now();
+        let got = search(q);
+        lat.push(t.elapsed().as_secs_f64());
+        let want: HashSet<u32> = want.iter().copied().collect();
+        hits += got.iter().take(K).filter(|n| want.contains(n)).count();
+    }
+    let total = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s() - c0;
+    lat.sort_by(f64::total_cmp);
+    let expected: usize = truth.iter().map(|t| t.len()).sum();
+    Measured {
+        recall: hits as f64 / expected.max(1) as f64,
+        qps: queries.len() as f64 / total,
+        cpu_qps: queries.len() as f64 / cpu,
+        p50_us: lat[lat.len() / 2] * 1e6,
+    }
+}
+
+fn report(name: &str, filter: &str, ef: usize, m: &Measured) {
+    println!(
+        "{name:10} filter {filter:9}  ef {ef:4}  recall@10 {:.4}  qps {:8.0}  by CPU time {:8.0}  p50 {:7.0} us",
+        m.recall, m.qps, m.cpu_qps, m.p50_us
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let dir = std::path::PathBuf::from(args.next().expect("usage: ann DIR [--threads N] [--ef LIST]"));
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut efs = vec![16usize, 32, 48, 64, 96, 128];
+    let mut only: Option<Vec<String>> = None;
+    let mut sizes: Option<Vec<usize>> = None;
+    let mut quant = "f32".to_string();
+    let mut fetch = 1usize;
+    let mut efc = 200usize;
+    while let Some(a) = args.next() {
+        let v = args.next().expect("a value");
+        match a.as_str() {
+            "--threads" => threads = v.parse().expect("a number"),
+            "--ef" => efs = v.split(',').map(|x| x.parse().expect("a number")).collect(),
+            "--only" => only = Some(v.split(',').map(str::to_owned).collect()),
+            "--quant" => quant = v,
+            "--fetch" => fetch = v.parse().expect("a number"),
+            "--efc" => efc = v.parse().expect("a number"),
+            "--sizes" => sizes = Some(v.split(',').map(|x| x.parse().expect("a number")).collect()),
+            _ => panic!("unknown argument {a}"),
+        }
+    }
+    let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
+    let (n, dims, base) = read(&dir.join("base.f32"));
+    let (nq, _, qdata) = read(&dir.join("queries.f32"));
+    let queries: Vec<Vec<f32>> = qdata.chunks_exact(dims).map(normalized).collect();
+    println!("{n} x {dims}, {nq} queries, build on {threads} threads, queries on one");
+    if let Some(sizes) = sizes {
+        return by_size(&base, dims, &queries, &sizes);
+    }
+
+    let before = rss_bytes();
+    let t = Instant::now();
+    let mut exact = Vectors::default();
+    for (i, v) in base.chunks_exact(dims).enumerate() {
+        exact.set(i as u32, Some(v));
+    }
+    println!(
+        "exact      build {:.2} s, {:.0} bytes per vector",
+        t.elapsed().as_secs_f64(),
+        (rss_bytes() - before) as f64 / n as f64
+    );
+    let mut truths = Vec::new();
+    for (name, every) in FILTERS {
+        let accept = move |e: u32| e.is_multiple_of(every);
+        let mut truth = Vec::new();
+        let m = measure(&queries, &vec![Vec::new(); nq], |q| {
+            let got: Vec<u32> = exact.search_exact(q, K, &accept).into_iter().map(|x| x.0).collect();
+            truth.push(got.clone());
+            got
+        });
+        println!(
+            "exact      filter {name:9}  qps {:8.0}  p50 {:7.0} us  (the scan's own threads above 4M values)",
+            m.qps, m.p50_us
+        );
+        truths.push(truth);
+    }
+
+    if wants("memcommit") {
+        run_memcommit(&exact, &queries, &truths, n);
+    }
+    drop(exact);
+    if wants("usearch") {
+        run_usearch(&base, dims, &queries, &truths, threads, &efs, (&quant, fetch, efc));
+    }
+}
+
+/// usearch's graph alone; `quant` is the vectors' type in the graph (f32, bf16, i8), with
+/// `fetch` above 1 a query takes `fetch × 10` from the graph and keeps the 10 best by the f32
+/// vectors' exact similarity, and `efc` is the build's expansion.
+fn run_usearch(
+    base: &[f32],
+    dims: usize,
+    queries: &[Vec<f32>],
+    truths: &[Vec<Vec<u32>>],
+    threads: usize,
+    efs: &[usize],
+    (quant, fetch, efc): (&str, usize, usize),
+) {
+    use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+    let n = base.len() / dims;
+    let unit: Vec<Vec<f32>> = base.chunks_exact(dims).map(normalized).collect();
+    let before = rss_bytes();
+    let t = Instant::now();
+    let opts = IndexOptions {
+        dimensions: dims,
+        metric: MetricKind::IP,
+        quantization: match quant {
+            "f32" => ScalarKind::F32,
+            "bf16" => ScalarKind::BF16,
+            "i8" => ScalarKind::I8,
+            _ => panic!("--quant is f32, bf16 or i8"),
+        },
+        connectivity: 16,
+        expansion_add: efc,
+        expansion_search: 64,
+        multi: false,
+    };
+    let index = Index::new(&opts).expect("an index");
+    println!(
+        "usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10, ef_construction {efc}",
+        index.hardware_acceleration()
+    );
+    index.reserve_capacity_and_threads(n, threads).expect("reserve");
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (index, unit) = (&index, &unit);
+            s.spawn(move || {
+                for i in (t..n).step_by(threads) {
+                    index.add(i as u64, &unit[i]).expect("add");
+                }
+            });
+        }
+    });
+    let took = t.elapsed().as_secs_f64();
+    println!(
+        "usearch    build {took:.2} s, {:.0} bytes per vector (RSS growth; memory_usage {:.0})",
+        (rss_bytes() - before) as f64 / n as f64,
+        index.memory_usage() as f64 / n as f64
+    );
+    for ((name, every), truth) in FILTERS.iter().zip(truths) {
+        for &ef in efs {
+            index.change_expansion_search(ef);
+            let m = measure(queries, truth, |q| {
+                let found = if *every == 1 {
+                    index.search(q, K * fetch).expect("search")
+                } else {
+                    let every = u64::from(*every);
+                    index.filtered_search(q, K * fetch, |key| key.is_multiple_of(every)).expect("search")
+                };
+                let mut keys: Vec<u32> = found.keys.iter().map(|&k| k as u32).collect();
+                if fetch > 1 {
+                    let sim = |n: u32| unit[n as usize].iter().zip(q).map(|(a, b)| a * b).sum::<f32>();
+                    keys.sort_by(|a, b| sim(*b).total_cmp(&sim(*a)));
+                    keys.truncate(K);
+                }
+                keys
+            });
+            report("usearch", name, ef, &m);
+        }
+    }
+}
+
+/// `Vectors::search` as a store runs it; the graph is built by the first search.
+fn run_memcommit(vectors: &Vectors, queries: &[Vec<f32>], truths: &[Vec<Vec<u32>>], n: usize) {
+    let before = rss_bytes();
+    let t = Instant::now();
+    vectors.search(&queries[0], K, &|_| true);
+    println!(
+        "memcommit  approximate {} (ANN_FROM {ANN_FROM}); first search (the graph's build) {:.2} s, \
+         {:.0} bytes per vector more",
+        vectors.approximate(),
+        t.elapsed().as_secs_f64(),
+        (rss_bytes().saturating_sub(before)) as f64 / n as f64
+    );
+    for ((name, every), truth) in FILTERS.iter().zip(truths) {
+        let every = *every;
+        let m = measure(queries, truth, |q| {
+            vectors.search(q, K, &move |e: u32| e.is_multiple_of(every)).into_iter().map(|x| x.0).collect()
+        });
+        report("memcommit", name, EXPANSION, &m);
+    }
+}
+
+/// The exact scan against the approximate index on the first `size` vectors, for each size.
+fn by_size(base: &[f32], dims: usize, queries: &[Vec<f32>], sizes: &[usize]) {
+    for &size in sizes {
+        let mut v = Vectors::default();
+        for (i, x) in base.chunks_exact(dims).take(size).enumerate() {
+            v.set(i as u32, Some(x));
+        }
+        let mut truth = Vec::new();
+        let exact = measure(queries, &vec![Vec::new(); queries.len()], |q| {
+            let got: Vec<u32> = v.search_exact(q, K, &|_| true).into_iter().map(|x| x.0).collect();
+            truth.push(got.clone());
+            got
+        });
+        let t = Instant::now();
+        v.search_approximate(&queries[0], K, &|_| true).expect("a graph");
+        let build = t.elapsed().as_secs_f64();
+        let approx = measure(queries, &truth, |q| {
+            let got = v.search_approximate(q, K, &|_| true).expect("a graph");
+            got.into_iter().map(|x| x.0).collect()
+        });
+        println!(
+            "{size:8} vectors  exact: qps {:7.0} by CPU time {:7.0} p50 {:6.0} us  approximate: \
+             build {build:6.2} s, recall@10 {:.4} qps {:7.0} by CPU time {:7.0} p50 {:6.0} us",
+            exact.qps, exact.cpu_qps, exact.p50_us, approx.recall, approx.qps, approx.cpu_qps, approx.p50_us
+        );
+    }
+}

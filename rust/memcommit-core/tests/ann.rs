@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{new_log, T0};
+use common::T0;
 use memcommit_core::search::vectors::ANN_FROM;
 use memcommit_core::search::Mode;
 use memcommit_core::{Command, Log, PutCommand, Query, SearchQuery, Status, Tier};
@@ -73,7 +73,8 @@ fn active<'a>() -> Query<'a> {
 
 #[test]
 fn the_approximate_index_follows_every_commit() {
-    let (_dir, _path, log) = new_log();
+    let (_dir, _path, log) =
+        common::new_log_with(memcommit_core::Options { approximate_from: Some(ANN_FROM), ..common::opts() });
     let mut data = Data::new();
     let count = ANN_FROM + 10_000;
     // The store's vectors as they are now; none for a stale memory.

@@ -73,6 +73,12 @@ pub struct Options {
     /// A writer saves the index file when it closes a log that has grown by at least this
     /// many records since the index file it opened with (or since its creation); 0: never.
     pub index_file_every: u64,
+    /// From how many vectors vector search goes to the approximate index (`search::ann`);
+    /// `None` (the default): always the exact scan. The graph is built by the first search that
+    /// needs it, under the store's state lock, so commits wait for it: 16 s at 100,000 vectors,
+    /// minutes at 1,000,000 (BENCHMARKS.md). Until it is built beside the store instead, the
+    /// exact scan (9 ms at 100,000, 80 ms at 1,000,000) is what a store does by default.
+    pub approximate_from: Option<usize>,
 }
 
 impl Default for Options {
@@ -83,6 +89,7 @@ impl Default for Options {
             max_record_bytes: 16 << 20,
             read_only: false,
             index_file_every: 100_000,
+            approximate_from: None,
         }
     }
 }

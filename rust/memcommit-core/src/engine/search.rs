@@ -100,6 +100,7 @@ impl Log {
         let mut s = self.search.write();
         if !s.built {
             let mut index = SearchIndex::default();
+            index.vectors.set_approximate_from(self.opts.approximate_from);
             self.index_committed_puts(st, &mut index)?;
             *s = SearchState { index, lsn: st.lsn, built: true };
         } else if s.lsn < st.lsn {

@@ -31,10 +31,6 @@ const PARALLEL_FROM: usize = 1 << 22;
 /// does. Below it the scan is exact and a few milliseconds at most.
 pub const ANN_FROM: usize = 50_000;
 
-/// Below this many vectors the approximate index is let go (and built again from
-/// [`ANN_FROM`]): apart from the threshold so a store that hovers at it does not rebuild.
-const ANN_UNTIL: usize = ANN_FROM / 2;
-
 /// A filter that lets through less than this share of the vectors (estimated from
 /// [`FILTER_SAMPLE`] of them) is answered by the exact scan, which scores only the vectors that
 /// pass, while the graph walks past ever more that do not. Measured on 100,000 vectors
@@ -52,7 +48,7 @@ const FILTER_SAMPLE: usize = 256;
 struct AnnSlot {
     graph: Option<Ann>,
     /// usearch could not build or update it: searches stay exact until the store drops below
-    /// [`ANN_UNTIL`].
+    /// half the threshold.
     failed: bool,
 }
 
@@ -76,6 +72,8 @@ pub struct Vectors {
     /// Behind a lock because a search (`&self`) builds it: searches share it, the one that
     /// builds or rebuilds the graph holds it alone.
     ann: RwLock<AnnSlot>,
+    /// From how many vectors searches go to the approximate index; `None`: never.
+    approximate_from: Option<usize>,
 }
 
 impl Vectors {
@@ -100,10 +98,16 @@ impl Vectors {
         self.data.capacity() * 4 + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4 + graph
     }
 
-    /// Whether [`search`](Self::search) goes to the approximate index (the store holds at
-    /// least [`ANN_FROM`] vectors).
+    /// Whether [`search`](Self::search) goes to the approximate index (it is turned on, and
+    /// the store holds at least that many vectors).
     pub fn approximate(&self) -> bool {
-        self.live >= ANN_FROM
+        self.approximate_from.is_some_and(|from| self.live >= from)
+    }
+
+    /// Send searches to the approximate index from `from` vectors on ([`ANN_FROM`] is the
+    /// measured point where it starts to pay); `None`: always the exact scan.
+    pub fn set_approximate_from(&mut self, from: Option<usize>) {
+        self.approximate_from = from;
     }
 
     /// Give entry `n` the vector `v`, or take its vector away. A vector whose dimension is not
@@ -118,13 +122,17 @@ impl Vectors {
                 self.free.push(old);
                 self.live -= 1;
                 let live = self.live;
+                // Below half the threshold the approximate index is let go (and built again
+                // from the threshold): apart from it so a store that hovers there does not
+                // rebuild.
+                let until = self.approximate_from.map_or(0, |from| from / 2);
                 let slot = self.ann.get_mut();
                 if let Some(g) = &mut slot.graph {
-                    if live < ANN_UNTIL || !g.remove(n) {
+                    if live < until || !g.remove(n) {
                         slot.graph = None;
                     }
                 }
-                if live < ANN_UNTIL {
+                if live < until {
                     slot.failed = false;
                 }
             }
@@ -481,6 +489,7 @@ mod tests {
     fn large(seed: u64) -> (Vectors, Clustered) {
         let mut data = Clustered::new(seed, DIMS);
         let mut v = Vectors::default();
+        v.set_approximate_from(Some(ANN_FROM));
         for n in 0..(ANN_FROM + 10_000) as u32 {
             v.set(n, Some(&data.next()));
         }

@@ -202,11 +202,7 @@ impl Vectors {
         k: usize,
         accept: &(dyn Fn(u32) -> bool + Sync),
     ) -> Option<Vec<(u32, f32)>> {
-        if self.dims == 0 || query.len() != self.dims || k == 0 {
-            return Some(Vec::new());
-        }
-        let mut q = vec![0.0; self.dims];
-        normalize_into(query, &mut q);
+        let Some(q) = self.unit_query(query, k) else { return Some(Vec::new()) };
         // A graph being built (for minutes, on a large store) holds the lock alone: a search
         // that arrives meanwhile is answered by the scan rather than wait.
         let mut slot = self.ann.try_read()?;
@@ -275,11 +271,7 @@ impl Vectors {
         k: usize,
         accept: &(dyn Fn(u32) -> bool + Sync),
     ) -> Vec<(u32, f32)> {
-        if self.dims == 0 || query.len() != self.dims || k == 0 {
-            return Vec::new();
-        }
-        let mut q = vec![0.0; self.dims];
-        normalize_into(query, &mut q);
+        let Some(q) = self.unit_query(query, k) else { return Vec::new() };
         let rows = self.entry_of_row.len();
         let threads = if rows * self.dims >= PARALLEL_FROM {
             std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
@@ -307,6 +299,17 @@ impl Vectors {
         top.into_sorted()
     }
 
+    /// The query as a unit vector, or `None` when there is nothing to search for: no vectors,
+    /// another dimension, or `k` 0.
+    fn unit_query(&self, query: &[f32], k: usize) -> Option<Vec<f32>> {
+        if self.dims == 0 || query.len() != self.dims || k == 0 {
+            return None;
+        }
+        let mut q = vec![0.0; self.dims];
+        normalize_into(query, &mut q);
+        Some(q)
+    }
+
     /// `search` over the entries `among` only (a task's memories, say).
     pub fn search_among(
         &self,
@@ -315,11 +318,7 @@ impl Vectors {
         k: usize,
         accept: &(dyn Fn(u32) -> bool + Sync),
     ) -> Vec<(u32, f32)> {
-        if self.dims == 0 || query.len() != self.dims || k == 0 {
-            return Vec::new();
-        }
-        let mut q = vec![0.0; self.dims];
-        normalize_into(query, &mut q);
+        let Some(q) = self.unit_query(query, k) else { return Vec::new() };
         let mut top = TopK::new(k);
         for &n in among {
             match self.row_of_entry.get(n as usize) {
@@ -333,11 +332,10 @@ impl Vectors {
     /// The similarity of `query` to entry `n`'s vector, if it has one.
     pub fn score(&self, query: &[f32], n: u32) -> Option<f32> {
         let row = *self.row_of_entry.get(n as usize)?;
-        if row == NONE || query.len() != self.dims {
+        if row == NONE {
             return None;
         }
-        let mut q = vec![0.0; self.dims];
-        normalize_into(query, &mut q);
+        let q = self.unit_query(query, 1)?;
         Some(dot(&q, self.row(row as usize)))
     }
 

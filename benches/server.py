@@ -1,15 +1,19 @@
-"""Benchmark: commits through `memcommit serve` on loopback, against SQLite FULL in one process.
+"""Benchmark: commits through `memcommit serve`, against SQLite FULL from the same processes.
 
 For 1, 8 and 32 concurrent clients, each client commits one memory per commit (durability
-``commit``: a commit is answered once fsynced) and the table gives commits/s and the p50/p99
-latency of a commit as its client saw it. Clients are threads: either sharing one RemoteStore
-(``threads``: the store pipelines its threads' commits into shared requests) or each in its
-own process with its own RemoteStore (``processes``). The refresh lag is the time from a
-commit's acknowledgement to a follower (``refresh(wait=...)``, a long poll) having it.
-SQLite runs the same workload in one process: a connection per thread, WAL, synchronous=FULL,
-one INSERT per transaction.
+``commit``: a commit is answered once fsynced) and the table gives commits/s, the p50/p99
+latency of a commit as its client saw it, and the CPU time per commit of the server and of
+the clients. Clients are threads: either sharing one RemoteStore (``threads``: the store
+pipelines its threads' commits into shared requests) or spread over up to 8 processes, each
+with its own RemoteStore (``processes``). They reach the server over TCP on loopback or over
+its Unix socket (``--transport``). SQLite runs the same workload with the same threads and
+processes writing one file: a connection per thread, WAL, synchronous=FULL, one INSERT per
+transaction. The refresh lag is the time from a commit's acknowledgement to a follower
+(``refresh(wait=...)``, a long poll) having it. The first line gives the machine's fdatasync
+p50 (a 200-byte append, then fdatasync, in the same directory), the floor of a durable commit.
 
-Run: ``python benches/server.py`` (``--quick`` for a smoke run; ``--seconds``, ``--mode``).
+Run: ``python benches/server.py`` (``--quick`` for a smoke run; ``--seconds``, ``--mode``,
+``--transport``, ``--clients``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -81,53 +86,28 @@ def _drive(
     }
 
 
-def _remote_threads(
-    url: str, clients: int, seconds: float, ready: Callable[[], None] = lambda: None
-) -> dict[str, Any]:
-    store = memcommit.RemoteStore(url)
+def _cpu_seconds() -> float:
+    """This process's CPU time (user and system, every thread)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu(pid: int) -> float:
+    """Another process's CPU time, from /proc (0 where there is none)."""
     try:
-        return _drive(
-            clients,
-            seconds,
-            lambda n, i: store.put(TEXT, kind="note", task=f"client-{n}"),
-            ready,
-        )
-    finally:
-        store.close()
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _process_client(url: str, threads: int, seconds: float, go: Any, out: Any) -> None:
-    def ready() -> None:
-        go.wait()  # every process starts its clock together
-
-    out.put(_remote_threads(url, threads, seconds, ready))
+def _remote(url: str) -> Callable[[int, int], None]:
+    store = memcommit.RemoteStore(url)
+    return lambda n, i: store.put(TEXT, kind="note", task=f"client-{n}")
 
 
-def _remote_processes(url: str, clients: int, seconds: float) -> dict[str, Any]:
-    """`clients` processes (at most 8, each with clients/8 threads and its own RemoteStore)."""
-    procs = min(clients, 8)
-    per = clients // procs
-    ctx = multiprocessing.get_context("spawn")
-    out, go = ctx.Queue(), ctx.Barrier(procs)
-    workers = [
-        ctx.Process(target=_process_client, args=(url, per, seconds, go, out)) for _ in range(procs)
-    ]
-    for w in workers:
-        w.start()
-    results = [out.get() for _ in workers]
-    for w in workers:
-        w.join()
-    # Rates add up; the latencies shown are the worst process's.
-    out_ = {key: max(r[key] for r in results) for key in ("mean_ms", "p50_ms", "p99_ms", "p999_ms")}
-    out_.update(
-        commits=sum(r["commits"] for r in results),
-        rate=sum(r["rate"] for r in results),
-        processes=procs,
-    )
-    return out_
-
-
-def _sqlite(path: str, clients: int, seconds: float) -> dict[str, Any]:
+def _sqlite_setup(path: str) -> None:
     setup = sqlite3.connect(path)
     setup.execute("PRAGMA journal_mode=WAL")
     setup.execute(
@@ -136,6 +116,9 @@ def _sqlite(path: str, clients: int, seconds: float) -> dict[str, Any]:
     )
     setup.commit()
     setup.close()
+
+
+def _sqlite(path: str) -> Callable[[int, int], None]:
     local = threading.local()
 
     def commit(n: int, i: int) -> None:
@@ -149,7 +132,76 @@ def _sqlite(path: str, clients: int, seconds: float) -> dict[str, Any]:
         )
         conn.execute("COMMIT")
 
-    return _drive(clients, seconds, commit)
+    return commit
+
+
+_TARGETS: dict[str, Callable[[str], Callable[[int, int], None]]] = {
+    "remote": _remote,
+    "sqlite": _sqlite,
+}
+
+
+def _threads(
+    target: str, where: str, clients: int, seconds: float, ready: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    """`clients` threads of this process committing to `where` (a URL or a SQLite file)."""
+    commit = _TARGETS[target](where)
+    cpu = _cpu_seconds()
+    result = _drive(clients, seconds, commit, ready)
+    result["cpu"] = _cpu_seconds() - cpu
+    return result
+
+
+def _process_client(
+    target: str, where: str, threads: int, seconds: float, go: Any, out: Any
+) -> None:
+    def ready() -> None:
+        go.wait()  # every process starts its clock together
+
+    out.put(_threads(target, where, threads, seconds, ready))
+
+
+def _processes(target: str, where: str, clients: int, seconds: float) -> dict[str, Any]:
+    """`clients` threads over min(clients, 8) processes, each with its own store."""
+    procs = min(clients, 8)
+    per = clients // procs
+    ctx = multiprocessing.get_context("spawn")
+    out, go = ctx.Queue(), ctx.Barrier(procs)
+    workers = [
+        ctx.Process(target=_process_client, args=(target, where, per, seconds, go, out))
+        for _ in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    results = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+    # Rates and CPU add up; the latencies shown are the worst process's.
+    out_ = {key: max(r[key] for r in results) for key in ("mean_ms", "p50_ms", "p99_ms", "p999_ms")}
+    out_.update(
+        commits=sum(r["commits"] for r in results),
+        rate=sum(r["rate"] for r in results),
+        cpu=sum(r["cpu"] for r in results),
+        processes=procs,
+    )
+    return out_
+
+
+def _fdatasync_p50(directory: str, n: int = 2000) -> float:
+    """The p50 of appending 200 bytes to a file in `directory` and fdatasyncing it, in ms."""
+    path = os.path.join(directory, "fdatasync.probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 200)
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return _percentile(times, 0.5) * 1e3
 
 
 def _refresh_lag(url: str, writers: int, seconds: float) -> dict[str, Any]:
@@ -191,10 +243,12 @@ def _refresh_lag(url: str, writers: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def _row(clients: int, label: str, r: dict[str, Any]) -> str:
+def _row(clients: int, label: str, r: dict[str, Any], server_cpu: float | None = None) -> str:
+    commits = max(1, r["commits"])
+    server = "" if server_cpu is None else f"{server_cpu / commits * 1e6:,.0f}"
     return (
         f"| {clients} | {label} | {r['rate']:,.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} "
-        f"| {r['p99_ms']:.2f} | {r['p999_ms']:.2f} |"
+        f"| {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {server} | {r['cpu'] / commits * 1e6:,.0f} |"
     )
 
 
@@ -203,39 +257,64 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
     parser.add_argument("--clients", default="1,8,32", help="client counts (default 1,8,32)")
     parser.add_argument("--mode", choices=("threads", "processes", "both"), default="both")
+    parser.add_argument("--transport", choices=("tcp", "unix", "both"), default="both")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 0.5 s each")
     args = parser.parse_args(argv)
     seconds = 0.5 if args.quick else args.seconds
     counts = [int(c) for c in args.clients.split(",")]
     modes = ["threads", "processes"] if args.mode == "both" else [args.mode]
-    print(f"# memcommit serve on loopback, durability commit; {os.cpu_count()} CPUs")
-    print(f"# Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, {seconds:g} s each")
-    print()
-    print("| clients | store | commits/s | mean ms | p50 ms | p99 ms | p99.9 ms |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    with tempfile.TemporaryDirectory() as tmp:
-        with ServerProcess(os.path.join(tmp, "served.db")) as server:
+    transports = ["tcp", "unix"] if args.transport == "both" else [args.transport]
+    with tempfile.TemporaryDirectory(prefix="mc-bench-", dir="/tmp") as tmp:
+        print(f"# memcommit serve, durability commit; {os.cpu_count()} CPUs")
+        print(
+            f"# Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}, "
+            f"{seconds:g} s each"
+        )
+        print(f"# fdatasync p50 here: {_fdatasync_p50(tmp, 200 if args.quick else 2000):.3f} ms")
+        print()
+        print(
+            "| clients | store | commits/s | mean ms | p50 ms | p99 ms | p99.9 ms "
+            "| server CPU µs/commit | client CPU µs/commit |"
+        )
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        sock = os.path.join(tmp, "served.sock")
+        with ServerProcess(os.path.join(tmp, "served.db"), "--socket", sock) as server:
+            urls = {"tcp": server.url, "unix": server.unix_url or ""}
             for clients in counts:
+                for transport in transports:
+                    for mode in modes:
+                        run = _threads if mode == "threads" else _processes
+                        before = _process_cpu(server.pid)
+                        r = run("remote", urls[transport], clients, seconds)
+                        server_cpu = _process_cpu(server.pid) - before
+                        label = (
+                            f"RemoteStore over {transport}, threads sharing one store"
+                            if mode == "threads"
+                            else f"RemoteStore over {transport}, {r['processes']} process(es)"
+                        )
+                        print(_row(clients, label, r, server_cpu), flush=True)
                 for mode in modes:
-                    run = _remote_threads if mode == "threads" else _remote_processes
-                    r = run(server.url, clients, seconds)
+                    db = os.path.join(tmp, f"sqlite-{clients}-{mode}.db")
+                    _sqlite_setup(db)
+                    run = _threads if mode == "threads" else _processes
+                    r = run("sqlite", db, clients, seconds)
                     label = (
-                        "RemoteStore, threads sharing one store"
+                        "SQLite WAL synchronous=FULL, threads of one process"
                         if mode == "threads"
-                        else f"RemoteStore, {r['processes']} process(es), a store each"
+                        else f"SQLite WAL synchronous=FULL, {r['processes']} process(es)"
                     )
                     print(_row(clients, label, r), flush=True)
-                r = _sqlite(os.path.join(tmp, f"sqlite-{clients}.db"), clients, seconds)
-                print(_row(clients, "SQLite WAL synchronous=FULL, one process", r), flush=True)
             print()
-            print("| writers | refresh lag p50 ms | p99 ms | samples |")
-            print("| ---: | ---: | ---: | ---: |")
-            for writers in (1, 8):
-                lag = _refresh_lag(server.url, writers, seconds)
-                print(
-                    f"| {writers} | {lag['p50_ms']:.2f} | {lag['p99_ms']:.2f} | {lag['samples']} |",
-                    flush=True,
-                )
+            print("| transport | writers | refresh lag p50 ms | p99 ms | samples |")
+            print("| --- | ---: | ---: | ---: | ---: |")
+            for transport in transports:
+                for writers in (1, 8):
+                    lag = _refresh_lag(urls[transport], writers, seconds)
+                    print(
+                        f"| {transport} | {writers} | {lag['p50_ms']:.2f} | {lag['p99_ms']:.2f} "
+                        f"| {lag['samples']} |",
+                        flush=True,
+                    )
     return 0
 
 

@@ -3,7 +3,8 @@
 One `memcommit serve --test-clock` process serves the whole module (the suite uses fresh ids,
 so tests share a store as they would share a database); each test gets its own RemoteStore
 and a clock that moves the server's clock with it. The reopen test restarts the server on the
-same log file. Role errors must arrive as the same classes, with their fields.
+same log file. Role errors must arrive as the same classes, with their fields. The module runs
+twice: clients on TCP, then on the server's Unix socket (``--socket``).
 """
 
 from __future__ import annotations
@@ -26,29 +27,40 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class Served:
-    """The module's server process, restartable on the same log file."""
+    """The module's server process, restartable on the same log file.
 
-    def __init__(self, path: Path) -> None:
+    It listens on TCP and on a Unix socket; its clients use `transport`'s. The test clock is
+    set over TCP.
+    """
+
+    def __init__(self, path: Path, transport: str) -> None:
         self.path = path
-        self.process = ServerProcess(path, "--test-clock")
+        self.transport = transport
+        self.process = self._start()
+
+    def _start(self, *args: str) -> ServerProcess:
+        sock = str(self.path.with_suffix(".sock"))
+        return ServerProcess(self.path, "--test-clock", *args, "--socket", sock)
 
     @property
     def url(self) -> str:
-        return self.process.url
+        """The URL clients use."""
+        unix = self.process.unix_url
+        return unix if self.transport == "unix" and unix is not None else self.process.url
 
     def now_us(self) -> int:
-        with urllib.request.urlopen(f"{self.url}/v1/test/clock") as answer:
+        with urllib.request.urlopen(f"{self.process.url}/v1/test/clock") as answer:
             return int(json.load(answer)["now_us"])
 
     def set_us(self, now_us: int) -> None:
         body = json.dumps({"now_us": now_us}).encode()
-        request = urllib.request.Request(f"{self.url}/v1/test/clock", body, method="POST")
+        request = urllib.request.Request(f"{self.process.url}/v1/test/clock", body, method="POST")
         with urllib.request.urlopen(request) as answer:
             assert answer.status == 200
 
     def restart(self, clock_ms: int) -> None:
         assert self.process.terminate() in (0, -15)
-        self.process = ServerProcess(self.path, "--test-clock", str(clock_ms))
+        self.process = self._start(str(clock_ms))
 
     def stop(self) -> None:
         self.process.terminate()
@@ -70,9 +82,11 @@ class ServerClock(ControllableClock):
         self._served.set_us(to_microseconds(self.now()))
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    server = Served(tmp_path_factory.mktemp("remote") / "roles.db")
+@pytest.fixture(scope="module", params=["tcp", "unix"])
+def served(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Served]:
+    server = Served(tmp_path_factory.mktemp("remote") / "roles.db", request.param)
     yield server
     server.stop()
 

@@ -28,7 +28,9 @@ class RemoteStore(MemoryStore):
     :class:`~memcommit.NotSupported`.
 
     Args:
-        url: The server, e.g. ``"http://127.0.0.1:7411"`` (``https://`` for TLS).
+        url: The server, e.g. ``"http://127.0.0.1:7411"`` (``https://`` for TLS), or its Unix
+            socket on this host, ``"unix:///run/memcommit.sock"`` (``memcommit serve
+            --socket``).
         token: The server's bearer token, if it has one.
         timeout: Seconds to wait for an answer to one request.
         retry_seconds: How long to keep resending when the server cannot be reached (it is

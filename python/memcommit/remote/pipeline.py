@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import itertools
+import os
 import secrets
 import select
 import socket
@@ -49,6 +50,26 @@ class _Connection(http.client.HTTPConnection):
     heard: str | None = None
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    """A keep-alive connection over a Unix domain socket (``unix:///path``)."""
+
+    heard: str | None = None
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class _TlsConnection(http.client.HTTPSConnection):
     """An HTTPS keep-alive connection that remembers which server start last answered on it."""
 
@@ -77,6 +98,9 @@ def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
 class Http:
     """A small pool of keep-alive HTTP/1.1 connections to one server (stdlib ``http.client``).
 
+    Over TCP (``http://``, ``https://``) or a Unix domain socket (``unix:///path``, or
+    ``unix:path`` relative to the working directory).
+
     Safe to share between threads: each request takes a connection of its own. Each
     connection remembers the server start (``X-Memcommit-Boot``) that last answered on it:
     while such a connection stays open, that server process is still running
@@ -85,13 +109,23 @@ class Http:
 
     def __init__(self, url: str, token: str | None, timeout: float, ca_file: str | None) -> None:
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url: {url!r} is not an http:// or https:// URL")
-        self.url = url.rstrip("/")
+        self._unix: str | None = None
+        if parts.scheme == "unix":
+            if parts.netloc or not parts.path or parts.query or parts.fragment:
+                raise ValueError(
+                    f"url: {url!r} is not a Unix socket URL; write unix:///absolute/path "
+                    "or unix:relative/path"
+                )
+            self._unix = os.path.abspath(urllib.parse.unquote(parts.path))
+        elif parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"url: {url!r} is not an http://, https:// or unix:// (Unix socket) URL"
+            )
+        self.url = url.rstrip("/") if self._unix is None else f"unix://{self._unix}"
         self._https = parts.scheme == "https"
-        self._host = parts.hostname
+        self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/")
+        self._prefix = "" if self._unix is not None else parts.path.rstrip("/")
         self._timeout = timeout
         self._context: ssl.SSLContext | None = None
         if self._https:
@@ -99,16 +133,18 @@ class Http:
         self._headers = {"Content-Type": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._idle: list[_Connection | _TlsConnection] = []
-        self._busy: set[_Connection | _TlsConnection] = set()
+        self._idle: list[_Connection | _TlsConnection | _UnixConnection] = []
+        self._busy: set[_Connection | _TlsConnection | _UnixConnection] = set()
         self._lock = threading.Lock()
         self.closed = False
 
-    def _connection(self, timeout: float) -> _Connection | _TlsConnection:
+    def _connection(self, timeout: float) -> _Connection | _TlsConnection | _UnixConnection:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            if self._https:
+            if self._unix is not None:
+                conn = _UnixConnection(self._unix, timeout)
+            elif self._https:
                 conn = _TlsConnection(
                     self._host, self._port, timeout=timeout, context=self._context
                 )
@@ -121,7 +157,7 @@ class Http:
                 conn.close()
                 raise NotSent(str(e) or type(e).__name__) from e
             sock: socket.socket | None = conn.sock
-            if sock is not None:
+            if sock is not None and sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         elif conn.sock is not None:
             conn.sock.settimeout(timeout)

@@ -19,6 +19,11 @@ with the engine's ``durability="none"`` and the writer calls ``flush()`` (one fs
 itself under ``--durability commit``; ``batch`` leaves the fsync to the engine's timer and
 ``none`` to the OS, with the loss bounds :func:`memcommit.open` documents.
 
+Transports: TCP (``--host``/``--port``), and with ``--socket PATH`` a Unix domain socket too,
+for clients on the same host (``RemoteStore("unix:///PATH")``): the same protocol and the same
+writer, without the TCP stack. The socket file is owner-only (mode 0600), so the file system
+decides who may connect; ``--no-tcp`` serves the socket alone.
+
 Security: the server binds loopback unless told otherwise and refuses any other address
 without a token (``--token-file``); the token is compared in constant time and a request
 without it gets 401. TLS with ``--tls-cert``/``--tls-key``. Requests are limited in size
@@ -38,7 +43,7 @@ endpoint does not exist.
 The package, one idea a module: :mod:`.http` (:class:`MemoryServer`, its routes),
 :mod:`.requests` (what a request must be), :mod:`.writer` (the writer thread and group
 commit), :mod:`.resends` (a resent commit is answered, not applied twice), :mod:`.auth`
-(loopback, token, TLS), :mod:`.metrics` (Prometheus), :mod:`.listen` (uvicorn, signals)
+(loopback, token, TLS), :mod:`.metrics` (Prometheus), :mod:`.listen` (uvicorn, sockets, signals)
 and :mod:`.command` (``memcommit serve``).
 """
 

@@ -17,6 +17,7 @@ from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
 from .http import TEST_CLOCK_START, MemoryServer
+from .listen import CannotListen
 
 __all__ = ["add_serve_command"]
 
@@ -37,6 +38,17 @@ def add_serve_command(commands: Any) -> None:
         type=int,
         default=wire.DEFAULT_PORT,
         help=f"TCP port (default {wire.DEFAULT_PORT}; 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--socket",
+        metavar="SOCKET",
+        help="also serve on a Unix domain socket at this path (owner-only; for clients on "
+        "this host: RemoteStore('unix:///path'))",
+    )
+    serve.add_argument(
+        "--no-tcp",
+        action="store_true",
+        help="serve on --socket only, with no TCP port",
     )
     serve.add_argument("--token-file", help="file holding the bearer token clients must send")
     serve.add_argument("--tls-cert", help="PEM certificate chain, to serve HTTPS")
@@ -92,6 +104,8 @@ def _parse_start(text: str) -> datetime:
 
 def _run_serve(args: argparse.Namespace) -> int:
     require("server")  # before anything is read or opened
+    if args.no_tcp and args.socket is None:
+        raise _refuse("--no-tcp needs --socket: the server must listen somewhere", 2)
     token = _read_token(args.token_file) if args.token_file else None
     clock = None
     if args.test_clock is not None:
@@ -108,6 +122,8 @@ def _run_serve(args: argparse.Namespace) -> int:
             args.path,
             host=args.host,
             port=args.port,
+            unix_socket=args.socket,
+            tcp=not args.no_tcp,
             token=token,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
@@ -118,7 +134,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise _refuse(str(e), 2) from None
-    if not is_loopback(args.host) and not server.tls:
+    if server.tcp and not is_loopback(args.host) and not server.tls:
         print(
             f"memcommit serve: WARNING: serving {args.host} without TLS sends the token and "
             "every memory in clear text; use --tls-cert/--tls-key",
@@ -127,5 +143,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     # Open the store before binding, so a locked or damaged log fails as a one-line error.
     with open_store(args.path, durability="none"):
         pass
-    server.run()
+    try:
+        server.run()
+    except CannotListen as e:
+        raise _refuse(str(e)) from None
     return 0

@@ -61,6 +61,10 @@ class MemoryServer:
         host: The address to bind: loopback (``127.0.0.1``) by default; any other needs
             `token`.
         port: The TCP port (0: any free one; the ``listening on`` line names it).
+        unix_socket: Also serve on a Unix domain socket at this path (owner-only, mode 0600;
+            removed when the server stops), for clients on the same host
+            (``RemoteStore("unix:///path")``).
+        tcp: Serve on TCP (`host`, `port`); False serves the Unix socket alone.
         token: The shared secret clients send as ``Authorization: Bearer TOKEN`` (at least
             16 characters). Without one, only a loopback bind is allowed.
         tls_cert: A PEM certificate chain file, to serve HTTPS (with `tls_key`).
@@ -89,6 +93,8 @@ class MemoryServer:
         *,
         host: str = "127.0.0.1",
         port: int = wire.DEFAULT_PORT,
+        unix_socket: str | os.PathLike[str] | None = None,
+        tcp: bool = True,
         token: str | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
@@ -114,9 +120,13 @@ class MemoryServer:
                 raise ValueError(f"{name}: must be a positive int, got {value!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port: must be an int from 0 to 65535, got {port!r}")
+        if not tcp and unix_socket is None:
+            raise ValueError("tcp=False needs unix_socket: the server must listen somewhere")
         self.path = os.fspath(path)
         self.host = host
         self.port = port
+        self.unix_socket = None if unix_socket is None else os.path.abspath(unix_socket)
+        self.tcp = tcp
         self.tls = tls_cert is not None
         self._tls_cert = tls_cert
         self._tls_key = tls_key
@@ -142,10 +152,21 @@ class MemoryServer:
 
     @property
     def url(self) -> str:
-        """The base URL clients use (with the bound port once the server is listening)."""
+        """The base URL clients use.
+
+        TCP's (with the bound port once the server is listening), or the Unix socket's when
+        the server has no TCP.
+        """
+        if not self.tcp:
+            return self.unix_url or ""
         scheme = "https" if self.tls else "http"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{self.port}"
+
+    @property
+    def unix_url(self) -> str | None:
+        """The Unix socket's URL (``unix:///path``), if the server has one."""
+        return None if self.unix_socket is None else f"unix://{self.unix_socket}"
 
     async def _startup(self) -> None:
         loop = asyncio.get_running_loop()
@@ -179,12 +200,17 @@ class MemoryServer:
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT; then finish in-flight commits, fsync, and return.
 
-        Prints ``memcommit serve: listening on URL`` to standard error once it accepts.
+        Prints ``memcommit serve: listening on URL`` (``URL and unix:///path`` with a Unix
+        socket) to standard error once it accepts.
+
+        Raises:
+            CannotListen: The Unix socket cannot be made (the message names its path).
         """
         listen.serve(
             self.app,
-            host=self.host,
+            host=self.host if self.tcp else None,
             port=self.port,
+            unix_socket=self.unix_socket,
             tls_cert=self._tls_cert,
             tls_key=self._tls_key,
             on_bound=self._bound,
@@ -196,8 +222,11 @@ class MemoryServer:
         self.port = port
 
     def _listening(self) -> None:
+        urls = [self.url] if self.tcp else []
+        if self.unix_url is not None:
+            urls.append(self.unix_url)
         print(
-            f"memcommit serve: listening on {self.url} ({self.path}, "
+            f"memcommit serve: listening on {' and '.join(urls)} ({self.path}, "
             f"lsn {self._identity.head}, durability {self.durability})",
             file=sys.stderr,
             flush=True,

@@ -1,4 +1,10 @@
-"""Running the server's ASGI app on uvicorn: the socket, the ``listening on`` line, signals.
+"""Running the server's ASGI app on uvicorn: the sockets, the ``listening on`` line, signals.
+
+The server listens on TCP, on a Unix domain socket, or on both (one uvicorn server accepts on
+every socket it is given). A Unix socket is made owner-only (mode 0600, set by the umask
+while it is bound, so no other user can connect in between) and removed when the server
+stops; a socket file left by a server that died is replaced, but one a live server still
+listens on is refused.
 
 On SIGTERM or SIGINT uvicorn stops accepting and waits (up to a minute) for the requests in
 flight, the server's own shutdown (see :mod:`memcommit.server`) having been started first;
@@ -7,20 +13,78 @@ then uvicorn re-raises the signal, so a supervisor sees the usual exit status fo
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import socket
+import stat
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from .auth import App
 
-__all__ = ["serve"]
+__all__ = ["CannotListen", "bind_unix", "serve"]
+
+SOCKET_MODE = 0o600
+"""The mode of the server's Unix socket: only its owner may connect."""
+
+
+class CannotListen(Exception):
+    """The server cannot listen where it was told to; the message names the address."""
+
+
+def bind_unix(path: str) -> socket.socket:
+    """A listening Unix domain socket at `path`, owner-only.
+
+    Raises:
+        CannotListen: `path` is too long for a Unix socket, exists and is not a socket, is a
+            socket another server is listening on, or cannot be bound (its directory is
+            missing, say); the message names `path`.
+    """
+    if len(os.fsencode(path)) >= 104:  # sun_path holds 104 bytes on macOS, 108 on Linux
+        raise CannotListen(f"--socket {path}: too long for a Unix socket (at most 103 bytes)")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(mode):
+            raise CannotListen(f"--socket {path}: exists and is not a socket; choose another path")
+        if _listening(path):
+            raise CannotListen(f"--socket {path}: a running server is listening on it")
+        os.unlink(path)  # left by a server that is gone
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o777 & ~SOCKET_MODE)
+    try:
+        sock.bind(path)
+    except OSError as e:
+        sock.close()
+        raise CannotListen(f"--socket {path}: cannot bind: {e.strerror or e}") from None
+    finally:
+        os.umask(old)
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _listening(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError as e:
+        return e.errno not in (errno.ECONNREFUSED, errno.ENOENT)
+    finally:
+        probe.close()
+    return True
 
 
 def serve(
     app: App,
     *,
-    host: str,
+    host: str | None,
     port: int,
+    unix_socket: str | None,
     tls_cert: str | None,
     tls_key: str | None,
     on_bound: Callable[[int], None],
@@ -31,11 +95,12 @@ def serve(
 
     Args:
         app: The ASGI application (its lifespan opens and closes the store).
-        host: The address to bind.
+        host: The address to bind, or None for no TCP.
         port: The TCP port (0: any free one).
-        tls_cert: A PEM certificate chain file, to serve HTTPS (with `tls_key`).
+        unix_socket: The path of a Unix domain socket to serve on too (or alone), or None.
+        tls_cert: A PEM certificate chain file, to serve HTTPS (with `tls_key`; TCP only).
         tls_key: The certificate's PEM private key file.
-        on_bound: Called with the bound port, before anything is served.
+        on_bound: Called with the bound TCP port (0 without TCP), before anything is served.
         on_listening: Called once the server accepts connections.
         on_signal: Called (in the thread the signal interrupts) when a signal asks the
             server to stop, before uvicorn stops.
@@ -44,7 +109,7 @@ def serve(
 
     config = uvicorn.Config(
         app,
-        host=host,
+        host=host or "127.0.0.1",
         port=port,
         log_level="warning",
         access_log=False,
@@ -71,9 +136,30 @@ def serve(
             if self.started:
                 on_listening()
 
+        async def shutdown(self, sockets: Any = None) -> None:
+            await super().shutdown(sockets=sockets)
+            # Before uvicorn re-raises the signal, which ends the process.
+            _remove(unix_socket)
+
     server = Server(config)
-    sock = config.bind_socket()
-    on_bound(int(sock.getsockname()[1]))
-    # uvicorn re-raises SIGTERM/SIGINT once it has shut down, so a supervisor sees the
-    # usual exit status for the signal; the log is closed by then.
-    server.run(sockets=[sock])
+    sockets: list[socket.socket] = []
+    try:
+        if host is not None:
+            sockets.append(config.bind_socket())
+        if unix_socket is not None:
+            sockets.append(bind_unix(unix_socket))
+        on_bound(int(sockets[0].getsockname()[1]) if host is not None else 0)
+        # uvicorn re-raises SIGTERM/SIGINT once it has shut down, so a supervisor sees the
+        # usual exit status for the signal; the log is closed by then.
+        server.run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+        if len(sockets) == (host is not None) + (unix_socket is not None):
+            _remove(unix_socket)  # bound by this call, so ours
+
+
+def _remove(path: str | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

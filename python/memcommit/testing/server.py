@@ -43,12 +43,16 @@ class ServerProcess:
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         self.output: list[str] = []
-        self.url = self._wait_listening(timeout)
-        self.port = int(self.url.rsplit(":", 1)[1])
+        urls = self._wait_listening(timeout)
+        self.url = urls[0]
+        """The first URL the server listens on (TCP's, unless it was started ``--no-tcp``)."""
+        self.unix_url = next((u for u in urls if u.startswith("unix:")), None)
+        """The Unix socket's URL, when started with ``--socket``."""
+        self.port = int(self.url.rsplit(":", 1)[1]) if self.url.startswith("http") else 0
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
 
-    def _wait_listening(self, timeout: float) -> str:
+    def _wait_listening(self, timeout: float) -> list[str]:
         assert self.process.stderr is not None
         deadline = time.monotonic() + timeout
         timer = threading.Timer(timeout, self.process.kill)
@@ -59,7 +63,7 @@ class ServerProcess:
                 self.output.append(line)
                 marker = "listening on "
                 if marker in line:
-                    return line.split(marker, 1)[1].split(" ", 1)[0]
+                    return line.split(marker, 1)[1].split(" (", 1)[0].split(" and ")
                 if time.monotonic() > deadline:
                     break
         finally:

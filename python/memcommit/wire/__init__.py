@@ -1,6 +1,7 @@
 """The wire between a :class:`~memcommit.server.MemoryServer` and its clients.
 
-The server and :class:`~memcommit.remote.RemoteStore` speak HTTP/1.1. Commits and role calls
+The server and :class:`~memcommit.remote.RemoteStore` speak HTTP/1.1, over TCP or over a Unix
+domain socket (``unix:///path``; the ``Host`` header is then ``localhost``). Commits and role calls
 travel as JSON; the log travels as the raw bytes of whole commits, exactly as they are in the
 server's file, so a client checks and applies them with the same Rust code that replays a log.
 

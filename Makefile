@@ -17,6 +17,7 @@ test: dev lint test-rust test-python bench-smoke wheel-test  ## everything CI ru
 
 test-rust:  ## the core's cargo tests, with the fault-injection tests (MEMCOMMIT_FAULT_SEEDS=500 for the long setting)
 	$(CARGO) test --locked -p memcommit-core --features fault-injection
+	$(CARGO) test --locked -p memcommit-wire
 
 test-python: langgraph-suites  ## the Python suite (kill -9 loop at its CI setting; MEMCOMMIT_KILLS=10000 for the long one)
 	$(PYTHON) -m pytest -q

@@ -9,6 +9,7 @@ __all__ = [
     "FORMAT_VERSION",
     "STORAGE_ERRNOS",
     "Commit",
+    "HttpClient",
     "Memory",
     "NativeLog",
     "Record",
@@ -72,6 +73,29 @@ class Record:
     def raw(self) -> bytes: ...
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+@final
+class HttpClient:
+    """A pool of keep-alive HTTP/1.1 connections to one server, over TCP or a Unix socket."""
+
+    def __new__(
+        cls,
+        *,
+        host: str | None = None,
+        port: int = 0,
+        unix_path: str | None = None,
+        headers: Sequence[tuple[str, str]] = ...,
+    ) -> HttpClient: ...
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        timeout: float,
+        headers: Sequence[tuple[str, str]] = ...,
+    ) -> tuple[int, dict[str, str], bytes]: ...
+    def hears(self, boot: str) -> bool: ...
+    def close(self) -> None: ...
 
 @final
 class Commit:

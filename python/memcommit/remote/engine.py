@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from http.client import HTTPMessage
 from typing import Any, NoReturn, cast
 
 from .. import _native, wire
@@ -23,7 +22,7 @@ from ..errors import NotSupported
 from ..manifest import ManifestEntry
 from ..roles.roleset import ROLE_NAMES, Roles
 from .commit import RemoteCommit
-from .pipeline import Http, Pipeline
+from .pipeline import Headers, Http, Pipeline
 from .replica import Replica
 from .roles import remote_role
 
@@ -99,7 +98,7 @@ class RemoteEngine:
         state = "closed" if self._pipeline.closed else f"lsn={self._live.log.lsn}"
         return f"{self.url} {state}"
 
-    def _note(self, headers: HTTPMessage) -> None:
+    def _note(self, headers: Headers) -> None:
         """Take in the identity headers of an answer (once the replica exists)."""
         if self._replica is not None:
             self._replica.note(headers)

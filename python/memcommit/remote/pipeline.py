@@ -1,6 +1,7 @@
 """The road to the server: keep-alive connections, retries, and commits that travel together.
 
-* :class:`Http` is a small pool of HTTP/1.1 keep-alive connections (stdlib ``http.client``).
+* :class:`Http` is a small pool of HTTP/1.1 keep-alive connections: native over TCP and Unix
+  sockets, the standard library's ``http.client`` over TLS.
 * :class:`Pipeline` sends requests over it: a read is retried while the server is away
   (:meth:`Pipeline.request`); commits and role calls from many threads of one process are
   pipelined (:meth:`Pipeline.submit`): the ones queued together travel in one request, and
@@ -25,10 +26,10 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from .. import wire
+from .. import _native, wire
 from ..errors import StoreClosed
 
 __all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
@@ -44,30 +45,8 @@ class MaybeSent(Exception):
     """The request may have reached the server; its answer was lost."""
 
 
-class _Connection(http.client.HTTPConnection):
-    """A keep-alive connection that remembers which server start last answered on it."""
-
-    heard: str | None = None
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    """A keep-alive connection over a Unix domain socket (``unix:///path``)."""
-
-    heard: str | None = None
-
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
+Headers = Mapping[str, str]
+"""An answer's headers, names lowercased (the :mod:`memcommit.wire` ``H_*`` names)."""
 
 
 class _TlsConnection(http.client.HTTPSConnection):
@@ -96,10 +75,12 @@ def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
 
 
 class Http:
-    """A small pool of keep-alive HTTP/1.1 connections to one server (stdlib ``http.client``).
+    """A small pool of keep-alive HTTP/1.1 connections to one server.
 
-    Over TCP (``http://``, ``https://``) or a Unix domain socket (``unix:///path``, or
-    ``unix:path`` relative to the working directory).
+    Over TCP (``http://``) or a Unix domain socket (``unix:///path``, or ``unix:path``
+    relative to the working directory), the pool is native (:class:`memcommit._native.
+    HttpClient`: the request written and its answer read and parsed with the GIL released);
+    over TLS (``https://``) it is the standard library's ``http.client``.
 
     Safe to share between threads: each request takes a connection of its own. Each
     connection remembers the server start (``X-Memcommit-Boot``) that last answered on it:
@@ -109,47 +90,47 @@ class Http:
 
     def __init__(self, url: str, token: str | None, timeout: float, ca_file: str | None) -> None:
         parts = urllib.parse.urlsplit(url)
-        self._unix: str | None = None
+        unix: str | None = None
         if parts.scheme == "unix":
             if parts.netloc or not parts.path or parts.query or parts.fragment:
                 raise ValueError(
                     f"url: {url!r} is not a Unix socket URL; write unix:///absolute/path "
                     "or unix:relative/path"
                 )
-            self._unix = os.path.abspath(urllib.parse.unquote(parts.path))
+            unix = os.path.abspath(urllib.parse.unquote(parts.path))
         elif parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
                 f"url: {url!r} is not an http://, https:// or unix:// (Unix socket) URL"
             )
-        self.url = url.rstrip("/") if self._unix is None else f"unix://{self._unix}"
+        self.url = url.rstrip("/") if unix is None else f"unix://{unix}"
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
-        self._prefix = "" if self._unix is not None else parts.path.rstrip("/")
+        self._prefix = "" if unix is not None else parts.path.rstrip("/")
         self._timeout = timeout
-        self._context: ssl.SSLContext | None = None
-        if self._https:
-            self._context = ssl.create_default_context(cafile=ca_file)
         self._headers = {"Content-Type": "application/json"}
         if token is not None:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._idle: list[_Connection | _TlsConnection | _UnixConnection] = []
-        self._busy: set[_Connection | _TlsConnection | _UnixConnection] = set()
+        self._native: _native.HttpClient | None = None
+        self._context: ssl.SSLContext | None = None
+        if self._https:
+            self._context = ssl.create_default_context(cafile=ca_file)
+        elif unix is not None:
+            self._native = _native.HttpClient(unix_path=unix, headers=list(self._headers.items()))
+        else:
+            self._native = _native.HttpClient(
+                host=self._host, port=self._port, headers=list(self._headers.items())
+            )
+        self._idle: list[_TlsConnection] = []
+        self._busy: set[_TlsConnection] = set()
         self._lock = threading.Lock()
         self.closed = False
 
-    def _connection(self, timeout: float) -> _Connection | _TlsConnection | _UnixConnection:
+    def _connection(self, timeout: float) -> _TlsConnection:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
-            if self._unix is not None:
-                conn = _UnixConnection(self._unix, timeout)
-            elif self._https:
-                conn = _TlsConnection(
-                    self._host, self._port, timeout=timeout, context=self._context
-                )
-            else:
-                conn = _Connection(self._host, self._port, timeout=timeout)
+            conn = _TlsConnection(self._host, self._port, timeout=timeout, context=self._context)
         if conn.sock is None:
             try:
                 conn.connect()
@@ -157,7 +138,7 @@ class Http:
                 conn.close()
                 raise NotSent(str(e) or type(e).__name__) from e
             sock: socket.socket | None = conn.sock
-            if sock is not None and sock.family != socket.AF_UNIX:
+            if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         elif conn.sock is not None:
             conn.sock.settimeout(timeout)
@@ -165,14 +146,19 @@ class Http:
 
     def request(
         self, method: str, path: str, body: bytes | None = None, timeout: float | None = None
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """Send one request; return status, headers and body.
+    ) -> tuple[int, Headers, bytes]:
+        """Send one request; return status, headers (names lowercased) and body.
 
         Raises:
             NotSent: No connection could be made.
             MaybeSent: The connection failed after the request may have been sent.
         """
-        conn = self._connection(self._timeout if timeout is None else timeout)
+        wait = self._timeout if timeout is None else timeout
+        if self._native is not None:
+            if self.closed:
+                raise NotSent("the store is closed")
+            return self._native.request(method, self._prefix + path, body, wait)
+        conn = self._connection(wait)
         with self._lock:
             self._busy.add(conn)
         response: http.client.HTTPResponse | None = None
@@ -188,13 +174,14 @@ class Http:
         finally:
             with self._lock:
                 self._busy.discard(conn)
-        conn.heard = response.headers.get(wire.H_BOOT) or None
+        headers = {name.lower(): value for name, value in response.getheaders()}
+        conn.heard = headers.get(wire.H_BOOT) or None
         if response.will_close or self.closed:
             conn.close()
         else:
             with self._lock:
                 self._idle.append(conn)
-        return response.status, response.headers, data
+        return response.status, headers, data
 
     def hears(self, boot: str | None) -> bool:
         """Whether an idle connection that server start `boot` last answered on is still open.
@@ -204,6 +191,8 @@ class Http:
         """
         if boot is None:
             return False
+        if self._native is not None:
+            return self._native.hears(boot)
         with self._lock:
             for conn in list(self._idle):
                 if conn.heard != boot:
@@ -216,6 +205,10 @@ class Http:
 
     def close(self) -> None:
         """Close every connection; a request waiting on one (a long poll) fails at once."""
+        if self._native is not None:
+            self.closed = True
+            self._native.close()
+            return
         with self._lock:
             self.closed = True
             idle, self._idle = self._idle, []
@@ -292,7 +285,7 @@ class Pipeline:
         retry_seconds: float,
         ca_file: str | None,
         max_in_flight: int,
-        on_answer: Callable[[http.client.HTTPMessage], None] | None = None,
+        on_answer: Callable[[Headers], None] | None = None,
     ) -> None:
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
             raise TypeError(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
@@ -326,14 +319,14 @@ class Pipeline:
         self.closed = True
         self.http.close()
 
-    def _note(self, headers: http.client.HTTPMessage) -> None:
+    def _note(self, headers: Headers) -> None:
         boot = headers.get(wire.H_BOOT)
         if boot:
             self.boot = boot
         if self.on_answer is not None:
             self.on_answer(headers)
 
-    def ask_once(self, method: str, path: str) -> tuple[int, http.client.HTTPMessage] | None:
+    def ask_once(self, method: str, path: str) -> tuple[int, Headers] | None:
         """Send one request, never retried; None if the server could not be reached."""
         try:
             status, headers, _ = self.http.request(method, path)
@@ -345,7 +338,7 @@ class Pipeline:
 
     def request(
         self, method: str, path: str, body: bytes | None = None, timeout: float | None = None
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    ) -> tuple[int, Headers, bytes]:
         """Send a request that is safe to repeat (a read), retrying while the server is away."""
         deadline = time.monotonic() + self._retry_seconds
         delay = 0.02

@@ -19,13 +19,12 @@ replays a log file.
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 from typing import Any
 
 from .. import _native, wire
-from .pipeline import Pipeline
+from .pipeline import Headers, Pipeline
 
 __all__ = ["Replica"]
 
@@ -58,7 +57,7 @@ class Replica:
         """The server's compaction manifest, as of the replica's generation."""
         self.log = self._bootstrap()
 
-    def note(self, headers: http.client.HTTPMessage) -> None:
+    def note(self, headers: Headers) -> None:
         """Take in the identity headers of an answer (the log the server serves now)."""
         boot = headers.get(wire.H_BOOT)
         store, generation = headers.get(wire.H_STORE), headers.get(wire.H_GENERATION)

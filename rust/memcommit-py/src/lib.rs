@@ -9,6 +9,7 @@ mod commit;
 mod convert;
 mod errors;
 mod gate;
+mod http;
 mod store;
 mod values;
 
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<commit::Commit>()?;
     m.add_class::<values::Memory>()?;
     m.add_class::<values::Record>()?;
+    m.add_class::<http::HttpClient>()?;
     m.add_function(wrap_pyfunction!(store::inspect_log, m)?)?;
     m.add_function(wrap_pyfunction!(store::truncate_log, m)?)?;
     m.add_function(wrap_pyfunction!(store::new_ids, m)?)?;

@@ -128,14 +128,21 @@ def _operation(op: ops.Operation) -> Callable[..., Any]:
     """
     checked = getattr(Commit, op.name)
     signature = inspect.signature(checked)
+    params = list(signature.parameters.values())[1:]  # after self
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        raise TypeError(f"Commit.{op.name} must name every parameter")
+    # What signature.bind would give for a call the native check accepted, without binding
+    # each call: the defaults, then the positional values by name, then the keywords.
+    names = [p.name for p in params]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     def method(self: RemoteCommit, *args: Any, **kwargs: Any) -> Any:
         args = tuple(_once(a) for a in args)
         kwargs = {name: _once(v) for name, v in kwargs.items()}
         made = getattr(self._check, op.name)(*args, **kwargs)
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        values = {name: v for name, v in bound.arguments.items() if name != "self"}
+        values = dict(defaults)
+        values.update(zip(names, args, strict=False))  # the check took them all
+        values.update(kwargs)
         if made is not None:
             values[op.fields[0]] = made
         self._add(op, values)

@@ -35,6 +35,7 @@ from ..errors import StoreClosed
 __all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
 
 _MAX_BATCH = 512  # commits per request from one store
+_MAX_USERS = 4096  # threads a pipeline remembers having sent through it
 
 
 class NotSent(Exception):
@@ -303,6 +304,9 @@ class Pipeline:
         self._pipe: list[_Pending] = []
         self._pipe_lock = threading.Lock()
         self._senders = 0
+        # The threads that have sent through this pipeline (at most _MAX_USERS remembered):
+        # once all of them are queued, no other commit can join the next request.
+        self._users: set[int] = set()
 
     @property
     def url(self) -> str:
@@ -386,6 +390,8 @@ class Pipeline:
         self.check_open()
         pending = _Pending(spec)
         with self._pipe_lock:
+            if len(self._users) < _MAX_USERS:
+                self._users.add(threading.get_ident())
             self._pipe.append(pending)
             if self._senders < self._max_in_flight:
                 self._senders += 1
@@ -407,11 +413,14 @@ class Pipeline:
         while True:
             # Let the threads just answered queue their next commits first (yield the GIL while
             # the queue keeps growing), so that they travel together instead of one alone and
-            # the rest a round trip later.
-            queued = -1
-            while queued != len(self._pipe) and queued < _MAX_BATCH:
-                queued = len(self._pipe)
+            # the rest a round trip later; no wait when every thread is queued already (one
+            # thread alone never waits).
+            queued = len(self._pipe)
+            while queued < min(len(self._users), _MAX_BATCH):
                 time.sleep(0)
+                if len(self._pipe) == queued:
+                    break
+                queued = len(self._pipe)
             with self._pipe_lock:
                 batch = self._pipe[:_MAX_BATCH]
                 del self._pipe[:_MAX_BATCH]

@@ -439,6 +439,52 @@ def test_the_async_facade_searches(tmp_path: Path) -> None:
     assert asyncio.run(run()) == ["a"]
 
 
+def test_a_large_store_searches_through_the_approximate_index_once_built(
+    tmp_path: Path,
+) -> None:
+    """From 50,000 vectors the graph is built beside the store; searches stay right meanwhile."""
+    rng = random.Random(7)
+    n, dims = 60_000, 8
+    vectors = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(n)]
+    store = memcommit.open(str(tmp_path / "m.db"), durability="none")
+    ids = [f"m{i}" for i in range(n)]
+    with store.commit() as c:
+        c.put_many([f"memory {i}" for i in range(n)], ids=ids, vectors=vectors)
+
+    def exact(q: list[float], k: int, alive: set[str]) -> list[str]:
+        def cos(v: list[float]) -> float:
+            dot = sum(a * b for a, b in zip(q, v, strict=True))
+            return dot / (math.sqrt(sum(a * a for a in q)) * math.sqrt(sum(b * b for b in v)))
+
+        ranked = sorted((i for i in range(n) if ids[i] in alive), key=lambda i: -cos(vectors[i]))
+        return [ids[i] for i in ranked[:k]]
+
+    alive = set(ids)
+    queries = [vectors[rng.randrange(n)] for _ in range(20)]
+    # Before the graph is ready, searches are exact (the first one starts the build).
+    for q in queries[:3]:
+        assert _ids(store.search(q, k=10, mode="vector")) == exact(q, 10, alive)
+    # Commits go on while it builds; the graph takes them in.
+    with store.commit() as c:
+        for i in range(0, 2000, 2):
+            c.stale(ids[i])
+    alive -= {ids[i] for i in range(0, 2000, 2)}
+    assert store.wait_for_vector_index() is True
+    hits = 0
+    for q in queries:
+        got = _ids(store.search(q, k=10, mode="vector"))
+        assert len(got) == 10
+        assert all(mid in alive for mid in got), "a stale memory was found"
+        hits += len(set(got) & set(exact(q, 10, alive)))
+    assert hits >= 0.9 * 10 * len(queries), f"recall@10 {hits / (10 * len(queries))}"
+    # A small store has no approximate index to wait for.
+    small = memcommit.open(str(tmp_path / "small.db"))
+    small.put("one", vector=[1.0, 0.0])
+    assert small.wait_for_vector_index() is False
+    store.close()
+    small.close()
+
+
 def test_context_with_a_query_spends_the_budget_on_relevant_memories(
     store: memcommit.MemoryStore,
 ) -> None:

@@ -231,6 +231,7 @@ class AsyncMemoryStore:
     get_many = _forwarded(MemoryStore.get_many, writes=False)
     find = _forwarded(MemoryStore.find, writes=False)
     search = _forwarded(MemoryStore.search, writes=False)
+    wait_for_vector_index = _forwarded(MemoryStore.wait_for_vector_index, writes=False)
     history = _forwarded(MemoryStore.history, writes=False)
 
     async def records(self, after: int = 0) -> AsyncIterator[Record]:

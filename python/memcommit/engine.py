@@ -162,6 +162,10 @@ class LogView(Protocol):
         """The length of the store's vectors; None while no memory has one."""
         ...
 
+    def wait_for_vector_index(self) -> bool:
+        """Build the approximate vector index now if the store uses one; wait for it."""
+        ...
+
 
 @dataclass(frozen=True)
 class CompactionPlan:

@@ -332,6 +332,23 @@ class MemoryStore(Roles):
         found = self._engine.view().search(mode, text, vector, k, tier, kind, task, status, tags)
         return [SearchHit(memory, score) for memory, score in found]
 
+    def wait_for_vector_index(self) -> bool:
+        """Have the approximate vector index ready for :meth:`search`, waiting for its build.
+
+        A store with at least 50,000 vectors searches them through an approximate index (an
+        HNSW graph; below that, the exact scan is fast enough). Its first vector search starts
+        the build on a thread of its own, and searches are answered by the exact scan until
+        the graph is ready, so nothing waits for it (about 12 s at 100,000 vectors and minutes
+        at a million, on two cores). Call this to build it ahead, after a bulk load or when a
+        server starts, and to wait until searches go through it. Commits and searches from
+        other threads go on meanwhile.
+
+        Returns:
+            True once the graph is in place; False when the store has too few vectors to use
+            one, or it could not be built (searches then stay exact).
+        """
+        return self._engine.view().wait_for_vector_index()
+
     @property
     def embedder(self) -> Embedder | None:
         """The store's embedder (``memcommit.open(path, embed=fn)``), or None."""

@@ -93,7 +93,9 @@ fn the_approximate_index_follows_every_commit() {
     }
     let probe = model["m5"].clone();
     assert!(search(&log, &probe, 10, active()).iter().any(|h| h.0 == "m5"));
-    // The first search built the graph beside the matrix.
+    // The first search started the graph's build, in the background; it is beside the
+    // matrix once done.
+    assert!(log.wait_for_vector_graph().unwrap());
     assert!(log.search_heap_bytes() > count * DIMS * 4 + count * 64);
 
     // Mark some stale and re-put others with new vectors, a commit each.

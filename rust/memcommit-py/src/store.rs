@@ -257,6 +257,12 @@ impl NativeLog {
         self.run(py, |log| log.vector_dims())
     }
 
+    /// Build the approximate vector index now if the store uses one, and wait for it
+    /// (`MemoryStore.wait_for_vector_index`).
+    fn wait_for_vector_index(&self, py: Python<'_>) -> PyResult<bool> {
+        self.run(py, |log| log.wait_for_vector_graph())
+    }
+
     /// The `k` best memories for a query with their scores, best first (`MemoryStore.search`).
     #[pyo3(signature = (mode, text, vector, k, tier=None, kind=None, task=None, status=None, tags=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature of search

@@ -73,11 +73,11 @@ pub struct Options {
     /// A writer saves the index file when it closes a log that has grown by at least this
     /// many records since the index file it opened with (or since its creation); 0: never.
     pub index_file_every: u64,
-    /// From how many vectors vector search goes to the approximate index (`search::ann`);
-    /// `None` (the default): always the exact scan. The graph is built by the first search that
-    /// needs it, under the store's state lock, so commits wait for it: 16 s at 100,000 vectors,
-    /// minutes at 1,000,000 (BENCHMARKS.md). Until it is built beside the store instead, the
-    /// exact scan (9 ms at 100,000, 80 ms at 1,000,000) is what a store does by default.
+    /// From how many vectors vector search goes to the approximate index (`search::ann`;
+    /// default [`ANN_FROM`](crate::search::vectors::ANN_FROM)); `None`: always the exact scan.
+    /// The first search that needs the graph starts its build on a thread of its own and
+    /// searches are answered by the exact scan until it is ready (12 s at 100,000 vectors,
+    /// minutes at 1,000,000: BENCHMARKS.md); commits never wait for it.
     pub approximate_from: Option<usize>,
 }
 
@@ -89,7 +89,7 @@ impl Default for Options {
             max_record_bytes: 16 << 20,
             read_only: false,
             index_file_every: 100_000,
-            approximate_from: None,
+            approximate_from: Some(crate::search::vectors::ANN_FROM),
         }
     }
 }
@@ -778,8 +778,10 @@ impl Log {
         }
         st.closed = true;
         // A closed log reads nothing more: free the index now (and unmap an index file it
-        // was read from), not when the last handle goes.
+        // was read from), not when the last handle goes; and the search index, which stops a
+        // graph build under way.
         st.index = Index::new();
+        *self.search.write() = Default::default();
         drop(st);
         // Dropping the lock file's handle releases the OS lock.
         self.lock_file.lock().take();

@@ -74,6 +74,29 @@ impl Log {
         Ok(reads.into_iter().zip(hits).filter_map(|(r, (_, score))| r.map(|r| (r, score))).collect())
     }
 
+    /// Build the approximate vector index now if the store is large enough to use it and it is
+    /// not built (searches start that build themselves, in the background, and are answered
+    /// exactly until it is ready), and wait for it. The locks are taken only for moments, so
+    /// commits and searches go on meanwhile. True once the graph is in place; false when the
+    /// store does not use one (too few vectors, or not turned on) or it could not be built.
+    pub fn wait_for_vector_graph(&self) -> Result<bool> {
+        loop {
+            let ready = {
+                let st = self.state.read();
+                self.check_open(&st)?;
+                let s = self.search_state(&st)?;
+                if !s.index.vectors.approximate() {
+                    return Ok(false);
+                }
+                s.index.vectors.poll_graph()
+            };
+            if let Some(ready) = ready {
+                return Ok(ready);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// The dimension of this store's vectors; `None` while no memory has one.
     pub fn vector_dims(&self) -> Result<Option<usize>> {
         let st = self.state.read();

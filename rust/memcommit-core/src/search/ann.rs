@@ -73,12 +73,14 @@ impl std::fmt::Debug for Ann {
 
 impl Ann {
     /// A graph over `rows` (entry number and unit vector of `dims` values), built on `threads`
-    /// threads. `None` if usearch cannot allocate it.
+    /// threads. `None` if usearch cannot allocate it, or once `stop` is set (checked every
+    /// few hundred rows).
     pub(crate) fn build<'a>(
         dims: usize,
         rows: impl Iterator<Item = (u32, &'a [f32])> + Clone + Send,
         count: usize,
         threads: usize,
+        stop: &std::sync::atomic::AtomicBool,
     ) -> Option<Ann> {
         let opts = IndexOptions {
             dimensions: dims,
@@ -97,8 +99,9 @@ impl Ann {
             for t in 0..threads {
                 let (index, rows, failed) = (&index, rows.clone(), &failed);
                 s.spawn(move || {
-                    for (n, v) in rows.skip(t).step_by(threads) {
-                        if index.add(u64::from(n), v).is_err() {
+                    for (i, (n, v)) in rows.skip(t).step_by(threads).enumerate() {
+                        let stopped = i % 256 == 0 && stop.load(std::sync::atomic::Ordering::Relaxed);
+                        if stopped || index.add(u64::from(n), v).is_err() {
                             failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             return;
                         }
@@ -183,6 +186,12 @@ impl Ann {
     ) -> Option<Vec<u32>> {
         let found = self.index.filtered_search(q, k, |key| u32::try_from(key).is_ok_and(accept)).ok()?;
         Some(found.keys.iter().filter_map(|&key| u32::try_from(key).ok()).collect())
+    }
+
+    /// Whether entry `n` is in the graph.
+    #[cfg(test)]
+    pub(crate) fn contains(&self, n: u32) -> bool {
+        self.index.contains(u64::from(n))
     }
 
     /// Bytes the graph holds (usearch's own estimate).

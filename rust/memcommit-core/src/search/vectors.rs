@@ -5,14 +5,23 @@
 //! Rows are numbered apart from entries so a store where few memories carry vectors holds only
 //! theirs; a memory whose new put has no vector frees its row for the next one.
 //!
-//! The matrix stays the truth. The graph is built on the first search above the threshold and
-//! from then on follows every [`Vectors::set`] (a removed or replaced entry's old vector is a
-//! tombstone no search returns); every result it gives is scored again from the matrix and
-//! checked against the query's filter, so what comes back is what the store holds now. A query
-//! is answered exactly when the store is small, when its filter lets few vectors through (the
-//! scan then only scores those), and when the graph finds fewer than `k`.
+//! The matrix stays the truth. The graph is built in the background, on a thread of its own,
+//! once a search finds the store above the threshold (or the graph worn), and searches are
+//! answered by the scan until it is ready: a store never stops for a build (12 s at 100,000
+//! vectors, minutes at a million). The build reads a snapshot of the matrix, which is kept in
+//! blocks shared copy-on-write, so taking it copies nothing and a write during the build
+//! copies only the block it changes; the entries written meanwhile are noted and put into the
+//! graph as they are now when it is installed. From then on the graph follows every
+//! [`Vectors::set`] (a removed or replaced entry's old vector is a tombstone no search
+//! returns). Every result it gives is scored again from the matrix and checked against the
+//! query's filter, so what comes back is what the store holds now. A query is answered exactly
+//! when the store is small, when its filter lets few vectors through (the scan then only
+//! scores those), while the graph is being built, and when the graph finds fewer than `k`.
 
-use parking_lot::{RwLock, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use simsimd::SpatialSimilarity;
 
 use crate::search::ann::{self, Ann};
@@ -43,19 +52,53 @@ const SELECTIVE: f64 = 1.0 / 20.0;
 /// Vectors a query's filter is tried on to estimate its share.
 const FILTER_SAMPLE: usize = 256;
 
-/// The approximate index, once built.
+/// Rows per block of the matrix: the unit a write during a graph build copies.
+const BLOCK_ROWS: usize = 1024;
+
+/// A graph being built in the background: its result once the thread is done, and the flag
+/// that tells the thread to give up (the store closed, or dropped below the threshold).
+#[derive(Debug)]
+struct Build {
+    result: Arc<Mutex<Option<Option<Ann>>>>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Build {
+    fn done(&self) -> bool {
+        self.result.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
+/// The approximate index: the graph in use, and the one being built.
 #[derive(Debug, Default)]
 struct AnnSlot {
     graph: Option<Ann>,
+    building: Option<Build>,
+    /// Entries written since the build's snapshot: put into the new graph as they are when it
+    /// is installed.
+    written: Vec<u32>,
     /// usearch could not build or update it: searches stay exact until the store drops below
     /// half the threshold.
     failed: bool,
 }
 
 impl AnnSlot {
-    /// Whether a search must build the graph first: there is none, or it is worn.
+    /// Whether a graph should be built: there is none, or it is worn, and none is on its way.
     fn to_build(&self) -> bool {
-        !self.failed && self.graph.as_ref().is_none_or(Ann::worn)
+        !self.failed && self.building.is_none() && self.graph.as_ref().is_none_or(Ann::worn)
+    }
+
+    fn cancel(&mut self) {
+        if let Some(b) = self.building.take() {
+            b.cancel.store(true, Ordering::Relaxed);
+        }
+        self.written.clear();
+    }
+}
+
+impl Drop for AnnSlot {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }
 
@@ -63,14 +106,15 @@ impl AnnSlot {
 #[derive(Debug, Default)]
 pub struct Vectors {
     dims: usize,
-    /// `rows × dims` values, each row a unit vector (or zeros for a zero vector).
-    data: Vec<f32>,
+    /// The matrix: rows of `dims` values, each a unit vector (or zeros for a zero vector), in
+    /// blocks of [`BLOCK_ROWS`] rows shared copy-on-write with a graph build's snapshot.
+    blocks: Vec<Arc<Vec<f32>>>,
     entry_of_row: Vec<u32>,
     row_of_entry: Vec<u32>,
     free: Vec<u32>,
     live: usize,
-    /// Behind a lock because a search (`&self`) builds it: searches share it, the one that
-    /// builds or rebuilds the graph holds it alone.
+    /// Behind a lock because a search (`&self`) starts a build and installs its graph:
+    /// searches share it, and hold it alone only for those two moments.
     ann: RwLock<AnnSlot>,
     /// From how many vectors searches go to the approximate index; `None`: never.
     approximate_from: Option<usize>,
@@ -95,7 +139,9 @@ impl Vectors {
     /// Bytes held.
     pub fn heap_bytes(&self) -> usize {
         let graph = self.ann.read().graph.as_ref().map_or(0, Ann::heap_bytes);
-        self.data.capacity() * 4 + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4 + graph
+        self.blocks.iter().map(|b| b.capacity() * 4).sum::<usize>()
+            + (self.entry_of_row.capacity() + self.row_of_entry.capacity()) * 4
+            + graph
     }
 
     /// Whether [`search`](Self::search) goes to the approximate index (it is turned on, and
@@ -134,6 +180,9 @@ impl Vectors {
                 }
                 if live < until {
                     slot.failed = false;
+                    slot.cancel();
+                } else if slot.building.is_some() {
+                    slot.written.push(n);
                 }
             }
             return true;
@@ -152,20 +201,28 @@ impl Vectors {
             r
         } else {
             self.live += 1;
+            let r = self.entry_of_row.len();
             self.entry_of_row.push(NONE);
-            self.data.resize(self.data.len() + self.dims, 0.0);
-            (self.entry_of_row.len() - 1) as u32
+            if r.is_multiple_of(BLOCK_ROWS) {
+                self.blocks.push(Arc::new(vec![0.0; BLOCK_ROWS * self.dims]));
+            }
+            r as u32
         };
         if self.row_of_entry.len() <= n as usize {
             self.row_of_entry.resize(n as usize + 1, NONE);
         }
         self.row_of_entry[n as usize] = row;
         self.entry_of_row[row as usize] = n;
-        let dst = &mut self.data[row as usize * self.dims..(row as usize + 1) * self.dims];
-        normalize_into(v, dst);
+        let (b, at) = (row as usize / BLOCK_ROWS, (row as usize % BLOCK_ROWS) * self.dims);
+        // Copied first if a graph build's snapshot holds the block.
+        let block = Arc::make_mut(&mut self.blocks[b]);
+        normalize_into(v, &mut block[at..at + self.dims]);
         let slot = self.ann.get_mut();
+        if slot.building.is_some() {
+            slot.written.push(n);
+        }
         if let Some(g) = &mut slot.graph {
-            if !g.insert(n, &self.data[row as usize * self.dims..(row as usize + 1) * self.dims]) {
+            if !g.insert(n, &self.blocks[b][at..at + self.dims]) {
                 slot.graph = None;
                 slot.failed = true;
             }
@@ -178,7 +235,9 @@ impl Vectors {
     ///
     /// Exact below [`ANN_FROM`] vectors and for filters that let few through; above, from the
     /// approximate index (most of the true `k` best, recall@10 0.95 or more on the measured
-    /// data), falling back to the exact scan when it finds fewer than `k`.
+    /// data) once its graph is built, falling back to the exact scan when it finds fewer than
+    /// `k`. The first search above the threshold starts the build in the background and is
+    /// answered by the scan, as are the searches that come before the graph is ready.
     pub fn search(&self, query: &[f32], k: usize, accept: &(dyn Fn(u32) -> bool + Sync)) -> Vec<(u32, f32)> {
         if !self.approximate() || self.dims == 0 || query.len() != self.dims || k == 0 {
             return self.search_exact(query, k, accept);
@@ -186,38 +245,93 @@ impl Vectors {
         if self.share_accepted(accept) < SELECTIVE {
             return self.search_exact(query, k, accept);
         }
-        match self.search_approximate(query, k, accept) {
+        let slot = self.graph_now();
+        match self.through_graph(&slot, query, k, accept) {
             Some(hits) if hits.len() >= k.min(self.live) => hits,
-            _ => self.search_exact(query, k, accept),
+            _ => {
+                drop(slot);
+                self.search_exact(query, k, accept)
+            }
         }
     }
 
-    /// [`search`](Self::search) from the approximate index whatever the store's size (built
-    /// now if it is not yet): `None` if it cannot be built or another search is building it.
-    /// It may find fewer than `k`, and need not find the true best; what it finds is scored
-    /// from the store's vectors and let through by `accept`. For measurements and tests.
+    /// [`search`](Self::search) from the approximate index whatever the store's size, its
+    /// graph built (or rebuilt, if worn) first if it is not ready, waiting for that: `None`
+    /// if usearch cannot build it. It may find fewer than `k`, and need not find the true
+    /// best; what it finds is scored from the store's vectors and let through by `accept`. For
+    /// measurements and tests.
     pub fn search_approximate(
         &self,
         query: &[f32],
         k: usize,
         accept: &(dyn Fn(u32) -> bool + Sync),
     ) -> Option<Vec<(u32, f32)>> {
-        let Some(q) = self.unit_query(query, k) else { return Some(Vec::new()) };
-        // A graph being built (for minutes, on a large store) holds the lock alone: a search
-        // that arrives meanwhile is answered by the scan rather than wait.
-        let mut slot = self.ann.try_read()?;
-        if slot.to_build() {
-            drop(slot);
-            let mut w = self.ann.write();
-            if w.to_build() {
-                w.graph = None;
-                w.graph = self.build_graph();
-                w.failed = w.graph.is_none();
-            }
-            slot = RwLockWriteGuard::downgrade(w);
+        if !self.wait_for_graph() {
+            return None;
         }
-        let keys = slot.graph.as_ref()?.search(&q, k.saturating_mul(ann::FETCH), accept)?;
+        let slot = self.ann.read();
+        self.through_graph(&slot, query, k, accept)
+    }
+
+    /// Start a graph build if one is due (none, or a worn one, and none on its way), and wait
+    /// until a graph built since is in place. False if usearch could not build one.
+    pub fn wait_for_graph(&self) -> bool {
+        loop {
+            if let Some(ready) = self.poll_graph() {
+                return ready;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// One step of [`wait_for_graph`](Self::wait_for_graph): install a finished build, start
+    /// a due one; `Some(whether a graph is in place)` once none is under way, `None` while one
+    /// is.
+    pub fn poll_graph(&self) -> Option<bool> {
+        let mut slot = self.ann.write();
+        self.install(&mut slot);
+        if slot.failed {
+            return Some(false);
+        }
+        if slot.to_build() {
+            self.start_build(&mut slot);
+        }
+        slot.building.is_none().then_some(slot.graph.is_some())
+    }
+
+    /// Whether a graph build is under way.
+    pub fn building_graph(&self) -> bool {
+        self.ann.read().building.is_some()
+    }
+
+    /// The slot, with a finished build's graph installed and a due build started (each
+    /// under the write lock for a moment, and only when there is one).
+    fn graph_now(&self) -> RwLockReadGuard<'_, AnnSlot> {
+        let slot = self.ann.read();
+        let finished = slot.building.as_ref().is_some_and(Build::done);
+        if !finished && !slot.to_build() {
+            return slot;
+        }
         drop(slot);
+        let mut w = self.ann.write();
+        self.install(&mut w);
+        if w.to_build() {
+            self.start_build(&mut w);
+        }
+        RwLockWriteGuard::downgrade(w)
+    }
+
+    /// The graph's answer to a query, scored again from the matrix; `None` without a graph or
+    /// when usearch fails.
+    fn through_graph(
+        &self,
+        slot: &AnnSlot,
+        query: &[f32],
+        k: usize,
+        accept: &(dyn Fn(u32) -> bool + Sync),
+    ) -> Option<Vec<(u32, f32)>> {
+        let Some(q) = self.unit_query(query, k) else { return Some(Vec::new()) };
+        let keys = slot.graph.as_ref()?.search(&q, k.saturating_mul(ann::FETCH), accept)?;
         // Ranked again by the exact vectors. The graph follows `set`, so each is live; checked
         // all the same, as is the filter.
         let mut top = TopK::new(k);
@@ -230,12 +344,56 @@ impl Vectors {
         Some(top.into_sorted())
     }
 
-    /// A graph over every row, on up to 8 threads.
-    fn build_graph(&self) -> Option<Ann> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        let rows =
-            self.entry_of_row.iter().enumerate().filter(|(_, &n)| n != NONE).map(|(r, &n)| (n, self.row(r)));
-        Ann::build(self.dims, rows, self.live, threads)
+    /// Build a graph over a snapshot of the matrix on a thread of its own (on all cores but
+    /// one, so the store's own work keeps one).
+    fn start_build(&self, slot: &mut AnnSlot) {
+        let snapshot = Snapshot {
+            dims: self.dims,
+            blocks: self.blocks.clone(),
+            entry_of_row: self.entry_of_row.clone(),
+            live: self.live,
+        };
+        let result = Arc::new(Mutex::new(None));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (out, stop) = (Arc::clone(&result), Arc::clone(&cancel));
+        let threads =
+            std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1).clamp(1, 8);
+        let spawned = std::thread::Builder::new().name("memcommit-graph".into()).spawn(move || {
+            let graph = snapshot.build(threads, &stop);
+            *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(graph);
+        });
+        match spawned {
+            Ok(_) => {
+                slot.written.clear();
+                slot.building = Some(Build { result, cancel });
+            }
+            Err(_) => slot.failed = true,
+        }
+    }
+
+    /// Put a finished build's graph in place, with the entries written since its snapshot
+    /// brought up to date in it.
+    fn install(&self, slot: &mut AnnSlot) {
+        let Some(build) = &slot.building else { return };
+        let Some(graph) = build.result.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        slot.building = None;
+        let written = std::mem::take(&mut slot.written);
+        let Some(mut graph) = graph else {
+            slot.failed = true;
+            return;
+        };
+        for n in written {
+            let ok = match self.row_of_entry.get(n as usize) {
+                Some(&row) if row != NONE => graph.insert(n, self.row(row as usize)),
+                _ => graph.remove(n),
+            };
+            if !ok {
+                slot.failed = true;
+                slot.graph = None;
+                return;
+            }
+        }
+        slot.graph = Some(graph);
     }
 
     /// The share of the vectors `accept` lets through, estimated from [`FILTER_SAMPLE`] rows
@@ -340,7 +498,8 @@ impl Vectors {
     }
 
     fn row(&self, r: usize) -> &[f32] {
-        &self.data[r * self.dims..(r + 1) * self.dims]
+        let at = (r % BLOCK_ROWS) * self.dims;
+        &self.blocks[r / BLOCK_ROWS][at..at + self.dims]
     }
 
     fn scan(
@@ -359,6 +518,27 @@ impl Vectors {
             top.push(dot(q, self.row(r)), n);
         }
         top
+    }
+}
+
+/// What a graph build reads: the matrix as it was when the build started.
+struct Snapshot {
+    dims: usize,
+    blocks: Vec<Arc<Vec<f32>>>,
+    entry_of_row: Vec<u32>,
+    live: usize,
+}
+
+impl Snapshot {
+    /// A graph over every row, on `threads` threads; `None` if usearch could not, or `stop`
+    /// was set.
+    fn build(&self, threads: usize, stop: &AtomicBool) -> Option<Ann> {
+        let dims = self.dims;
+        let rows = self.entry_of_row.iter().enumerate().filter(|(_, &n)| n != NONE).map(move |(r, &n)| {
+            let at = (r % BLOCK_ROWS) * dims;
+            (n, &self.blocks[r / BLOCK_ROWS][at..at + dims])
+        });
+        Ann::build(dims, rows, self.live, threads, stop)
     }
 }
 
@@ -561,6 +741,62 @@ mod tests {
     }
 
     #[test]
+    fn the_graph_is_built_in_the_background_and_catches_up_with_writes_made_meanwhile() {
+        let (mut v, mut data) = large(14);
+        let q = data.next();
+        // The first search above the threshold starts the build and is answered by the scan.
+        assert_eq!(v.search(&q, 10, &|_| true), v.search_exact(&q, 10, &|_| true));
+        assert!(v.building_graph());
+        assert!(v.ann.read().graph.is_none());
+        // Writes while it builds (the build's snapshot is not theirs): the new graph must
+        // hold each entry as it is when the graph is put in place.
+        let mut news = Vec::new();
+        for i in 0..600u32 {
+            let n = i * 97;
+            if i.is_multiple_of(2) {
+                v.set(n, None);
+            } else {
+                let new = data.next();
+                v.set(n, Some(&new));
+                news.push((n, new));
+            }
+        }
+        let added = v.len() as u32 + 1000;
+        for n in added..added + 200 {
+            let new = data.next();
+            v.set(n, Some(&new));
+            news.push((n, new));
+        }
+        assert!(v.wait_for_graph());
+        assert!(!v.building_graph());
+        let found = news
+            .iter()
+            .filter(|(n, new)| {
+                let hits = v.search_approximate(new, 10, &|_| true).unwrap();
+                assert!(hits.iter().all(|(m, _)| !(m % 97 == 0 && m / 97 < 600 && (m / 97) % 2 == 0)));
+                ids(&hits).contains(n)
+            })
+            .count();
+        assert!(found * 100 >= news.len() * 95, "{found} of {} written during the build found", news.len());
+        // Removed during the build: not in the graph at all; written: in it.
+        let graph = v.ann.read();
+        let g = graph.graph.as_ref().unwrap();
+        for i in (0..600u32).step_by(2) {
+            assert!(!g.contains(i * 97), "entry {}, removed during the build, is in the graph", i * 97);
+        }
+        assert!(news.iter().all(|(n, _)| g.contains(*n)));
+    }
+
+    #[test]
+    fn dropping_the_store_stops_its_build() {
+        let (v, mut data) = large(15);
+        v.search(&data.next(), 10, &|_| true);
+        let cancel = Arc::clone(&v.ann.read().building.as_ref().unwrap().cancel);
+        drop(v);
+        assert!(cancel.load(Ordering::Relaxed));
+    }
+
+    #[test]
     fn searches_share_the_graph_across_threads() {
         let (v, queries) = shared();
         let want: Vec<Vec<u32>> = queries.iter().map(|q| ids(&v.search(q, 10, &|_| true))).collect();
@@ -580,7 +816,7 @@ mod tests {
     fn churn_rebuilds_the_graph_and_recall_holds() {
         let (mut v, mut data) = large(13);
         let queries: Vec<Vec<f32>> = (0..100).map(|_| data.next()).collect();
-        v.search(&queries[0], 10, &|_| true);
+        assert!(v.wait_for_graph());
         // Replace a sixth of the vectors and take a third away: the graph is worn, and the next
         // search through it builds it again.
         let count = v.len() as u32;

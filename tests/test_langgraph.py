@@ -77,10 +77,19 @@ ALL_CAPABILITIES = {
 }
 
 
-def _open(where: str, tmp_path: Path, name: str = "store.log", **kwargs: Any) -> Any:
+def _open(
+    where: str, tmp_path: Path, name: str = "store.log", pg_dsn: str = "", **kwargs: Any
+) -> Any:
     if where == "memory":
         return memcommit.open(":memory:", **kwargs)
+    if where == "postgres":
+        return memcommit.open(f"{pg_dsn}?store=lg-{uuid.uuid4().hex[:12]}", **kwargs)
     return memcommit.open(str(tmp_path / name), **kwargs)
+
+
+def _pg_dsn(where: str, request: pytest.FixtureRequest) -> str:
+    """The session's PostgreSQL server, when `where` is ``postgres`` (started only then)."""
+    return request.getfixturevalue("postgres").dsn if where == "postgres" else ""
 
 
 # ---------------------------------------------------------------------------------------
@@ -88,13 +97,14 @@ def _open(where: str, tmp_path: Path, name: str = "store.log", **kwargs: Any) ->
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["file", "memory"])
-def test_conformance_validate(tmp_path: Path, where: str) -> None:
+@pytest.mark.parametrize("where", ["file", "memory", "postgres"])
+def test_conformance_validate(tmp_path: Path, where: str, request: pytest.FixtureRequest) -> None:
     opened: list[Any] = []
+    pg_dsn = _pg_dsn(where, request)
 
     @checkpointer_test(name=f"MemcommitSaver[{where}]")
     async def memcommit_saver() -> Any:
-        store = _open(where, tmp_path, f"conformance-{len(opened)}.log")
+        store = _open(where, tmp_path, f"conformance-{len(opened)}.log", pg_dsn)
         opened.append(store)
         yield MemcommitSaver(store)
         store.close()
@@ -439,10 +449,10 @@ def test_graph_async_with_long_term_store(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemcommitStore]:
-    # As SqliteStore's fixture: an in-memory store and one in a file.
-    opened = _open(request.param, tmp_path)
+    # As SqliteStore's fixture: an in-memory store and one in a file; and one in PostgreSQL.
+    opened = _open(request.param, tmp_path, pg_dsn=_pg_dsn(request.param, request))
     yield MemcommitStore(opened)
     opened.close()
 

@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -311,6 +312,21 @@ class RemoteKind(Kind):
     def close(self) -> None:
         self.store.close()
         self.servers.dispose(self.server)
+
+
+class PostgresKind(Kind):
+    """A new store in the session's PostgreSQL database per example."""
+
+    def __init__(self, dsn: str) -> None:
+        self.url = f"{dsn}?store=model-{uuid.uuid4().hex[:12]}"
+        self.clock = ControllableClock(START)
+        self.store = memcommit.open(self.url, clock=self.clock)
+
+    def reopen(self) -> Any:
+        # A new client: it reads the whole store from the database.
+        self.store.close()
+        self.store = memcommit.open(self.url, clock=self.clock)
+        return self.store
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -675,9 +691,9 @@ class StoreMachine(RuleBasedStateMachine):
 # Examples per kind: CI keeps the whole file to a few tens of seconds; MEMCOMMIT_LONG=1
 # runs the long setting.
 EXAMPLES = (
-    {"file": 2_000, "memory": 2_000, "remote": 300}
+    {"file": 2_000, "memory": 2_000, "remote": 300, "postgres": 300}
     if LONG
-    else {"file": 100, "memory": 50, "remote": 20}
+    else {"file": 100, "memory": 50, "remote": 20, "postgres": 20}
 )
 STEPS = 100 if LONG else 50
 
@@ -689,13 +705,19 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     pool.close()
 
 
-@pytest.mark.parametrize("kind", ["file", "memory", "remote"])
+@pytest.mark.parametrize("kind", ["file", "memory", "remote", "postgres"])
 def test_store_model(kind: str, request: pytest.FixtureRequest) -> None:
     make: Callable[[], Kind]
     if kind == "file":
         make = FileKind
     elif kind == "memory":
         make = MemoryKind
+    elif kind == "postgres":
+        dsn = request.getfixturevalue("postgres").dsn
+
+        def make() -> Kind:
+            return PostgresKind(dsn)
+
     else:
         pool: Servers = request.getfixturevalue("servers")
 

@@ -3,7 +3,9 @@
 Every ```python block runs, in README order, in one namespace (a later block goes on with the
 names an earlier one made, as in one Python session) and in one fresh directory. The block
 that talks to ``memcommit serve`` gets a real server on the file the README serves; only its
-URL is rewritten, to the free port the server took. The ```sh blocks are the set-up commands:
+URL is rewritten, to the free port the server took; likewise a ``postgresql://`` URL is
+rewritten to the session's throwaway PostgreSQL server, keeping its ``store=``. The ```sh
+blocks are the set-up commands:
 they are checked, not run (one installs the package, the other runs the whole CI).
 """
 
@@ -27,6 +29,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 FENCE = re.compile(r"^```(\S*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 LOCAL_URL = re.compile(r"http://127\.0\.0\.1:\d+")
+POSTGRES_URL = re.compile(r"postgresql://[^?\"\s]+")
 
 
 def blocks(language: str) -> list[tuple[int, str]]:
@@ -71,7 +74,7 @@ def _close_all(namespace: dict[str, Any]) -> None:
 
 
 def test_python_blocks_run_in_order_in_one_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     python = blocks("python")
     assert python
@@ -88,6 +91,8 @@ def test_python_blocks_run_in_order_in_one_directory(
                 for url in urls:
                     code = code.replace(url, server.url)
                 cleanup.callback(_close_all, namespace)  # clients first, then the server
+            for url in set(POSTGRES_URL.findall(code)):
+                code = code.replace(url, request.getfixturevalue("postgres").dsn)
             out = io.StringIO()
             try:
                 with contextlib.redirect_stdout(out):

@@ -6,6 +6,8 @@ comes with an extra:
 * ``memcommit[server]``: ``memcommit serve`` and :mod:`memcommit.server` (Starlette on
   uvicorn, with httptools and uvloop where they install);
 * ``memcommit[langgraph]``: :mod:`memcommit.integrations.langgraph`;
+* ``memcommit[postgres]``: stores in PostgreSQL, ``memcommit.open("postgresql://...")``
+  (:mod:`memcommit.postgres`: psycopg 3 and its pool);
 * ``memcommit[bench]``: the side-by-side benchmarks' peers (LMDB).
 
 Code that needs an extra calls :func:`require` before it imports the extra's packages, so a
@@ -24,6 +26,7 @@ __all__ = ["EXTRAS", "MissingExtra", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("starlette", "uvicorn"),
     "langgraph": ("langgraph.checkpoint",),
+    "postgres": ("psycopg",),
     "bench": ("lmdb",),
 }
 

@@ -14,6 +14,7 @@ from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
 from .files import replace_durably
+from .postgres.dsn import is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
 from .search import Embedder, SearchHit, SearchMode, query_parts
@@ -569,6 +570,10 @@ def open(
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
+    if is_postgres_url(fspath):
+        return _open_postgres(
+            fspath, snapshot, clock, durability, read_only, max_record_bytes, embed
+        )
     snapshot_path = None
     if snapshot is not None:
         if fspath == MEMORY:
@@ -589,6 +594,35 @@ def open(
     except BaseException:
         # Let go of the file and the writer lock now, not when the collector finds the cycle
         # the half-built store left: a second open must not find it locked.
+        with contextlib.suppress(MemcommitError):
+            engine.close()
+        raise
+
+
+def _open_postgres(
+    url: str,
+    snapshot: str | os.PathLike[str] | None,
+    clock: Clock | None,
+    durability: Durability,
+    read_only: bool,
+    max_record_bytes: int,
+    embed: Embedder | None,
+) -> MemoryStore:
+    """The store a ``postgresql://`` URL names (see :mod:`memcommit.postgres`)."""
+    from .postgres.dsn import parse
+    from .postgres.engine import PostgresEngine
+
+    if snapshot is not None:
+        raise NotSupported("snapshot: a store in PostgreSQL is read from the database")
+    if durability != "commit":
+        raise ValueError(
+            f"durability: {durability!r}: a store in PostgreSQL is durable at every commit "
+            "(the database's own); leave durability at 'commit'"
+        )
+    engine = PostgresEngine(parse(url), read_only=read_only, max_record_bytes=max_record_bytes)
+    try:
+        return MemoryStore(engine, clock=clock, embed=embed)
+    except BaseException:
         with contextlib.suppress(MemcommitError):
             engine.close()
         raise

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import memcommit
 from memcommit import _native
 from memcommit.errors import CommandError
+from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
 EXIT_OK = 0
@@ -195,7 +196,12 @@ def reporting_damage(path: str) -> Iterator[None]:
 
 
 def open_read_only(path: str, verb: str) -> memcommit.MemoryStore:
-    """Open `path` to `verb` it (``main`` reports a damaged log, see :func:`reporting_damage`)."""
+    """Open `path` to `verb` it (``main`` reports a damaged log, see :func:`reporting_damage`).
+
+    `path` may be a ``postgresql://`` URL: the store it names is read from the database.
+    """
+    if is_postgres_url(path):
+        return memcommit.open(path, read_only=True)
     require_file(path)
     if os.path.getsize(path) == 0:
         raise CommandError(f"{empty_file(path)}; there is nothing to {verb}")
@@ -208,6 +214,8 @@ def open_writer(path: str) -> memcommit.MemoryStore:
     The open itself refuses a file that is not a log, or a damaged one, and then leaves no lock
     file beside it that it made, so nothing here needs to read the file first.
     """
+    if is_postgres_url(path):
+        return memcommit.open(path)
     require_file(path)
     return memcommit.open(path)
 

@@ -33,12 +33,12 @@ from .medium import Change, State
 if TYPE_CHECKING:
     from .. import _native
 
-__all__ = ["LogMedium"]
+__all__ = ["DurableLock", "LogMedium"]
 
 _SEP = "\x00"  # never in a kind or a key: the roles refuse "\x00" in every string
 
 
-class _DurableLock:
+class DurableLock:
     """A re-entrant lock whose outermost release waits for the holder's commits.
 
     The wait comes after letting go, so others can go on while this thread waits.
@@ -49,7 +49,7 @@ class _DurableLock:
         self._local = threading.local()
         self._wait = wait
 
-    def __enter__(self) -> _DurableLock:
+    def __enter__(self) -> DurableLock:
         self._lock.acquire()
         self._local.depth = getattr(self._local, "depth", 0) + 1
         return self
@@ -94,15 +94,22 @@ class LogMedium:
         now_us: The store's clock, in microseconds (the time each commit records).
         writable: Whether this process writes the log (a reader of an older store builds the
             groupings the log does not keep yet in memory).
+        lock: The lock to hold for each operation (default: one that waits for the log's
+            durability at its outermost release); a store whose log is shared by many hosts
+            gives one that also holds the database's lock (:mod:`memcommit.postgres`).
     """
 
     def __init__(
-        self, native: _native.NativeLog, now_us: Callable[[], int], writable: bool = True
+        self,
+        native: _native.NativeLog,
+        now_us: Callable[[], int],
+        writable: bool = True,
+        lock: DurableLock | None = None,
     ) -> None:
         self._native = native
         self._writable = writable
         self._now_us = now_us
-        self._lock = _DurableLock(lambda end: self._native.wait_durable(end))
+        self._lock = lock if lock is not None else DurableLock(self._wait_durable)
         self._version = native.entity_version()
         # Decoded states by full key (None: known not to be live). Roles never mutate a state
         # they read, so the cache hands out what it holds.
@@ -111,8 +118,11 @@ class LogMedium:
         # The kept groupings (``KIND.NAME``) whose marker this medium has seen in the log.
         self._logged: set[str] = set()
 
+    def _wait_durable(self, end: int) -> None:
+        self._native.wait_durable(end)
+
     @property
-    def lock(self) -> _DurableLock:
+    def lock(self) -> DurableLock:
         """The store's one re-entrant lock (waits for durability when released)."""
         return self._lock
 

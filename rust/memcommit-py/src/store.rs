@@ -177,11 +177,15 @@ impl NativeLog {
         Ok(NativeLog::new(log))
     }
 
-    /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`).
+    /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`);
+    /// `writable`: one that also takes commits of its own (a follower: see the core's
+    /// `Log::follower`).
     #[staticmethod]
-    #[pyo3(signature = (header, max_record_bytes=16_777_216))]
-    fn replica(header: &[u8], max_record_bytes: usize) -> PyResult<Self> {
-        let log = Log::replica(header, Options { max_record_bytes, ..Options::default() }).map_err(to_py)?;
+    #[pyo3(signature = (header, max_record_bytes=16_777_216, writable=false))]
+    fn replica(header: &[u8], max_record_bytes: usize, writable: bool) -> PyResult<Self> {
+        let opts = Options { max_record_bytes, ..Options::default() };
+        let log =
+            if writable { Log::follower(header, opts) } else { Log::replica(header, opts) }.map_err(to_py)?;
         Ok(NativeLog::new(log))
     }
 

@@ -29,6 +29,16 @@ impl Log {
         Log::memory_with(header, Options { read_only: true, ..opts })
     }
 
+    /// A RAM log with `header` that takes both another writer's raw records (`apply_raw`) and
+    /// commits of its own, whose records the caller copies to the shared log (`read_raw`): the
+    /// client's copy of a store whose records live in a database, where each commit is run
+    /// here, under the database's lock, after the records before it were applied.
+    pub fn follower(header: &[u8], opts: Options) -> Result<Arc<Log>> {
+        let header =
+            FileHeader::decode(header).map_err(|reason| Error::invalid("header", reason.to_string()))?;
+        Log::memory_with(header, Options { read_only: false, ..opts })
+    }
+
     /// The bytes of whole commits after LSN `after`, at least one commit when there is one and
     /// about `max_bytes` at most; with the LSN of their last record (`after` when none).
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64)> {

@@ -1,0 +1,569 @@
+"""PostgresEngine: a store whose log lives in PostgreSQL, shared by every host that opens it.
+
+Each client keeps a **follower**: a log in RAM with the store's header that applies the
+database's records (the same Rust code that replays a log file checks and applies them) and
+runs this client's own commits. A write happens inside a **section**:
+
+1. ``BEGIN``, then ``pg_advisory_xact_lock`` on the store: one writer at a time, on every host;
+2. the follower catches up with the records committed since it last looked (LSN order is
+   commit order, since every commit was made under the same lock);
+3. the commit (or the role operation) runs on the follower, its guards checked against that
+   state by the engine that checks them on a file: LSNs follow the head, gap-free;
+4. its records' bytes are inserted as one row, with a commit id, and the transaction commits.
+
+If the insert or the ``COMMIT`` fails, the follower holds records the database does not: it is
+rebuilt from the database, and the error raised. A ``COMMIT`` whose reply was lost is resolved,
+not guessed: on a new connection, once the advisory lock is free (the old transaction has ended
+one way or the other), the commit id is looked up; if the database cannot be asked,
+:class:`~memcommit.CommitOutcomeUnknown` is raised.
+
+Reads are the follower's: what this client committed, and what others committed up to its
+last write or :meth:`refresh`. Nothing on the commit path keeps session state (no prepared
+statements, no ``SET``), so a pooler in transaction mode works.
+
+Not yet on PostgreSQL (they raise :class:`~memcommit.NotSupported`): seals, log compaction,
+snapshots.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _native, ops
+from .._extras import require
+from ..clock import Clock
+from ..commit import Commit
+from ..deferred import DeferredCommit
+from ..engine import CompactionPlan, LocalEngine, SealTuple
+from ..errors import (
+    CommitOutcomeUnknown,
+    CorruptLog,
+    NotSupported,
+    ReadOnlyStore,
+    ServerUnavailable,
+)
+from ..manifest import ManifestEntry
+from ..roles.logmedium import DurableLock, LogMedium
+from ..roles.roleset import Roles, RoleSet
+from . import schema as schema_
+from .dsn import Target
+
+__all__ = ["PostgresEngine"]
+
+_CATCH_UP_ROWS = 1000  # rows read per query while catching up
+_POLL_SECONDS = 0.02  # refresh(wait=) polls this often
+
+
+class _Section(DurableLock):
+    """The store's one write lock.
+
+    A process lock, and in its outermost hold a transaction holding the store's advisory lock
+    (see the module docstring). The roles' medium uses it as its lock, so a role operation's
+    reads and write happen in one section.
+    """
+
+    def __init__(self, engine: PostgresEngine) -> None:
+        super().__init__(lambda end: None)
+        self._engine = engine
+
+    def __enter__(self) -> _Section:
+        self._lock.acquire()
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            try:
+                self._engine.begin_section()
+            except BaseException:
+                self._lock.release()
+                raise
+        self._local.depth = depth + 1
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._local.depth -= 1
+        try:
+            if self._local.depth == 0:
+                self._engine.end_section()
+        finally:
+            self._lock.release()
+
+
+class PostgresEngine:
+    """The :class:`~memcommit.engine.Engine` of a store in PostgreSQL (module docstring).
+
+    Args:
+        target: The database, store and schema (:func:`memcommit.postgres.dsn.parse`).
+        migrate: Create or upgrade memcommit's tables first (idempotent, under an advisory
+            lock; what :func:`memcommit.open` does); False: refuse a database that needs it.
+        read_only: Refuse every write (:class:`~memcommit.ReadOnlyStore`).
+        max_record_bytes: The largest record a commit may write.
+        connect_timeout: Seconds to wait for a connection.
+
+    Raises:
+        ServerUnavailable: The database cannot be reached (the message names the host and
+            what to check).
+        NotSupported: `migrate` is False and the schema needs migrations.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        migrate: bool = True,
+        read_only: bool = False,
+        max_record_bytes: int = 16 * 1024 * 1024,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        require("postgres")
+        self._target = target
+        self._read_only = read_only
+        self._max_record_bytes = max_record_bytes
+        self._connect_timeout = connect_timeout
+        self._lock_key = f"memcommit.store.{target.schema}.{target.store}"
+        self._records = f'"{target.schema}".records'
+        self._stores = f'"{target.schema}".stores'
+        self._conn: Any = None
+        self._closed = False
+        self._now_us: Callable[[], int] = lambda: time.time_ns() // 1000
+        self._medium: LogMedium | None = None
+        self._mark = 0
+        # The follower may hold records the database does not (a failed insert or COMMIT whose
+        # rebuild failed too): rebuilt before the next section or read of the database.
+        self._suspect = False
+        self.embedder: Callable[[list[str]], Sequence[Sequence[float]]] | None = None
+        self.scratch = _native.NativeLog.memory()
+        """A log in RAM that checks a commit's operations as they are made (never written)."""
+        self._section = _Section(self)
+        conn = self._connection()
+        try:
+            if migrate:
+                schema_.migrate(conn, target.schema)
+            elif schema_.pending(conn, target.schema):
+                conn.rollback()
+                raise NotSupported(
+                    f"{target.shown}: schema {target.schema} needs migrations; open it once "
+                    "with migrate=True (memcommit.open does) to apply them"
+                )
+            conn.rollback()
+            self._header = self._store_header(conn)
+            self._follower = self._new_follower()
+        except self._pg.Error as e:
+            self._abandon()
+            raise self._unavailable(e) from None
+        except BaseException:
+            self._abandon()
+            raise
+        self._local = LocalEngine(self._follower)
+
+    # -- connections -----------------------------------------------------------------------
+
+    @property
+    def _pg(self) -> Any:
+        import psycopg
+
+        return psycopg
+
+    def _connection(self) -> Any:
+        """The open connection, made again if it was lost."""
+        if self._closed:
+            from ..errors import StoreClosed
+
+            raise StoreClosed(f"{self._target.shown}: this store is closed; open it again")
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        try:
+            conn = self._pg.connect(
+                self._target.conninfo,
+                autocommit=False,
+                prepare_threshold=None,  # no server-side state: poolers in transaction mode
+                connect_timeout=max(1, int(self._connect_timeout)),
+                keepalives=1,
+                keepalives_idle=30,
+                keepalives_interval=10,
+                keepalives_count=3,
+                application_name="memcommit",
+            )
+        except self._pg.Error as e:
+            raise self._unavailable(e) from None
+        self._conn = conn
+        return conn
+
+    def _abandon(self) -> None:
+        """Drop the connection (its transaction, if any, is rolled back by the server)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except self._pg.Error:
+                pass
+
+    def _unavailable(self, e: BaseException) -> ServerUnavailable:
+        host = self._target.shown
+        return ServerUnavailable(
+            f"{host}: the PostgreSQL server cannot be used ({str(e).strip() or type(e).__name__}); "
+            "check that it is running, that the host, port, user and database in the URL are "
+            "right, and that this host may connect",
+            url=host,
+            code="unavailable",
+        )
+
+    # -- the store's row and the follower ---------------------------------------------------
+
+    def _store_header(self, conn: Any) -> bytes:
+        """The store's log header, the store made first if it does not exist."""
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(f"SELECT header FROM {self._stores} WHERE name = %s", (self._target.store,))
+            row = cur.fetchone()
+            if row is not None:
+                return bytes(row[0])
+            if self._read_only:
+                raise NotSupported(
+                    f"{self._target.shown}: there is no store {self._target.store!r} to read"
+                )
+            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,))
+            header = _native.NativeLog.memory(self._max_record_bytes).header()
+            cur.execute(
+                f"INSERT INTO {self._stores} (name, header) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (self._target.store, header),
+            )
+            cur.execute(f"SELECT header FROM {self._stores} WHERE name = %s", (self._target.store,))
+            made = cur.fetchone()
+            assert made is not None
+            return bytes(made[0])
+
+    def _new_follower(self) -> _native.NativeLog:
+        """A follower with every record the database holds for the store."""
+        follower = _native.NativeLog.replica(self._header, self._max_record_bytes, writable=True)
+        if self.embedder is not None:
+            follower.set_embedder(self.embedder)
+        conn = self._connection()
+        try:
+            self._catch_up(conn, follower)
+            conn.rollback()
+        except self._pg.Error as e:
+            self._abandon()
+            raise self._unavailable(e) from None
+        return follower
+
+    def _catch_up(self, conn: Any, follower: _native.NativeLog) -> int:
+        """Apply to `follower` the records committed after its head; how many LSNs came."""
+        before = follower.lsn
+        while True:
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"SELECT bytes FROM {self._records} WHERE store = %s AND last_lsn > %s "
+                    "ORDER BY last_lsn LIMIT %s",
+                    (self._target.store, follower.lsn, _CATCH_UP_ROWS),
+                )
+                rows = cur.fetchall()
+            for (data,) in rows:
+                follower.apply_raw(bytes(data))
+            if len(rows) < _CATCH_UP_ROWS:
+                return follower.lsn - before
+
+    def _rebuild(self) -> None:
+        """Start the follower again from the database (it held records the database lost)."""
+        self._suspect = True
+        self._follower = self._new_follower()
+        self._suspect = False
+        self._local = LocalEngine(self._follower)
+        if self.embedder is not None:
+            self._local.set_embedder(self.embedder)
+        if self._medium is not None:
+            self._medium.rebind(self._follower)
+
+    # -- the section -------------------------------------------------------------------------
+
+    def begin_section(self) -> None:
+        """Start a section: take the store's lock in a transaction, and catch up.
+
+        The section lock calls it (see the module docstring).
+        """
+        if self._read_only:
+            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+        for _ in range(2):
+            if self._suspect:
+                self._rebuild()
+            conn = self._connection()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
+                    )
+                self._catch_up(conn, self._follower)
+                # Under the lock the database's head is the follower's, or the follower holds
+                # what the database does not: then it is rebuilt, and the section begins again.
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"SELECT coalesce(max(last_lsn), 0) FROM {self._records} WHERE store = %s",
+                        (self._target.store,),
+                    )
+                    row = cur.fetchone()
+                head = int(row[0]) if row else 0
+            except self._pg.Error as e:
+                self._abandon()
+                raise self._unavailable(e) from None
+            except CorruptLog:
+                head = -1  # the follower is ahead of (or beside) the database
+            if head == self._follower.lsn:
+                break
+            conn.rollback()
+            self._suspect = True
+        else:
+            raise CorruptLog(
+                f"{self._target.shown}: store {self._target.store}: the records in the database "
+                "do not follow one another; nothing was written"
+            )
+        self._mark = self._follower.lsn
+        if self._medium is not None:
+            self._medium.refresh()
+
+    def end_section(self) -> None:
+        """End a section: insert what it wrote and commit, or let the lock go."""
+        conn = self._conn
+        chunks = []
+        after = self._mark
+        while True:
+            data, last = self._follower.read_raw(after, 64 * 1024 * 1024)
+            if not data:
+                break
+            chunks.append(data)
+            after = last
+        if not chunks:
+            try:
+                conn.rollback()  # nothing written: let the lock go
+            except self._pg.Error:
+                self._abandon()
+            return
+        commit_id = uuid.uuid4().hex
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {self._records} (store, first_lsn, last_lsn, bytes, commit_id) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (self._target.store, self._mark + 1, after, b"".join(chunks), commit_id),
+                )
+        except self._pg.Error as e:
+            self._abandon()
+            self._try_rebuild()
+            raise self._unavailable(e) from None
+        try:
+            conn.commit()
+            return
+        except self._pg.Error as e:
+            failure = e
+        # The COMMIT's reply was lost: ask whether it was applied, once the transaction that
+        # held the store's lock has ended either way.
+        self._abandon()
+        applied = self._was_applied(commit_id)
+        if applied:
+            return
+        self._try_rebuild()
+        if applied is None:
+            raise CommitOutcomeUnknown(
+                f"{self._target.shown}: the commit's COMMIT was sent but no answer came back "
+                f"({failure}), and the database could not be asked since; whether it was "
+                "applied is unknown: refresh and check before committing again",
+                commit_id=commit_id,
+                url=self._target.shown,
+            )
+        raise self._unavailable(failure)
+
+    def _try_rebuild(self) -> None:
+        """Rebuild the follower now if the database answers; else before the next section."""
+        try:
+            self._rebuild()
+        except ServerUnavailable:
+            self._suspect = True
+
+    def _was_applied(self, commit_id: str) -> bool | None:
+        """Whether the commit with `commit_id` is in the database; None if it cannot be asked."""
+        try:
+            conn = self._connection()
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
+                )
+                cur.execute(
+                    f"SELECT 1 FROM {self._records} WHERE store = %s AND commit_id = %s",
+                    (self._target.store, commit_id),
+                )
+                found = cur.fetchone() is not None
+            conn.rollback()
+            return found
+        except (self._pg.Error, ServerUnavailable):
+            self._abandon()
+            return None
+
+    # -- the Engine protocol -------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """None beyond reads and commits yet: no file, no compaction or seals here."""
+        return frozenset()
+
+    @property
+    def path(self) -> str | None:
+        """None: the log is in the database."""
+        return None
+
+    @property
+    def url(self) -> str:
+        """The database's URL, without its password."""
+        return self._target.shown
+
+    def describe(self) -> str:
+        """The database, the store and the follower's head LSN, or ``closed``."""
+        state = "closed" if self._closed else f"lsn={self._follower.lsn}"
+        return f"{self._target.shown} store={self._target.store} {state}"
+
+    def view(self) -> _native.NativeLog:
+        """The follower: this client's commits, and others' up to its last write or refresh."""
+        return self._follower
+
+    def info(self) -> dict[str, Any]:
+        """The follower's facts, with the database's URL, the store and the schema."""
+        info = self._follower.info()
+        info.update(
+            path=None,
+            url=self._target.shown,
+            store=self._target.store,
+            schema=self._target.schema,
+            read_only=self._read_only,
+        )
+        return info
+
+    def manifest(self) -> list[ManifestEntry]:
+        """No log compaction on PostgreSQL yet: no manifest."""
+        return []
+
+    def get(self, id: str) -> _native.Memory | None:
+        """``view().get(id)``."""
+        return self._follower.get(id)
+
+    def get_many(self, ids: list[str]) -> list[_native.Memory | None]:
+        """``view().get_many(ids)``."""
+        return self._follower.get_many(ids)
+
+    def is_purged(self, id: str) -> bool:
+        """``view().is_purged(id)``."""
+        return self._follower.is_purged(id)
+
+    def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
+        """A commit whose operations are checked as they are made and run in one section."""
+        self._connection()  # a closed store refuses at once
+        if self._read_only:
+            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+        self._now_us = now_us
+        return DeferredCommit(self, expect_lsn)  # type: ignore[return-value]
+
+    def run_commit(
+        self, wire_ops: list[list[Any]], expect_lsn: int | None
+    ) -> tuple[int | None, int | None]:
+        """Run a commit's operations on the follower inside a section; its first and last LSN."""
+        with self._section:
+            c = self._local.begin(expect_lsn, self._now_us)
+            with c:
+                for op in wire_ops:
+                    ops.apply(c, op)
+            return c.first_lsn, c.lsn
+
+    def put(self, at_us: int | None, text: str, *fields: Any) -> str:
+        """One put as its own commit, in one section."""
+        with self._section:
+            return self._follower.put(at_us, text, *fields)
+
+    def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
+        """Embed the puts without a vector (a commit's before its section; a put's inside)."""
+        self.embedder = embed
+        self._local.set_embedder(embed)
+
+    def write_entities(self, at_us: int, changes: list[tuple[str, bytes | None]]) -> int:
+        """Append role entity records as one commit, in one section."""
+        with self._section:
+            return self._follower.write_entities(at_us, changes)
+
+    def wait_durable(self, end: int) -> None:
+        """Nothing to wait for: a section's records are committed when it ends."""
+
+    def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
+        """The ten roles, their operations each one section (so they hold across hosts)."""
+        self._medium = LogMedium(self._follower, now_us, lock=self._section)
+        return RoleSet(clock=clock, medium=self._medium)
+
+    def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
+        """Not on PostgreSQL yet."""
+        raise NotSupported(f"seal: {self._target.shown}: seals are not on PostgreSQL yet")
+
+    def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
+        """Not on PostgreSQL yet (turning it off is allowed: it is off)."""
+        if every is not None:
+            raise NotSupported(f"AutoSeal: {self._target.shown}: seals are not on PostgreSQL yet")
+
+    def compact(self, plan: CompactionPlan) -> dict[str, Any]:
+        """Not on PostgreSQL yet."""
+        raise NotSupported(
+            f"compact: {self._target.shown}: log compaction is not on PostgreSQL yet"
+        )
+
+    def snapshot_json(self) -> str:
+        """Not on PostgreSQL: a new client reads the store's records from the database."""
+        raise NotSupported(f"snapshot: {self._target.shown}: the log is in the database")
+
+    def refresh(self, wait: float = 0.0) -> int:
+        """Apply what other clients committed; with `wait`, poll up to that long for some.
+
+        Returns how many LSNs came.
+        """
+        deadline = time.monotonic() + max(0.0, wait)
+        came = 0
+        while True:
+            with self._section.bare:
+                if self._suspect:
+                    self._rebuild()
+                conn = self._connection()
+                try:
+                    came = self._catch_up(conn, self._follower)
+                    conn.rollback()
+                except self._pg.Error as e:
+                    self._abandon()
+                    raise self._unavailable(e) from None
+                except CorruptLog:
+                    conn.rollback()
+                    self._rebuild()
+                    came = 1
+            if came or time.monotonic() >= deadline:
+                break
+            time.sleep(min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        if came and self._medium is not None:
+            self._medium.refresh()
+        return came
+
+    def flush(self) -> None:
+        """Nothing to do: every commit is durable in the database when it returns."""
+        self._connection()
+
+    def close(self) -> None:
+        """Close the connection and the follower (safe to call twice)."""
+        if self._closed:
+            return
+        with self._section.bare:
+            self._closed = True
+            self._abandon()
+            self._follower.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the store is closed."""
+        return self._closed
+
+
+def open_engine(url: str, **options: Any) -> PostgresEngine:
+    """A :class:`PostgresEngine` on the store `url` names (see :mod:`.dsn`)."""
+    from .dsn import parse
+
+    return PostgresEngine(parse(url), **options)

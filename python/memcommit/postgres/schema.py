@@ -1,0 +1,90 @@
+"""memcommit's tables in PostgreSQL, and the migrations that make them.
+
+One schema (``memcommit`` unless the URL says ``schema=``) holds every store of a database:
+
+* ``stores``: one row per store: its name and its 64-byte log header (store id, salt, format),
+  the same header a log file starts with.
+* ``records``: the store's log, one row per commit (or run of commits written together): the
+  records' bytes exactly as a log file frames them, so the same Rust code that replays a file
+  checks and applies them; the first and last LSN they hold, and the commit id of the writer
+  that wrote them (unique per store: how a writer whose COMMIT reply was lost finds out whether
+  it was applied).
+* ``schema_version``: the migrations applied.
+
+:func:`migrate` is idempotent and takes an advisory lock, so several hosts opening the same
+database at once apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["VERSION", "migrate", "pending"]
+
+VERSION = 1
+"""The schema version this package writes and reads."""
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS {s}.stores ("
+        " name text PRIMARY KEY,"
+        " header bytea NOT NULL,"
+        " created_at timestamptz NOT NULL DEFAULT now())",
+        "CREATE TABLE IF NOT EXISTS {s}.records ("
+        " store text NOT NULL REFERENCES {s}.stores (name),"
+        " first_lsn bigint NOT NULL,"
+        " last_lsn bigint NOT NULL,"
+        " bytes bytea NOT NULL,"
+        " commit_id text,"
+        " PRIMARY KEY (store, last_lsn))",
+        "CREATE UNIQUE INDEX IF NOT EXISTS records_commit_id"
+        " ON {s}.records (store, commit_id) WHERE commit_id IS NOT NULL",
+    ],
+}
+
+
+def _lock_key(schema: str) -> str:
+    return f"memcommit.migrate.{schema}"
+
+
+def pending(conn: Any, schema: str) -> list[int]:
+    """The migrations `schema` still needs (every one when it does not exist)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass(%s)", (f"{schema}.schema_version",))
+        row = cur.fetchone()
+        if row is None or row[0] is None:
+            return sorted(_MIGRATIONS)
+        cur.execute(f'SELECT coalesce(max(v), 0) FROM "{schema}".schema_version')
+        done = cur.fetchone()
+    applied = int(done[0]) if done else 0
+    if applied > VERSION:
+        raise RuntimeError(
+            f"schema {schema}: version {applied} was written by a newer memcommit (this one "
+            f"knows up to {VERSION}); upgrade memcommit"
+        )
+    return [v for v in sorted(_MIGRATIONS) if v > applied]
+
+
+def migrate(conn: Any, schema: str) -> list[int]:
+    """Apply the migrations `schema` needs, in one transaction under an advisory lock.
+
+    Returns the versions applied (none when it was up to date).
+    """
+    with conn.transaction():
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_lock_key(schema),)
+            )
+            todo = pending(conn, schema)
+            if not todo:
+                return []
+            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            cur.execute(
+                f'CREATE TABLE IF NOT EXISTS "{schema}".schema_version ('
+                " v integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for version in todo:
+                for statement in _MIGRATIONS[version]:
+                    cur.execute(statement.format(s=f'"{schema}"'))
+                cur.execute(f'INSERT INTO "{schema}".schema_version (v) VALUES (%s)', (version,))
+    return todo

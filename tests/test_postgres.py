@@ -1,0 +1,415 @@
+"""Stores in PostgreSQL: one store shared by many clients, as if each were on its own host.
+
+A throwaway server (tests/conftest.py) serves the session; every test gets a store of its own.
+Two clients of one store are two engines with their own connection and follower, which is all
+a second host would have. The roles' contract suite runs here too, on a fresh store per test.
+No test asserts a time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memcommit
+from memcommit.postgres.dsn import parse
+from memcommit.testing import Backend, ControllableClock, Harness
+from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
+from memcommit.testing.postgres import PostgresCluster
+from memcommit.wire import CommitOutcomeUnknown, ServerUnavailable
+
+
+@pytest.fixture
+def memcommit_backend(postgres: PostgresCluster) -> Backend:
+    """The contract suite's backend: a new store in the session's database per test."""
+
+    def make(tmp_path: Path) -> Iterator[Harness]:
+        url = f"{postgres.dsn}?store=contract-{uuid.uuid4().hex[:12]}"
+        clock = ControllableClock(datetime_start())
+        stores = [memcommit.open(url, clock=clock)]
+
+        def reopen() -> Any:
+            stores[-1].close()
+            stores.append(memcommit.open(url, clock=clock))
+            return stores[-1]
+
+        yield Harness(store=stores[0], clock=clock, reopener=reopen)
+        stores[-1].close()
+
+    return Backend("postgres", make)
+
+
+def datetime_start() -> Any:
+    from memcommit.testing import CLOCK_START
+
+    return CLOCK_START
+
+
+# -- the memory API ----------------------------------------------------------------------------
+
+
+def test_a_store_in_postgres_is_a_store(pg_url: str) -> None:
+    with memcommit.open(pg_url) as store:
+        fact = store.put("User prefers dark mode", kind="fact", task="t1", tags=("ui",))
+        assert store.get(fact).text == "User prefers dark mode"
+        with store.commit() as c:
+            note = c.put("a note", data={"n": 1})
+            c.move(fact, "long")
+        assert store.get(note).data == {"n": 1}
+        assert [m.id for m in store.find(tier="long")] == [fact]
+        assert [r.op for r in store.history(fact)] == ["put", "move"]
+        assert [r.lsn for r in store.records()] == [1, 2, 3]
+        assert [h.id for h in store.search("dark mode", mode="text")] == [fact]
+        assert store.info()["store"] == parse(pg_url).store
+        assert "postgresql://" in repr(store)
+
+
+def test_a_refused_commit_writes_nothing_anywhere(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        mid = a.put("v1")
+        with pytest.raises(memcommit.Rejected):
+            with a.commit() as c:
+                c.put("never written")
+                c.expect(mid, status="stale")
+        b.refresh()
+        assert len(b) == 1 and b.lsn == a.lsn == 1
+
+
+def test_a_second_client_sees_commits_after_refresh_and_a_new_one_at_once(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        mid = a.put("from a")
+        assert b.get(mid) is None
+        assert b.refresh() == 1
+        assert b.get(mid).text == "from a"
+        with memcommit.open(pg_url) as c:
+            assert c.get(mid).text == "from a"
+
+
+def test_refresh_wait_hears_of_another_clients_commit(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        heard: list[int] = []
+        thread = threading.Thread(target=lambda: heard.append(b.refresh(wait=30)))
+        thread.start()
+        a.put("news")
+        thread.join(60)
+        assert heard and heard[0] >= 1
+
+
+def test_guards_hold_across_clients_compare_and_set_counter(pg_url: str) -> None:
+    """Clients on two 'hosts', four threads each, increment one counter by compare-and-set."""
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        counter = a.put("counter", id="counter", data={"n": 0})
+        per_thread, refused = 15, [0]
+
+        def bump(store: memcommit.MemoryStore) -> None:
+            done = 0
+            while done < per_thread:
+                store.refresh()
+                now = store.get(counter)
+                try:
+                    with store.commit() as c:
+                        c.expect(counter, lsn=now.lsn)
+                        c.put("counter", id=counter, data={"n": now.data["n"] + 1})
+                    done += 1
+                except memcommit.Rejected:
+                    refused[0] += 1
+
+        threads = [threading.Thread(target=bump, args=(s,)) for s in (a, b, a, b, a, b, a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        a.refresh()
+        assert a.get(counter).data == {"n": 8 * per_thread}
+        # LSNs are gap-free and in commit order, whichever client wrote them.
+        assert [r.lsn for r in a.records()] == list(range(1, a.lsn + 1))
+
+
+def test_locks_and_fencing_tokens_hold_across_clients(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        lease = a.locks.acquire("job", "host-a", 60_000)
+        assert lease is not None
+        assert b.locks.acquire("job", "host-b", 60_000) is None
+        assert a.locks.release("job", token=lease.token)
+        second = b.locks.acquire("job", "host-b", 60_000)
+        assert second is not None and second.token > lease.token
+
+
+def test_roles_race_across_clients_one_winner(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        outcomes: list[Any] = []
+        lock = threading.Lock()
+
+        def take(store: memcommit.MemoryStore, n: int) -> None:
+            got = store.locks.acquire("prize", f"w{n}", 60_000)
+            with lock:
+                outcomes.append(got)
+
+        threads = [threading.Thread(target=take, args=((a, b)[n % 2], n)) for n in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len([o for o in outcomes if o is not None]) == 1
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+def test_a_lost_commit_reply_is_resolved_by_the_commit_id(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    with memcommit.open(pg_url) as store, memcommit.open(pg_url) as other:
+        engine = store.engine
+        real_commit = psycopg.Connection.commit
+
+        def committed_then_lost(self: Any) -> None:
+            real_commit(self)
+            raise psycopg.OperationalError("the connection was reset (injected)")
+
+        monkeypatch.setattr(psycopg.Connection, "commit", committed_then_lost)
+        mid = store.put("applied, reply lost")
+        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
+        assert store.get(mid).text == "applied, reply lost"
+        other.refresh()
+        assert other.get(mid).text == "applied, reply lost"
+
+        def lost_before(self: Any) -> None:
+            self.rollback()
+            raise psycopg.OperationalError("the connection was reset (injected)")
+
+        monkeypatch.setattr(psycopg.Connection, "commit", lost_before)
+        with pytest.raises(ServerUnavailable):
+            store.put("never applied")
+        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
+        # The follower was rebuilt from the database: no phantom record.
+        assert store.lsn == 1 and len(store) == 1
+        assert engine is store.engine
+        assert store.put("next") and store.lsn == 2
+
+
+def test_a_lost_reply_that_cannot_be_checked_is_commit_outcome_unknown(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    with memcommit.open(pg_url) as store:
+        engine: Any = store.engine
+
+        def lost(self: Any) -> None:
+            self.rollback()
+            raise psycopg.OperationalError("the connection was reset (injected)")
+
+        monkeypatch.setattr(psycopg.Connection, "commit", lost)
+        monkeypatch.setattr(engine, "_was_applied", lambda commit_id: None)
+        with pytest.raises(CommitOutcomeUnknown) as info:
+            store.put("unknown")
+        assert info.value.commit_id
+
+
+def test_a_follower_that_could_not_be_rebuilt_is_rebuilt_before_the_next_write(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed COMMIT while the database is away: the next write starts from the database."""
+    import psycopg
+
+    with memcommit.open(pg_url) as store:
+        store.put("first")
+        engine: Any = store.engine
+        real_commit, real_new = psycopg.Connection.commit, engine._new_follower
+
+        def lost(self: Any) -> None:
+            self.rollback()
+            raise psycopg.OperationalError("the connection was reset (injected)")
+
+        def away() -> Any:
+            raise ServerUnavailable("the database is away (injected)")
+
+        monkeypatch.setattr(psycopg.Connection, "commit", lost)
+        monkeypatch.setattr(engine, "_was_applied", lambda commit_id: None)
+        monkeypatch.setattr(engine, "_new_follower", away)
+        with pytest.raises(CommitOutcomeUnknown):
+            store.put("lost with the database away")
+        # The follower still holds the lost commit; it must not be the base of the next one.
+        assert store.lsn == 2
+        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
+        monkeypatch.setattr(engine, "_new_follower", real_new)
+        mid = store.put("next")
+        assert store.lsn == 2 and store.get(mid).text == "next"
+    with memcommit.open(pg_url) as fresh:
+        assert [r.lsn for r in fresh.records()] == [1, 2]
+        assert [m.text for m in fresh.find()] == ["first", "next"]
+
+
+def test_a_client_killed_mid_run_leaves_only_whole_commits(pg_url: str) -> None:
+    script = (
+        "import sys, memcommit\n"
+        "s = memcommit.open(sys.argv[1])\n"
+        "i = 0\n"
+        "while True:\n"
+        "    with s.commit() as c:\n"
+        "        c.put_many([f'{i}-{j}' for j in range(20)], task=f't{i}')\n"
+        "    print(i, flush=True)\n"
+        "    i += 1\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, pg_url], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    acknowledged = [int(child.stdout.readline()) for _ in range(30)]
+    child.kill()
+    child.wait(30)
+    child.stdout.close()
+    with memcommit.open(pg_url) as store:
+        for i in acknowledged:
+            assert len(store.find(task=f"t{i}")) == 20
+        tasks: dict[str, int] = {}
+        for m in store.find(limit=None):
+            tasks[m.task or ""] = tasks.get(m.task or "", 0) + 1
+        assert all(n == 20 for n in tasks.values()), "a commit was half applied"
+
+
+def test_a_database_restarted_under_load_loses_no_acknowledged_commit(pg_url: str) -> None:
+    if os.environ.get("MEMCOMMIT_PG_DSN"):
+        pytest.skip("restarts only a server the tests started")
+    postgres = _server_of(pg_url)
+    acknowledged: list[str] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+    with memcommit.open(pg_url) as store:
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    acknowledged.append(store.put(f"commit {i}"))
+                except memcommit.MemcommitError as e:
+                    failures.append(e)
+                i += 1
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        while len(acknowledged) < 50:
+            thread.join(0.01)
+        postgres.restart()
+        count = len(acknowledged)
+        while len(acknowledged) < count + 50 and thread.is_alive():
+            thread.join(0.01)
+        stop.set()
+        thread.join(60)
+    assert all(isinstance(e, ServerUnavailable | CommitOutcomeUnknown) for e in failures)
+    with memcommit.open(pg_url) as fresh:
+        assert [mid for mid in acknowledged if fresh.get(mid) is None] == []
+        assert len(acknowledged) >= count + 50, "the client did not reconnect by itself"
+
+
+_SERVERS: dict[str, PostgresCluster] = {}
+
+
+@pytest.fixture(autouse=True)
+def _remember_server(postgres: PostgresCluster) -> None:
+    _SERVERS[postgres.dsn] = postgres
+
+
+def _server_of(url: str) -> PostgresCluster:
+    return _SERVERS[url.split("?", 1)[0]]
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_a_database_that_cannot_be_reached_is_named() -> None:
+    with pytest.raises(ServerUnavailable) as info:
+        memcommit.open("postgresql://nobody@127.0.0.1:1/none?store=x")
+    assert "127.0.0.1:1" in str(info.value)
+    assert "check that it is running" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("store=", "store"),
+        ("store=a&store=b", "store"),
+        ("schema=1bad", "schema"),
+        ("schema=a-b", "schema"),
+    ],
+)
+def test_bad_store_or_schema_names_are_refused(
+    postgres: PostgresCluster, query: str, named: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        memcommit.open(f"{postgres.dsn}?{query}")
+    assert str(info.value).startswith(f"{named}:")
+
+
+def test_options_a_database_store_cannot_take_are_refused(pg_url: str) -> None:
+    with pytest.raises(ValueError, match="durability"):
+        memcommit.open(pg_url, durability="none")
+    with pytest.raises(memcommit.NotSupported, match="snapshot"):
+        memcommit.open(pg_url, snapshot="x.snap")
+    with memcommit.open(pg_url) as store:
+        with pytest.raises(memcommit.NotSupported, match="seals are not on PostgreSQL"):
+            memcommit.seals.seal(store)
+        with pytest.raises(memcommit.NotSupported):
+            store.save_snapshot("x.snap")
+
+
+def test_a_reader_refuses_writes_and_a_missing_store(pg_url: str) -> None:
+    with pytest.raises(memcommit.NotSupported, match="no store"):
+        memcommit.open(pg_url, read_only=True)
+    with memcommit.open(pg_url) as writer:
+        mid = writer.put("x")
+    with memcommit.open(pg_url, read_only=True) as reader:
+        assert reader.get(mid).text == "x"
+        with pytest.raises(memcommit.ReadOnlyStore):
+            reader.put("y")
+
+
+def test_stores_and_schemas_are_apart(postgres: PostgresCluster) -> None:
+    name = uuid.uuid4().hex[:8]
+    with (
+        memcommit.open(f"{postgres.dsn}?store={name}") as a,
+        memcommit.open(f"{postgres.dsn}?store={name}-other") as b,
+        memcommit.open(f"{postgres.dsn}?store={name}&schema=other_{name}") as c,
+    ):
+        a.put("in a")
+        assert len(b) == 0 and len(c) == 0
+        assert a.info()["store_id"] != b.info()["store_id"]
+
+
+def test_a_file_store_moves_to_postgres_with_export_and_import(pg_url: str, tmp_path: Path) -> None:
+    """The README's way from a file to PostgreSQL: export, import into the URL; info, verify."""
+    src = tmp_path / "src.db"
+    with memcommit.open(str(src)) as store:
+        fact = store.put("one", kind="fact", tags=("a",))
+        store.locks.acquire("job", "owner", 60_000)
+    dump = tmp_path / "dump.jsonl"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memcommit", *args], capture_output=True, text=True, timeout=120
+        )
+
+    assert cli("export", "--out", str(dump), str(src)).returncode == 0
+    done = cli("import", pg_url, str(dump))
+    assert done.returncode == 0, done.stderr
+    info = cli("info", pg_url)
+    assert info.returncode == 0 and "memories: 1" in info.stdout
+    assert cli("verify", pg_url).returncode == 0
+    exported = cli("export", pg_url)
+    assert exported.returncode == 0 and '"text":"one"' in exported.stdout
+    with memcommit.open(pg_url) as moved:
+        assert moved.get(fact).text == "one" and moved.get(fact).tags == ("a",)
+        assert moved.locks.acquire("job", "other", 60_000) is None
+    again = cli("import", pg_url, str(dump))
+    assert again.returncode == 1 and "already holds" in again.stderr

@@ -413,3 +413,56 @@ def test_a_file_store_moves_to_postgres_with_export_and_import(pg_url: str, tmp_
         assert moved.locks.acquire("job", "other", 60_000) is None
     again = cli("import", pg_url, str(dump))
     assert again.returncode == 1 and "already holds" in again.stderr
+
+
+def test_the_demo_runs_on_a_store_in_postgres(pg_url: str) -> None:
+    def demo() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memcommit",
+                "demo",
+                "--url",
+                pg_url,
+                "--memories",
+                "600",
+                "--tasks",
+                "20",
+                "--agents",
+                "5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = demo()
+    assert done.returncode == 0, done.stderr
+    assert "600 memories (matches)" in done.stdout
+    with memcommit.open(pg_url) as store:
+        assert len(store) == 600
+    again = demo()
+    assert again.returncode == 1 and "already holds" in again.stderr
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_expire_anothers_lease(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leases expire by the database's clock: a host an hour ahead sees the lease still held."""
+    import time as time_module
+
+    with memcommit.open(pg_url) as a:
+        lease = a.locks.acquire("job", "host-a", 60_000)
+        assert lease is not None
+        real = time_module.time_ns
+        monkeypatch.setattr(time_module, "time_ns", lambda: real() + 3600 * 10**9)
+        with memcommit.open(pg_url) as skewed:
+            assert skewed.locks.acquire("job", "host-b", 60_000) is None
+            # And its records are stamped by the database's clock, not its own.
+            mid = skewed.put("stamped")
+            stamped = skewed.get(mid).created_at.timestamp()
+            assert abs(stamped - real() / 1e9) < 600
+    with memcommit.open(pg_url) as reader:
+        times = [r.at for r in reader.records()]
+        assert times == sorted(times)

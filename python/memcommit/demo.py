@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import memcommit
+from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
 __all__ = [
@@ -252,7 +253,8 @@ class DemoOptions:
     """What ``memcommit demo`` runs.
 
     Args:
-        path: The store file to create.
+        path: The store file to create, or the ``postgresql://`` URL of a new (or empty)
+            store in a database (durability is then the database's: every commit).
         agents: How many agents work at once.
         tasks: How many tasks they share.
         memories: How many memories they write in all.
@@ -578,18 +580,27 @@ def run_demo(options: DemoOptions, *, progress: bool | None = None) -> DemoRepor
     """
     _check_options(options)
     path = options.path
-    if os.path.isdir(path):
+    shared = is_postgres_url(path)
+    if shared:
+        pass  # a store in a database: checked once open (it must hold nothing yet)
+    elif os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a store file", path)
-    if os.path.lexists(path):
+    elif os.path.lexists(path):
         if not options.force:
             raise FileExistsError(errno.EEXIST, "already exists; pass --force to replace it", path)
         os.remove(path)
 
     started = time.perf_counter()
     with (
-        memcommit.open(path, durability=options.durability) as store,
+        memcommit.open(path, durability="commit" if shared else options.durability) as store,
         Progress(options.memories, "demo", unit="memories", enabled=progress) as bar,
     ):
+        if shared and store.lsn:
+            raise FileExistsError(
+                errno.EEXIST,
+                f"the store already holds {store.lsn:,} records; name a new one (store=)",
+                path,
+            )
         fleet = _Fleet(store, options, bar)
         fleet.run()
         counts = {
@@ -601,8 +612,9 @@ def run_demo(options: DemoOptions, *, progress: bool | None = None) -> DemoRepor
         records = store.info()["records"]
         assert isinstance(records, int)
         lsn = store.lsn
+        log_bytes = store.info()["bytes"]
     seconds = time.perf_counter() - started
-    file_bytes = os.path.getsize(path)
+    file_bytes = os.path.getsize(path) if not shared else int(str(log_bytes))
 
     reopen_started = time.perf_counter()
     with memcommit.open(path, read_only=True) as reopened:

@@ -621,7 +621,8 @@ def _open_postgres(
         )
     engine = PostgresEngine(parse(url), read_only=read_only, max_record_bytes=max_record_bytes)
     try:
-        return MemoryStore(engine, clock=clock, embed=embed)
+        # The database's clock unless told otherwise: one clock for every host of the store.
+        return MemoryStore(engine, clock=engine.clock if clock is None else clock, embed=embed)
     except BaseException:
         with contextlib.suppress(MemcommitError):
             engine.close()

@@ -10,12 +10,18 @@ import sys
 from memcommit import demo as demo_workload
 from memcommit.cli._common import EXIT_OK, Subcommands, add_command, positive_count
 from memcommit.errors import CommandError
+from memcommit.postgres.dsn import is_postgres_url
 
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``demo`` to the command line's subcommands."""
     demo = add_command(commands, "demo", _run_demo)
     demo.add_argument("--path", default="memory.db", help="store file (default memory.db)")
+    demo.add_argument(
+        "--url",
+        help="run on a store in PostgreSQL instead (postgresql://...?store=NAME; a new or empty "
+        "store; needs memcommit[postgres])",
+    )
     demo.add_argument("--agents", type=positive_count, default=100, help="agents (default 100)")
     demo.add_argument("--tasks", type=positive_count, default=1000, help="tasks (default 1000)")
     demo.add_argument(
@@ -37,10 +43,14 @@ def _run_demo(args: argparse.Namespace) -> int:
     Create a store and run a fleet of agents on it: tasks, traces, facts, notes and episodes,
     stale/restore/move histories and guarded commits. Prints what was written and how fast.
     """
-    # Each option's dest is the name of its DemoOptions field.
+    # Each option's dest is the name of its DemoOptions field (--url is a path too).
+    if args.url is not None:
+        if not is_postgres_url(args.url):
+            raise CommandError(f"--url {args.url}: not a postgresql:// URL")
+        args.path, args.durability = args.url, "commit"
     fields = dataclasses.fields(demo_workload.DemoOptions)
     options = demo_workload.DemoOptions(**{f.name: getattr(args, f.name) for f in fields})
-    if os.path.lexists(options.path) and not options.force:
+    if args.url is None and os.path.lexists(options.path) and not options.force:
         raise CommandError(
             f"{options.path} already exists; pass --force to replace it "
             "or --path to write somewhere else"

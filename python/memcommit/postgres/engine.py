@@ -34,7 +34,7 @@ from typing import Any
 
 from .. import _native, ops
 from .._extras import require
-from ..clock import Clock
+from ..clock import Clock, to_microseconds
 from ..commit import Commit
 from ..deferred import DeferredCommit
 from ..engine import CompactionPlan, LocalEngine, SealTuple
@@ -49,11 +49,13 @@ from ..manifest import ManifestEntry
 from ..roles.logmedium import DurableLock, LogMedium
 from ..roles.roleset import Roles, RoleSet
 from . import schema as schema_
+from .clock import DatabaseClock
 from .dsn import Target
 
 __all__ = ["PostgresEngine"]
 
 _CATCH_UP_ROWS = 1000  # rows read per query while catching up
+_NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 _POLL_SECONDS = 0.02  # refresh(wait=) polls this often
 
 
@@ -136,6 +138,9 @@ class PostgresEngine:
         self.scratch = _native.NativeLog.memory()
         """A log in RAM that checks a commit's operations as they are made (never written)."""
         self._section = _Section(self)
+        self.clock = DatabaseClock()
+        """The database's clock, made monotonic per store (:mod:`.clock`): the store's
+        default clock."""
         conn = self._connection()
         try:
             if migrate:
@@ -149,6 +154,8 @@ class PostgresEngine:
             conn.rollback()
             self._header = self._store_header(conn)
             self._follower = self._new_follower()
+            self._sample_clock(conn)
+            conn.rollback()
         except self._pg.Error as e:
             self._abandon()
             raise self._unavailable(e) from None
@@ -265,6 +272,22 @@ class PostgresEngine:
             if len(rows) < _CATCH_UP_ROWS:
                 return follower.lsn - before
 
+    def _sample_clock(self, conn: Any, db_us: int | None = None) -> None:
+        """Give the clock the database's time (asked now unless given) and the newest record's."""
+        if db_us is None:
+            with conn.cursor() as cur:
+                cur.execute(_NOW_US)
+                row = cur.fetchone()
+            db_us = int(row[0]) if row else None
+        floor = 0
+        lsn = self._follower.lsn
+        if lsn:
+            newest, _ = self._follower.read_records(lsn - 1, 0, 1)
+            if newest:
+                floor = to_microseconds(newest[0].at)
+        if db_us is not None:
+            self.clock.sample(db_us, floor)
+
     def _rebuild(self) -> None:
         """Start the follower again from the database (it held records the database lost)."""
         self._suspect = True
@@ -291,10 +314,15 @@ class PostgresEngine:
             conn = self._connection()
             try:
                 with conn.cursor() as cur:
+                    # The lock, then the time: the database's clock read once the lock is ours.
                     cur.execute(
-                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
+                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+                        + _NOW_US.removeprefix("SELECT "),
+                        (self._lock_key,),
                     )
+                    locked = cur.fetchone()
                 self._catch_up(conn, self._follower)
+                self._sample_clock(conn, int(locked[1]) if locked else None)
                 # Under the lock the database's head is the follower's, or the follower holds
                 # what the database does not: then it is rebuilt, and the section begins again.
                 with conn.cursor() as cur:
@@ -528,6 +556,7 @@ class PostgresEngine:
                 conn = self._connection()
                 try:
                     came = self._catch_up(conn, self._follower)
+                    self._sample_clock(conn)
                     conn.rollback()
                 except self._pg.Error as e:
                     self._abandon()

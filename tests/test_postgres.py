@@ -93,14 +93,51 @@ def test_a_second_client_sees_commits_after_refresh_and_a_new_one_at_once(pg_url
             assert c.get(mid).text == "from a"
 
 
-def test_refresh_wait_hears_of_another_clients_commit(pg_url: str) -> None:
+def test_refresh_wait_is_woken_by_another_clients_notify(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memcommit.postgres.engine as pg_engine
+
+    # Only a NOTIFY can wake the wait before its deadline now.
+    monkeypatch.setattr(pg_engine, "_RECHECK_SECONDS", 60.0)
     with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        engine: Any = b.engine
+        listening = engine._listening
+        waiting = threading.Event()
+
+        class Watched:
+            """The LISTEN connection, saying when the wait on it begins."""
+
+            def __init__(self, conn: Any) -> None:
+                self._conn = conn
+
+            def notifies(self, **kwargs: Any) -> Any:
+                waiting.set()
+                return self._conn.notifies(**kwargs)
+
+        monkeypatch.setattr(engine, "_listening", lambda: Watched(listening()))
+        heard: list[int] = []
+        thread = threading.Thread(target=lambda: heard.append(b.refresh(wait=30)))
+        thread.start()
+        assert waiting.wait(30)
+        a.put("news")
+        thread.join(60)
+        assert heard and heard[0] >= 1
+        assert engine.notifications >= 1
+
+
+def test_refresh_wait_polls_where_listen_is_not_available(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        engine: Any = b.engine
+        monkeypatch.setattr(engine, "_listening", lambda: None)
         heard: list[int] = []
         thread = threading.Thread(target=lambda: heard.append(b.refresh(wait=30)))
         thread.start()
         a.put("news")
         thread.join(60)
-        assert heard and heard[0] >= 1
+        assert heard and heard[0] >= 1 and engine.notifications == 0
 
 
 def test_guards_hold_across_clients_compare_and_set_counter(pg_url: str) -> None:

@@ -27,10 +27,13 @@ snapshots.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .. import _native, ops
 from .._extras import require
@@ -55,8 +58,16 @@ from .dsn import Target
 __all__ = ["PostgresEngine"]
 
 _CATCH_UP_ROWS = 1000  # rows read per query while catching up
+_MAX_BATCH = 1000  # commits one section runs at most
+_PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
+"""The fields of an engine's put after its text, in their order."""
 _NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-_POLL_SECONDS = 0.02  # refresh(wait=) polls this often
+_LOCK_AND_NOW = (
+    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+    "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+)
+_RECHECK_SECONDS = 0.25  # refresh(wait=) on LISTEN reads the database at least this often
+_POLL_SECONDS = 0.005  # and this often where LISTEN is not available
 
 
 class _Section(DurableLock):
@@ -92,6 +103,52 @@ class _Section(DurableLock):
             self._lock.release()
 
 
+class _Diverged(Exception):
+    """The follower holds records the database does not: it must be rebuilt."""
+
+
+class _Job:
+    """One commit waiting to be run by the batch's leader (see :meth:`PostgresEngine.run_commit`).
+
+    Its thread sleeps on `gate`, a lock used as a binary semaphore; whoever finishes it or
+    makes it the leader releases the gate.
+    """
+
+    __slots__ = ("done", "error", "expect_lsn", "gate", "lead", "now_us", "result", "wire_ops")
+
+    def __init__(
+        self, wire_ops: list[list[Any]], expect_lsn: int | None, now_us: Callable[[], int]
+    ) -> None:
+        self.wire_ops = wire_ops
+        self.expect_lsn = expect_lsn
+        self.now_us = now_us
+        self.result: tuple[int | None, int | None] = (None, None)
+        self.error: BaseException | None = None
+        self.done = False
+        self.lead = False
+        self.gate = threading.Lock()
+        self.gate.acquire()
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # open already: the sleeper reads the news
+            self.gate.release()
+
+
+class _Timed:
+    """The engine as one commit sees it: its operations run at the time `now_us` gives."""
+
+    def __init__(self, engine: PostgresEngine, now_us: Callable[[], int]) -> None:
+        self._engine = engine
+        self._now_us = now_us
+        self.scratch = engine.scratch
+        self.embedder = engine.embedder
+
+    def run_commit(
+        self, wire_ops: list[list[Any]], expect_lsn: int | None
+    ) -> tuple[int | None, int | None]:
+        return self._engine.run_commit(wire_ops, expect_lsn, self._now_us)
+
+
 class PostgresEngine:
     """The :class:`~memcommit.engine.Engine` of a store in PostgreSQL (module docstring).
 
@@ -125,10 +182,13 @@ class PostgresEngine:
         self._connect_timeout = connect_timeout
         self._lock_key = f"memcommit.store.{target.schema}.{target.store}"
         self._records = f'"{target.schema}".records'
+        self._catch_up_sql = (
+            f"SELECT last_lsn, bytes FROM {self._records} WHERE store = %s AND last_lsn >= %s "
+            "ORDER BY last_lsn LIMIT %s"
+        )
         self._stores = f'"{target.schema}".stores'
         self._conn: Any = None
         self._closed = False
-        self._now_us: Callable[[], int] = lambda: time.time_ns() // 1000
         self._medium: LogMedium | None = None
         self._mark = 0
         # The follower may hold records the database does not (a failed insert or COMMIT whose
@@ -138,6 +198,17 @@ class PostgresEngine:
         self.scratch = _native.NativeLog.memory()
         """A log in RAM that checks a commit's operations as they are made (never written)."""
         self._section = _Section(self)
+        # refresh(wait=) sleeps on a LISTEN connection; a write wakes it with a NOTIFY sent
+        # after its COMMIT (outside the write transaction; one per section, however many
+        # commits the section carried).
+        self._channel = "memcommit_" + hashlib.sha1(self._lock_key.encode()).hexdigest()[:40]
+        self._notify_sql = f'NOTIFY "{self._channel}"'
+        self._listener: Any = None
+        self.notifications = 0
+        """NOTIFYs heard by :meth:`refresh` (a count, for tests and metrics)."""
+        self._jobs: list[_Job] = []
+        self._jobs_lock = threading.Lock()
+        self._leading = False
         self.clock = DatabaseClock()
         """The database's clock, made monotonic per store (:mod:`.clock`): the store's
         default clock."""
@@ -256,21 +327,32 @@ class PostgresEngine:
             raise self._unavailable(e) from None
         return follower
 
-    def _catch_up(self, conn: Any, follower: _native.NativeLog) -> int:
-        """Apply to `follower` the records committed after its head; how many LSNs came."""
+    def _catch_up(
+        self, conn: Any, follower: _native.NativeLog, rows: list[Any] | None = None
+    ) -> int:
+        """Apply to `follower` the records committed after its head; how many LSNs came.
+
+        Rows are read from the one that ends at the follower's head: if there is none, the
+        follower holds what the database does not (``_Diverged``). `rows`: the first page,
+        already read (with the section's lock, in one round trip).
+        """
         before = follower.lsn
+        first = True
         while True:
-            with conn.cursor() as cur:
-                cur.execute(
-                    f"SELECT bytes FROM {self._records} WHERE store = %s AND last_lsn > %s "
-                    "ORDER BY last_lsn LIMIT %s",
-                    (self._target.store, follower.lsn, _CATCH_UP_ROWS),
-                )
-                rows = cur.fetchall()
-            for (data,) in rows:
+            lsn = follower.lsn
+            if rows is None:
+                with conn.cursor() as cur:
+                    cur.execute(self._catch_up_sql, (self._target.store, lsn, _CATCH_UP_ROWS + 1))
+                    rows = cur.fetchall()
+            if first and lsn and (not rows or int(rows[0][0]) != lsn):
+                raise _Diverged
+            if rows and int(rows[0][0]) == lsn:
+                rows = rows[1:]
+            for _, data in rows:
                 follower.apply_raw(bytes(data))
             if len(rows) < _CATCH_UP_ROWS:
                 return follower.lsn - before
+            rows, first = None, False
 
     def _sample_clock(self, conn: Any, db_us: int | None = None) -> None:
         """Give the clock the database's time (asked now unless given) and the newest record's."""
@@ -312,30 +394,25 @@ class PostgresEngine:
             if self._suspect:
                 self._rebuild()
             conn = self._connection()
+            lsn = self._follower.lsn
             try:
                 with conn.cursor() as cur:
-                    # The lock, then the time: the database's clock read once the lock is ours.
-                    cur.execute(
-                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
-                        + _NOW_US.removeprefix("SELECT "),
-                        (self._lock_key,),
-                    )
+                    # The lock, and the database's clock read once the lock is ours; then the
+                    # records since the follower's head, read by a statement that starts after
+                    # the lock is granted, so it sees every commit made before. (Sent in one
+                    # pipeline, the two were slower here: psycopg's syncs cost more than the
+                    # round trip they save on loopback.)
+                    cur.execute(_LOCK_AND_NOW, (self._lock_key,))
                     locked = cur.fetchone()
-                self._catch_up(conn, self._follower)
+                    cur.execute(self._catch_up_sql, (self._target.store, lsn, _CATCH_UP_ROWS + 1))
+                    rows = cur.fetchall()
+                self._catch_up(conn, self._follower, rows)
                 self._sample_clock(conn, int(locked[1]) if locked else None)
-                # Under the lock the database's head is the follower's, or the follower holds
-                # what the database does not: then it is rebuilt, and the section begins again.
-                with conn.cursor() as cur:
-                    cur.execute(
-                        f"SELECT coalesce(max(last_lsn), 0) FROM {self._records} WHERE store = %s",
-                        (self._target.store,),
-                    )
-                    row = cur.fetchone()
-                head = int(row[0]) if row else 0
+                head = self._follower.lsn
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
-            except CorruptLog:
+            except (CorruptLog, _Diverged):
                 head = -1  # the follower is ahead of (or beside) the database
             if head == self._follower.lsn:
                 break
@@ -375,17 +452,14 @@ class PostgresEngine:
                     "VALUES (%s, %s, %s, %s, %s)",
                     (self._target.store, self._mark + 1, after, b"".join(chunks), commit_id),
                 )
-        except self._pg.Error as e:
-            self._abandon()
-            self._try_rebuild()
-            raise self._unavailable(e) from None
-        try:
             conn.commit()
-            return
         except self._pg.Error as e:
             failure = e
-        # The COMMIT's reply was lost: ask whether it was applied, once the transaction that
-        # held the store's lock has ended either way.
+        else:
+            self._wake_readers(conn)
+            return
+        # No answer, or an error: whether the records are in the database is looked up by the
+        # commit id, once the transaction that held the store's lock has ended either way.
         self._abandon()
         applied = self._was_applied(commit_id)
         if applied:
@@ -400,6 +474,41 @@ class PostgresEngine:
                 url=self._target.shown,
             )
         raise self._unavailable(failure)
+
+    def _wake_readers(self, conn: Any) -> None:
+        """Send the store's NOTIFY, after the COMMIT, outside the write transaction.
+
+        On the writer's own connection, as a statement of its own (one round trip, after the
+        store's lock is let go): a reader waiting in :meth:`refresh` wakes. A failure loses only
+        the wake-up (readers read the database again at least every :data:`_RECHECK_SECONDS`).
+        """
+        try:
+            conn.autocommit = True
+            try:
+                conn.execute(self._notify_sql)
+            finally:
+                conn.autocommit = False
+        except self._pg.Error:
+            self._abandon()
+
+    def _listening(self) -> Any:
+        """The LISTEN connection, made if it is not (None if it cannot be: poll instead)."""
+        conn = self._listener
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        try:
+            conn = self._pg.connect(
+                self._target.conninfo,
+                autocommit=True,
+                prepare_threshold=None,
+                connect_timeout=max(1, int(self._connect_timeout)),
+                application_name="memcommit-listen",
+            )
+            conn.execute(f'LISTEN "{self._channel}"')
+        except self._pg.Error:
+            return None
+        self._listener = conn
+        return conn
 
     def _try_rebuild(self) -> None:
         """Rebuild the follower now if the database answers; else before the next section."""
@@ -482,28 +591,103 @@ class PostgresEngine:
         return self._follower.is_purged(id)
 
     def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
-        """A commit whose operations are checked as they are made and run in one section."""
+        """A commit whose operations are checked as they are made and run in a section."""
         self._connection()  # a closed store refuses at once
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
-        self._now_us = now_us
-        return DeferredCommit(self, expect_lsn)  # type: ignore[return-value]
+        return cast(Commit, DeferredCommit(_Timed(self, now_us), expect_lsn))
 
     def run_commit(
-        self, wire_ops: list[list[Any]], expect_lsn: int | None
+        self,
+        wire_ops: list[list[Any]],
+        expect_lsn: int | None,
+        now_us: Callable[[], int] | None = None,
     ) -> tuple[int | None, int | None]:
-        """Run a commit's operations on the follower inside a section; its first and last LSN."""
-        with self._section:
-            c = self._local.begin(expect_lsn, self._now_us)
-            with c:
-                for op in wire_ops:
-                    ops.apply(c, op)
-            return c.first_lsn, c.lsn
+        """Run a commit's operations on the follower in a section; its first and last LSN.
+
+        Commits of many threads travel together: the first to arrive leads, and runs every
+        commit queued meanwhile in one section (each checked against the state the ones before
+        it left; a refused one raises its own error), so one transaction and one WAL flush
+        carry them all; then the next waiting thread leads. If the section fails, every commit
+        of it gets that error (none of them is in the database).
+        """
+        job = _Job(wire_ops, expect_lsn, now_us or (lambda: time.time_ns() // 1000))
+        with self._jobs_lock:
+            self._jobs.append(job)
+            if not self._leading:
+                self._leading = job.lead = True
+        while True:
+            if job.lead:
+                self._lead(job)
+            if job.done:
+                if job.error is not None:
+                    raise job.error
+                return job.result
+            job.gate.acquire()
+
+    def _lead(self, me: _Job) -> None:
+        """Run the queued commits, section after section, until `me` is done; then hand over."""
+        while True:
+            if not self._run_batch():
+                with self._jobs_lock:
+                    if not self._jobs:
+                        self._leading = me.lead = False
+                        return
+                continue
+            if me.done:
+                with self._jobs_lock:
+                    me.lead = False
+                    if self._jobs:
+                        self._jobs[0].lead = True
+                        self._jobs[0].wake()
+                    else:
+                        self._leading = False
+                return
+
+    def _run_batch(self) -> bool:
+        """Run, in one section, the commits queued when its lock is taken; False if none were.
+
+        The queue is read once the store's lock is held, so the commits that arrived while it
+        was awaited (from other threads, while other hosts held it) travel together.
+        """
+        batch: list[_Job] = []
+        interrupted: BaseException | None = None
+        try:
+            with self._section:
+                with self._jobs_lock:
+                    batch = self._jobs[:_MAX_BATCH]
+                    del self._jobs[:_MAX_BATCH]
+                for job in batch:
+                    try:
+                        c = self._local.begin(job.expect_lsn, job.now_us)
+                        with c:
+                            for op in job.wire_ops:
+                                ops.apply(c, op)
+                        job.result = (c.first_lsn, c.lsn)
+                    except Exception as e:  # refused or bad: this commit alone
+                        job.error = e
+        except BaseException as e:  # the section failed: none of the batch is in the database
+            if not batch:  # it failed before taking any: they fail alike
+                with self._jobs_lock:
+                    batch = self._jobs[:_MAX_BATCH]
+                    del self._jobs[:_MAX_BATCH]
+            for job in batch:
+                job.error = e
+            if not isinstance(e, Exception):
+                interrupted = e
+        for job in batch:
+            job.done = True
+            job.wake()
+        if interrupted is not None:
+            raise interrupted
+        return bool(batch)
 
     def put(self, at_us: int | None, text: str, *fields: Any) -> str:
-        """One put as its own commit, in one section."""
-        with self._section:
-            return self._follower.put(at_us, text, *fields)
+        """One put as its own commit (run with the other threads' queued commits)."""
+        now_us = (lambda: at_us) if at_us is not None else self.clock.now_us
+        with cast(Commit, DeferredCommit(_Timed(self, now_us), None)) as c:
+            mid: str = c.put(text, **dict(zip(_PUT_FIELDS, fields, strict=True)))
+        return mid
 
     def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
         """Embed the puts without a vector (a commit's before its section; a put's inside)."""
@@ -543,11 +727,15 @@ class PostgresEngine:
         raise NotSupported(f"snapshot: {self._target.shown}: the log is in the database")
 
     def refresh(self, wait: float = 0.0) -> int:
-        """Apply what other clients committed; with `wait`, poll up to that long for some.
+        """Apply what other clients committed; with `wait`, wait up to that long for some.
 
-        Returns how many LSNs came.
+        The wait sleeps on a ``LISTEN`` connection that writers' NOTIFYs wake, reading the
+        database again at least every :data:`_RECHECK_SECONDS`; where LISTEN is not available
+        (behind a transaction-mode pooler, say) it polls every :data:`_POLL_SECONDS`. Returns
+        how many LSNs came.
         """
         deadline = time.monotonic() + max(0.0, wait)
+        listener = self._listening() if wait > 0 else None
         came = 0
         while True:
             with self._section.bare:
@@ -561,13 +749,21 @@ class PostgresEngine:
                 except self._pg.Error as e:
                     self._abandon()
                     raise self._unavailable(e) from None
-                except CorruptLog:
+                except (CorruptLog, _Diverged):
                     conn.rollback()
                     self._rebuild()
                     came = 1
-            if came or time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if came or left <= 0:
                 break
-            time.sleep(min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            if listener is None:
+                time.sleep(min(_POLL_SECONDS, left))
+                continue
+            try:
+                for _ in listener.notifies(timeout=min(_RECHECK_SECONDS, left), stop_after=1):
+                    self.notifications += 1
+            except self._pg.Error:
+                self._listener = listener = None
         if came and self._medium is not None:
             self._medium.refresh()
         return came
@@ -583,6 +779,9 @@ class PostgresEngine:
         with self._section.bare:
             self._closed = True
             self._abandon()
+            if self._listener is not None:
+                with contextlib.suppress(self._pg.Error):
+                    self._listener.close()
             self._follower.close()
 
     @property

@@ -1,0 +1,226 @@
+"""Benchmark: commits on a store in PostgreSQL, against LangGraph's PostgresStore on one server.
+
+For 1, 8 and 32 concurrent clients, each client commits one memory per commit (a
+``store.put``), durable when it returns, and the table gives commits/s and the p50/p99 latency
+of a commit as its client saw it, with the clients as threads of one process (sharing one
+store: their commits travel together) or spread over 8 processes (a store each, as separate
+hosts would be). LangGraph's ``PostgresStore.put`` and ``PostgresSaver.put`` run the same
+clients on the same server, each client its own thread and connection. Then: bulk puts
+(records/s, 1,000 per commit) and the refresh lag (a commit acknowledged until another client
+that polls with ``refresh(wait=)`` has it).
+
+A throwaway PostgreSQL server is started for the run (MEMCOMMIT_PG_DSN: use that one).
+
+Run: ``python benches/postgres.py`` (``--quick`` for a smoke run; ``--seconds``, ``--clients``).
+Needs ``memcommit[postgres]``; LangGraph's rows need ``langgraph-checkpoint-postgres``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import memcommit
+from memcommit.testing.postgres import PostgresCluster
+from server import _drive, _percentile
+
+TEXT = "The user asked to keep the summary short and to cite the source documents. " * 2
+
+
+def _memcommit(url: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    store = memcommit.open(url)
+    return (lambda n, i: store.put(TEXT, kind="note", task=f"client-{n}")), store.close
+
+
+def _langgraph_store(dsn: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    from langgraph.store.postgres import PostgresStore
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(dsn, min_size=1, max_size=64, kwargs={"autocommit": True})
+    store = PostgresStore(pool)  # type: ignore[arg-type]
+    return (
+        lambda n, i: store.put(("bench", f"client-{n}"), f"{uuid.uuid4().hex}", {"text": TEXT})
+    ), pool.close
+
+
+def _langgraph_saver(dsn: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(dsn, min_size=1, max_size=64, kwargs={"autocommit": True})
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+
+    def put(n: int, i: int) -> None:
+        config = {"configurable": {"thread_id": f"client-{n}", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        saver.put(config, checkpoint, {"source": "input", "step": i}, {})  # type: ignore[arg-type]
+
+    return put, pool.close
+
+
+_TARGETS = {"memcommit": _memcommit, "store": _langgraph_store, "saver": _langgraph_saver}
+
+
+def _threads(
+    target: str, where: str, clients: int, seconds: float, ready: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    commit, close = _TARGETS[target](where)
+    try:
+        return _drive(clients, seconds, commit, ready)
+    finally:
+        close()
+
+
+def _process_client(
+    target: str, where: str, threads: int, seconds: float, go: Any, out: Any
+) -> None:
+    out.put(_threads(target, where, threads, seconds, go.wait))
+
+
+def _processes(target: str, where: str, clients: int, seconds: float) -> dict[str, Any]:
+    procs = min(clients, 8)
+    ctx = multiprocessing.get_context("spawn")
+    out, go = ctx.Queue(), ctx.Barrier(procs)
+    workers = [
+        ctx.Process(
+            target=_process_client, args=(target, where, clients // procs, seconds, go, out)
+        )
+        for _ in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    results = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+    merged = {k: max(r[k] for r in results) for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms")}
+    merged.update(commits=sum(r["commits"] for r in results), rate=sum(r["rate"] for r in results))
+    return merged
+
+
+def _bulk(url: str, seconds: float) -> float:
+    with memcommit.open(url) as store:
+        done, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            with store.commit() as c:
+                c.put_many([TEXT] * 1000, kind="note")
+            done += 1000
+        return done / (time.perf_counter() - started)
+
+
+def _refresh_lag(url: str, seconds: float) -> dict[str, Any]:
+    writer, follower = memcommit.open(url), memcommit.open(url)
+    acked: dict[int, float] = {}
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+
+    def follow() -> None:
+        while not stop.is_set():
+            before = follower.lsn
+            follower.refresh(wait=1.0)
+            now = time.perf_counter()
+            for lsn in range(before + 1, follower.lsn + 1):
+                seen[lsn] = now
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        with writer.commit() as c:
+            c.put(TEXT)
+        acked[c.lsn or 0] = time.perf_counter()
+        time.sleep(0.005)
+    time.sleep(1.0)
+    stop.set()
+    thread.join()
+    writer.close()
+    follower.close()
+    lags = [max(0.0, seen[lsn] - t) for lsn, t in acked.items() if lsn in seen]
+    return {"samples": len(lags), "p50": _percentile(lags, 0.5), "p99": _percentile(lags, 0.99)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
+    parser.add_argument("--clients", default="1,8,32", help="client counts (default 1,8,32)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 0.5 s each")
+    args = parser.parse_args(argv)
+    seconds = 0.5 if args.quick else args.seconds
+    counts = [int(c) for c in args.clients.split(",")]
+    try:
+        import langgraph.store.postgres  # noqa: F401
+
+        peers = ["store", "saver"]
+    except ImportError:
+        peers = []
+    with PostgresCluster() as pg:
+        print(f"# memcommit on PostgreSQL; {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
+        print(f"# {seconds:g} s each; clients, server and PostgreSQL on the same machine")
+        print()
+        print("| clients | what | commits/s | mean ms | p50 ms | p99 ms |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: |")
+        for peer in peers:
+            with memcommit.open(f"{pg.dsn}?store=setup"):
+                pass
+            if peer == "store":
+                from langgraph.store.postgres import PostgresStore
+
+                with PostgresStore.from_conn_string(pg.dsn) as s:
+                    s.setup()
+            else:
+                from langgraph.checkpoint.postgres import PostgresSaver
+
+                with PostgresSaver.from_conn_string(pg.dsn) as s:
+                    s.setup()
+        for clients in counts:
+            rows: list[tuple[str, dict[str, Any]]] = []
+            url = f"{pg.dsn}?store=threads-{clients}"
+            rows.append(
+                (
+                    "memcommit, threads sharing one store",
+                    _threads("memcommit", url, clients, seconds),
+                )
+            )
+            if clients > 1:
+                url = f"{pg.dsn}?store=procs-{clients}"
+                rows.append(
+                    (
+                        f"memcommit, {min(clients, 8)} processes, a store each",
+                        _processes("memcommit", url, clients, seconds),
+                    )
+                )
+            for peer in peers:
+                name = (
+                    "LangGraph PostgresStore.put"
+                    if peer == "store"
+                    else "LangGraph PostgresSaver.put"
+                )
+                rows.append(
+                    (f"{name}, a connection per thread", _threads(peer, pg.dsn, clients, seconds))
+                )
+            for label, r in rows:
+                print(
+                    f"| {clients} | {label} | {r['rate']:,.0f} | {r['mean_ms']:.2f} | "
+                    f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} |",
+                    flush=True,
+                )
+        print()
+        bulk = _bulk(f"{pg.dsn}?store=bulk", seconds)
+        print(f"bulk: {bulk:,.0f} records/s (put_many of 1,000 per commit)")
+        lag = _refresh_lag(f"{pg.dsn}?store=lag", seconds)
+        print(
+            f"refresh lag (polling): p50 {lag['p50'] * 1e3:.2f} ms, p99 {lag['p99'] * 1e3:.2f} ms "
+            f"({lag['samples']} commits)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -503,3 +503,44 @@ def test_a_host_whose_clock_runs_ahead_does_not_expire_anothers_lease(
     with memcommit.open(pg_url) as reader:
         times = [r.at for r in reader.records()]
         assert times == sorted(times)
+
+
+def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
+    postgres: PostgresCluster,
+) -> None:
+    schema = f"mig_{uuid.uuid4().hex[:8]}"
+    base = f"{postgres.dsn}?schema={schema}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memcommit", "migrate", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    # Nothing there: --check says so and changes nothing; opening with migrate=false refuses.
+    check = cli(base, "--check")
+    assert check.returncode == 1 and "needs migrations [1]" in check.stdout
+    with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
+        memcommit.open(f"{base}&store=s&migrate=false")
+    assert cli(base, "--check").returncode == 1
+    # Applied once, however many run it at once; then up to date.
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memcommit", "migrate", base],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [r.communicate(timeout=120)[0] for r in runs]
+    assert all(r.returncode == 0 for r in runs)
+    assert sum("applied migrations [1]" in out for out in outputs) == 1
+    assert cli(base, "--check").returncode == 0
+    with memcommit.open(f"{base}&store=s&migrate=false") as store:
+        assert store.put("after the migration")
+    bad = cli("postgresql://nobody@127.0.0.1:1/none")
+    assert bad.returncode == 1 and "127.0.0.1:1" in bad.stderr
+    with pytest.raises(ValueError, match="migrate"):
+        memcommit.open(f"{base}&migrate=maybe")

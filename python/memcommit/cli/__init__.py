@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 import memcommit
-from memcommit.cli import bench, compact, demo, info, repair, seal, transfer
+from memcommit.cli import bench, compact, demo, info, migrate, repair, seal, transfer
 from memcommit.cli._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_commands(commands)
     seal.add_commands(commands)
     demo.add_commands(commands)
+    migrate.add_commands(commands)
     bench.add_commands(commands)
     _add_serve_command(commands)
     return parser

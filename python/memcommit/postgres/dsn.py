@@ -1,9 +1,11 @@
 """What a ``postgresql://`` URL names: the database, the store in it and the schema.
 
-``postgresql://user@host:5432/db?store=team-a&schema=memcommit``: everything but ``store`` and
-``schema`` goes to libpq as it is (``sslmode``, ``connect_timeout``...). ``store`` (default
-``default``) names the store among the many one database holds; ``schema`` (default
-``memcommit``) the PostgreSQL schema its tables live in.
+``postgresql://user@host:5432/db?store=team-a&schema=memcommit``: everything but ``store``,
+``schema`` and ``migrate`` goes to libpq as it is (``sslmode``, ``connect_timeout``...).
+``store`` (default ``default``) names the store among the many one database holds; ``schema``
+(default ``memcommit``) the PostgreSQL schema its tables live in; ``migrate=false`` opens
+without creating or upgrading the tables (``memcommit migrate URL`` does that), refusing a
+schema that needs it.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ class Target:
         store: The store's name in the database.
         schema: The PostgreSQL schema of memcommit's tables.
         shown: The URL without its password, for messages and ``info()``.
+        migrate: Whether opening the store creates or upgrades the tables.
     """
 
     conninfo: str
     store: str
     schema: str
     shown: str
+    migrate: bool = True
 
 
 def is_postgres_url(path: str) -> bool:
@@ -53,18 +57,22 @@ def parse(url: str) -> Target:
     """
     parts = urllib.parse.urlsplit(url)
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    store, schema = DEFAULT_STORE, DEFAULT_SCHEMA
+    store, schema, migrate = DEFAULT_STORE, DEFAULT_SCHEMA, True
     seen: set[str] = set()
     rest: list[tuple[str, str]] = []
     for key, value in query:
-        if key in ("store", "schema"):
+        if key in ("store", "schema", "migrate"):
             if key in seen:
                 raise ValueError(f"{key}: given twice in {_hide_password(url)!r}")
             seen.add(key)
             if key == "store":
                 store = value
-            else:
+            elif key == "schema":
                 schema = value
+            elif value.lower() in ("true", "1", "yes", "false", "0", "no"):
+                migrate = value.lower() in ("true", "1", "yes")
+            else:
+                raise ValueError(f"migrate: {value!r} is not true or false")
         else:
             rest.append((key, value))
     if not store or len(store) > _MAX_STORE or "\x00" in store:
@@ -79,7 +87,7 @@ def parse(url: str) -> Target:
     conninfo = urllib.parse.urlunsplit(
         (parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(rest), parts.fragment)
     )
-    return Target(conninfo, store, schema, _hide_password(conninfo))
+    return Target(conninfo, store, schema, _hide_password(conninfo), migrate)
 
 
 def _hide_password(url: str) -> str:

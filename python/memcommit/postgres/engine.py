@@ -155,7 +155,8 @@ class PostgresEngine:
     Args:
         target: The database, store and schema (:func:`memcommit.postgres.dsn.parse`).
         migrate: Create or upgrade memcommit's tables first (idempotent, under an advisory
-            lock; what :func:`memcommit.open` does); False: refuse a database that needs it.
+            lock); False: refuse a database that needs it. None (the default): as the URL
+            says (``migrate=false``), else True.
         read_only: Refuse every write (:class:`~memcommit.ReadOnlyStore`).
         max_record_bytes: The largest record a commit may write.
         connect_timeout: Seconds to wait for a connection.
@@ -170,7 +171,7 @@ class PostgresEngine:
         self,
         target: Target,
         *,
-        migrate: bool = True,
+        migrate: bool | None = None,
         read_only: bool = False,
         max_record_bytes: int = 16 * 1024 * 1024,
         connect_timeout: float = 10.0,
@@ -214,13 +215,13 @@ class PostgresEngine:
         default clock."""
         conn = self._connection()
         try:
-            if migrate:
+            if target.migrate if migrate is None else migrate:
                 schema_.migrate(conn, target.schema)
             elif schema_.pending(conn, target.schema):
                 conn.rollback()
                 raise NotSupported(
-                    f"{target.shown}: schema {target.schema} needs migrations; open it once "
-                    "with migrate=True (memcommit.open does) to apply them"
+                    f"{target.shown}: schema {target.schema} needs migrations; run "
+                    f"'memcommit migrate URL' (or open it without migrate=false)"
                 )
             conn.rollback()
             self._header = self._store_header(conn)

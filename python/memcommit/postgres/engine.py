@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -190,6 +191,22 @@ class PostgresEngine:
         self._stores = f'"{target.schema}".stores'
         self._conn: Any = None
         self._closed = False
+        # Keepalives and a TCP timeout, so a host cut off from the database gets an error in
+        # seconds rather than waiting on a dead connection; the URL's own values win.
+        given = set(urllib.parse.parse_qs(urllib.parse.urlsplit(target.conninfo).query))
+        self._link_options = {
+            key: value
+            for key, value in {
+                "connect_timeout": max(1, int(connect_timeout)),
+                "keepalives": 1,
+                "keepalives_idle": 10,
+                "keepalives_interval": 3,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 20_000,
+                "application_name": "memcommit",
+            }.items()
+            if key not in given
+        }
         self._medium: LogMedium | None = None
         self._mark = 0
         # The follower may hold records the database does not (a failed insert or COMMIT whose
@@ -215,7 +232,7 @@ class PostgresEngine:
         default clock."""
         conn = self._connection()
         try:
-            if target.migrate if migrate is None else migrate:
+            if (target.migrate if migrate is None else migrate) and not read_only:
                 schema_.migrate(conn, target.schema)
             elif schema_.pending(conn, target.schema):
                 conn.rollback()
@@ -258,12 +275,7 @@ class PostgresEngine:
                 self._target.conninfo,
                 autocommit=False,
                 prepare_threshold=None,  # no server-side state: poolers in transaction mode
-                connect_timeout=max(1, int(self._connect_timeout)),
-                keepalives=1,
-                keepalives_idle=30,
-                keepalives_interval=10,
-                keepalives_count=3,
-                application_name="memcommit",
+                **self._link_options,
             )
         except self._pg.Error as e:
             raise self._unavailable(e) from None
@@ -497,16 +509,19 @@ class PostgresEngine:
         conn = self._listener
         if conn is not None and not conn.closed and not conn.broken:
             return conn
+        conn = None
         try:
             conn = self._pg.connect(
                 self._target.conninfo,
                 autocommit=True,
                 prepare_threshold=None,
-                connect_timeout=max(1, int(self._connect_timeout)),
-                application_name="memcommit-listen",
+                **self._link_options,
             )
             conn.execute(f'LISTEN "{self._channel}"')
-        except self._pg.Error:
+        except self._pg.Error:  # a hot standby, say, takes no LISTEN
+            if conn is not None:
+                with contextlib.suppress(self._pg.Error):
+                    conn.close()
             return None
         self._listener = conn
         return conn

@@ -42,13 +42,29 @@ def _free_port() -> int:
 class PostgresCluster:
     """A PostgreSQL server for the length of a ``with`` block; :attr:`dsn` reaches it.
 
+    Args:
+        listen: The addresses the server listens on (127.0.0.1 always).
+        allow: Networks (CIDR) whose clients may connect without a password, beside loopback.
+        primary: Start as a hot standby of this (running) cluster, copied with
+            ``pg_basebackup``, instead of a new cluster.
+
     Raises:
         RuntimeError: No PostgreSQL binaries, or the server did not start (its log is in the
             message).
     """
 
-    def __init__(self) -> None:
-        self.dsn = os.environ.get("MEMCOMMIT_PG_DSN", "")
+    def __init__(
+        self,
+        *,
+        listen: tuple[str, ...] = (),
+        allow: tuple[str, ...] = (),
+        primary: PostgresCluster | None = None,
+    ) -> None:
+        self.dsn = "" if primary is not None else os.environ.get("MEMCOMMIT_PG_DSN", "")
+        self.port = 0
+        self._listen = ("127.0.0.1", *listen)
+        self._allow = allow
+        self._primary = primary
         self._dir: str | None = None
         self._bin = ""
         self._as: list[str] = []
@@ -65,22 +81,25 @@ class PostgresCluster:
             self._as = ["runuser", "-u", "postgres", "--"]
             shutil.chown(self._dir, "postgres")
         data = os.path.join(self._dir, "data")
-        port = _free_port()
-        self._run(
-            "initdb",
-            "-D",
-            data,
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--locale=C.UTF-8",
-            "--no-sync",
-        )
+        port = self.port = _free_port()
+        if self._primary is None:
+            self._run(
+                "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                "--locale=C.UTF-8", "--no-sync",
+            )  # fmt: skip
+            with open(os.path.join(data, "pg_hba.conf"), "a") as hba:
+                hba.write("host replication all 127.0.0.1/32 trust\n")
+                for network in self._allow:
+                    hba.write(f"host all all {network} trust\n")
+        else:
+            self._run(
+                "pg_basebackup", "-d", self._primary.dsn, "-D", data, "-R", "-X", "stream",
+                "--no-sync",
+            )  # fmt: skip
         options = (
-            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={self._dir} "
-            "-c max_connections=200 -c fsync=on"
+            f"-c listen_addresses={','.join(self._listen)} -p {port} "
+            f"-c unix_socket_directories={self._dir} -c max_connections=200 -c fsync=on "
+            "-c hot_standby=on"
         )
         try:
             self._run(
@@ -117,6 +136,10 @@ class PostgresCluster:
                 except OSError:
                     pass
             raise RuntimeError(f"{tool} failed: {done.stderr.strip()} {log}".strip())
+
+    def url(self, host: str = "127.0.0.1") -> str:
+        """The server's URL through `host` (one of the addresses it listens on)."""
+        return self.dsn.replace("127.0.0.1", host, 1)
 
     def restart(self) -> None:
         """Restart the server at once (``pg_ctl restart -m immediate``: a crash, then recovery)."""

@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bulk: {bulk:,.0f} records/s (put_many of 1,000 per commit)")
         lag = _refresh_lag(f"{pg.dsn}?store=lag", seconds)
         print(
-            f"refresh lag (polling): p50 {lag['p50'] * 1e3:.2f} ms, p99 {lag['p99'] * 1e3:.2f} ms "
+            "refresh lag (a follower in refresh(wait=), woken by NOTIFY): "
+            f"p50 {lag['p50'] * 1e3:.2f} ms, p99 {lag['p99'] * 1e3:.2f} ms "
             f"({lag['samples']} commits)"
         )
     return 0

@@ -395,8 +395,8 @@ def test_options_a_database_store_cannot_take_are_refused(pg_url: str) -> None:
     with pytest.raises(memcommit.NotSupported, match="snapshot"):
         memcommit.open(pg_url, snapshot="x.snap")
     with memcommit.open(pg_url) as store:
-        with pytest.raises(memcommit.NotSupported, match="seals are not on PostgreSQL"):
-            memcommit.seals.seal(store)
+        with pytest.raises(memcommit.NotSupported, match="automatic seals"):
+            memcommit.seals.AutoSeal(store, every=100)
         with pytest.raises(memcommit.NotSupported):
             store.save_snapshot("x.snap")
 
@@ -544,3 +544,28 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     assert bad.returncode == 1 and "127.0.0.1:1" in bad.stderr
     with pytest.raises(ValueError, match="migrate"):
         memcommit.open(f"{base}&migrate=maybe")
+
+
+def test_a_seal_by_one_client_covers_every_hosts_records_and_tampering_is_found(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    key = b"k" * 32
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        a.put("from a")
+        b.put("from b")
+        sealed = memcommit.seals.seal(b, key=key)
+        assert sealed.lsn == 2
+        a.refresh()
+        report = memcommit.seals.verify(a, key=key)
+        assert report.ok and report.seals_checked == 1 and report.records_checked == 3
+    dsn, store = pg_url.split("?store=")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE memcommit.records SET bytes = overlay(bytes placing '\\x58'::bytea "
+            "from 40 for 1) WHERE store = %s AND first_lsn = 1",
+            (store,),
+        )
+    with pytest.raises(memcommit.CorruptLog):
+        memcommit.open(pg_url)

@@ -21,8 +21,9 @@ Reads are the follower's: what this client committed, and what others committed 
 last write or :meth:`refresh`. Nothing on the commit path keeps session state (no prepared
 statements, no ``SET``), so a pooler in transaction mode works.
 
-Not yet on PostgreSQL (they raise :class:`~memcommit.NotSupported`): seals, log compaction,
-snapshots.
+Seals are written in a section like any commit (the store's lock makes their writer the only
+one of the moment). Not yet on PostgreSQL (they raise :class:`~memcommit.NotSupported`):
+automatic seals, log compaction, snapshots.
 """
 
 from __future__ import annotations
@@ -724,13 +725,24 @@ class PostgresEngine:
         return RoleSet(clock=clock, medium=self._medium)
 
     def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
-        """Not on PostgreSQL yet."""
-        raise NotSupported(f"seal: {self._target.shown}: seals are not on PostgreSQL yet")
+        """Write a seal over every record so far, in a section.
+
+        The store's lock makes the sealer of the moment the only one, and the seal covers the
+        records of every host.
+        """
+        with self._section:
+            return self._follower.seal(at_us, key)
 
     def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
-        """Not on PostgreSQL yet (turning it off is allowed: it is off)."""
+        """Not on PostgreSQL yet: seal with :func:`memcommit.seals.seal`.
+
+        Turning it off is allowed: it is off.
+        """
         if every is not None:
-            raise NotSupported(f"AutoSeal: {self._target.shown}: seals are not on PostgreSQL yet")
+            raise NotSupported(
+                f"AutoSeal: {self._target.shown}: automatic seals are not on PostgreSQL yet; "
+                "call memcommit.seals.seal(store) instead"
+            )
 
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
         """Not on PostgreSQL yet."""

@@ -21,7 +21,6 @@ import argparse
 import multiprocessing
 import os
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from typing import Any
 
 import memcommit
 from memcommit.testing.postgres import PostgresCluster
-from server import _drive, _percentile
+from server import _drive, refresh_lag
 
 TEXT = "The user asked to keep the summary short and to cite the source documents. " * 2
 
@@ -115,37 +114,6 @@ def _bulk(url: str, seconds: float) -> float:
         return done / (time.perf_counter() - started)
 
 
-def _refresh_lag(url: str, seconds: float) -> dict[str, Any]:
-    writer, follower = memcommit.open(url), memcommit.open(url)
-    acked: dict[int, float] = {}
-    seen: dict[int, float] = {}
-    stop = threading.Event()
-
-    def follow() -> None:
-        while not stop.is_set():
-            before = follower.lsn
-            follower.refresh(wait=1.0)
-            now = time.perf_counter()
-            for lsn in range(before + 1, follower.lsn + 1):
-                seen[lsn] = now
-
-    thread = threading.Thread(target=follow)
-    thread.start()
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        with writer.commit() as c:
-            c.put(TEXT)
-        acked[c.lsn or 0] = time.perf_counter()
-        time.sleep(0.005)
-    time.sleep(1.0)
-    stop.set()
-    thread.join()
-    writer.close()
-    follower.close()
-    lags = [max(0.0, seen[lsn] - t) for lsn, t in acked.items() if lsn in seen]
-    return {"samples": len(lags), "p50": _percentile(lags, 0.5), "p99": _percentile(lags, 0.99)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
@@ -214,12 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         print()
         bulk = _bulk(f"{pg.dsn}?store=bulk", seconds)
         print(f"bulk: {bulk:,.0f} records/s (put_many of 1,000 per commit)")
-        lag = _refresh_lag(f"{pg.dsn}?store=lag", seconds)
-        print(
-            "refresh lag (a follower in refresh(wait=), woken by NOTIFY): "
-            f"p50 {lag['p50'] * 1e3:.2f} ms, p99 {lag['p99'] * 1e3:.2f} ms "
-            f"({lag['samples']} commits)"
-        )
+        lag_url = f"{pg.dsn}?store=lag"
+        for writers in (1, 8):
+            lag = refresh_lag(lambda: memcommit.open(lag_url), writers, seconds)
+            print(
+                f"refresh lag, {writers} writer(s) (a follower in refresh(wait=), woken by "
+                f"NOTIFY): p50 {lag['p50_ms']:.2f} ms, p99 {lag['p99_ms']:.2f} ms "
+                f"({lag['samples']} commits)",
+                flush=True,
+            )
     return 0
 
 

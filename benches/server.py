@@ -19,6 +19,7 @@ Run: ``python benches/server.py`` (``--quick`` for a smoke run; ``--seconds``, `
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import resource
@@ -204,10 +205,15 @@ def _fdatasync_p50(directory: str, n: int = 2000) -> float:
     return _percentile(times, 0.5) * 1e3
 
 
-def _refresh_lag(url: str, writers: int, seconds: float) -> dict[str, Any]:
-    """Lag from a commit's acknowledgement to a following replica having it."""
-    writer = memcommit.RemoteStore(url)
-    follower = memcommit.RemoteStore(url)
+def refresh_lag(
+    open_store: Callable[[], memcommit.MemoryStore], writers: int, seconds: float
+) -> dict[str, Any]:
+    """Lag from a commit's acknowledgement to a following client having it.
+
+    `writers` threads commit to one store, each a steady stream (a commit, then 1 ms), while a
+    second store of `open_store`'s waits in ``refresh(wait=...)``.
+    """
+    writer, follower = open_store(), open_store()
     acked: dict[int, float] = {}
     seen: dict[int, float] = {}
     stop = threading.Event()
@@ -309,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             print("| --- | ---: | ---: | ---: | ---: |")
             for transport in transports:
                 for writers in (1, 8):
-                    lag = _refresh_lag(urls[transport], writers, seconds)
+                    opener = functools.partial(memcommit.RemoteStore, urls[transport])
+                    lag = refresh_lag(opener, writers, seconds)
                     print(
                         f"| {transport} | {writers} | {lag['p50_ms']:.2f} | {lag['p99_ms']:.2f} "
                         f"| {lag['samples']} |",

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 import memcommit
 from memcommit.postgres.dsn import parse
-from memcommit.testing import Backend, ControllableClock, Harness
+from memcommit.testing import Backend, opened_backend
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
 from memcommit.testing.postgres import PostgresCluster
 from memcommit.wire import CommitOutcomeUnknown, ServerUnavailable
@@ -30,27 +29,9 @@ from memcommit.wire import CommitOutcomeUnknown, ServerUnavailable
 @pytest.fixture
 def memcommit_backend(postgres: PostgresCluster) -> Backend:
     """The contract suite's backend: a new store in the session's database per test."""
-
-    def make(tmp_path: Path) -> Iterator[Harness]:
-        url = f"{postgres.dsn}?store=contract-{uuid.uuid4().hex[:12]}"
-        clock = ControllableClock(datetime_start())
-        stores = [memcommit.open(url, clock=clock)]
-
-        def reopen() -> Any:
-            stores[-1].close()
-            stores.append(memcommit.open(url, clock=clock))
-            return stores[-1]
-
-        yield Harness(store=stores[0], clock=clock, reopener=reopen)
-        stores[-1].close()
-
-    return Backend("postgres", make)
-
-
-def datetime_start() -> Any:
-    from memcommit.testing import CLOCK_START
-
-    return CLOCK_START
+    return opened_backend(
+        "postgres", lambda tmp: f"{postgres.dsn}?store=contract-{uuid.uuid4().hex[:12]}"
+    )
 
 
 # -- the memory API ----------------------------------------------------------------------------

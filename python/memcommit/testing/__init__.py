@@ -20,6 +20,7 @@ from .contract.harness import (
     HarnessFactory,
     log_backend,
     memory_backend,
+    opened_backend,
     store_memory_backend,
 )
 from .race import race
@@ -33,6 +34,7 @@ __all__ = [
     "ServerProcess",
     "log_backend",
     "memory_backend",
+    "opened_backend",
     "race",
     "run_contract",
     "store_memory_backend",

@@ -33,6 +33,7 @@ __all__ = [
     "fresh_id",
     "log_backend",
     "memory_backend",
+    "opened_backend",
     "requires",
     "store_memory_backend",
 ]
@@ -139,20 +140,29 @@ def memory_backend() -> Backend:
     return Backend("memory", _memory_harness)
 
 
-def _log_harness(tmp_path: pathlib.Path) -> Iterator[Harness]:
-    import memcommit
+def opened_backend(name: str, where: Callable[[pathlib.Path], str]) -> Backend:
+    """Return a backend of stores :func:`memcommit.open` opens at ``where(tmp_path)``.
 
-    clock = ControllableClock(CLOCK_START)
-    path = str(tmp_path / f"roles-{uuid.uuid4().hex[:8]}.db")
-    stores = [memcommit.open(path, clock=clock)]
+    `where` names a new store per test (a log file in `tmp_path`, or a ``postgresql://`` URL
+    with a store of its own); the harness can ``reopen`` it there, with the same clock.
+    """
 
-    def reopen() -> Any:
+    def make(tmp_path: pathlib.Path) -> Iterator[Harness]:
+        import memcommit
+
+        clock = ControllableClock(CLOCK_START)
+        place = where(tmp_path)
+        stores = [memcommit.open(place, clock=clock)]
+
+        def reopen() -> Any:
+            stores[-1].close()
+            stores.append(memcommit.open(place, clock=clock))
+            return stores[-1]
+
+        yield Harness(store=stores[0], clock=clock, reopener=reopen)
         stores[-1].close()
-        stores.append(memcommit.open(path, clock=clock))
-        return stores[-1]
 
-    yield Harness(store=stores[0], clock=clock, reopener=reopen)
-    stores[-1].close()
+    return Backend(name, make)
 
 
 def log_backend() -> Backend:
@@ -160,7 +170,7 @@ def log_backend() -> Backend:
 
     It has ``reopen``: the roles' records are in its log.
     """
-    return Backend("log", _log_harness)
+    return opened_backend("log", lambda tmp: str(tmp / f"roles-{uuid.uuid4().hex[:8]}.db"))
 
 
 def _store_memory_harness(tmp_path: pathlib.Path) -> Harness:

@@ -49,6 +49,11 @@ def test_a_store_in_postgres_is_a_store(pg_url: str) -> None:
         assert [r.op for r in store.history(fact)] == ["put", "move"]
         assert [r.lsn for r in store.records()] == [1, 2, 3]
         assert [h.id for h in store.search("dark mode", mode="text")] == [fact]
+        near = store.put("a vector", vector=[1.0, 0.0])
+        store.put("another", vector=[0.0, 1.0])
+        assert [h.id for h in store.search([0.9, 0.1], k=1, mode="vector")] == [near]
+        with memcommit.open(pg_url) as other:  # another host's copy has the vectors too
+            assert [h.id for h in other.search([0.9, 0.1], k=1, mode="vector")] == [near]
         assert store.info()["store"] == parse(pg_url).store
         assert "postgresql://" in repr(store)
 

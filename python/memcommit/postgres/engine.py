@@ -348,7 +348,7 @@ class PostgresEngine:
 
         Rows are read from the one that ends at the follower's head: if there is none, the
         follower holds what the database does not (``_Diverged``). `rows`: the first page,
-        already read (with the section's lock, in one round trip).
+        already read (by a section, once it held the store's lock).
         """
         before = follower.lsn
         first = True

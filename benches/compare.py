@@ -101,10 +101,11 @@ def fmt_s(x: float) -> str:
 
 
 def fmt_ratio(a: float | None, b: float | None) -> str:
+    """`a / b` as a ratio ("2.31x"), or n/a."""
     if a is None or b is None or b == 0:
         return "n/a"
     r = a / b
-    return f"{r:.2f}x" if r < 10 else f"{r:.1f}x"
+    return f"{r:.2f}x" if r < 10 else f"{r:.1f}x" if r < 100 else f"{r:,.0f}x"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> None:

@@ -61,6 +61,7 @@ from compare import (
     default_base,
     filesystem_of,
     fmt_int,
+    fmt_ratio,
     log,
     mem_total,
     out,
@@ -120,14 +121,6 @@ def fmt_ms(seconds: float | None) -> str:
     if ms >= 1:
         return f"{ms:.2f}"
     return f"{ms:.3f}"
-
-
-def fmt_x(a: float | None, b: float | None) -> str:
-    """`a / b` as a ratio ("2.31x"), or n/a."""
-    if a is None or b is None or b == 0:
-        return "n/a"
-    r = a / b
-    return f"{r:.2f}x" if r < 10 else f"{r:.1f}x" if r < 100 else f"{r:,.0f}x"
 
 
 def fmt_s(x: float | None) -> str:
@@ -1003,8 +996,8 @@ def report_size(res: dict[str, Any], cfg: Settings) -> dict[str, Any]:
                 fmt_ms(r.p99),
                 fmt_recall(r.recall),
                 fmt_recall(r.recall_ties),
-                fmt_x(r.p50, flat.p50 if flat else None),
-                fmt_x(r.p50, hnsw.p50 if hnsw else None),
+                fmt_ratio(r.p50, flat.p50 if flat else None),
+                fmt_ratio(r.p50, hnsw.p50 if hnsw else None),
                 note,
             ]
         )

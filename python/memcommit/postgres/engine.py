@@ -368,8 +368,12 @@ class PostgresEngine:
                 return follower.lsn - before
             rows, first = None, False
 
-    def _sample_clock(self, conn: Any, db_us: int | None = None) -> None:
-        """Give the clock the database's time (asked now unless given) and the newest record's."""
+    def _sample_clock(self, conn: Any, db_us: int | None = None, *, came: bool = True) -> None:
+        """Give the clock the database's time (asked now unless given).
+
+        And the newest record's time when records `came` from the database: the clock
+        already floors this client's own.
+        """
         if db_us is None:
             with conn.cursor() as cur:
                 cur.execute(_NOW_US)
@@ -377,7 +381,7 @@ class PostgresEngine:
             db_us = int(row[0]) if row else None
         floor = 0
         lsn = self._follower.lsn
-        if lsn:
+        if came and lsn:
             newest, _ = self._follower.read_records(lsn - 1, 0, 1)
             if newest:
                 floor = to_microseconds(newest[0].at)
@@ -420,8 +424,8 @@ class PostgresEngine:
                     locked = cur.fetchone()
                     cur.execute(self._catch_up_sql, (self._target.store, lsn, _CATCH_UP_ROWS + 1))
                     rows = cur.fetchall()
-                self._catch_up(conn, self._follower, rows)
-                self._sample_clock(conn, int(locked[1]) if locked else None)
+                came = self._catch_up(conn, self._follower, rows)
+                self._sample_clock(conn, int(locked[1]) if locked else None, came=came > 0)
                 head = self._follower.lsn
             except self._pg.Error as e:
                 self._abandon()
@@ -772,7 +776,8 @@ class PostgresEngine:
                 conn = self._connection()
                 try:
                     came = self._catch_up(conn, self._follower)
-                    self._sample_clock(conn)
+                    if came or time.monotonic() >= deadline:  # the last look: time it once
+                        self._sample_clock(conn, came=came > 0)
                     conn.rollback()
                 except self._pg.Error as e:
                     self._abandon()

@@ -6,12 +6,16 @@ of a commit as its client saw it, with the clients as threads of one process (sh
 store: their commits travel together) or spread over 8 processes (a store each, as separate
 hosts would be). LangGraph's ``PostgresStore.put`` and ``PostgresSaver.put`` run the same
 clients on the same server, each client its own thread and connection. Then: bulk puts
-(records/s, 1,000 per commit) and the refresh lag (a commit acknowledged until another client
-that polls with ``refresh(wait=)`` has it).
+(records/s, 1,000 per commit), the refresh lag (a commit acknowledged until another client
+that polls with ``refresh(wait=)`` has it), and log compaction of a store of ``--compact``
+memories each put twice: its time, the longest another client's commit waited meanwhile, and
+the records table's size on disk over cycles of re-puts and compactions (autovacuum as it is by
+default: the table must not grow with the cycles).
 
 A throwaway PostgreSQL server is started for the run (MEMCOMMIT_PG_DSN: use that one).
 
-Run: ``python benches/postgres.py`` (``--quick`` for a smoke run; ``--seconds``, ``--clients``).
+Run: ``python benches/postgres.py`` (``--quick`` for a smoke run; ``--seconds``, ``--clients``,
+``--compact``).
 Needs ``memcommit[postgres]``; LangGraph's rows need ``langgraph-checkpoint-postgres``.
 """
 
@@ -21,6 +25,7 @@ import argparse
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -114,11 +119,75 @@ def _bulk(url: str, seconds: float) -> float:
         return done / (time.perf_counter() - started)
 
 
+def _table_mb(dsn: str) -> float:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_total_relation_size('memcommit.records')").fetchone()
+    return int(row[0]) / 1e6 if row else 0.0
+
+
+def _compaction(dsn: str, n: int, cycles: int) -> None:
+    """Compact a store of `n` memories put twice; then `cycles` of re-puts and compactions."""
+    from memcommit.storage import compact
+
+    url = f"{dsn}?store=compact"
+    ids = [f"m{i}" for i in range(n)]
+    with memcommit.open(url) as store, memcommit.open(url) as other:
+        for _ in range(2):
+            for at in range(0, n, 10_000):
+                with store.commit() as c:
+                    c.put_rows([{"text": f"{TEXT} {i}", "id": i} for i in ids[at : at + 10_000]])
+        other.refresh()
+        before = _table_mb(dsn)
+        waits: list[float] = []
+        stop = threading.Event()
+
+        def commit_meanwhile() -> None:
+            while not stop.is_set():
+                started = time.perf_counter()
+                other.put("meanwhile")
+                waits.append(time.perf_counter() - started)
+
+        writer = threading.Thread(target=commit_meanwhile)
+        writer.start()
+        time.sleep(0.2)
+        report = compact(store)
+        stop.set()
+        writer.join()
+        print(
+            f"log compaction of {n:,} memories put twice ({report.before:,} records -> "
+            f"{report.after:,}): {report.seconds:.2f} s; another client's longest commit "
+            f"meanwhile {max(waits) * 1000:.0f} ms; records table {before:.1f} MB -> "
+            f"{_table_mb(dsn):.1f} MB",
+            flush=True,
+        )
+        sizes = []
+        for _ in range(cycles):
+            for at in range(0, n, 10_000):
+                with store.commit() as c:
+                    c.put_rows([{"text": f"{TEXT} again {i}", "id": i} for i in ids[at : at + 10_000]])
+            compact(store)
+            time.sleep(1.0)  # autovacuum's naptime, as a running database would have
+            sizes.append(_table_mb(dsn))
+        if sizes:
+            print(
+                f"records table after each of {cycles} cycles (re-put every memory, compact): "
+                + ", ".join(f"{mb:.1f}" for mb in sizes)
+                + " MB",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
     parser.add_argument("--clients", default="1,8,32", help="client counts (default 1,8,32)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 0.5 s each")
+    parser.add_argument(
+        "--compact", type=int, default=100_000, help="memories in the compaction run (100,000)"
+    )
+    parser.add_argument("--cycles", type=int, default=5, help="compaction cycles (default 5)")
     args = parser.parse_args(argv)
     seconds = 0.5 if args.quick else args.seconds
     counts = [int(c) for c in args.clients.split(",")]
@@ -191,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"({lag['samples']} commits)",
                 flush=True,
             )
+        _compaction(pg.dsn, 2_000 if args.quick else args.compact, 2 if args.quick else args.cycles)
     return 0
 
 

@@ -381,8 +381,6 @@ def test_options_a_database_store_cannot_take_are_refused(pg_url: str) -> None:
     with pytest.raises(memcommit.NotSupported, match="snapshot"):
         memcommit.open(pg_url, snapshot="x.snap")
     with memcommit.open(pg_url) as store:
-        with pytest.raises(memcommit.NotSupported, match="automatic seals"):
-            memcommit.seals.AutoSeal(store, every=100)
         with pytest.raises(memcommit.NotSupported):
             store.save_snapshot("x.snap")
 
@@ -507,7 +505,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
 
     # Nothing there: --check says so and changes nothing; opening with migrate=false refuses.
     check = cli(base, "--check")
-    assert check.returncode == 1 and "needs migrations [1]" in check.stdout
+    assert check.returncode == 1 and "needs migrations [1, 2]" in check.stdout
     with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
         memcommit.open(f"{base}&store=s&migrate=false")
     assert cli(base, "--check").returncode == 1
@@ -522,7 +520,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     ]
     outputs = [r.communicate(timeout=120)[0] for r in runs]
     assert all(r.returncode == 0 for r in runs)
-    assert sum("applied migrations [1]" in out for out in outputs) == 1
+    assert sum("applied migrations [1, 2]" in out for out in outputs) == 1
     assert cli(base, "--check").returncode == 0
     with memcommit.open(f"{base}&store=s&migrate=false") as store:
         assert store.put("after the migration")
@@ -555,3 +553,270 @@ def test_a_seal_by_one_client_covers_every_hosts_records_and_tampering_is_found(
         )
     with pytest.raises(memcommit.CorruptLog):
         memcommit.open(pg_url)
+
+
+# -- log compaction, automatic seals and the schema's upgrade ----------------------------------
+
+
+def _rows(pg_url: str, table: str = "records") -> int:
+    import psycopg
+
+    dsn, store = pg_url.split("?store=")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(f"SELECT count(*) FROM memcommit.{table} WHERE store = %s", (store,))
+        return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def _state(store: memcommit.MemoryStore) -> list[tuple[str, str, str, str, str]]:
+    return sorted((m.id, m.text, m.kind, m.status, m.tier) for m in store.find(status=None))
+
+
+def test_log_compaction_is_online_and_every_client_goes_on_with_the_new_generation(
+    pg_url: str,
+) -> None:
+    from memcommit.storage import KindsAfter, compact
+
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        traces = [a.put(f"step {i}", kind="trace", task="t") for i in range(20)]
+        facts = [a.put(f"fact {i}", kind="fact") for i in range(20)]
+        for mid in facts[:10]:
+            a.put(f"fact {mid} again", id=mid, kind="fact")
+        with a.commit() as c:
+            c.stale(facts[10], reason="wrong")
+            c.move(facts[11], "long")
+        lease = a.locks.acquire("res", "host-a", 60_000)
+        assert lease is not None
+        b.refresh()
+        kept = [m for m in _state(b) if m[2] != "trace"]
+        rows_before = _rows(pg_url)
+
+        report = compact(a, retention=KindsAfter({"trace": 0}))
+
+        assert report.generation == 1 and not report.dry_run
+        assert sorted(report.purged) == sorted(traces)
+        assert report.after < report.before and report.bytes_after < report.bytes_before
+        assert _rows(pg_url, "manifest") == 1 and _rows(pg_url) < rows_before
+        # The compacting client goes on with the new generation at once.
+        assert a.info()["generation"] == 1 and _state(a) == kept
+        # The other client, not refreshed, writes: its section sees the new generation first.
+        late = b.put("written after the compaction")
+        assert b.info()["generation"] == 1
+        assert [m for m in _state(b) if m[0] != late] == kept
+        with pytest.raises(memcommit.Purged):
+            b.get(traces[0])
+        assert b.is_purged(traces[0]) and not b.is_purged(facts[0])
+        assert [e["generation"] for e in b.manifest()] == [1]
+        assert sorted(b.manifest()[0]["purged"]) == sorted(traces)
+        # The roles' state came through: the lease still holds, and is still fenced.
+        assert b.locks.acquire("res", "host-b", 1_000) is None
+        assert a.locks.release("res", token=lease.token)
+        second = b.locks.acquire("res", "host-b", 1_000)
+        assert second is not None and second.token > lease.token
+        a.refresh()
+        assert a.get(late).text == "written after the compaction"
+        # A new client reads the new generation, whose fresh seal verifies.
+        with memcommit.open(pg_url) as c:
+            assert [m for m in _state(c) if m[0] != late] == kept
+            assert c.is_purged(traces[-1])
+            report2 = memcommit.seals.verify(c)
+            assert report2.ok and report2.seals_checked == 1
+        # And again: generations follow one another; the manifest keeps every entry.
+        assert compact(b).generation == 2
+        a.put("after the second")
+        assert [e["generation"] for e in a.manifest()] == [1, 2]
+        assert memcommit.seals.verify(a).ok
+
+
+def test_commits_of_other_clients_during_compactions_are_all_kept(pg_url: str) -> None:
+    from memcommit.storage import compact
+
+    stop = threading.Event()
+    written: list[str] = []
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            with memcommit.open(pg_url) as w:
+                i = 0
+                while not stop.is_set():
+                    written.append(w.put(f"writer {n} put {i}", id=f"w{n}-{i % 50}"))
+                    i += 1
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    with memcommit.open(pg_url) as a:
+        a.put("first")
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        while len(written) < 30:
+            stop.wait(0.01)
+        generations = [compact(a).generation for _ in range(3)]
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors and generations == [1, 2, 3]
+    with memcommit.open(pg_url) as fresh:
+        for mid in set(written):
+            assert fresh.get(mid) is not None
+        latest: dict[str, int] = {}
+        for mid in written:
+            latest[mid] = latest.get(mid, 0) + 1
+        # Each id's newest put is the one the store holds (re-puts replace, none lost).
+        assert {m.id for m in fresh.find(kind="note")} >= set(written)
+        assert memcommit.seals.verify(fresh).ok
+
+
+def test_a_compaction_dry_run_writes_nothing(pg_url: str) -> None:
+    from memcommit.storage import KindsAfter, compact
+
+    with memcommit.open(pg_url) as a:
+        trace = a.put("a trace", kind="trace")
+        mid = a.put("a fact")
+        a.put("the fact again", id=mid)
+        rows, lsn = _rows(pg_url), a.lsn
+    with memcommit.open(pg_url, read_only=True) as reader:
+        report = compact(reader, retention=KindsAfter({"trace": 0}), dry_run=True)
+        assert report.dry_run and report.generation == 1 and report.purged == (trace,)
+        assert report.after == 2  # the fact's newest put and the new seal
+    assert _rows(pg_url) == rows and _rows(pg_url, "manifest") == 0
+    with memcommit.open(pg_url) as a:
+        assert a.lsn == lsn and a.info()["generation"] == 0 and a.get(trace) is not None
+
+
+def test_the_compact_command_takes_the_url(pg_url: str) -> None:
+    with memcommit.open(pg_url) as a:
+        trace = a.put("a trace", kind="trace")
+        a.put("a fact")
+    done = subprocess.run(
+        [sys.executable, "-m", "memcommit", "compact", pg_url, "--kinds-after", "trace=0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(generation 1)" in done.stdout and "purged: 1" in done.stdout
+    with memcommit.open(pg_url) as a:
+        assert a.is_purged(trace)
+
+
+def test_auto_seals_are_written_once_by_whichever_client_makes_one_due(pg_url: str) -> None:
+    key = b"s" * 32
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        with memcommit.seals.AutoSeal(a, every=10, key=key), memcommit.seals.AutoSeal(
+            b, every=10, key=key
+        ):
+            for i in range(60):
+                (a if i % 3 else b).put(f"put {i}")
+        a.refresh()
+        seals = [s.lsn for s in a.seals()]
+        # One seal per ten records, by either client, never two for the same ten.
+        assert len(seals) >= 5
+        assert all(later - earlier > 10 for earlier, later in zip(seals, seals[1:]))
+        assert a.lsn - seals[-1] <= 10
+        report = memcommit.seals.verify(a, key=key)
+        assert report.ok and report.seals_checked == len(seals)
+        b.put("no seal: the AutoSeal is closed")
+        b.refresh()
+        assert [s.lsn for s in b.seals()] == seals
+
+
+def test_a_version_1_schema_is_upgraded_with_its_stores(pg_url: str) -> None:
+    import psycopg
+
+    from memcommit.storage import compact
+
+    with memcommit.open(pg_url) as a:
+        mid = a.put("written before the upgrade")
+    dsn, store = pg_url.split("?store=")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # back to what version 1 made
+        conn.execute("DROP TABLE memcommit.manifest")
+        conn.execute("ALTER TABLE memcommit.stores DROP COLUMN generation")
+        conn.execute("DELETE FROM memcommit.schema_version WHERE v = 2")
+    try:
+        check = subprocess.run(
+            [sys.executable, "-m", "memcommit", "migrate", dsn, "--check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert check.returncode == 1 and "needs migrations [2]" in check.stdout
+        with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
+            memcommit.open(f"{pg_url}&migrate=false")
+    finally:
+        with memcommit.open(pg_url) as a:  # migrates (other tests share the schema)
+            assert a.get(mid).text == "written before the upgrade"
+            assert compact(a).generation == 1
+
+
+# -- a psycopg connection or pool in place of a URL ---------------------------------------------
+
+
+def test_a_store_opens_on_a_psycopg_connection_and_leaves_it_to_its_owner(
+    postgres: PostgresCluster,
+) -> None:
+    import psycopg
+
+    name = f"conn-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        store = memcommit.open(conn, store=name)
+        mid = store.put("through the caller's connection")
+        assert store.info()["store"] == name
+        store.close()
+        # Left open and idle for its owner, as it was, who goes on using it.
+        assert not conn.closed and conn.autocommit
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    with memcommit.open(f"{postgres.dsn}?store={name}") as by_url:
+        assert by_url.get(mid).text == "through the caller's connection"
+
+
+def test_a_store_opens_on_a_pool_and_gives_its_connection_back(postgres: PostgresCluster) -> None:
+    from psycopg_pool import ConnectionPool
+
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    with ConnectionPool(postgres.dsn, min_size=1, max_size=2, open=True) as pool:
+        with memcommit.open(pool, store=name, schema="memcommit") as a:
+            assert pool.get_stats()["pool_available"] < pool.get_stats()["pool_size"]
+            a.put("through the pool")
+            with memcommit.open(pool, store=name) as b:  # the pool's second connection
+                assert [m.text for m in b.find()] == ["through the pool"]
+                b.put("from b")
+            a.refresh()
+            assert len(a.find()) == 2
+        stats = pool.get_stats()
+        assert stats["pool_available"] == stats["pool_size"]  # every connection back
+
+
+def test_store_and_schema_beside_a_url_or_a_path(
+    postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    name = f"named-{uuid.uuid4().hex[:8]}"
+    with memcommit.open(postgres.dsn, store=name) as store:
+        assert store.info()["store"] == name
+    with pytest.raises(ValueError, match="store: given both"):
+        memcommit.open(f"{postgres.dsn}?store=a", store="b")
+    with pytest.raises(ValueError, match="only a store in PostgreSQL"):
+        memcommit.open(tmp_path / "a.log", store="x")
+    with pytest.raises(TypeError, match="store must be a str"):
+        memcommit.open(postgres.dsn, store=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="psycopg connection or pool"):
+        memcommit.open(object())  # type: ignore[arg-type]
+    assert not (tmp_path / "a.log").exists()
+
+
+def test_an_async_connection_is_refused_with_the_way_to_asyncio(
+    postgres: PostgresCluster,
+) -> None:
+    import asyncio
+
+    import psycopg
+
+    async def main() -> None:
+        conn = await psycopg.AsyncConnection.connect(postgres.dsn)
+        try:
+            with pytest.raises(TypeError, match="AsyncMemoryStore"):
+                memcommit.open(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(main())

@@ -179,7 +179,9 @@ class CompactionPlan:
         now_us: The time retention ages count back from.
         at_us: The time the new log's seal records.
         before_swap: Called with the report before the new log replaces the old (it writes
-            the manifest entry).
+            the manifest entry beside a log file).
+        entry: Makes the manifest entry of a report (what an engine that keeps its manifest
+            elsewhere, in a database, stores).
         step: Called with the name of each step (crash tests kill the process at one).
         progress: Called with (bytes read, total bytes) as the log is read.
         dry_run: Only find out what the compaction would do; write nothing (no new log, no
@@ -193,6 +195,7 @@ class CompactionPlan:
     now_us: int
     at_us: int
     before_swap: Callable[[dict[str, Any]], object]
+    entry: Callable[[dict[str, Any]], ManifestEntry]
     step: Callable[[str], object] | None = None
     progress: Callable[[int, int], object] | None = None
     dry_run: bool = False

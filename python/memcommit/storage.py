@@ -189,12 +189,13 @@ def compact(
 ) -> CompactionReport:
     """Compact the store's log into a new generation (see the module docstring).
 
-    Holds the writer for the duration; the store stays open and usable afterwards. With
+    Holds the writer for the duration (on PostgreSQL: the store's lock, so every client's
+    commits wait, and their reads go on); the store stays open and usable afterwards. With
     `dry_run`, only finds out what the compaction would keep, purge and reclaim, and writes
     nothing (also on a read-only store; commits wait while it reads the log).
 
     Args:
-        store: A writable store on a log file.
+        store: A writable store on a log file or in PostgreSQL.
         retention: What to purge (default nothing).
         horizon: The LSN up to which history is folded (default the head).
         progress: Called with (bytes read, total bytes) as the log is read.
@@ -204,7 +205,7 @@ def compact(
         The report.
 
     Raises:
-        NotSupported: The store keeps no log file (it is in RAM).
+        NotSupported: The store keeps no log of its own (it is in RAM, or a server's).
         ValueError: `horizon` is past the head or not an int.
     """
     from .store import MemoryStore
@@ -216,7 +217,7 @@ def compact(
             "compact: a RemoteStore's log belongs to its server; stop the server, run "
             "'memcommit compact PATH' on the log, and start it again (clients resync)"
         )
-    if store.path is None:
+    if "compact" not in store.capabilities:
         raise NotSupported("compact: a store in RAM keeps no log file to compact")
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)):
         raise TypeError(f"horizon must be an int LSN or None, not {horizon!r}")
@@ -247,9 +248,8 @@ def compact(
     path = store.path
     store_id = store.store_id
 
-    def before_swap(done: dict[str, Any]) -> None:
-        old = _manifest.read_manifest(path)
-        entry = {
+    def entry(done: dict[str, Any]) -> _manifest.ManifestEntry:
+        return {
             "generation": done["generation"],
             "at": now.isoformat(),
             "horizon": done["horizon"],
@@ -268,7 +268,10 @@ def compact(
                 ],
             },
         }
-        _manifest.write_manifest(path, store_id, [*old, entry])
+
+    def before_swap(done: dict[str, Any]) -> None:
+        assert path is not None  # called by a log file's engine only
+        _manifest.write_manifest(path, store_id, [*_manifest.read_manifest(path), entry(done)])
 
     started = time.perf_counter()
     plan = CompactionPlan(
@@ -279,6 +282,7 @@ def compact(
         now_us=_us(now),
         at_us=store.now_us(),
         before_swap=before_swap,
+        entry=entry,
         step=_failpoint,
         progress=progress,
         dry_run=dry_run,

@@ -14,7 +14,7 @@ from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
 from .files import replace_durably
-from .postgres.dsn import is_postgres_url
+from .postgres.dsn import Target, is_connection_source, is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
 from .search import Embedder, SearchHit, SearchMode, query_parts
@@ -518,8 +518,10 @@ def _purged(id: str) -> Purged:
 
 
 def open(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Any,
     *,
+    store: str | None = None,
+    schema: str | None = None,
     snapshot: str | os.PathLike[str] | None = None,
     clock: Clock | None = None,
     durability: Durability = "commit",
@@ -535,7 +537,12 @@ def open(
             RAM keeps the same hash-chained log, in memory, so everything works on it,
             seals and :func:`~memcommit.seals.verify` included, except what needs a file:
             `snapshot`, `read_only`, :meth:`MemoryStore.save_snapshot` and log compaction
-            raise :class:`NotSupported`.
+            raise :class:`NotSupported`. Or a store in PostgreSQL: a ``postgresql://`` URL
+            (``?store=NAME&schema=NAME``), or a ``psycopg`` connection or connection pool
+            (see :mod:`memcommit.postgres`).
+        store: The store's name in the database, for a connection or pool (default
+            ``default``); a URL names it with ``store=`` (or this, if the URL does not).
+        schema: The PostgreSQL schema of memcommit's tables, likewise (default ``memcommit``).
         snapshot: A file written by :meth:`MemoryStore.save_snapshot`: restore the state it
             holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
             is not of this log (another store or generation, or another history), or was
@@ -567,13 +574,37 @@ def open(
     ):
         if check_u64(value, name) == 0:
             raise ValueError(f"{name}: must be positive, got 0")
+    for label, given in (("store", store), ("schema", schema)):
+        if given is not None and not isinstance(given, str):
+            raise TypeError(f"{label} must be a str, not {type(given).__name__}")
+    if is_connection_source(path):
+        from .postgres.dsn import of_source
+
+        target = of_source(path, store, schema)
+        return _open_postgres(
+            target, snapshot, clock, durability, read_only, max_record_bytes, embed
+        )
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            "path must be str or os.PathLike[str] (or a psycopg connection or pool), not "
+            f"{type(path).__name__}"
+        )
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
     if is_postgres_url(fspath):
+        from .postgres.dsn import with_names
+
+        target = with_names(fspath, store, schema)
         return _open_postgres(
-            fspath, snapshot, clock, durability, read_only, max_record_bytes, embed
+            target, snapshot, clock, durability, read_only, max_record_bytes, embed
         )
+    for label, given in (("store", store), ("schema", schema)):
+        if given is not None:
+            raise ValueError(
+                f"{label}: {given!r}: only a store in PostgreSQL has a {label} name (open a "
+                "postgresql:// URL, a psycopg connection or a pool)"
+            )
     snapshot_path = None
     if snapshot is not None:
         if fspath == MEMORY:
@@ -600,7 +631,7 @@ def open(
 
 
 def _open_postgres(
-    url: str,
+    target: Target,
     snapshot: str | os.PathLike[str] | None,
     clock: Clock | None,
     durability: Durability,
@@ -608,8 +639,7 @@ def _open_postgres(
     max_record_bytes: int,
     embed: Embedder | None,
 ) -> MemoryStore:
-    """The store a ``postgresql://`` URL names (see :mod:`memcommit.postgres`)."""
-    from .postgres.dsn import parse
+    """The store `target` names (see :mod:`memcommit.postgres`)."""
     from .postgres.engine import PostgresEngine
 
     if snapshot is not None:
@@ -619,7 +649,7 @@ def _open_postgres(
             f"durability: {durability!r}: a store in PostgreSQL is durable at every commit "
             "(the database's own); leave durability at 'commit'"
         )
-    engine = PostgresEngine(parse(url), read_only=read_only, max_record_bytes=max_record_bytes)
+    engine = PostgresEngine(target, read_only=read_only, max_record_bytes=max_record_bytes)
     try:
         # The database's clock unless told otherwise: one clock for every host of the store.
         return MemoryStore(engine, clock=engine.clock if clock is None else clock, embed=embed)

@@ -18,6 +18,7 @@ from memcommit.cli._common import (
     writing_error,
 )
 from memcommit.errors import CommandError
+from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy, compact
 
@@ -97,13 +98,15 @@ def _run_compact(args: argparse.Namespace) -> int:
 
     Compact the log: up to the horizon (default the newest LSN) keep only the records replay
     needs, keep every later record as it is, and purge the memories the retention options name
-    that have no record after the horizon. The compaction manifest (PATH.manifest) records what
-    was done. Ages: 30d, 12h, 45m, 90s or seconds. With --dry-run, only report what it would
-    keep, purge and reclaim, and how long finding out took: the log is opened read-only (beside
-    a running writer too) and nothing is written.
+    that have no record after the horizon. The compaction manifest (PATH.manifest, or the
+    manifest table of a store in PostgreSQL: PATH may be its URL) records what was done. Ages:
+    30d, 12h, 45m, 90s or seconds. With --dry-run, only report what it would keep, purge and
+    reclaim, and how long finding out took: the log is opened read-only (beside a running
+    writer too) and nothing is written.
     """
     path: str = args.path
-    require_file(path)
+    if not is_postgres_url(path):
+        require_file(path)
     retention = retention_from(args)
     dry_run: bool = args.dry_run
     opened = open_read_only(path, "compact") if dry_run else open_writer(path)

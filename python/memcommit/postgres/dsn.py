@@ -6,15 +6,28 @@
 (default ``memcommit``) the PostgreSQL schema its tables live in; ``migrate=false`` opens
 without creating or upgrading the tables (``memcommit migrate URL`` does that), refusing a
 schema that needs it.
+
+:func:`of_source` makes the same target from a ``psycopg`` connection or connection pool
+(``memcommit.open(pool, store="team-a")``), whose parameters say where the database is.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["DEFAULT_SCHEMA", "DEFAULT_STORE", "Target", "is_postgres_url", "parse"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "DEFAULT_STORE",
+    "Target",
+    "is_connection_source",
+    "is_postgres_url",
+    "of_source",
+    "parse",
+    "with_names",
+]
 
 DEFAULT_STORE = "default"
 DEFAULT_SCHEMA = "memcommit"
@@ -34,6 +47,10 @@ class Target:
         schema: The PostgreSQL schema of memcommit's tables.
         shown: The URL without its password, for messages and ``info()``.
         migrate: Whether opening the store creates or upgrades the tables.
+        source: The ``psycopg`` connection or pool the store was opened with, or None (a URL):
+            the engine takes its connection from it.
+        connect_kwargs: What new connections are made with besides `conninfo` (a pool's
+            ``kwargs``; a connection's password).
     """
 
     conninfo: str
@@ -41,11 +58,100 @@ class Target:
     schema: str
     shown: str
     migrate: bool = True
+    source: Any = None
+    connect_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def is_postgres_url(path: str) -> bool:
     """Whether `path` is a ``postgresql://`` (or ``postgres://``) URL."""
     return path.split("://", 1)[0].lower() in _SCHEMES and "://" in path
+
+
+def is_connection_source(value: object) -> bool:
+    """Whether `value` is a ``psycopg`` connection or pool, sync or async (:func:`of_source`)."""
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        return False
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    if isinstance(value, (psycopg.Connection, psycopg.AsyncConnection)):
+        return True
+    try:
+        import psycopg_pool
+    except ImportError:
+        return False
+    return isinstance(value, (psycopg_pool.ConnectionPool, psycopg_pool.AsyncConnectionPool))
+
+
+def of_source(
+    source: Any, store: str | None = None, schema: str | None = None, migrate: bool = True
+) -> Target:
+    """The target of the store `store` in the database a connection or pool is connected to.
+
+    Raises:
+        TypeError: `source` is an async connection or pool (open the store with a sync one;
+            :class:`~memcommit.AsyncMemoryStore` wraps the store for asyncio).
+        ValueError: `store` or `schema` is not a name, as for a URL.
+    """
+    name = type(source).__name__
+    if name.startswith("Async"):
+        raise TypeError(
+            f"{name}: memcommit.open takes a psycopg Connection or ConnectionPool (sync); "
+            "wrap the store in memcommit.AsyncMemoryStore for asyncio"
+        )
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    if hasattr(source, "getconn"):  # a pool
+        conninfo = str(source.conninfo)
+        kwargs = dict(source.kwargs or {})
+    else:
+        conninfo = str(source.info.dsn)
+        password = source.info.password
+        kwargs = {"password": password} if password else {}
+    for key in ("autocommit", "prepare_threshold", "row_factory", "context", "cursor_factory"):
+        kwargs.pop(key, None)  # the engine's own choices (see PostgresEngine)
+    params = conninfo_to_dict(
+        make_conninfo(conninfo, **{k: v for k, v in kwargs.items() if isinstance(v, (str, int))})
+    )
+    shown = "postgresql://{}@{}:{}/{}".format(
+        params.get("user", ""),
+        params.get("host", ""),
+        params.get("port", "5432"),
+        params.get("dbname", ""),
+    )
+    target = parse(
+        f"{shown}?"
+        + urllib.parse.urlencode(
+            {
+                "store": DEFAULT_STORE if store is None else store,
+                "schema": DEFAULT_SCHEMA if schema is None else schema,
+            }
+        )
+    )
+    return Target(conninfo, target.store, target.schema, shown, migrate, source, kwargs)
+
+
+def with_names(url: str, store: str | None, schema: str | None) -> Target:
+    """:func:`parse` `url`, with the `store` and `schema` given beside it where it has none.
+
+    Raises:
+        ValueError: As :func:`parse`; or a name both in the URL and beside it.
+    """
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+    extra = {}
+    for key, value in (("store", store), ("schema", schema)):
+        if value is None:
+            continue
+        if key in query:
+            raise ValueError(
+                f"{key}: given both in the URL ({query[key]!r}) and as {key}={value!r}; "
+                "give it once"
+            )
+        extra[key] = value
+    if extra:
+        url += ("&" if "?" in url else "?") + urllib.parse.urlencode(extra)
+    return parse(url)
 
 
 def parse(url: str) -> Target:

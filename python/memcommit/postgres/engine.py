@@ -22,8 +22,14 @@ last write or :meth:`refresh`. Nothing on the commit path keeps session state (n
 statements, no ``SET``), so a pooler in transaction mode works.
 
 Seals are written in a section like any commit (the store's lock makes their writer the only
-one of the moment). Not yet on PostgreSQL (they raise :class:`~memcommit.NotSupported`):
-automatic seals, log compaction, snapshots.
+one of the moment). **Log compaction** runs in a section too: the follower makes the new
+generation (the same Rust code that compacts a log file, into RAM), and one transaction
+replaces the store's rows with it, bumps the store's generation and adds the manifest row;
+commits of other clients wait for the store's lock meanwhile, reads go on (they see the old rows
+until the COMMIT). Every catch-up reads the store's generation with its rows, so a client whose
+follower is of an older generation starts it again. An :class:`~memcommit.seals.AutoSeal`
+seals in the section whose commits make a seal due (:meth:`PostgresEngine.set_auto_seal`). Not
+on PostgreSQL (it raises :class:`~memcommit.NotSupported`): snapshots.
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ import contextlib
 import hashlib
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -60,6 +65,8 @@ from .dsn import Target
 __all__ = ["PostgresEngine"]
 
 _CATCH_UP_ROWS = 1000  # rows read per query while catching up
+_ROW_BYTES = 8 * 1024 * 1024  # the size of the rows log compaction writes, about
+_HEADER_LEN = 64  # a log header's bytes (what a new generation's bytes start with)
 _MAX_BATCH = 1000  # commits one section runs at most
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
@@ -96,6 +103,11 @@ class _Section(DurableLock):
         self._local.depth = depth + 1
         return self
 
+    @property
+    def held(self) -> bool:
+        """Whether this thread is in a section."""
+        return bool(getattr(self._local, "depth", 0))
+
     def __exit__(self, *exc_info: object) -> None:
         self._local.depth -= 1
         try:
@@ -107,6 +119,10 @@ class _Section(DurableLock):
 
 class _Diverged(Exception):
     """The follower holds records the database does not: it must be rebuilt."""
+
+
+class _Replaced(_Diverged):
+    """Log compaction replaced the store's records with a new generation: start again."""
 
 
 class _Job:
@@ -185,16 +201,27 @@ class PostgresEngine:
         self._connect_timeout = connect_timeout
         self._lock_key = f"memcommit.store.{target.schema}.{target.store}"
         self._records = f'"{target.schema}".records'
-        self._catch_up_sql = (
-            f"SELECT last_lsn, bytes FROM {self._records} WHERE store = %s AND last_lsn >= %s "
-            "ORDER BY last_lsn LIMIT %s"
-        )
         self._stores = f'"{target.schema}".stores'
+        self._manifest_table = f'"{target.schema}".manifest'
+        # The store's generation with each page of rows, read by one statement (one snapshot):
+        # a page of a newer generation than the follower's is never applied to it.
+        self._catch_up_sql = (
+            f"SELECT s.generation, r.last_lsn, r.bytes FROM {self._stores} s LEFT JOIN LATERAL "
+            f"(SELECT last_lsn, bytes FROM {self._records} WHERE store = s.name "
+            "AND last_lsn >= %s ORDER BY last_lsn LIMIT %s) r ON true WHERE s.name = %s"
+        )
         self._conn: Any = None
         self._closed = False
+        # A connection given to open() is used first; a pool lends the connection (given back
+        # at close, or when it fails).
+        self._pool = target.source if hasattr(target.source, "getconn") else None
+        self._given = None if self._pool is not None else target.source
+        self._owners_settings: tuple[bool, int | None] | None = None  # restored at close
         # Keepalives and a TCP timeout, so a host cut off from the database gets an error in
         # seconds rather than waiting on a dead connection; the URL's own values win.
-        given = set(urllib.parse.parse_qs(urllib.parse.urlsplit(target.conninfo).query))
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = set(conninfo_to_dict(target.conninfo)) | set(target.connect_kwargs)
         self._link_options = {
             key: value
             for key, value in {
@@ -210,6 +237,13 @@ class PostgresEngine:
         }
         self._medium: LogMedium | None = None
         self._mark = 0
+        # The commit id of rows a section inserted itself (log compaction's): its end commits
+        # them even when the follower holds no new records.
+        self._written: str | None = None
+        self._generation = 0  # the follower's generation
+        self._auto_seal: tuple[int, bytes | None] | None = None  # every, key
+        self._sealed_lsn = 0  # the newest seal's LSN, as last looked up (0: look)
+        self._manifest: tuple[int, list[ManifestEntry]] | None = None  # read for a generation
         # The follower may hold records the database does not (a failed insert or COMMIT whose
         # rebuild failed too): rebuilt before the next section or read of the database.
         self._suspect = False
@@ -242,7 +276,6 @@ class PostgresEngine:
                     f"'memcommit migrate URL' (or open it without migrate=false)"
                 )
             conn.rollback()
-            self._header = self._store_header(conn)
             self._follower = self._new_follower()
             self._sample_clock(conn)
             conn.rollback()
@@ -263,7 +296,7 @@ class PostgresEngine:
         return psycopg
 
     def _connection(self) -> Any:
-        """The open connection, made again if it was lost."""
+        """The open connection, made again (or borrowed from the pool again) if it was lost."""
         if self._closed:
             from ..errors import StoreClosed
 
@@ -271,26 +304,58 @@ class PostgresEngine:
         conn = self._conn
         if conn is not None and not conn.closed and not conn.broken:
             return conn
+        self._conn = None
         try:
-            conn = self._pg.connect(
-                self._target.conninfo,
-                autocommit=False,
-                prepare_threshold=None,  # no server-side state: poolers in transaction mode
-                **self._link_options,
-            )
+            if self._given is not None and not self._given.closed and not self._given.broken:
+                conn, self._given = self._given, None
+                self._owners_settings = (conn.autocommit, conn.prepare_threshold)
+            elif self._pool is not None:
+                conn = self._pool.getconn(timeout=self._connect_timeout)
+            else:
+                return self._connect(autocommit=False)
+            # A connection made by the caller: the engine's own settings (see _connect).
+            if conn.info.transaction_status != self._pg.pq.TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False
+            conn.prepare_threshold = None
         except self._pg.Error as e:
+            raise self._unavailable(e) from None
+        except Exception as e:  # the pool's own errors: a timeout, a closed pool
+            if self._pool is None:
+                raise
             raise self._unavailable(e) from None
         self._conn = conn
         return conn
 
+    def _connect(self, *, autocommit: bool) -> Any:
+        """A new connection to the database (made the current one unless `autocommit`)."""
+        try:
+            conn = self._pg.connect(
+                self._target.conninfo,
+                autocommit=autocommit,
+                prepare_threshold=None,  # no server-side state: poolers in transaction mode
+                **{**self._target.connect_kwargs, **self._link_options},
+            )
+        except self._pg.Error as e:
+            raise self._unavailable(e) from None
+        if not autocommit:
+            self._conn = conn
+        return conn
+
     def _abandon(self) -> None:
-        """Drop the connection (its transaction, if any, is rolled back by the server)."""
+        """Drop the connection (its transaction, if any, is rolled back by the server).
+
+        A pool's connection goes back to the pool, which rolls back or discards it.
+        """
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except self._pg.Error:
-                pass
+        if conn is None:
+            return
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                self._pool.putconn(conn)
+            return
+        with contextlib.suppress(self._pg.Error):
+            conn.close()
 
     def _unavailable(self, e: BaseException) -> ServerUnavailable:
         host = self._target.shown
@@ -327,19 +392,55 @@ class PostgresEngine:
             assert made is not None
             return bytes(made[0])
 
-    def _new_follower(self) -> _native.NativeLog:
-        """A follower with every record the database holds for the store."""
-        follower = _native.NativeLog.replica(self._header, self._max_record_bytes, writable=True)
-        if self.embedder is not None:
-            follower.set_embedder(self.embedder)
+    def _new_follower(self, *, locked: bool = False) -> _native.NativeLog:
+        """A follower with every record the database holds for the store.
+
+        The store's header (its generation) is read again: log compaction may have replaced
+        it. A compaction that commits while the rows are read makes the read start again.
+        `locked`: read in the section's transaction (which holds the store's lock, so nothing
+        changes meanwhile), and leave it open.
+        """
         conn = self._connection()
-        try:
-            self._catch_up(conn, follower)
-            conn.rollback()
-        except self._pg.Error as e:
-            self._abandon()
-            raise self._unavailable(e) from None
-        return follower
+        for _ in range(10):
+            try:
+                self._header = self._store_header(conn)
+                follower = _native.NativeLog.replica(
+                    self._header, self._max_record_bytes, writable=True
+                )
+                self._generation = int(follower.info()["generation"])
+                if self.embedder is not None:
+                    follower.set_embedder(self.embedder)
+                self._catch_up(conn, follower)
+                purged = self._purged_ids(conn)
+                if not locked:
+                    conn.rollback()
+            except self._pg.Error as e:
+                self._abandon()
+                raise self._unavailable(e) from None
+            except _Diverged:
+                if locked:
+                    raise
+                conn.rollback()
+                continue
+            if purged:
+                follower.add_purged(purged)
+            return follower
+        raise ServerUnavailable(
+            f"{self._target.shown}: store {self._target.store} was compacted again and again "
+            "while this client read it; try again",
+            url=self._target.shown,
+            code="unavailable",
+        )
+
+    def _purged_ids(self, conn: Any) -> list[str]:
+        """The ids the store's log compactions purged (from its manifest rows)."""
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT p FROM {self._manifest_table} m, "
+                "jsonb_array_elements_text(m.entry -> 'purged') p WHERE m.store = %s",
+                (self._target.store,),
+            )
+            return [str(row[0]) for row in cur.fetchall()]
 
     def _catch_up(
         self, conn: Any, follower: _native.NativeLog, rows: list[Any] | None = None
@@ -347,26 +448,37 @@ class PostgresEngine:
         """Apply to `follower` the records committed after its head; how many LSNs came.
 
         Rows are read from the one that ends at the follower's head: if there is none, the
-        follower holds what the database does not (``_Diverged``). `rows`: the first page,
-        already read (by a section, once it held the store's lock).
+        follower holds what the database does not (``_Diverged``); so too if the store's
+        generation is not the follower's (log compaction replaced the rows). `rows`: the first
+        page, already read (by a section, once it held the store's lock).
         """
         before = follower.lsn
         first = True
         while True:
             lsn = follower.lsn
             if rows is None:
-                with conn.cursor() as cur:
-                    cur.execute(self._catch_up_sql, (self._target.store, lsn, _CATCH_UP_ROWS + 1))
-                    rows = cur.fetchall()
-            if first and lsn and (not rows or int(rows[0][0]) != lsn):
+                rows = self._page(conn, lsn)
+            if not rows:  # the store's row is gone
                 raise _Diverged
-            if rows and int(rows[0][0]) == lsn:
-                rows = rows[1:]
-            for _, data in rows:
+            if int(rows[0][0]) != self._generation:
+                raise _Replaced
+            page = [(int(r[1]), r[2]) for r in rows if r[1] is not None]
+            if first and lsn and (not page or page[0][0] != lsn):
+                raise _Diverged
+            if page and page[0][0] == lsn:
+                page = page[1:]
+            for _, data in page:
                 follower.apply_raw(bytes(data))
-            if len(rows) < _CATCH_UP_ROWS:
+            if len(page) < _CATCH_UP_ROWS:
                 return follower.lsn - before
             rows, first = None, False
+
+    def _page(self, conn: Any, lsn: int) -> list[Any]:
+        """The store's generation and the rows from the one ending at `lsn` (a page of them)."""
+        with conn.cursor() as cur:
+            cur.execute(self._catch_up_sql, (lsn, _CATCH_UP_ROWS + 1, self._target.store))
+            rows: list[Any] = cur.fetchall()
+            return rows
 
     def _sample_clock(self, conn: Any, db_us: int | None = None, *, came: bool = True) -> None:
         """Give the clock the database's time (asked now unless given).
@@ -389,15 +501,23 @@ class PostgresEngine:
             self.clock.sample(db_us, floor)
 
     def _rebuild(self) -> None:
-        """Start the follower again from the database (it held records the database lost)."""
+        """Start the follower again from the database.
+
+        It held records the database lost, or log compaction made a new generation.
+        """
         self._suspect = True
-        self._follower = self._new_follower()
+        self._go_on_with(self._new_follower())
         self._suspect = False
-        self._local = LocalEngine(self._follower)
+
+    def _go_on_with(self, follower: _native.NativeLog) -> None:
+        """Make `follower` the one reads and commits use."""
+        self._follower = follower
+        self._sealed_lsn = 0
+        self._local = LocalEngine(follower)
         if self.embedder is not None:
             self._local.set_embedder(self.embedder)
         if self._medium is not None:
-            self._medium.rebind(self._follower)
+            self._medium.rebind(follower)
 
     # -- the section -------------------------------------------------------------------------
 
@@ -422,9 +542,12 @@ class PostgresEngine:
                     # round trip they save on loopback.)
                     cur.execute(_LOCK_AND_NOW, (self._lock_key,))
                     locked = cur.fetchone()
-                    cur.execute(self._catch_up_sql, (self._target.store, lsn, _CATCH_UP_ROWS + 1))
-                    rows = cur.fetchall()
-                came = self._catch_up(conn, self._follower, rows)
+                rows = self._page(conn, lsn)
+                try:
+                    came = self._catch_up(conn, self._follower, rows)
+                except _Replaced:  # a new generation: read it under the lock held
+                    self._go_on_with(self._new_follower(locked=True))
+                    came = 1
                 self._sample_clock(conn, int(locked[1]) if locked else None, came=came > 0)
                 head = self._follower.lsn
             except self._pg.Error as e:
@@ -442,12 +565,19 @@ class PostgresEngine:
                 "do not follow one another; nothing was written"
             )
         self._mark = self._follower.lsn
+        self._written = None
         if self._medium is not None:
             self._medium.refresh()
 
     def end_section(self) -> None:
         """End a section: insert what it wrote and commit, or let the lock go."""
         conn = self._conn
+        commit_id, self._written = self._written, None
+        if conn is None:  # the connection was lost in the section (which raised for it)
+            self._suspect = self._suspect or self._follower.lsn != self._mark
+            return
+        if self._auto_seal is not None and self._follower.lsn > self._mark:
+            self._seal_if_due(*self._auto_seal)
         chunks = []
         after = self._mark
         while True:
@@ -456,20 +586,18 @@ class PostgresEngine:
                 break
             chunks.append(data)
             after = last
-        if not chunks:
+        if chunks:
+            commit_id = uuid.uuid4().hex
+        elif commit_id is None:
             try:
                 conn.rollback()  # nothing written: let the lock go
             except self._pg.Error:
                 self._abandon()
             return
-        commit_id = uuid.uuid4().hex
         try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    f"INSERT INTO {self._records} (store, first_lsn, last_lsn, bytes, commit_id) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (self._target.store, self._mark + 1, after, b"".join(chunks), commit_id),
-                )
+            if chunks:
+                with conn.cursor() as cur:
+                    self._insert_row(cur, self._mark, after, b"".join(chunks), commit_id)
             conn.commit()
         except self._pg.Error as e:
             failure = e
@@ -492,6 +620,27 @@ class PostgresEngine:
                 url=self._target.shown,
             )
         raise self._unavailable(failure)
+
+    def _seal_if_due(self, every: int, key: bytes | None) -> None:
+        """Append a seal if `every` records follow the store's newest one (in a section)."""
+        lsn = self._follower.lsn
+        if lsn - self._sealed_lsn < every:
+            return
+        seals = self._follower.seals()  # looked up only when one may be due
+        self._sealed_lsn = int(seals[-1][0]) if seals else 0
+        if lsn - self._sealed_lsn >= every:
+            self._follower.seal(self.clock.now_us(), key)
+            self._sealed_lsn = self._follower.lsn
+
+    def _insert_row(
+        self, cur: Any, after: int, last: int, data: bytes, commit_id: str | None
+    ) -> None:
+        """Insert one row of records: those after LSN `after` up to `last`."""
+        cur.execute(
+            f"INSERT INTO {self._records} (store, first_lsn, last_lsn, bytes, commit_id) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (self._target.store, after + 1, last, data, commit_id),
+        )
 
     def _wake_readers(self, conn: Any) -> None:
         """Send the store's NOTIFY, after the COMMIT, outside the write transaction.
@@ -516,14 +665,9 @@ class PostgresEngine:
             return conn
         conn = None
         try:
-            conn = self._pg.connect(
-                self._target.conninfo,
-                autocommit=True,
-                prepare_threshold=None,
-                **self._link_options,
-            )
+            conn = self._connect(autocommit=True)
             conn.execute(f'LISTEN "{self._channel}"')
-        except self._pg.Error:  # a hot standby, say, takes no LISTEN
+        except (self._pg.Error, ServerUnavailable):  # a hot standby, say, takes no LISTEN
             if conn is not None:
                 with contextlib.suppress(self._pg.Error):
                     conn.close()
@@ -561,8 +705,8 @@ class PostgresEngine:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """None beyond reads and commits yet: no file, no compaction or seals here."""
-        return frozenset()
+        """``{"compact", "seal"}``: log compaction and seals, run by this client in a section."""
+        return frozenset({"compact", "seal"})
 
     @property
     def path(self) -> str | None:
@@ -596,8 +740,28 @@ class PostgresEngine:
         return info
 
     def manifest(self) -> list[ManifestEntry]:
-        """No log compaction on PostgreSQL yet: no manifest."""
-        return []
+        """The store's compaction manifest (its rows), as of the follower's generation."""
+        cached = self._manifest
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        with self._section.bare:  # the connection is one thread's at a time
+            generation = self._generation
+            conn = self._connection()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"SELECT entry FROM {self._manifest_table} WHERE store = %s "
+                        "AND generation <= %s ORDER BY generation",
+                        (self._target.store, generation),
+                    )
+                    entries = [dict(row[0]) for row in cur.fetchall()]
+                if not self._section.held:  # a section's transaction is the section's to end
+                    conn.rollback()
+            except self._pg.Error as e:
+                self._abandon()
+                raise self._unavailable(e) from None
+        self._manifest = (generation, entries)
+        return entries
 
     def get(self, id: str) -> _native.Memory | None:
         """``view().get(id)``."""
@@ -738,21 +902,89 @@ class PostgresEngine:
             return self._follower.seal(at_us, key)
 
     def set_auto_seal(self, every: int | None, key: bytes | None = None) -> None:
-        """Not on PostgreSQL yet: seal with :func:`memcommit.seals.seal`.
+        """Seal once `every` records follow the store's newest seal (None: stop).
 
-        Turning it off is allowed: it is off.
+        The section whose commits make a seal due appends it, so the seal travels in the same
+        row and transaction as those commits. The store's lock makes that client the only
+        sealer of the moment (fenced: no other can write until it commits or its transaction
+        dies with it), and a seal written by any client counts for all, so clients that each
+        run an AutoSeal do not seal twice.
         """
-        if every is not None:
-            raise NotSupported(
-                f"AutoSeal: {self._target.shown}: automatic seals are not on PostgreSQL yet; "
-                "call memcommit.seals.seal(store) instead"
-            )
+        self._auto_seal = None if every is None else (every, key)
 
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
-        """Not on PostgreSQL yet."""
-        raise NotSupported(
-            f"compact: {self._target.shown}: log compaction is not on PostgreSQL yet"
+        """Compact the store's records into a new generation, in one section.
+
+        The follower, caught up under the store's lock, makes the new generation (what
+        compacting a log file writes: the records replay needs, then a seal over them); one
+        transaction deletes the store's rows, inserts the new generation's, sets the store's
+        header and generation and adds the manifest entry (`plan.entry`). Other clients' commits
+        wait for the lock; their next catch-up sees the new generation and starts again. A dry
+        run makes the new generation and writes nothing.
+        """
+        from psycopg.types.json import Jsonb
+
+        args = (
+            plan.horizon,
+            plan.archived_older_than_us,
+            plan.kinds_after_us,
+            plan.ids,
+            plan.now_us,
+            plan.at_us,
         )
+        if plan.dry_run:  # what it would do now: caught up, without the store's lock
+            self.refresh()
+            with self._section.bare:
+                report, _ = self._follower.compacted_copy(*args)
+            return report
+        with self._section:
+            conn = self._conn
+            report, image = self._follower.compacted_copy(*args)
+            follower = _native.NativeLog.replica(
+                image[:_HEADER_LEN], self._max_record_bytes, writable=True
+            )
+            if self.embedder is not None:
+                follower.set_embedder(self.embedder)
+            follower.apply_raw(image[_HEADER_LEN:])
+            entry = plan.entry(report)
+            commit_id = uuid.uuid4().hex
+            try:
+                follower.add_purged([*self._purged_ids(conn), *report["purged"]])
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"DELETE FROM {self._records} WHERE store = %s", (self._target.store,)
+                    )
+                    after = 0
+                    while True:
+                        data, last = follower.read_raw(after, _ROW_BYTES)
+                        if not data:
+                            break
+                        last_row = last == follower.lsn
+                        self._insert_row(cur, after, last, data, commit_id if last_row else None)
+                        after = last
+                    cur.execute(
+                        f"UPDATE {self._stores} SET header = %s, generation = %s WHERE name = %s",
+                        (image[:_HEADER_LEN], report["generation"], self._target.store),
+                    )
+                    cur.execute(
+                        f"INSERT INTO {self._manifest_table} (store, generation, entry) "
+                        "VALUES (%s, %s, %s)",
+                        (self._target.store, report["generation"], Jsonb(entry)),
+                    )
+            except self._pg.Error as e:
+                self._abandon()
+                self._try_rebuild()
+                raise self._unavailable(e) from None
+            # The section's end commits the rows (resolving a lost reply by the commit id); the
+            # follower of the new generation is this client's from here (rebuilt if it fails).
+            self._written = commit_id
+            self._header = image[:_HEADER_LEN]
+            self._generation = int(report["generation"])
+            self._go_on_with(follower)
+            self._mark = follower.lsn
+        if plan.progress is not None:
+            plan.progress(report["bytes_before"], report["bytes_before"])
+        return report
 
     def snapshot_json(self) -> str:
         """Not on PostgreSQL: a new client reads the store's records from the database."""
@@ -806,11 +1038,21 @@ class PostgresEngine:
         self._connection()
 
     def close(self) -> None:
-        """Close the connection and the follower (safe to call twice)."""
+        """Close the connection and the follower (safe to call twice).
+
+        A connection given to open() is left open (idle) for its owner; a pool's goes back.
+        """
         if self._closed:
             return
         with self._section.bare:
             self._closed = True
+            mine = self._target.source
+            if self._conn is not None and self._conn is mine and not mine.closed:
+                self._conn = None
+                with contextlib.suppress(self._pg.Error):
+                    mine.rollback()
+                    if self._owners_settings is not None:
+                        mine.autocommit, mine.prepare_threshold = self._owners_settings
             self._abandon()
             if self._listener is not None:
                 with contextlib.suppress(self._pg.Error):

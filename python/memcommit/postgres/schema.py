@@ -9,7 +9,12 @@ One schema (``memcommit`` unless the URL says ``schema=``) holds every store of 
   checks and applies them; the first and last LSN they hold, and the commit id of the writer
   that wrote them (unique per store: how a writer whose COMMIT reply was lost finds out whether
   it was applied).
+* ``manifest``: one row per log compaction of a store (version 2): what it kept, purged and
+  the old generation's chain, as the JSON entry a log file's manifest holds.
 * ``schema_version``: the migrations applied.
+
+A store's row also holds its generation (version 2), which log compaction bumps in the
+transaction that replaces the store's records, so a reader knows to start again.
 
 :func:`migrate` is idempotent and takes an advisory lock, so several hosts opening the same
 database at once apply each migration exactly once.
@@ -21,7 +26,7 @@ from typing import Any
 
 __all__ = ["VERSION", "migrate", "pending"]
 
-VERSION = 1
+VERSION = 2
 """The schema version this package writes and reads."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -40,6 +45,14 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE UNIQUE INDEX IF NOT EXISTS records_commit_id"
         " ON {s}.records (store, commit_id) WHERE commit_id IS NOT NULL",
     ],
+    2: [
+        "ALTER TABLE {s}.stores ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0",
+        "CREATE TABLE IF NOT EXISTS {s}.manifest ("
+        " store text NOT NULL REFERENCES {s}.stores (name),"
+        " generation bigint NOT NULL,"
+        " entry jsonb NOT NULL,"
+        " PRIMARY KEY (store, generation))",
+    ],
 }
 
 
@@ -47,13 +60,13 @@ def _lock_key(schema: str) -> str:
     return f"memcommit.migrate.{schema}"
 
 
-def pending(conn: Any, schema: str) -> list[int]:
-    """The migrations `schema` still needs (every one when it does not exist)."""
+def pending(conn: Any, schema: str, upto: int = VERSION) -> list[int]:
+    """The migrations `schema` still needs (every one when it does not exist), up to `upto`."""
     with conn.cursor() as cur:
         cur.execute("SELECT to_regclass(%s)", (f"{schema}.schema_version",))
         row = cur.fetchone()
         if row is None or row[0] is None:
-            return sorted(_MIGRATIONS)
+            return [v for v in sorted(_MIGRATIONS) if v <= upto]
         cur.execute(f'SELECT coalesce(max(v), 0) FROM "{schema}".schema_version')
         done = cur.fetchone()
     applied = int(done[0]) if done else 0
@@ -62,20 +75,21 @@ def pending(conn: Any, schema: str) -> list[int]:
             f"schema {schema}: version {applied} was written by a newer memcommit (this one "
             f"knows up to {VERSION}); upgrade memcommit"
         )
-    return [v for v in sorted(_MIGRATIONS) if v > applied]
+    return [v for v in sorted(_MIGRATIONS) if applied < v <= upto]
 
 
-def migrate(conn: Any, schema: str) -> list[int]:
+def migrate(conn: Any, schema: str, upto: int = VERSION) -> list[int]:
     """Apply the migrations `schema` needs, in one transaction under an advisory lock.
 
-    Returns the versions applied (none when it was up to date).
+    Returns the versions applied (none when it was up to date). `upto`: stop at that version
+    (what an upgrade test builds an older schema with).
     """
     with conn.transaction():
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_lock_key(schema),)
             )
-            todo = pending(conn, schema)
+            todo = pending(conn, schema, upto)
             if not todo:
                 return []
             cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')

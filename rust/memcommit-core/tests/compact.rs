@@ -67,7 +67,15 @@ proptest! {
         // A dry run writes nothing and foretells the report.
         let plan = log.compaction_plan(Some(horizon), &Retention::default(), &mut Quiet).unwrap();
         prop_assert_eq!(records(&path), before.clone());
+        // The copy made in RAM (what a database engine swaps in) is what the file will hold.
+        let (copied, copy) = log.compacted_copy(Some(horizon), &Retention::default(), T0, &mut Quiet).unwrap();
+        prop_assert_eq!(records(&path), before.clone());
         let (report, log) = compact(&log, Some(horizon), &Retention::default());
+        prop_assert_eq!(&copied.plan, &report.plan);
+        prop_assert_eq!(&std::fs::read(&path).unwrap(), &copy);
+        let follower = Log::follower(&copy[..64], opts()).unwrap();
+        follower.apply_raw(&copy[64..]).unwrap();
+        prop_assert_eq!(state(&follower), want.clone());
         prop_assert_eq!(report.plan.horizon, horizon);
         prop_assert_eq!(&plan, &report.plan);
         prop_assert_eq!(state(&log), want.clone());

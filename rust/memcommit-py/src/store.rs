@@ -622,6 +622,29 @@ impl NativeLog {
         plan_dict(py, &result.map_err(to_py)?)
     }
 
+    /// The new generation a compaction would write, made in RAM and returned instead of
+    /// replacing this log (an engine that keeps its records in a database swaps them itself):
+    /// the report `compact` gives, and the new generation's bytes (its header first).
+    #[allow(clippy::too_many_arguments)] // the parts of a compaction request
+    #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, at_us))]
+    fn compacted_copy<'py>(
+        &self,
+        py: Python<'py>,
+        horizon: Option<u64>,
+        archived_older_than_us: Option<i64>,
+        kinds_after_us: Vec<(String, i64)>,
+        ids: Vec<String>,
+        now_us: i64,
+        at_us: i64,
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
+        let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
+        let log = self.log().map_err(to_py)?;
+        let mut hooks = PyHooks { before_swap: py.None(), step: None, progress: None, failed: None };
+        let (done, bytes) =
+            gate::detach(py, || log.compacted_copy(horizon, &retention, at_us, &mut hooks)).map_err(to_py)?;
+        Ok((compacted_dict(py, &done)?, PyBytes::new(py, &bytes)))
+    }
+
     /// The state as a snapshot's JSON text.
     fn snapshot_json(&self, py: Python<'_>) -> PyResult<String> {
         self.run(py, |log| log.snapshot_json())

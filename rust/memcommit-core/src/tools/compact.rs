@@ -157,9 +157,7 @@ impl Log {
             return Err(Error::invalid("store", "a store in RAM keeps no log file to compact"));
         }
         let (lsn, end, old_header) = (st.lsn(), st.end(), *st.header());
-        let old_seals = st.index().seals().to_vec();
         let sel = self.select(&st, horizon, retention)?;
-        let Selection { horizon, ref purged, .. } = sel;
 
         // Write the new generation.
         let tmp = temp_path(&path);
@@ -169,8 +167,6 @@ impl Log {
             generation: old_header.generation + 1,
             dense_from: lsn,
         };
-        let hb = header.encode();
-        let salt = header.salt();
         let result = (|| -> Result<Compacted> {
             let file = Open::create_truncate()
                 .open(&tmp)
@@ -179,68 +175,15 @@ impl Log {
             // At most the old log's bytes and a seal: what a full disk must make room for.
             let room = end + 4096;
             let werr = |e: io::Error| Error::io_needing(&display, "write the compacted copy of", e, room);
-            out.write_all(&hb).map_err(werr)?;
-            // The new log's chain is hashed on another thread, from batches of kept bytes.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-            let mut linker = chain::Linker::new(&header, chain::start(&hb), 0);
-            let hasher = std::thread::Builder::new()
-                .name("memcommit-compact-chain".into())
-                .spawn(move || {
-                    for batch in rx {
-                        linker.feed(&batch, 0, |_, _, _| {});
-                    }
-                    // The kept records are one unit, closed before the seal that covers them.
-                    linker.finish();
-                    linker.value()
-                })
-                .map_err(|e| Error::io(&display, "start the chain thread for", e))?;
-            let mut batch = Vec::with_capacity(1 << 20);
-            let (mut after, mut written) = (0u64, HEADER_LEN as u64);
-            let streamed = self.stream_kept(&st, &sel, &mut *hooks, |bytes| {
-                out.write_all(bytes).map_err(werr)?;
-                batch.extend_from_slice(bytes);
-                if batch.len() >= 1 << 20 {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
-                    let _ = tx.send(full);
-                }
-                after += 1;
-                written += bytes.len() as u64;
-                Ok(())
-            });
-            let _ = tx.send(batch);
-            drop(tx);
-            let value = hasher.join().expect("the chain thread does not panic");
-            let (before, last_lsn) = streamed?;
-            // The old log's chain, for the manifest: the chain thread has been hashing it
-            // meanwhile (a running store's is already current).
-            let (old_lsn, old_chain) = st.chain_to_end()?;
-            // The new log's seal, over everything it holds.
-            let buf = seal_record(salt, lsn + 1, at, last_lsn, &value);
-            let new_seal = seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded");
-            out.write_all(&buf).map_err(werr)?;
-            written += buf.len() as u64;
-            after += 1;
+            let done = self.write_generation(&st, &sel, &header, at, &mut *hooks, &mut |bytes| {
+                out.write_all(bytes).map_err(werr)
+            })?;
             out.into_inner().map_err(|e| werr(e.into_error()))?;
             file.sync_all()
                 .map_err(|e| Error::io_needing(&display, "fsync the compacted copy of", e, room))?;
             hooks.progress(end, end)?;
             hooks.step("new-log-written")?;
-            Ok(Compacted {
-                plan: Plan {
-                    horizon,
-                    before,
-                    after,
-                    bytes_before: end,
-                    bytes_after: written,
-                    purged: purged.clone(),
-                },
-                old_generation: old_header.generation,
-                generation: header.generation,
-                old_lsn,
-                old_chain,
-                old_seals,
-                seal: new_seal,
-            })
+            Ok(done)
         })()
         .and_then(|done| {
             hooks.before_swap(&done)?;
@@ -266,6 +209,111 @@ impl Log {
         let reopened = self.reopen_next(&path)?;
         reopened.add_purged(&done.plan.purged);
         Ok((done, reopened))
+    }
+}
+
+impl Log {
+    /// The new generation a compaction would write (header, kept records, seal), made in RAM
+    /// and returned instead of replacing this log: for an engine whose records live elsewhere
+    /// (a database), which swaps them itself. Works on any log, a RAM follower included;
+    /// commits wait while it reads. Returns the report and the new generation's bytes.
+    pub fn compacted_copy(
+        &self,
+        horizon: Option<u64>,
+        retention: &Retention,
+        at: i64,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(Compacted, Vec<u8>)> {
+        let st = self.hold_still()?;
+        let sel = self.select(&st, horizon, retention)?;
+        let old = *st.header();
+        let header = FileHeader {
+            version: format::FORMAT_VERSION,
+            store_id: old.store_id,
+            generation: old.generation + 1,
+            dense_from: st.lsn(),
+        };
+        let mut bytes = Vec::with_capacity(st.end() as usize / 2);
+        let done = self.write_generation(&st, &sel, &header, at, hooks, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })?;
+        hooks.progress(st.end(), st.end())?;
+        Ok((done, bytes))
+    }
+
+    /// Hand `out` the new generation's bytes in order: `header`, the records `sel` keeps, and
+    /// a seal over them stamped `at` (the chain hashed on another thread meanwhile).
+    fn write_generation(
+        &self,
+        st: &Frozen<'_>,
+        sel: &Selection,
+        header: &FileHeader,
+        at: i64,
+        hooks: &mut dyn Hooks,
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Compacted> {
+        let (lsn, end, old_header) = (st.lsn(), st.end(), *st.header());
+        let old_seals = st.index().seals().to_vec();
+        let hb = header.encode();
+        let salt = header.salt();
+        out(&hb)?;
+        // The new log's chain is hashed on another thread, from batches of kept bytes.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let mut linker = chain::Linker::new(header, chain::start(&hb), 0);
+        let hasher = std::thread::Builder::new()
+            .name("memcommit-compact-chain".into())
+            .spawn(move || {
+                for batch in rx {
+                    linker.feed(&batch, 0, |_, _, _| {});
+                }
+                // The kept records are one unit, closed before the seal that covers them.
+                linker.finish();
+                linker.value()
+            })
+            .map_err(|e| Error::io(self.display(), "start the chain thread for", e))?;
+        let mut batch = Vec::with_capacity(1 << 20);
+        let (mut after, mut written) = (0u64, HEADER_LEN as u64);
+        let streamed = self.stream_kept(st, sel, &mut *hooks, |bytes| {
+            out(bytes)?;
+            batch.extend_from_slice(bytes);
+            if batch.len() >= 1 << 20 {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
+                let _ = tx.send(full);
+            }
+            after += 1;
+            written += bytes.len() as u64;
+            Ok(())
+        });
+        let _ = tx.send(batch);
+        drop(tx);
+        let value = hasher.join().expect("the chain thread does not panic");
+        let (before, last_lsn) = streamed?;
+        // The old log's chain, for the manifest: the chain thread has been hashing it
+        // meanwhile (a running store's is already current).
+        let (old_lsn, old_chain) = st.chain_to_end()?;
+        // The new log's seal, over everything it holds.
+        let buf = seal_record(salt, lsn + 1, at, last_lsn, &value);
+        let new_seal = seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded");
+        out(&buf)?;
+        written += buf.len() as u64;
+        after += 1;
+        Ok(Compacted {
+            plan: Plan {
+                horizon: sel.horizon,
+                before,
+                after,
+                bytes_before: end,
+                bytes_after: written,
+                purged: sel.purged.clone(),
+            },
+            old_generation: old_header.generation,
+            generation: header.generation,
+            old_lsn,
+            old_chain,
+            old_seals,
+            seal: new_seal,
+        })
     }
 }
 

@@ -820,3 +820,43 @@ def test_an_async_connection_is_refused_with_the_way_to_asyncio(
             await conn.close()
 
     asyncio.run(main())
+
+
+def test_metrics_count_commits_lock_waits_lags_and_the_tables_bloat(pg_url: str) -> None:
+    from memcommit.postgres import metrics
+    from memcommit.storage import compact
+
+    def sample(text: str, name: str) -> float:
+        (line,) = [x for x in text.splitlines() if x.startswith(f"memcommit_{name} ")]
+        return float(line.split()[-1])
+
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        first = a.put("one")
+        a.put("two")
+        with pytest.raises(memcommit.Rejected):
+            with a.commit() as c:
+                c.expect(first, lsn=99)
+                c.put("refused")
+        b.put("from b")
+        a.refresh()
+        memcommit.seals.seal(a)
+        a.put("after the seal")
+        text = metrics(a)
+        for name in ("commit_seconds", "lock_wait_seconds", "refresh_lag_seconds"):
+            assert f"# TYPE memcommit_{name} histogram" in text
+        assert 'memcommit_commits_total{result="ok"} 3' in text
+        assert 'memcommit_commits_total{result="rejected"} 1' in text
+        assert sample(text, "commit_seconds_count") == 4
+        assert sample(text, "lock_wait_seconds_count") >= 4
+        assert sample(text, "refresh_lag_seconds_count") >= 1  # b's record came to a
+        assert sample(text, "seal_lag_records") == 1
+        assert sample(text, "lsn") == a.lsn and sample(text, "generation") == 0
+        for _ in range(3):
+            a.put("again", id=first)
+        compact(a)
+        after = metrics(a)
+        assert sample(after, "generation") == 1 and sample(after, "seal_lag_records") == 0
+        assert sample(after, "table_bytes") > 0
+        assert sample(after, "table_dead_rows") >= 0
+    with pytest.raises(TypeError, match="not a store in PostgreSQL"):
+        metrics(memcommit.open(":memory:"))

@@ -53,6 +53,7 @@ from ..errors import (
     CorruptLog,
     NotSupported,
     ReadOnlyStore,
+    Rejected,
     ServerUnavailable,
 )
 from ..manifest import ManifestEntry
@@ -61,6 +62,7 @@ from ..roles.roleset import Roles, RoleSet
 from . import schema as schema_
 from .clock import DatabaseClock
 from .dsn import Target
+from .metrics import Counters
 
 __all__ = ["PostgresEngine"]
 
@@ -242,7 +244,7 @@ class PostgresEngine:
         self._written: str | None = None
         self._generation = 0  # the follower's generation
         self._auto_seal: tuple[int, bytes | None] | None = None  # every, key
-        self._sealed_lsn = 0  # the newest seal's LSN, as last looked up (0: look)
+        self._sealed_lsn = 0  # the newest seal record's LSN, as last looked up (0: look)
         self._manifest: tuple[int, list[ManifestEntry]] | None = None  # read for a generation
         # The follower may hold records the database does not (a failed insert or COMMIT whose
         # rebuild failed too): rebuilt before the next section or read of the database.
@@ -259,6 +261,8 @@ class PostgresEngine:
         self._listener: Any = None
         self.notifications = 0
         """NOTIFYs heard by :meth:`refresh` (a count, for tests and metrics)."""
+        self.counters = Counters()
+        """What this client counts (:func:`memcommit.postgres.metrics.metrics`)."""
         self._jobs: list[_Job] = []
         self._jobs_lock = threading.Lock()
         self._leading = False
@@ -499,6 +503,8 @@ class PostgresEngine:
                 floor = to_microseconds(newest[0].at)
         if db_us is not None:
             self.clock.sample(db_us, floor)
+            if floor:
+                self.counters.refresh_lag_seconds.observe(max(0, db_us - floor) / 1e6)
 
     def _rebuild(self) -> None:
         """Start the follower again from the database.
@@ -508,6 +514,7 @@ class PostgresEngine:
         self._suspect = True
         self._go_on_with(self._new_follower())
         self._suspect = False
+        self.counters.rebuilds += 1
 
     def _go_on_with(self, follower: _native.NativeLog) -> None:
         """Make `follower` the one reads and commits use."""
@@ -540,8 +547,10 @@ class PostgresEngine:
                     # the lock is granted, so it sees every commit made before. (Sent in one
                     # pipeline, the two were slower here: psycopg's syncs cost more than the
                     # round trip they save on loopback.)
+                    asked = time.perf_counter()
                     cur.execute(_LOCK_AND_NOW, (self._lock_key,))
                     locked = cur.fetchone()
+                    self.counters.lock_wait_seconds.observe(time.perf_counter() - asked)
                 rows = self._page(conn, lsn)
                 try:
                     came = self._catch_up(conn, self._follower, rows)
@@ -602,6 +611,7 @@ class PostgresEngine:
         except self._pg.Error as e:
             failure = e
         else:
+            self.counters.section()
             self._wake_readers(conn)
             return
         # No answer, or an error: whether the records are in the database is looked up by the
@@ -612,6 +622,7 @@ class PostgresEngine:
             return
         self._try_rebuild()
         if applied is None:
+            self.counters.outcome_unknown += 1
             raise CommitOutcomeUnknown(
                 f"{self._target.shown}: the commit's COMMIT was sent but no answer came back "
                 f"({failure}), and the database could not be asked since; whether it was "
@@ -627,7 +638,7 @@ class PostgresEngine:
         if lsn - self._sealed_lsn < every:
             return
         seals = self._follower.seals()  # looked up only when one may be due
-        self._sealed_lsn = int(seals[-1][0]) if seals else 0
+        self._sealed_lsn = int(seals[-1][1]) if seals else 0
         if lsn - self._sealed_lsn >= every:
             self._follower.seal(self.clock.now_us(), key)
             self._sealed_lsn = self._follower.lsn
@@ -796,6 +807,7 @@ class PostgresEngine:
         carry them all; then the next waiting thread leads. If the section fails, every commit
         of it gets that error (none of them is in the database).
         """
+        started = time.perf_counter()
         job = _Job(wire_ops, expect_lsn, now_us or (lambda: time.time_ns() // 1000))
         with self._jobs_lock:
             self._jobs.append(job)
@@ -805,8 +817,17 @@ class PostgresEngine:
             if job.lead:
                 self._lead(job)
             if job.done:
-                if job.error is not None:
-                    raise job.error
+                error = job.error
+                result = (
+                    "ok"
+                    if error is None
+                    else "rejected"
+                    if isinstance(error, Rejected)
+                    else "error"
+                )
+                self.counters.commit(result, time.perf_counter() - started)
+                if error is not None:
+                    raise error
                 return job.result
             job.gate.acquire()
 
@@ -989,6 +1010,37 @@ class PostgresEngine:
     def snapshot_json(self) -> str:
         """Not on PostgreSQL: a new client reads the store's records from the database."""
         raise NotSupported(f"snapshot: {self._target.shown}: the log is in the database")
+
+    @property
+    def generation(self) -> int:
+        """The store's log generation, as this client last read it."""
+        return self._generation
+
+    def seal_lag(self) -> int:
+        """Records after the store's newest seal record, in this client's copy."""
+        seals = self._follower.seals()
+        return self._follower.lsn - (int(seals[-1][1]) if seals else 0)
+
+    def table_stats(self) -> dict[str, int]:
+        """The records table's size on disk, live and dead rows (of every store in it)."""
+        with self._section.bare:
+            conn = self._connection()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT pg_total_relation_size(%s::regclass), coalesce(s.n_live_tup, 0), "
+                        "coalesce(s.n_dead_tup, 0) FROM (SELECT 1) one LEFT JOIN "
+                        "pg_stat_user_tables s ON s.relid = %s::regclass",
+                        (self._records, self._records),
+                    )
+                    row = cur.fetchone()
+                if not self._section.held:
+                    conn.rollback()
+            except self._pg.Error as e:
+                self._abandon()
+                raise self._unavailable(e) from None
+        size, live, dead = row if row else (0, 0, 0)
+        return {"bytes": int(size), "live": int(live), "dead": int(dead)}
 
     def refresh(self, wait: float = 0.0) -> int:
         """Apply what other clients committed; with `wait`, wait up to that long for some.

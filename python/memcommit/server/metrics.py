@@ -1,22 +1,17 @@
 """The server's metrics: counters kept by the event loop, served as ``GET /v1/metrics``.
 
-The text is the Prometheus exposition format (version 0.0.4): every metric is named
-``memcommit_*`` and has a ``# HELP`` and a ``# TYPE`` line.
+The text is the Prometheus exposition format (:mod:`memcommit.prometheus`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from ..prometheus import CONTENT_TYPE, Exposition, Histogram
 from .writer import CALL, Identity, Writer
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics"]
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
-"""The bounds (seconds) of the ``commit_seconds`` histogram's buckets."""
+__all__ = ["CONTENT_TYPE", "Metrics"]
 
 
 class Metrics:
@@ -28,9 +23,7 @@ class Metrics:
         self.calls: dict[str, int] = {"ok": 0, "error": 0}
         self.resends = 0
         self.unknown = 0
-        self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.latency_sum = 0.0
-        self.latency_count = 0
+        self.latency = Histogram()
         self.log_reads = 0
         self.log_bytes = 0
         self.waiting_readers = 0
@@ -53,14 +46,7 @@ class Metrics:
 
     def observe(self, seconds: float) -> None:
         """Add one commit latency to the histogram."""
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.latency[i] += 1
-                break
-        else:
-            self.latency[-1] += 1
-        self.latency_sum += seconds
-        self.latency_count += 1
+        self.latency.observe(seconds)
 
     def text(self, *, up: bool, ident: Identity, writer: Writer | None, started: float) -> str:
         """The metrics in the Prometheus text exposition format.
@@ -72,16 +58,8 @@ class Metrics:
             started: When the server started (seconds since the epoch).
         """
         m, w = self, writer
-        lines: list[str] = []
-
-        def metric(
-            name: str, kind: str, help: str, samples: Sequence[tuple[str, float]] | float
-        ) -> None:
-            """Add one metric: a single value, or its samples as (labels, value)."""
-            lines.append(f"# HELP memcommit_{name} {help}")
-            lines.append(f"# TYPE memcommit_{name} {kind}")
-            for labels, value in [("", samples)] if isinstance(samples, (int, float)) else samples:
-                lines.append(f"memcommit_{name}{labels} {value:g}")
+        out = Exposition()
+        metric = out.metric
 
         def by_result(counts: Mapping[str, int]) -> list[tuple[str, float]]:
             return [(f'{{result="{k}"}}', v) for k, v in counts.items()]
@@ -102,18 +80,11 @@ class Metrics:
         metric("fsyncs_total", "counter", "fsyncs the writer made.", w.fsyncs if w else 0)
         batched = "Commits and role calls the writer ran (divide by batches for the group size)."
         metric("batched_commits_total", "counter", batched, w.batched_commits if w else 0)
-        cumulative, samples = 0, list[tuple[str, float]]()
-        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), m.latency, strict=True):
-            cumulative += count
-            le = "+Inf" if bound == float("inf") else f"{bound:g}"
-            samples.append((f'_bucket{{le="{le}"}}', cumulative))
-        samples += [("_sum", m.latency_sum), ("_count", m.latency_count)]
-        latency = "From a commit's arrival to its durable answer."
-        metric("commit_seconds", "histogram", latency, samples)
+        out.histogram("commit_seconds", "From a commit's arrival to its durable answer.", m.latency)
         metric("log_reads_total", "counter", "Log reads answered with records.", m.log_reads)
         metric("log_bytes_total", "counter", "Raw log bytes sent to replicas.", m.log_bytes)
         metric("waiting_readers", "gauge", "Long polls waiting now.", m.waiting_readers)
         requests = [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())]
         metric("http_requests_total", "counter", "HTTP requests, by path and status.", requests)
         metric("start_time_seconds", "gauge", "When the server started.", started)
-        return "\n".join(lines) + "\n"
+        return out.text()

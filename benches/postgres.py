@@ -8,9 +8,9 @@ hosts would be). LangGraph's ``PostgresStore.put`` and ``PostgresSaver.put`` run
 clients on the same server, each client its own thread and connection. Then: bulk puts
 (records/s, 1,000 per commit), the refresh lag (a commit acknowledged until another client
 that polls with ``refresh(wait=)`` has it), and log compaction of a store of ``--compact``
-memories each put twice: its time, the longest another client's commit waited meanwhile, and
-the records table's size on disk over cycles of re-puts and compactions (autovacuum as it is by
-default: the table must not grow with the cycles).
+memories each put twice: its time, the longest another client's commit waited meanwhile (it
+reads the new generation first), and the records table's size on disk over cycles of re-puts and
+compactions (the table must not grow with the cycles).
 
 A throwaway PostgreSQL server is started for the run (MEMCOMMIT_PG_DSN: use that one).
 
@@ -89,15 +89,19 @@ def _process_client(
     out.put(_threads(target, where, threads, seconds, go.wait))
 
 
-def _processes(target: str, where: str, clients: int, seconds: float) -> dict[str, Any]:
-    procs = min(clients, 8)
+def _processes(
+    target: str, where: str, clients: int, seconds: float, procs: int = 8
+) -> dict[str, Any]:
+    """`clients` threads spread as evenly as can be over `procs` processes."""
+    procs = min(clients, procs)
     ctx = multiprocessing.get_context("spawn")
     out, go = ctx.Queue(), ctx.Barrier(procs)
     workers = [
         ctx.Process(
-            target=_process_client, args=(target, where, clients // procs, seconds, go, out)
+            target=_process_client,
+            args=(target, where, clients // procs + (i < clients % procs), seconds, go, out),
         )
-        for _ in range(procs)
+        for i in range(procs)
     ]
     for w in workers:
         w.start()
@@ -168,7 +172,6 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
                 with store.commit() as c:
                     c.put_rows([{"text": f"{TEXT} again {i}", "id": i} for i in ids[at : at + 10_000]])
             compact(store)
-            time.sleep(1.0)  # autovacuum's naptime, as a running database would have
             sizes.append(_table_mb(dsn))
         if sizes:
             print(
@@ -231,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
                     (
                         f"memcommit, {min(clients, 8)} processes, a store each",
                         _processes("memcommit", url, clients, seconds),
+                    )
+                )
+            if clients > 3:
+                url = f"{pg.dsn}?store=hosts-{clients}"
+                rows.append(
+                    (
+                        "memcommit, 3 processes (as 3 hosts), a store each",
+                        _processes("memcommit", url, clients, seconds, procs=3),
                     )
                 )
             for peer in peers:

@@ -187,34 +187,42 @@ def test_roles_race_across_clients_one_winner(pg_url: str) -> None:
 # -- failures ----------------------------------------------------------------------------------
 
 
+def _lose_commit_replies(monkeypatch: pytest.MonkeyPatch, *, applied: bool) -> None:
+    """Make every COMMIT's reply lost: after the server applied it, or before it got there.
+
+    A section ends with one query carrying its COMMIT (an insert, COMMIT, NOTIFY), sent
+    through a client-side cursor: the fault is injected there.
+    """
+    import psycopg
+
+    real = psycopg.ClientCursor.execute
+
+    def lost(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if "COMMIT" not in str(query):
+            return real(self, query, params, **kwargs)
+        if applied:
+            real(self, query, params, **kwargs)
+        raise psycopg.OperationalError("the connection was reset (injected)")
+
+    monkeypatch.setattr(psycopg.ClientCursor, "execute", lost)
+
+
 def test_a_lost_commit_reply_is_resolved_by_the_commit_id(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import psycopg
-
     with memcommit.open(pg_url) as store, memcommit.open(pg_url) as other:
         engine = store.engine
-        real_commit = psycopg.Connection.commit
-
-        def committed_then_lost(self: Any) -> None:
-            real_commit(self)
-            raise psycopg.OperationalError("the connection was reset (injected)")
-
-        monkeypatch.setattr(psycopg.Connection, "commit", committed_then_lost)
-        mid = store.put("applied, reply lost")
-        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
+        with monkeypatch.context() as patched:
+            _lose_commit_replies(patched, applied=True)
+            mid = store.put("applied, reply lost")
         assert store.get(mid).text == "applied, reply lost"
         other.refresh()
         assert other.get(mid).text == "applied, reply lost"
 
-        def lost_before(self: Any) -> None:
-            self.rollback()
-            raise psycopg.OperationalError("the connection was reset (injected)")
-
-        monkeypatch.setattr(psycopg.Connection, "commit", lost_before)
-        with pytest.raises(ServerUnavailable):
-            store.put("never applied")
-        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
+        with monkeypatch.context() as patched:
+            _lose_commit_replies(patched, applied=False)
+            with pytest.raises(ServerUnavailable):
+                store.put("never applied")
         # The follower was rebuilt from the database: no phantom record.
         assert store.lsn == 1 and len(store) == 1
         assert engine is store.engine
@@ -224,16 +232,9 @@ def test_a_lost_commit_reply_is_resolved_by_the_commit_id(
 def test_a_lost_reply_that_cannot_be_checked_is_commit_outcome_unknown(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import psycopg
-
     with memcommit.open(pg_url) as store:
         engine: Any = store.engine
-
-        def lost(self: Any) -> None:
-            self.rollback()
-            raise psycopg.OperationalError("the connection was reset (injected)")
-
-        monkeypatch.setattr(psycopg.Connection, "commit", lost)
+        _lose_commit_replies(monkeypatch, applied=False)
         monkeypatch.setattr(engine, "_was_applied", lambda commit_id: None)
         with pytest.raises(CommitOutcomeUnknown) as info:
             store.put("unknown")
@@ -244,29 +245,21 @@ def test_a_follower_that_could_not_be_rebuilt_is_rebuilt_before_the_next_write(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed COMMIT while the database is away: the next write starts from the database."""
-    import psycopg
-
     with memcommit.open(pg_url) as store:
         store.put("first")
         engine: Any = store.engine
-        real_commit, real_new = psycopg.Connection.commit, engine._new_follower
-
-        def lost(self: Any) -> None:
-            self.rollback()
-            raise psycopg.OperationalError("the connection was reset (injected)")
 
         def away() -> Any:
             raise ServerUnavailable("the database is away (injected)")
 
-        monkeypatch.setattr(psycopg.Connection, "commit", lost)
-        monkeypatch.setattr(engine, "_was_applied", lambda commit_id: None)
-        monkeypatch.setattr(engine, "_new_follower", away)
-        with pytest.raises(CommitOutcomeUnknown):
-            store.put("lost with the database away")
-        # The follower still holds the lost commit; it must not be the base of the next one.
-        assert store.lsn == 2
-        monkeypatch.setattr(psycopg.Connection, "commit", real_commit)
-        monkeypatch.setattr(engine, "_new_follower", real_new)
+        with monkeypatch.context() as patched:
+            _lose_commit_replies(patched, applied=False)
+            patched.setattr(engine, "_was_applied", lambda commit_id: None)
+            patched.setattr(engine, "_new_follower", away)
+            with pytest.raises(CommitOutcomeUnknown):
+                store.put("lost with the database away")
+            # The follower still holds the lost commit; it must not be the base of the next.
+            assert store.lsn == 2
         mid = store.put("next")
         assert store.lsn == 2 and store.get(mid).text == "next"
     with memcommit.open(pg_url) as fresh:
@@ -505,7 +498,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
 
     # Nothing there: --check says so and changes nothing; opening with migrate=false refuses.
     check = cli(base, "--check")
-    assert check.returncode == 1 and "needs migrations [1, 2]" in check.stdout
+    assert check.returncode == 1 and "needs migrations [1, 2, 3]" in check.stdout
     with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
         memcommit.open(f"{base}&store=s&migrate=false")
     assert cli(base, "--check").returncode == 1
@@ -520,7 +513,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     ]
     outputs = [r.communicate(timeout=120)[0] for r in runs]
     assert all(r.returncode == 0 for r in runs)
-    assert sum("applied migrations [1, 2]" in out for out in outputs) == 1
+    assert sum("applied migrations [1, 2, 3]" in out for out in outputs) == 1
     assert cli(base, "--check").returncode == 0
     with memcommit.open(f"{base}&store=s&migrate=false") as store:
         assert store.put("after the migration")
@@ -732,7 +725,8 @@ def test_a_version_1_schema_is_upgraded_with_its_stores(pg_url: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:  # back to what version 1 made
         conn.execute("DROP TABLE memcommit.manifest")
         conn.execute("ALTER TABLE memcommit.stores DROP COLUMN generation")
-        conn.execute("DELETE FROM memcommit.schema_version WHERE v = 2")
+        conn.execute("DROP FUNCTION memcommit.section_begin")
+        conn.execute("DELETE FROM memcommit.schema_version WHERE v >= 2")
     try:
         check = subprocess.run(
             [sys.executable, "-m", "memcommit", "migrate", dsn, "--check"],
@@ -740,7 +734,7 @@ def test_a_version_1_schema_is_upgraded_with_its_stores(pg_url: str) -> None:
             text=True,
             timeout=120,
         )
-        assert check.returncode == 1 and "needs migrations [2]" in check.stdout
+        assert check.returncode == 1 and "needs migrations [2, 3]" in check.stdout
         with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
             memcommit.open(f"{pg_url}&migrate=false")
     finally:

@@ -26,10 +26,12 @@ one of the moment). **Log compaction** runs in a section too: the follower makes
 generation (the same Rust code that compacts a log file, into RAM), and one transaction
 replaces the store's rows with it, bumps the store's generation and adds the manifest row;
 commits of other clients wait for the store's lock meanwhile, reads go on (they see the old rows
-until the COMMIT). Every catch-up reads the store's generation with its rows, so a client whose
-follower is of an older generation starts it again. An :class:`~memcommit.seals.AutoSeal`
-seals in the section whose commits make a seal due (:meth:`PostgresEngine.set_auto_seal`). Not
-on PostgreSQL (it raises :class:`~memcommit.NotSupported`): snapshots.
+until the COMMIT). Then the records table is vacuumed, so the replaced rows leave no bloat.
+Every catch-up reads the store's generation with its rows, so a client whose follower is of an
+older generation reads the new one (without the store's lock) and goes on. An
+:class:`~memcommit.seals.AutoSeal` seals in the section whose commits make a seal due
+(:meth:`PostgresEngine.set_auto_seal`). Not on PostgreSQL (it raises
+:class:`~memcommit.NotSupported`): snapshots.
 """
 
 from __future__ import annotations
@@ -73,10 +75,10 @@ _MAX_BATCH = 1000  # commits one section runs at most
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 _NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-_LOCK_AND_NOW = (
-    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), "
-    "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-)
+_ONE_TRIP_BYTES = 256 * 1024
+"""A section whose records are at most this many bytes ends in one round trip: its insert,
+``COMMIT`` and ``NOTIFY`` sent as one query, the bytes bound by the client (larger ones are
+sent as a binary parameter, then committed)."""
 _RECHECK_SECONDS = 0.25  # refresh(wait=) on LISTEN reads the database at least this often
 _POLL_SECONDS = 0.005  # and this often where LISTEN is not available
 
@@ -204,6 +206,9 @@ class PostgresEngine:
         self._lock_key = f"memcommit.store.{target.schema}.{target.store}"
         self._records = f'"{target.schema}".records'
         self._stores = f'"{target.schema}".stores'
+        self._section_sql = (
+            f'SELECT * FROM "{target.schema}".section_begin(%s, %s, %s::bigint, %s::integer)'
+        )
         self._manifest_table = f'"{target.schema}".manifest'
         # The store's generation with each page of rows, read by one statement (one snapshot):
         # a page of a newer generation than the follower's is never applied to it.
@@ -258,6 +263,10 @@ class PostgresEngine:
         # commits the section carried).
         self._channel = "memcommit_" + hashlib.sha1(self._lock_key.encode()).hexdigest()[:40]
         self._notify_sql = f'NOTIFY "{self._channel}"'
+        self._insert_sql = (
+            f"INSERT INTO {self._records} (store, first_lsn, last_lsn, bytes, commit_id) "
+            "VALUES (%s, %s, %s, %s, %s)"
+        )
         self._listener: Any = None
         self.notifications = 0
         """NOTIFYs heard by :meth:`refresh` (a count, for tests and metrics)."""
@@ -396,13 +405,11 @@ class PostgresEngine:
             assert made is not None
             return bytes(made[0])
 
-    def _new_follower(self, *, locked: bool = False) -> _native.NativeLog:
+    def _new_follower(self) -> _native.NativeLog:
         """A follower with every record the database holds for the store.
 
         The store's header (its generation) is read again: log compaction may have replaced
         it. A compaction that commits while the rows are read makes the read start again.
-        `locked`: read in the section's transaction (which holds the store's lock, so nothing
-        changes meanwhile), and leave it open.
         """
         conn = self._connection()
         for _ in range(10):
@@ -416,14 +423,11 @@ class PostgresEngine:
                     follower.set_embedder(self.embedder)
                 self._catch_up(conn, follower)
                 purged = self._purged_ids(conn)
-                if not locked:
-                    conn.rollback()
+                conn.rollback()
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
             except _Diverged:
-                if locked:
-                    raise
                 conn.rollback()
                 continue
             if purged:
@@ -478,8 +482,11 @@ class PostgresEngine:
             rows, first = None, False
 
     def _page(self, conn: Any, lsn: int) -> list[Any]:
-        """The store's generation and the rows from the one ending at `lsn` (a page of them)."""
-        with conn.cursor() as cur:
+        """The store's generation and the rows from the one ending at `lsn` (a page of them).
+
+        In binary: the records' bytes come as they are, not as hex text to decode.
+        """
+        with conn.cursor(binary=True) as cur:
             cur.execute(self._catch_up_sql, (lsn, _CATCH_UP_ROWS + 1, self._target.store))
             rows: list[Any] = cur.fetchall()
             return rows
@@ -535,44 +542,53 @@ class PostgresEngine:
         """
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
-        for _ in range(2):
+        diverged = replaced = 0
+        while True:
             if self._suspect:
                 self._rebuild()
             conn = self._connection()
             lsn = self._follower.lsn
             try:
-                with conn.cursor() as cur:
-                    # The lock, and the database's clock read once the lock is ours; then the
-                    # records since the follower's head, read by a statement that starts after
-                    # the lock is granted, so it sees every commit made before. (Sent in one
-                    # pipeline, the two were slower here: psycopg's syncs cost more than the
-                    # round trip they save on loopback.)
-                    asked = time.perf_counter()
-                    cur.execute(_LOCK_AND_NOW, (self._lock_key,))
-                    locked = cur.fetchone()
-                    self.counters.lock_wait_seconds.observe(time.perf_counter() - asked)
-                rows = self._page(conn, lsn)
-                try:
-                    came = self._catch_up(conn, self._follower, rows)
-                except _Replaced:  # a new generation: read it under the lock held
-                    self._go_on_with(self._new_follower(locked=True))
-                    came = 1
-                self._sample_clock(conn, int(locked[1]) if locked else None, came=came > 0)
-                head = self._follower.lsn
+                # One round trip (the schema's section_begin): the lock; then, read once the
+                # lock is ours, the database's clock and the records since the follower's head
+                # (every commit made before the lock was granted).
+                asked = time.perf_counter()
+                with conn.cursor(binary=True) as cur:
+                    cur.execute(
+                        self._section_sql,
+                        (self._target.store, self._lock_key, lsn, _CATCH_UP_ROWS + 1),
+                    )
+                    got = cur.fetchall()
+                self.counters.lock_wait_seconds.observe(time.perf_counter() - asked)
+                came = self._catch_up(conn, self._follower, [row[1:] for row in got])
+                self._sample_clock(conn, int(got[0][0]) if got else None, came=came > 0)
+                break
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
+            except _Replaced:
+                # Log compaction made a new generation: read it without the lock (which the
+                # other clients' commits wait for), then take the lock again.
+                conn.rollback()
+                self._suspect = True
+                replaced += 1
+                if replaced > 10:
+                    raise ServerUnavailable(
+                        f"{self._target.shown}: store {self._target.store} was compacted again "
+                        "and again while this client read it; nothing was written",
+                        url=self._target.shown,
+                        code="unavailable",
+                    ) from None
             except (CorruptLog, _Diverged):
-                head = -1  # the follower is ahead of (or beside) the database
-            if head == self._follower.lsn:
-                break
-            conn.rollback()
-            self._suspect = True
-        else:
-            raise CorruptLog(
-                f"{self._target.shown}: store {self._target.store}: the records in the database "
-                "do not follow one another; nothing was written"
-            )
+                # The follower is ahead of (or beside) the database: rebuilt, and once more.
+                conn.rollback()
+                self._suspect = True
+                diverged += 1
+                if diverged == 2:
+                    raise CorruptLog(
+                        f"{self._target.shown}: store {self._target.store}: the records in the "
+                        "database do not follow one another; nothing was written"
+                    ) from None
         self._mark = self._follower.lsn
         self._written = None
         if self._medium is not None:
@@ -603,17 +619,28 @@ class PostgresEngine:
             except self._pg.Error:
                 self._abandon()
             return
+        data = b"".join(chunks)
         try:
-            if chunks:
+            if chunks and len(data) > _ONE_TRIP_BYTES:
                 with conn.cursor() as cur:
-                    self._insert_row(cur, self._mark, after, b"".join(chunks), commit_id)
-            conn.commit()
+                    self._insert_row(cur, self._mark, after, data, commit_id)
+                data = b""
+            # The insert (if not sent yet), the COMMIT and the readers' NOTIFY, as one query:
+            # the NOTIFY runs after the COMMIT, in a transaction of its own, so it wakes readers
+            # in refresh(wait=) once the records are there. (An error after the COMMIT is
+            # resolved below by the commit id, like a lost reply; a lost NOTIFY only delays
+            # readers, who read the database again at least every _RECHECK_SECONDS.)
+            with self._pg.ClientCursor(conn) as cur:
+                insert = self._insert_sql + "; " if data else ""
+                params = (self._target.store, self._mark + 1, after, data, commit_id)
+                cur.execute(f"{insert}COMMIT; {self._notify_sql}", params if data else None)
         except self._pg.Error as e:
             failure = e
         else:
-            self.counters.section()
-            self._wake_readers(conn)
-            return
+            if conn.info.transaction_status == self._pg.pq.TransactionStatus.IDLE:
+                self.counters.section()
+                return
+            failure = self._pg.OperationalError("the COMMIT did not end the transaction")
         # No answer, or an error: whether the records are in the database is looked up by the
         # commit id, once the transaction that held the store's lock has ended either way.
         self._abandon()
@@ -647,27 +674,7 @@ class PostgresEngine:
         self, cur: Any, after: int, last: int, data: bytes, commit_id: str | None
     ) -> None:
         """Insert one row of records: those after LSN `after` up to `last`."""
-        cur.execute(
-            f"INSERT INTO {self._records} (store, first_lsn, last_lsn, bytes, commit_id) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            (self._target.store, after + 1, last, data, commit_id),
-        )
-
-    def _wake_readers(self, conn: Any) -> None:
-        """Send the store's NOTIFY, after the COMMIT, outside the write transaction.
-
-        On the writer's own connection, as a statement of its own (one round trip, after the
-        store's lock is let go): a reader waiting in :meth:`refresh` wakes. A failure loses only
-        the wake-up (readers read the database again at least every :data:`_RECHECK_SECONDS`).
-        """
-        try:
-            conn.autocommit = True
-            try:
-                conn.execute(self._notify_sql)
-            finally:
-                conn.autocommit = False
-        except self._pg.Error:
-            self._abandon()
+        cur.execute(self._insert_sql, (self._target.store, after + 1, last, data, commit_id))
 
     def _listening(self) -> Any:
         """The LISTEN connection, made if it is not (None if it cannot be: poll instead)."""
@@ -1003,9 +1010,25 @@ class PostgresEngine:
             self._generation = int(report["generation"])
             self._go_on_with(follower)
             self._mark = follower.lsn
+        self._vacuum()
         if plan.progress is not None:
             plan.progress(report["bytes_before"], report["bytes_before"])
         return report
+
+    def _vacuum(self) -> None:
+        """``VACUUM`` the records table, so the rows compaction replaced leave no bloat.
+
+        Their space becomes free for the next inserts at once, rather than when autovacuum
+        comes by (its thresholds count rows, and a store's rows are few and large). Outside
+        any transaction, on a connection of its own; a database that refuses (a user who does
+        not own the table) leaves it to autovacuum.
+        """
+        with contextlib.suppress(self._pg.Error, ServerUnavailable):
+            conn = self._connect(autocommit=True)
+            try:
+                conn.execute(f"VACUUM {self._records}")
+            finally:
+                conn.close()
 
     def snapshot_json(self) -> str:
         """Not on PostgreSQL: a new client reads the store's records from the database."""

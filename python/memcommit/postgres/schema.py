@@ -11,6 +11,10 @@ One schema (``memcommit`` unless the URL says ``schema=``) holds every store of 
   it was applied).
 * ``manifest``: one row per log compaction of a store (version 2): what it kept, purged and
   the old generation's chain, as the JSON entry a log file's manifest holds.
+* ``section_begin(store, lock_key, lsn, page)`` (version 3): a write's first round trip. It
+  takes the store's advisory lock (transaction-scoped), then reads the database's clock and the
+  store's generation and rows from the one ending at LSN `lsn`, each by a statement of its own,
+  so with a snapshot taken once the lock is held: it sees every commit made before.
 * ``schema_version``: the migrations applied.
 
 A store's row also holds its generation (version 2), which log compaction bumps in the
@@ -26,7 +30,7 @@ from typing import Any
 
 __all__ = ["VERSION", "migrate", "pending"]
 
-VERSION = 2
+VERSION = 3
 """The schema version this package writes and reads."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -52,6 +56,21 @@ _MIGRATIONS: dict[int, list[str]] = {
         " generation bigint NOT NULL,"
         " entry jsonb NOT NULL,"
         " PRIMARY KEY (store, generation))",
+    ],
+    3: [
+        "CREATE OR REPLACE FUNCTION {s}.section_begin("
+        " p_store text, p_key text, p_lsn bigint, p_page integer)"
+        " RETURNS TABLE (now_us bigint, generation bigint, last_lsn bigint, bytes bytea)"
+        " LANGUAGE plpgsql VOLATILE AS $$"
+        " DECLARE t bigint;"
+        " BEGIN"
+        "  PERFORM pg_advisory_xact_lock(hashtextextended(p_key, 0));"
+        "  t := (extract(epoch FROM clock_timestamp()) * 1000000)::bigint;"
+        "  RETURN QUERY SELECT t, s.generation, r.last_lsn, r.bytes FROM {s}.stores s"
+        "   LEFT JOIN LATERAL (SELECT x.last_lsn, x.bytes FROM {s}.records x"
+        "    WHERE x.store = s.name AND x.last_lsn >= p_lsn ORDER BY x.last_lsn LIMIT p_page) r"
+        "   ON true WHERE s.name = p_store;"
+        " END $$",
     ],
 }
 

@@ -1,19 +1,16 @@
 """One store in PostgreSQL, clients on three hosts: network namespaces on this machine.
 
-Each host is a network namespace (``ip netns``) joined to the database's by a veth pair on a
-bridge, with its own address; its clients are processes started in it (``ip netns exec``),
-so they reach the database over a network that a test can cut. The database listens on the
-bridge. Needs root (for the namespaces) and the machine's PostgreSQL; skipped without them.
+Each host is a network namespace (:mod:`memcommit.testing.netns`) joined to the database's by
+a veth pair on a bridge; its clients are processes started in it, so they reach the database
+over a network that a test can cut. Needs root (for the namespaces) and the machine's
+PostgreSQL; skipped without them.
 No test asserts a time: waits are bounded only so that a broken build fails instead of hanging.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,75 +18,12 @@ from collections.abc import Iterator
 import pytest
 
 import memcommit
-from memcommit.testing.postgres import PostgresCluster, postgres_binaries
-
-SUBNET = "10.77.0"
-HOSTS = 3
+from memcommit.testing.netns import HOSTS, Hosts, available
+from memcommit.testing.postgres import PostgresCluster
 
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or postgres_binaries() is None,
-    reason="needs root, iproute2 and PostgreSQL to make hosts in network namespaces",
+    not available(), reason="needs root, iproute2 and PostgreSQL to make hosts in namespaces"
 )
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
-class Hosts:
-    """Three namespaces on a bridge, and a database listening on the bridge."""
-
-    def __init__(self) -> None:
-        tag = f"{os.getpid() % 10000}"
-        self.bridge = f"mcbr{tag}"
-        self.names = [f"mch{tag}-{i}" for i in range(HOSTS)]
-        self.links = [f"mcv{tag}{i}" for i in range(HOSTS)]
-        self.db: PostgresCluster | None = None
-
-    def __enter__(self) -> Hosts:
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{SUBNET}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
-        for i, (name, link) in enumerate(zip(self.names, self.links, strict=True)):
-            _ip("netns", "add", name)
-            _ip("link", "add", link, "type", "veth", "peer", "name", f"{link}p")
-            _ip("link", "set", f"{link}p", "netns", name)
-            _ip("link", "set", link, "master", self.bridge)
-            _ip("link", "set", link, "up")
-            _ip("netns", "exec", name, "ip", "addr", "add", f"{SUBNET}.{10 + i}/24", "dev",
-                f"{link}p")  # fmt: skip
-            _ip("netns", "exec", name, "ip", "link", "set", f"{link}p", "up")
-            _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
-        self.db = PostgresCluster(listen=(f"{SUBNET}.1",), allow=(f"{SUBNET}.0/24",))
-        self.db.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.db is not None:
-            self.db.__exit__(None, None, None)
-        for name, link in zip(self.names, self.links, strict=True):
-            subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
-
-    def url(self, store: str, **params: str) -> str:
-        """The store's URL as the hosts reach it (through the bridge)."""
-        assert self.db is not None
-        extra = "".join(f"&{k}={v}" for k, v in params.items())
-        return f"{self.db.url(f'{SUBNET}.1')}?store={store}{extra}"
-
-    def start(self, host: int, script: str, *args: str) -> subprocess.Popen[str]:
-        """Run `script` (Python) in host `host`'s namespace."""
-        return subprocess.Popen(
-            ["ip", "netns", "exec", self.names[host], sys.executable, "-c", script, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def cut(self, host: int, up: bool) -> None:
-        """Take host `host`'s link down (or up again)."""
-        _ip("link", "set", self.links[host], "up" if up else "down")
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ _MAX_BATCH = 1000  # commits one section runs at most
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 _NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-_ONE_TRIP_BYTES = 256 * 1024
+_ONE_TRIP_BYTES = 32 * 1024
 """A section whose records are at most this many bytes ends in one round trip: its insert,
 ``COMMIT`` and ``NOTIFY`` sent as one query, the bytes bound by the client (larger ones are
 sent as a binary parameter, then committed)."""
@@ -207,7 +207,7 @@ class PostgresEngine:
         self._records = f'"{target.schema}".records'
         self._stores = f'"{target.schema}".stores'
         self._section_sql = (
-            f'SELECT * FROM "{target.schema}".section_begin(%s, %s, %s::bigint, %s::integer)'
+            f'BEGIN; SELECT * FROM "{target.schema}".section_begin(%s, %s, %s::bigint, %s::integer)'
         )
         self._manifest_table = f'"{target.schema}".manifest'
         # The store's generation with each page of rows, read by one statement (one snapshot):
@@ -309,7 +309,11 @@ class PostgresEngine:
         return psycopg
 
     def _connection(self) -> Any:
-        """The open connection, made again (or borrowed from the pool again) if it was lost."""
+        """The open connection, made again (or borrowed from the pool again) if it was lost.
+
+        In autocommit mode: a section opens its transaction itself, with ``BEGIN`` in the
+        query that takes the lock (a round trip fewer than a driver's implicit ``BEGIN``).
+        """
         if self._closed:
             from ..errors import StoreClosed
 
@@ -321,15 +325,18 @@ class PostgresEngine:
         try:
             if self._given is not None and not self._given.closed and not self._given.broken:
                 conn, self._given = self._given, None
-                self._owners_settings = (conn.autocommit, conn.prepare_threshold)
             elif self._pool is not None:
                 conn = self._pool.getconn(timeout=self._connect_timeout)
             else:
-                return self._connect(autocommit=False)
-            # A connection made by the caller: the engine's own settings (see _connect).
+                conn = self._connect()
+                self._conn = conn
+                return conn
+            # A connection made by the caller: the engine's own settings (see _connect), and
+            # the caller's put back when it is given back.
+            self._owners_settings = (conn.autocommit, conn.prepare_threshold)
             if conn.info.transaction_status != self._pg.pq.TransactionStatus.IDLE:
                 conn.rollback()
-            conn.autocommit = False
+            conn.autocommit = True
             conn.prepare_threshold = None
         except self._pg.Error as e:
             raise self._unavailable(e) from None
@@ -340,20 +347,24 @@ class PostgresEngine:
         self._conn = conn
         return conn
 
-    def _connect(self, *, autocommit: bool) -> Any:
-        """A new connection to the database (made the current one unless `autocommit`)."""
+    def _connect(self) -> Any:
+        """A new connection to the database, in autocommit mode."""
         try:
-            conn = self._pg.connect(
+            return self._pg.connect(
                 self._target.conninfo,
-                autocommit=autocommit,
+                autocommit=True,
                 prepare_threshold=None,  # no server-side state: poolers in transaction mode
                 **{**self._target.connect_kwargs, **self._link_options},
             )
         except self._pg.Error as e:
             raise self._unavailable(e) from None
-        if not autocommit:
-            self._conn = conn
-        return conn
+
+    def _give_back(self, conn: Any) -> None:
+        """Put the caller's settings back on a connection of theirs (rolled back first)."""
+        if self._owners_settings is not None and not conn.closed:
+            with contextlib.suppress(self._pg.Error):
+                conn.rollback()
+                conn.autocommit, conn.prepare_threshold = self._owners_settings
 
     def _abandon(self) -> None:
         """Drop the connection (its transaction, if any, is rolled back by the server).
@@ -364,6 +375,7 @@ class PostgresEngine:
         if conn is None:
             return
         if self._pool is not None:
+            self._give_back(conn)
             with contextlib.suppress(Exception):
                 self._pool.putconn(conn)
             return
@@ -543,21 +555,24 @@ class PostgresEngine:
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
         diverged = replaced = 0
+        retried = False
         while True:
             if self._suspect:
                 self._rebuild()
+            reused = self._conn is not None
             conn = self._connection()
             lsn = self._follower.lsn
             try:
-                # One round trip (the schema's section_begin): the lock; then, read once the
-                # lock is ours, the database's clock and the records since the follower's head
-                # (every commit made before the lock was granted).
+                # One round trip: BEGIN, and the schema's section_begin: the lock; then, read
+                # once the lock is ours, the database's clock and the records since the
+                # follower's head (every commit made before the lock was granted).
                 asked = time.perf_counter()
-                with conn.cursor(binary=True) as cur:
+                with self._pg.ClientCursor(conn) as cur:
                     cur.execute(
                         self._section_sql,
                         (self._target.store, self._lock_key, lsn, _CATCH_UP_ROWS + 1),
                     )
+                    cur.nextset()  # past BEGIN's
                     got = cur.fetchall()
                 self.counters.lock_wait_seconds.observe(time.perf_counter() - asked)
                 came = self._catch_up(conn, self._follower, [row[1:] for row in got])
@@ -565,6 +580,11 @@ class PostgresEngine:
                 break
             except self._pg.Error as e:
                 self._abandon()
+                if reused and not retried:
+                    # A connection that died while idle (the server restarted, a pooler or
+                    # firewall dropped it): nothing was written; once more on a new one.
+                    retried = True
+                    continue
                 raise self._unavailable(e) from None
             except _Replaced:
                 # Log compaction made a new generation: read it without the lock (which the
@@ -683,7 +703,7 @@ class PostgresEngine:
             return conn
         conn = None
         try:
-            conn = self._connect(autocommit=True)
+            conn = self._connect()
             conn.execute(f'LISTEN "{self._channel}"')
         except (self._pg.Error, ServerUnavailable):  # a hot standby, say, takes no LISTEN
             if conn is not None:
@@ -1024,7 +1044,7 @@ class PostgresEngine:
         not own the table) leaves it to autovacuum.
         """
         with contextlib.suppress(self._pg.Error, ServerUnavailable):
-            conn = self._connect(autocommit=True)
+            conn = self._connect()
             try:
                 conn.execute(f"VACUUM {self._records}")
             finally:
@@ -1124,10 +1144,7 @@ class PostgresEngine:
             mine = self._target.source
             if self._conn is not None and self._conn is mine and not mine.closed:
                 self._conn = None
-                with contextlib.suppress(self._pg.Error):
-                    mine.rollback()
-                    if self._owners_settings is not None:
-                        mine.autocommit, mine.prepare_threshold = self._owners_settings
+                self._give_back(mine)
             self._abandon()
             if self._listener is not None:
                 with contextlib.suppress(self._pg.Error):

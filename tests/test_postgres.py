@@ -763,6 +763,12 @@ def test_a_store_opens_on_a_psycopg_connection_and_leaves_it_to_its_owner(
         assert conn.execute("SELECT 1").fetchone() == (1,)
     with memcommit.open(f"{postgres.dsn}?store={name}") as by_url:
         assert by_url.get(mid).text == "through the caller's connection"
+    # A connection in the middle of its owner's transaction is refused, the work left alone.
+    with psycopg.connect(postgres.dsn) as busy:
+        busy.execute("CREATE TEMP TABLE mine (x int)")
+        with pytest.raises(ValueError, match="in a transaction"):
+            memcommit.open(busy, store=name)
+        assert busy.execute("SELECT count(*) FROM mine").fetchone() == (0,)
 
 
 def test_a_store_on_a_connection_that_fails_connects_again_with_its_parameters(

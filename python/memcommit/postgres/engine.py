@@ -333,9 +333,14 @@ class PostgresEngine:
                 return conn
             # A connection made by the caller: the engine's own settings (see _connect), and
             # the caller's put back when it is given back.
-            self._owners_settings = (conn.autocommit, conn.prepare_threshold)
             if conn.info.transaction_status != self._pg.pq.TransactionStatus.IDLE:
+                if self._pool is None:  # the caller's own work: not ours to roll back
+                    raise ValueError(
+                        f"{self._target.shown}: the connection given is in a transaction; "
+                        "commit or roll it back before opening a store on it"
+                    )
                 conn.rollback()
+            self._owners_settings = (conn.autocommit, conn.prepare_threshold)
             conn.autocommit = True
             conn.prepare_threshold = None
         except self._pg.Error as e:

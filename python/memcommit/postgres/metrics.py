@@ -63,10 +63,8 @@ def metrics(store: MemoryStore) -> str:
         TypeError: `store` is not a store in PostgreSQL.
         ServerUnavailable: The database cannot be asked.
     """
-    from .engine import PostgresEngine
-
     engine: Any = getattr(store, "engine", None)
-    if not isinstance(engine, PostgresEngine):
+    if not isinstance(getattr(engine, "counters", None), Counters):  # a PostgresEngine's
         raise TypeError(
             f"metrics: {store!r} is not a store in PostgreSQL (a file store's writer is in "
             "this process; `memcommit serve` has /v1/metrics)"

@@ -179,7 +179,9 @@ def _table_mb(dsn: str) -> float:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_total_relation_size('memcommit.records')").fetchone()
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('memcommit.records')"
+        ).fetchone()
     return int(row[0]) / 1e6 if row else 0.0
 
 

@@ -499,7 +499,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
 
     # Nothing there: --check says so and changes nothing; opening with migrate=false refuses.
     check = cli(base, "--check")
-    assert check.returncode == 1 and "needs migrations [1, 2, 3]" in check.stdout
+    assert check.returncode == 1 and "needs migrations [1, 2, 3, 4]" in check.stdout
     with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
         memcommit.open(f"{base}&store=s&migrate=false")
     assert cli(base, "--check").returncode == 1
@@ -514,7 +514,7 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     ]
     outputs = [r.communicate(timeout=120)[0] for r in runs]
     assert all(r.returncode == 0 for r in runs)
-    assert sum("applied migrations [1, 2, 3]" in out for out in outputs) == 1
+    assert sum("applied migrations [1, 2, 3, 4]" in out for out in outputs) == 1
     assert cli(base, "--check").returncode == 0
     with memcommit.open(f"{base}&store=s&migrate=false") as store:
         assert store.put("after the migration")
@@ -716,32 +716,82 @@ def test_auto_seals_are_written_once_by_whichever_client_makes_one_due(pg_url: s
 
 
 def test_a_version_1_schema_is_upgraded_with_its_stores(pg_url: str) -> None:
+    """A schema as version 1 made it, holding a store, is migrated with the store intact."""
     import psycopg
 
+    from memcommit.postgres import schema
     from memcommit.storage import compact
 
     with memcommit.open(pg_url) as a:
         mid = a.put("written before the upgrade")
-    dsn = pg_url.split("?store=")[0]
-    with psycopg.connect(dsn, autocommit=True) as conn:  # back to what version 1 made
-        conn.execute("DROP TABLE memcommit.manifest")
-        conn.execute("ALTER TABLE memcommit.stores DROP COLUMN generation")
-        conn.execute("DROP FUNCTION memcommit.section_begin")
-        conn.execute("DELETE FROM memcommit.schema_version WHERE v >= 2")
-    try:
-        check = subprocess.run(
-            [sys.executable, "-m", "memcommit", "migrate", dsn, "--check"],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        a.put("and a second commit")
+    dsn, name = pg_url.split("?store=")
+    old = f"v1_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert schema.migrate(conn, old, upto=1) == [1]
+        # The store's header and rows, as version 1 held them (the same columns).
+        conn.execute(
+            f"INSERT INTO {old}.stores (name, header) "
+            "SELECT name, header FROM memcommit.stores WHERE name = %s",
+            (name,),
         )
-        assert check.returncode == 1 and "needs migrations [2, 3]" in check.stdout
-        with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
-            memcommit.open(f"{pg_url}&migrate=false")
-    finally:
-        with memcommit.open(pg_url) as a:  # migrates (other tests share the schema)
-            assert a.get(mid).text == "written before the upgrade"
-            assert compact(a).generation == 1
+        conn.execute(
+            f"INSERT INTO {old}.records SELECT store, first_lsn, last_lsn, bytes, commit_id "
+            "FROM memcommit.records WHERE store = %s",
+            (name,),
+        )
+    url = f"{dsn}?schema={old}&store={name}"
+    check = subprocess.run(
+        [sys.executable, "-m", "memcommit", "migrate", f"{dsn}?schema={old}", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 1 and "needs migrations [2, 3, 4]" in check.stdout
+    with pytest.raises(memcommit.NotSupported, match="memcommit migrate"):
+        memcommit.open(f"{url}&migrate=false")
+    with memcommit.open(url) as a:  # migrates
+        assert a.get(mid).text == "written before the upgrade"
+        assert a.lsn == 2 and memcommit.seals.verify(a).ok
+        a.put("after the upgrade")
+        assert compact(a).generation == 1
+    with memcommit.open(url) as b:
+        assert [m.text for m in b.find()] == [
+            "written before the upgrade",
+            "and a second commit",
+            "after the upgrade",
+        ]
+
+
+def test_compaction_swaps_the_stores_table_and_leaves_no_dead_rows(pg_url: str) -> None:
+    import psycopg
+
+    from memcommit.postgres import schema
+    from memcommit.storage import compact
+
+    dsn, name = pg_url.split("?store=")
+
+    def tables() -> list[str]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT relid::regclass::text FROM pg_partition_tree('memcommit.records') "
+                "WHERE isleaf ORDER BY 1"
+            ).fetchall()
+        return [
+            r[0] for r in rows if r[0].split(".")[-1].startswith(schema.partition(name, 0)[:25])
+        ]
+
+    with memcommit.open(pg_url) as a:
+        assert tables() == [f"memcommit.{schema.partition(name, 0)}"]
+        for _ in range(5):
+            with a.commit() as c:
+                c.put_many([f"note {i}" for i in range(200)])
+        before = a.engine.table_stats()["bytes"]
+        compact(a)
+        assert tables() == [f"memcommit.{schema.partition(name, 1)}"]
+        after = a.engine.table_stats()
+        assert after["dead"] == 0 and 0 < after["bytes"]
+        assert a.lsn == 1001 and len(a) == 1000 and before > 0
 
 
 # -- a psycopg connection or pool in place of a URL ---------------------------------------------
@@ -877,3 +927,50 @@ def test_metrics_count_commits_lock_waits_lags_and_the_tables_bloat(pg_url: str)
         assert sample(after, "table_dead_rows") >= 0
     with pytest.raises(TypeError, match="not a store in PostgreSQL"):
         metrics(memcommit.open(":memory:"))
+
+
+COMPACT_CHILD = """
+import sys, memcommit
+from memcommit.storage import KindsAfter, compact
+store = memcommit.open(sys.argv[1])
+print("compacting", flush=True)
+compact(store, retention=KindsAfter({"trace": 0}))
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("step", ["new-log-written", "manifest-written", "renamed"])
+def test_a_client_killed_at_each_step_of_a_compaction_leaves_one_whole_generation(
+    pg_url: str, step: str
+) -> None:
+    import signal
+
+    with memcommit.open(pg_url) as a:
+        traces = {a.put(f"trace {i}", kind="trace") for i in range(10)}
+        facts = {a.put(f"fact {i}", kind="fact") for i in range(10)}
+        for mid in sorted(facts)[:5]:
+            a.put("again", id=mid, kind="fact")
+        before = _state(a)
+    child = subprocess.Popen(
+        [sys.executable, "-c", COMPACT_CHILD, pg_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMCOMMIT_FAILPOINT": step},
+    )
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL, f"not killed at {step}:\n{err}"
+    assert out == "compacting\n"
+    committed = step == "renamed"
+    with memcommit.open(pg_url) as b:
+        assert b.info()["generation"] == (1 if committed else 0)
+        assert [e["generation"] for e in b.manifest()] == ([1] if committed else [])
+        kept = [m for m in before if m[0] not in traces] if committed else before
+        assert _state(b) == kept
+        assert all(b.is_purged(t) == committed for t in traces)
+        assert memcommit.seals.verify(b).ok
+        # The store goes on: a write, and a compaction that finishes.
+        b.put("after the crash")
+        from memcommit.storage import compact
+
+        assert compact(b).generation == (2 if committed else 1)

@@ -24,14 +24,14 @@ statements, no ``SET``), so a pooler in transaction mode works.
 Seals are written in a section like any commit (the store's lock makes their writer the only
 one of the moment). **Log compaction** runs in a section too: the follower makes the new
 generation (the same Rust code that compacts a log file, into RAM), and one transaction
-replaces the store's rows with it, bumps the store's generation and adds the manifest row;
+replaces the store's records with it, bumps the store's generation and adds the manifest row;
 commits of other clients wait for the store's lock meanwhile, reads go on (they see the old rows
-until the COMMIT). Then the records table is vacuumed, so the replaced rows leave no bloat.
-Every catch-up reads the store's generation with its rows, so a client whose follower is of an
-older generation reads the new one (without the store's lock) and goes on. An
-:class:`~memcommit.seals.AutoSeal` seals in the section whose commits make a seal due
-(:meth:`PostgresEngine.set_auto_seal`). Not on PostgreSQL (it raises
-:class:`~memcommit.NotSupported`): snapshots.
+until the COMMIT). The store's records are a partition of their own, which the new
+generation's table replaces whole, so no dead rows are left behind. Every catch-up reads the
+store's generation with its rows, so a client whose follower is of an older generation reads
+the new one (without the store's lock) and goes on. An :class:`~memcommit.seals.AutoSeal` seals
+in the section whose commits make a seal due (:meth:`PostgresEngine.set_auto_seal`). Not on
+PostgreSQL (it raises :class:`~memcommit.NotSupported`): snapshots.
 """
 
 from __future__ import annotations
@@ -308,6 +308,18 @@ class PostgresEngine:
 
         return psycopg
 
+    @property
+    def _sql(self) -> Any:
+        from psycopg import sql
+
+        return sql
+
+    def _partition(self, generation: int) -> Any:
+        """The table of the store's records of `generation`, as an identifier."""
+        return self._sql.Identifier(
+            self._target.schema, schema_.partition(self._target.store, generation)
+        )
+
     def _connection(self) -> Any:
         """The open connection, made again (or borrowed from the pool again) if it was lost.
 
@@ -417,6 +429,14 @@ class PostgresEngine:
                 "ON CONFLICT (name) DO NOTHING",
                 (self._target.store, header),
             )
+            if cur.rowcount == 1:  # made here: its records' table too
+                cur.execute(
+                    self._sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
+                        self._partition(0),
+                        self._sql.Identifier(self._target.schema, "records"),
+                        self._sql.Literal(self._target.store),
+                    )
+                )
             cur.execute(f"SELECT header FROM {self._stores} WHERE name = %s", (self._target.store,))
             made = cur.fetchone()
             assert made is not None
@@ -969,11 +989,14 @@ class PostgresEngine:
         """Compact the store's records into a new generation, in one section.
 
         The follower, caught up under the store's lock, makes the new generation (what
-        compacting a log file writes: the records replay needs, then a seal over them); one
-        transaction deletes the store's rows, inserts the new generation's, sets the store's
-        header and generation and adds the manifest entry (`plan.entry`). Other clients' commits
-        wait for the lock; their next catch-up sees the new generation and starts again. A dry
-        run makes the new generation and writes nothing.
+        compacting a log file writes: the records replay needs, then a seal over them). One
+        transaction fills a new table with its rows, swaps it in for the store's partition of
+        the records table (detach the old, attach the new, drop the old: its space goes back to
+        the system at once), sets the store's header and generation and adds the manifest entry
+        (`plan.entry`). Other clients' commits wait for the store's lock; their next catch-up
+        sees the new generation and starts again. Other stores' statements wait only for the
+        swap itself (the detach locks the records table until the COMMIT). A dry run makes the
+        new generation and writes nothing.
         """
         from psycopg.types.json import Jsonb
 
@@ -1004,17 +1027,10 @@ class PostgresEngine:
             try:
                 follower.add_purged([*self._purged_ids(conn), *report["purged"]])
                 with conn.cursor() as cur:
-                    cur.execute(
-                        f"DELETE FROM {self._records} WHERE store = %s", (self._target.store,)
-                    )
-                    after = 0
-                    while True:
-                        data, last = follower.read_raw(after, _ROW_BYTES)
-                        if not data:
-                            break
-                        last_row = last == follower.lsn
-                        self._insert_row(cur, after, last, data, commit_id if last_row else None)
-                        after = last
+                    self._fill_partition(cur, follower, int(report["generation"]), commit_id)
+                    if plan.step is not None:
+                        plan.step("new-log-written")  # the rows in, not committed
+                    self._swap_partition(cur, int(report["generation"]))
                     cur.execute(
                         f"UPDATE {self._stores} SET header = %s, generation = %s WHERE name = %s",
                         (image[:_HEADER_LEN], report["generation"], self._target.store),
@@ -1024,6 +1040,8 @@ class PostgresEngine:
                         "VALUES (%s, %s, %s)",
                         (self._target.store, report["generation"], Jsonb(entry)),
                     )
+                if plan.step is not None:
+                    plan.step("manifest-written")  # everything in, not committed
             except self._pg.Error as e:
                 self._abandon()
                 self._try_rebuild()
@@ -1035,25 +1053,61 @@ class PostgresEngine:
             self._generation = int(report["generation"])
             self._go_on_with(follower)
             self._mark = follower.lsn
-        self._vacuum()
+        if plan.step is not None:
+            plan.step("renamed")  # committed: the new generation is the store's
         if plan.progress is not None:
             plan.progress(report["bytes_before"], report["bytes_before"])
         return report
 
-    def _vacuum(self) -> None:
-        """``VACUUM`` the records table, so the rows compaction replaced leave no bloat.
+    def _fill_partition(
+        self, cur: Any, follower: _native.NativeLog, generation: int, commit_id: str
+    ) -> None:
+        """Make the table of the store's records of `generation`, filled from `follower`.
 
-        Their space becomes free for the next inserts at once, rather than when autovacuum
-        comes by (its thresholds count rows, and a store's rows are few and large). Outside
-        any transaction, on a connection of its own; a database that refuses (a user who does
-        not own the table) leaves it to autovacuum.
+        Its keys and the check that every row is the store's are made before it is attached,
+        so attaching it scans nothing; the last row carries `commit_id`.
         """
-        with contextlib.suppress(self._pg.Error, ServerUnavailable):
-            conn = self._connect()
-            try:
-                conn.execute(f"VACUUM {self._records}")
-            finally:
-                conn.close()
+        sql, table = self._sql, self._partition(generation)
+        store = sql.Literal(self._target.store)
+        cur.execute(
+            sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS, CHECK (store = {}))").format(
+                table, sql.Identifier(self._target.schema, "records"), store
+            )
+        )
+        after = 0
+        while True:
+            data, last = follower.read_raw(after, _ROW_BYTES)
+            if not data:
+                break
+            cur.execute(
+                sql.SQL(
+                    "INSERT INTO {} (store, first_lsn, last_lsn, bytes, commit_id) "
+                    "VALUES (%s, %s, %s, %s, %s)"
+                ).format(table),
+                (
+                    self._target.store,
+                    after + 1,
+                    last,
+                    data,
+                    commit_id if last == follower.lsn else None,
+                ),
+            )
+            after = last
+        cur.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (store, last_lsn)").format(table))
+        cur.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (store, commit_id)").format(table))
+
+    def _swap_partition(self, cur: Any, generation: int) -> None:
+        """Put the table of `generation` in place of the store's partition, and drop the old."""
+        sql = self._sql
+        records = sql.Identifier(self._target.schema, "records")
+        old, new = self._partition(generation - 1), self._partition(generation)
+        cur.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(records, old))
+        cur.execute(
+            sql.SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES IN ({})").format(
+                records, new, sql.Literal(self._target.store)
+            )
+        )
+        cur.execute(sql.SQL("DROP TABLE {}").format(old))
 
     def snapshot_json(self) -> str:
         """Not on PostgreSQL: a new client reads the store's records from the database."""
@@ -1070,16 +1124,18 @@ class PostgresEngine:
         return self._follower.lsn - (int(seals[-1][1]) if seals else 0)
 
     def table_stats(self) -> dict[str, int]:
-        """The records table's size on disk, live and dead rows (of every store in it)."""
+        """The size on disk, live and dead rows of the store's table of records."""
         with self._section.bare:
             conn = self._connection()
+            name = self._partition(self._generation).as_string(conn)
             try:
                 with conn.cursor() as cur:
                     cur.execute(
-                        "SELECT pg_total_relation_size(%s::regclass), coalesce(s.n_live_tup, 0), "
-                        "coalesce(s.n_dead_tup, 0) FROM (SELECT 1) one LEFT JOIN "
-                        "pg_stat_user_tables s ON s.relid = %s::regclass",
-                        (self._records, self._records),
+                        "SELECT coalesce(pg_total_relation_size(to_regclass(%s)), 0), "
+                        "coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0) "
+                        "FROM (SELECT 1) one LEFT JOIN pg_stat_user_tables s "
+                        "ON s.relid = to_regclass(%s)",
+                        (name, name),
                     )
                     row = cur.fetchone()
                 if not self._section.held:

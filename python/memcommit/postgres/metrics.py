@@ -5,8 +5,8 @@ the call to its COMMIT (``commit_seconds``), how long it waited for the store's 
 (``lock_wait_seconds``), how old the newest record a catch-up brought was by the database's
 clock (``refresh_lag_seconds``), follower rebuilds and NOTIFYs heard. A scrape adds what the
 database says now: the records since the store's newest seal (``seal_lag_records``), and the
-records table's size and dead rows (``table_bytes``, ``table_dead_rows``: bloat, which
-autovacuum reclaims after log compaction).
+size and rows of the store's table of records (``table_bytes``, ``table_live_rows``,
+``table_dead_rows``; log compaction replaces the table whole, leaving no dead rows).
 
 Example:
     ```python
@@ -57,7 +57,8 @@ class Counters:
 def metrics(store: MemoryStore) -> str:
     """The metrics of `store`, a store in PostgreSQL, in the Prometheus text format.
 
-    Asks the database for the records table's size and dead rows (one short query).
+    Asks the database for the size and dead rows of the store's table of records (one short
+    query).
 
     Raises:
         TypeError: `store` is not a store in PostgreSQL.
@@ -99,7 +100,13 @@ def metrics(store: MemoryStore) -> str:
         c.outcome_unknown,
     )
     out.metric("notifications_total", "counter", "NOTIFYs heard.", engine.notifications)
-    out.metric("table_bytes", "gauge", "The records table's size on disk.", table["bytes"])
-    out.metric("table_live_rows", "gauge", "The records table's live rows.", table["live"])
-    out.metric("table_dead_rows", "gauge", "The records table's dead rows.", table["dead"])
+    out.metric(
+        "table_bytes", "gauge", "The store's table of records: size on disk.", table["bytes"]
+    )
+    out.metric(
+        "table_live_rows", "gauge", "The store's table of records: live rows.", table["live"]
+    )
+    out.metric(
+        "table_dead_rows", "gauge", "The store's table of records: dead rows.", table["dead"]
+    )
     return out.text()

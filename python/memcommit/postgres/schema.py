@@ -8,7 +8,9 @@ One schema (``memcommit`` unless the URL says ``schema=``) holds every store of 
   records' bytes exactly as a log file frames them, so the same Rust code that replays a file
   checks and applies them; the first and last LSN they hold, and the commit id of the writer
   that wrote them (unique per store: how a writer whose COMMIT reply was lost finds out whether
-  it was applied).
+  it was applied). Since version 4 it is partitioned by store: each store's rows are a table of
+  their own (:func:`partition`), made with the store, which log compaction replaces whole (a
+  new table filled, swapped in, the old one dropped: no dead rows left behind).
 * ``manifest``: one row per log compaction of a store (version 2): what it kept, purged and
   the old generation's chain, as the JSON entry a log file's manifest holds.
 * ``section_begin(store, lock_key, lsn, page)`` (version 3): a write's first round trip. It
@@ -26,11 +28,12 @@ database at once apply each migration exactly once.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-__all__ = ["VERSION", "migrate", "pending"]
+__all__ = ["VERSION", "migrate", "partition", "pending"]
 
-VERSION = 3
+VERSION = 4
 """The schema version this package writes and reads."""
 
 _MIGRATIONS: dict[int, list[str]] = {
@@ -72,7 +75,34 @@ _MIGRATIONS: dict[int, list[str]] = {
         "   ON true WHERE s.name = p_store;"
         " END $$",
     ],
+    4: [
+        "ALTER TABLE {s}.records RENAME TO records_v3",
+        "ALTER INDEX {s}.records_pkey RENAME TO records_v3_pkey",
+        "ALTER INDEX {s}.records_commit_id RENAME TO records_v3_commit_id",
+        "CREATE TABLE {s}.records ("
+        " store text NOT NULL REFERENCES {s}.stores (name),"
+        " first_lsn bigint NOT NULL,"
+        " last_lsn bigint NOT NULL,"
+        " bytes bytea NOT NULL,"
+        " commit_id text,"
+        " PRIMARY KEY (store, last_lsn)) PARTITION BY LIST (store)",
+        "CREATE UNIQUE INDEX records_commit_id ON {s}.records (store, commit_id)",
+        "DO $$ DECLARE r record; BEGIN"
+        " FOR r IN SELECT name, generation FROM {s}.stores LOOP"
+        "  EXECUTE format('CREATE TABLE {s}.%I PARTITION OF {s}.records FOR VALUES IN (%L)',"
+        "   'records_' || left(md5(r.name), 16) || '_g' || r.generation, r.name);"
+        " END LOOP; END $$",
+        "INSERT INTO {s}.records SELECT store, first_lsn, last_lsn, bytes, commit_id"
+        " FROM {s}.records_v3",
+        "DROP TABLE {s}.records_v3",
+    ],
 }
+
+
+def partition(store: str, generation: int) -> str:
+    """The name of the table that holds generation `generation` of `store`'s records."""
+    digest = hashlib.md5(store.encode(), usedforsecurity=False).hexdigest()[:16]
+    return f"records_{digest}_g{generation}"  # as version 4's migration names it in SQL
 
 
 def _lock_key(schema: str) -> str:

@@ -974,3 +974,27 @@ def test_a_client_killed_at_each_step_of_a_compaction_leaves_one_whole_generatio
         from memcommit.storage import compact
 
         assert compact(b).generation == (2 if committed else 1)
+
+
+def test_a_user_without_create_uses_stores_and_is_told_what_a_new_one_needs(
+    postgres: PostgresCluster,
+) -> None:
+    import psycopg
+
+    from memcommit.errors import ServerError
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    existing = f"granted-{uuid.uuid4().hex[:8]}"
+    with memcommit.open(f"{postgres.dsn}?store={existing}") as owner:
+        owner.put("made by the owner")
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA memcommit TO {role}")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA memcommit TO {role}")
+    as_role = postgres.dsn.replace("postgres@", f"{role}@", 1)
+    with memcommit.open(f"{as_role}?store={existing}") as user:
+        user.put("written by the application's user")
+        assert len(user.find()) == 2
+    with pytest.raises(ServerError, match="CREATE on the schema") as info:
+        memcommit.open(f"{as_role}?store=new-{uuid.uuid4().hex[:8]}")
+    assert info.value.code == "forbidden"

@@ -56,6 +56,7 @@ from ..errors import (
     NotSupported,
     ReadOnlyStore,
     Rejected,
+    ServerError,
     ServerUnavailable,
 )
 from ..manifest import ManifestEntry
@@ -399,8 +400,22 @@ class PostgresEngine:
         with contextlib.suppress(self._pg.Error):
             conn.close()
 
-    def _unavailable(self, e: BaseException) -> ServerUnavailable:
+    def _unavailable(self, e: BaseException) -> ServerError:
+        """The error to raise for `e`, a failure of the database (or of reaching it).
+
+        A privilege the database user lacks is told as such (``ServerError``, code
+        ``forbidden``), not as a server that cannot be reached.
+        """
         host = self._target.shown
+        if isinstance(e, self._pg.errors.InsufficientPrivilege):
+            return ServerError(
+                f"{host}: the database user may not do what store {self._target.store!r} "
+                f"needs in schema {self._target.schema} ({str(e).strip()}); grant it (the user "
+                "that migrates the schema or makes a store needs CREATE on the schema, and "
+                "every user of a store SELECT, INSERT and UPDATE on its tables)",
+                url=host,
+                code="forbidden",
+            )
         return ServerUnavailable(
             f"{host}: the PostgreSQL server cannot be used ({str(e).strip() or type(e).__name__}); "
             "check that it is running, that the host, port, user and database in the URL are "

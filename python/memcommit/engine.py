@@ -200,6 +200,20 @@ class CompactionPlan:
     progress: Callable[[int, int], object] | None = None
     dry_run: bool = False
 
+    @property
+    def selection(self) -> tuple[int | None, int | None, list[tuple[str, int]], list[str], int]:
+        """What to keep and purge, as the native log's compaction calls take it.
+
+        `horizon`, `archived_older_than_us`, `kinds_after_us`, `ids` and `now_us`, in order.
+        """
+        return (
+            self.horizon,
+            self.archived_older_than_us,
+            self.kinds_after_us,
+            self.ids,
+            self.now_us,
+        )
+
 
 class Engine(Protocol):
     """What a store needs from the log under it: its reads (:meth:`view`) and its writes.
@@ -467,26 +481,11 @@ class LocalEngine:
         report names the generation the compaction would make.
         """
         if plan.dry_run:
-            report = self._log.compaction_plan(
-                plan.horizon,
-                plan.archived_older_than_us,
-                plan.kinds_after_us,
-                plan.ids,
-                plan.now_us,
-                plan.progress,
-            )
+            report = self._log.compaction_plan(*plan.selection, plan.progress)
             report["generation"] = int(self._log.info()["generation"]) + 1
             return report
         report, _ = self._log.compact(
-            plan.horizon,
-            plan.archived_older_than_us,
-            plan.kinds_after_us,
-            plan.ids,
-            plan.now_us,
-            plan.at_us,
-            plan.before_swap,
-            plan.step,
-            plan.progress,
+            *plan.selection, plan.at_us, plan.before_swap, plan.step, plan.progress
         )
         return report
 

@@ -1015,14 +1015,7 @@ class PostgresEngine:
         """
         from psycopg.types.json import Jsonb
 
-        args = (
-            plan.horizon,
-            plan.archived_older_than_us,
-            plan.kinds_after_us,
-            plan.ids,
-            plan.now_us,
-            plan.at_us,
-        )
+        args = (*plan.selection, plan.at_us)
         if plan.dry_run:  # what it would do now: caught up, without the store's lock
             self.refresh()
             with self._section.bare:

@@ -998,3 +998,70 @@ def test_a_user_without_create_uses_stores_and_is_told_what_a_new_one_needs(
     with pytest.raises(ServerError, match="CREATE on the schema") as info:
         memcommit.open(f"{as_role}?store=new-{uuid.uuid4().hex[:8]}")
     assert info.value.code == "forbidden"
+
+
+def test_commits_go_on_while_compaction_makes_the_new_generation(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the two steps of a compaction other clients commit (without waiting for it):
+    their records, a seal among them, join the new generation."""
+    import memcommit.storage as storage
+
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        traces = [a.put(f"trace {i}", kind="trace") for i in range(5)]
+        facts = [a.put(f"fact {i}", kind="fact") for i in range(5)]
+        for mid in facts:
+            a.put("again", id=mid, kind="fact")
+        during: list[str] = []
+
+        def meanwhile(step: str) -> None:
+            if step == "new-log-written":  # the new table filled, the store's lock not taken
+                during.append(b.put("written during the compaction"))
+                with b.commit() as c:
+                    c.stale(facts[0], reason="changed meanwhile")
+                memcommit.seals.seal(b)  # a seal of the old chain: left out of the new one
+                during.append(b.put("after that seal"))
+
+        monkeypatch.setattr(storage, "_failpoint", meanwhile)
+        report = storage.compact(a, retention=storage.KindsAfter({"trace": 0}))
+        assert len(during) == 2 and report.generation == 1
+        assert sorted(report.purged) == sorted(traces)
+        b.refresh()
+        for store in (a, b):
+            assert store.info()["generation"] == 1
+            assert [store.get(mid).text for mid in during] == [
+                "written during the compaction",
+                "after that seal",
+            ]
+            assert store.get(facts[0]).status == "stale"
+            assert all(store.is_purged(t) for t in traces)
+        seals = a.seals()
+        assert len(seals) == 1 and seals[0].lsn == a.lsn - 1  # the new seal, after the rest
+        assert memcommit.seals.verify(a).ok
+        with memcommit.open(pg_url) as c:
+            assert _state(c) == _state(a) and memcommit.seals.verify(c).ok
+
+
+def test_a_purged_memory_changed_during_compaction_makes_it_run_under_the_lock(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memcommit.storage as storage
+
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url) as b:
+        trace = a.put("a trace", kind="trace")
+        kept = a.put("a fact", kind="fact")
+        steps: list[str] = []
+
+        def meanwhile(step: str) -> None:
+            steps.append(step)
+            if step == "new-log-written" and steps.count(step) == 1:
+                b.put("the trace, changed", id=trace, kind="trace")
+
+        monkeypatch.setattr(storage, "_failpoint", meanwhile)
+        report = storage.compact(a, retention=storage.KindsAfter({"trace": 0}))
+        # The first attempt gave up before taking the lock; the second ran under it.
+        assert steps.count("new-log-written") == 2 and steps[-1] == "renamed"
+        assert report.generation == 1 and report.purged == (trace,)
+        b.refresh()
+        assert b.is_purged(trace) and b.get(kept).text == "a fact"
+        assert memcommit.seals.verify(b).ok

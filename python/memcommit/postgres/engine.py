@@ -1001,35 +1001,180 @@ class PostgresEngine:
         self._auto_seal = None if every is None else (every, key)
 
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
-        """Compact the store's records into a new generation, in one section.
+        """Compact the store's records into a new generation, online.
 
-        The follower, caught up under the store's lock, makes the new generation (what
-        compacting a log file writes: the records replay needs, then a seal over them). One
-        transaction fills a new table with its rows, swaps it in for the store's partition of
-        the records table (detach the old, attach the new, drop the old: its space goes back to
-        the system at once), sets the store's header and generation and adds the manifest entry
-        (`plan.entry`). Other clients' commits wait for the store's lock; their next catch-up
-        sees the new generation and starts again. Other stores' statements wait only for the
-        swap itself (the detach locks the records table until the COMMIT). A dry run makes the
-        new generation and writes nothing.
+        One transaction, on a connection of the compaction's own, holding an advisory lock
+        that lets one compaction of the store run at a time:
+
+        1. Without the store's lock (writers go on): the follower, as it stands, makes the new
+           generation's records (what compacting a log file keeps, up to its head H, without
+           the seal), and a new table is filled with them and keyed.
+        2. With it (writers wait): the follower catches up to the head T; the records after H
+           join the new generation as records of its compacted part (its ``dense_from`` moves
+           to T; the seals among them, of the old chain, are left out), and a seal at T+1
+           covers everything; their rows go into the new table, which is swapped in for the
+           store's partition of the records table (detach the old, attach the new, drop the
+           old: its space goes back to the system at once); the store's header and generation
+           are set and the manifest entry (`plan.entry`) added; COMMIT.
+
+        Other clients' next catch-up sees the new generation and starts again. If a record
+        after H touches a memory retention purges, the compaction runs again with the store's
+        lock held throughout (:meth:`_compact_locked`). A dry run makes the new generation
+        and writes nothing.
         """
-        from psycopg.types.json import Jsonb
-
-        args = (*plan.selection, plan.at_us)
         if plan.dry_run:  # what it would do now: caught up, without the store's lock
             self.refresh()
             with self._section.bare:
-                report, _ = self._follower.compacted_copy(*args)
-            return report
+                planned, _ = self._follower.compacted_copy(*plan.selection, plan.at_us)
+            return planned
+        if self._read_only:
+            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+        conn = self._pool.getconn(timeout=self._connect_timeout) if self._pool else self._connect()
+        try:
+            conn.autocommit = True
+            report = self._compact_online(conn, plan)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            if self._pool is not None:
+                self._pool.putconn(conn)
+            else:
+                with contextlib.suppress(self._pg.Error):
+                    conn.close()
+        if report is None:
+            report = self._compact_locked(plan)
+        if plan.step is not None:
+            plan.step("renamed")  # committed: the new generation is the store's
+        if plan.progress is not None:
+            plan.progress(report["bytes_before"], report["bytes_before"])
+        return report
+
+    def _compact_online(self, conn: Any, plan: CompactionPlan) -> dict[str, Any] | None:
+        """The two steps of :meth:`compact` on `conn`; None if it must run locked instead."""
+        from psycopg.types.json import Jsonb
+
+        try:
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (self._lock_key + ".compact",),
+                )
+                # 1. The new generation up to the head H, and its table, without the lock.
+                self.refresh()
+                with self._section.bare:
+                    old = self._follower
+                    head = old.lsn
+                    report, image = old.compacted_copy(*plan.selection, None)
+                generation = int(report["generation"])
+                new = self._follower_of(image)
+                self._fill_partition(cur, new, generation, None)
+                if plan.step is not None:
+                    plan.step("new-log-written")  # the new generation's rows, not committed
+                kept = new.lsn
+                # 2. The store's lock: the records since H, a seal, the swap.
+                with self._section.bare:
+                    if self._suspect:
+                        self._rebuild()
+                    old = self._follower
+                    with self._pg.ClientCursor(conn) as locking:
+                        locking.execute(
+                            self._section_sql.removeprefix("BEGIN; "),
+                            (self._target.store, self._lock_key, old.lsn, _CATCH_UP_ROWS + 1),
+                        )
+                        got = locking.fetchall()
+                    try:
+                        self._catch_up(conn, old, [row[1:] for row in got])
+                    except _Diverged:
+                        return None  # not the store this follower knows: run locked
+                    self._sample_clock(conn, int(got[0][0]) if got else None)
+                    top = old.lsn
+                    later, _ = old.read_records(head, 0, max(0, top - head))
+                    purged = set(report["purged"])
+                    if any(r.key in purged for r in later):
+                        return None  # a purged memory changed since H: run locked
+                    new.raise_dense_from(top)
+                    new.apply_raw(b"".join(r.raw() for r in later if r.op != "seal"))
+                    new.add_purged([*self._purged_ids(conn), *purged])
+                    sealed = new.seal(self.clock.now_us())
+                    commit_id = uuid.uuid4().hex
+                    self._fill_rows(cur, self._partition(generation), new, kept, commit_id)
+                    self._swap_partition(cur, generation)
+                    info, new_info = old.info(), new.info()
+                    report.update(
+                        before=int(info["records"]),
+                        bytes_before=int(info["bytes"]),
+                        after=int(new_info["records"]),
+                        bytes_after=int(new_info["bytes"]),
+                        old_lsn=top,
+                        old_chain=old.chain_hex(),
+                        old_seals=old.seals(),
+                        seal=sealed,
+                    )
+                    header = new.header()
+                    cur.execute(
+                        f"UPDATE {self._stores} SET header = %s, generation = %s WHERE name = %s",
+                        (header, generation, self._target.store),
+                    )
+                    cur.execute(
+                        f"INSERT INTO {self._manifest_table} (store, generation, entry) "
+                        "VALUES (%s, %s, %s)",
+                        (self._target.store, generation, Jsonb(plan.entry(report))),
+                    )
+                    if plan.step is not None:
+                        plan.step("manifest-written")  # everything in, not committed
+                    self._commit_compaction(conn, commit_id)
+                    self._header = header
+                    self._generation = generation
+                    self._go_on_with(new)
+                    return report
+        except self._pg.Error as e:
+            raise self._unavailable(e) from None
+
+    def _follower_of(self, image: bytes) -> _native.NativeLog:
+        """A follower holding `image`, a new generation's bytes (its header first)."""
+        follower = _native.NativeLog.replica(
+            image[:_HEADER_LEN], self._max_record_bytes, writable=True
+        )
+        if self.embedder is not None:
+            follower.set_embedder(self.embedder)
+        follower.apply_raw(image[_HEADER_LEN:])
+        return follower
+
+    def _commit_compaction(self, conn: Any, commit_id: str) -> None:
+        """COMMIT a compaction's transaction (and wake readers), a lost reply looked up."""
+        try:
+            with self._pg.ClientCursor(conn) as cur:
+                cur.execute(f"COMMIT; {self._notify_sql}")
+            if conn.info.transaction_status == self._pg.pq.TransactionStatus.IDLE:
+                return
+            failure: BaseException = self._pg.OperationalError("the COMMIT did not end it")
+        except self._pg.Error as e:
+            failure = e
+        with contextlib.suppress(self._pg.Error):
+            conn.close()
+        applied = self._was_applied(commit_id)
+        if applied:
+            return
+        if applied is None:
+            raise CommitOutcomeUnknown(
+                f"{self._target.shown}: log compaction's COMMIT was sent but no answer came "
+                f"back ({failure}), and the database could not be asked since; refresh and "
+                "look at store.info()['generation'] to know whether it was applied",
+                commit_id=commit_id,
+                url=self._target.shown,
+            )
+        raise self._unavailable(failure)
+
+    def _compact_locked(self, plan: CompactionPlan) -> dict[str, Any]:
+        """Compact with the store's lock held throughout, in one section (see :meth:`compact`)."""
+        from psycopg.types.json import Jsonb
+
+        args = (*plan.selection, plan.at_us)
         with self._section:
             conn = self._conn
             report, image = self._follower.compacted_copy(*args)
-            follower = _native.NativeLog.replica(
-                image[:_HEADER_LEN], self._max_record_bytes, writable=True
-            )
-            if self.embedder is not None:
-                follower.set_embedder(self.embedder)
-            follower.apply_raw(image[_HEADER_LEN:])
+            follower = self._follower_of(image)
             entry = plan.entry(report)
             commit_id = uuid.uuid4().hex
             try:
@@ -1061,48 +1206,46 @@ class PostgresEngine:
             self._generation = int(report["generation"])
             self._go_on_with(follower)
             self._mark = follower.lsn
-        if plan.step is not None:
-            plan.step("renamed")  # committed: the new generation is the store's
-        if plan.progress is not None:
-            plan.progress(report["bytes_before"], report["bytes_before"])
         return report
 
     def _fill_partition(
-        self, cur: Any, follower: _native.NativeLog, generation: int, commit_id: str
+        self, cur: Any, follower: _native.NativeLog, generation: int, commit_id: str | None
     ) -> None:
         """Make the table of the store's records of `generation`, filled from `follower`.
 
-        Its keys and the check that every row is the store's are made before it is attached,
-        so attaching it scans nothing; the last row carries `commit_id`.
+        With its keys and the check that every row is the store's, so attaching it scans
+        nothing; the last row carries `commit_id`.
         """
         sql, table = self._sql, self._partition(generation)
-        store = sql.Literal(self._target.store)
         cur.execute(
             sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS, CHECK (store = {}))").format(
-                table, sql.Identifier(self._target.schema, "records"), store
+                table,
+                sql.Identifier(self._target.schema, "records"),
+                sql.Literal(self._target.store),
             )
         )
-        after = 0
+        cur.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (store, last_lsn)").format(table))
+        cur.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (store, commit_id)").format(table))
+        self._fill_rows(cur, table, follower, 0, commit_id)
+
+    def _fill_rows(
+        self, cur: Any, table: Any, follower: _native.NativeLog, after: int, commit_id: str | None
+    ) -> None:
+        """Insert into `table` the follower's records after LSN `after`.
+
+        In rows of about :data:`_ROW_BYTES`; the last row carries `commit_id`.
+        """
+        insert = self._sql.SQL(
+            "INSERT INTO {} (store, first_lsn, last_lsn, bytes, commit_id) "
+            "VALUES (%s, %s, %s, %s, %s)"
+        ).format(table)
         while True:
             data, last = follower.read_raw(after, _ROW_BYTES)
             if not data:
                 break
-            cur.execute(
-                sql.SQL(
-                    "INSERT INTO {} (store, first_lsn, last_lsn, bytes, commit_id) "
-                    "VALUES (%s, %s, %s, %s, %s)"
-                ).format(table),
-                (
-                    self._target.store,
-                    after + 1,
-                    last,
-                    data,
-                    commit_id if last == follower.lsn else None,
-                ),
-            )
+            mark = commit_id if last == follower.lsn else None
+            cur.execute(insert, (self._target.store, after + 1, last, data, mark))
             after = last
-        cur.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (store, last_lsn)").format(table))
-        cur.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (store, commit_id)").format(table))
 
     def _swap_partition(self, cur: Any, generation: int) -> None:
         """Put the table of `generation` in place of the store's partition, and drop the old."""

@@ -7,7 +7,7 @@ mod common;
 
 use common::{opts, run_history, step, Quiet, T0};
 use memcommit_core::compact::{Compacted, Retention};
-use memcommit_core::format::Op;
+use memcommit_core::format::{self, Op};
 use memcommit_core::{Command, Log, PutCommand, Status, Tier};
 use proptest::prelude::*;
 
@@ -68,7 +68,7 @@ proptest! {
         let plan = log.compaction_plan(Some(horizon), &Retention::default(), &mut Quiet).unwrap();
         prop_assert_eq!(records(&path), before.clone());
         // The copy made in RAM (what a database engine swaps in) is what the file will hold.
-        let (copied, copy) = log.compacted_copy(Some(horizon), &Retention::default(), T0, &mut Quiet).unwrap();
+        let (copied, copy) = log.compacted_copy(Some(horizon), &Retention::default(), Some(T0), &mut Quiet).unwrap();
         prop_assert_eq!(records(&path), before.clone());
         let (report, log) = compact(&log, Some(horizon), &Retention::default());
         prop_assert_eq!(&copied.plan, &report.plan);
@@ -278,4 +278,45 @@ fn a_progress_hook_that_fails_stops_compaction_and_leaves_the_old_log() {
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(names.iter().all(|n| !n.to_string_lossy().contains("tmp")), "{names:?}");
     assert_eq!(log.info().unwrap().generation, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A copy made without a seal, then the records committed since added to it as records of
+    /// its compacted part (its header's `dense_from` moved to the head; the old chain's seals
+    /// left out) and a seal after them: what a database engine swaps in while its writers went
+    /// on. It replays to the writer's state, its seal follows the head and verifies.
+    #[test]
+    fn a_copy_without_a_seal_takes_the_later_records_and_a_seal(
+        early in proptest::collection::vec(proptest::collection::vec(step(12, 4), 1..4), 1..30),
+        late in proptest::collection::vec(proptest::collection::vec(step(12, 4), 1..4), 0..10),
+    ) {
+        let log = Log::memory(opts()).unwrap();
+        run_history(&log, &early, T0);
+        let head = log.lsn();
+        let (copied, copy) = log.compacted_copy(None, &Retention::default(), None, &mut Quiet).unwrap();
+        prop_assert!(copied.seal.is_none());
+        prop_assert_eq!(copied.plan.bytes_after as usize, copy.len());
+        run_history(&log, &late, T0 + 1_000_000);
+        let next = Log::follower(&copy[..64], opts()).unwrap();
+        next.apply_raw(&copy[64..]).unwrap();
+        prop_assert!(next.raise_dense_from(head.saturating_sub(1)).is_err() || head == 0);
+        next.raise_dense_from(log.lsn()).unwrap();
+        let (tail, _) = log.read_raw(head, usize::MAX).unwrap();
+        let (mut later, mut at) = (Vec::new(), 0);
+        while at < tail.len() {
+            let n = format::record_len(&tail[at..]);
+            if format::view_trusted(&tail[at..at + n]).op != Op::Seal {
+                later.extend_from_slice(&tail[at..at + n]);
+            }
+            at += n;
+        }
+        next.apply_raw(&later).unwrap();
+        prop_assert_eq!(state(&next), state(&log));
+        let seal = next.seal(None, T0 + 2_000_000).unwrap();
+        prop_assert_eq!(seal.record_lsn, log.lsn() + 1);
+        let checked = next.verify(None, None).map(|d| d.seals_checked).map_err(|e| e.to_string());
+        prop_assert_eq!(checked, Ok(1));
+    }
 }

@@ -189,6 +189,12 @@ impl NativeLog {
         Ok(NativeLog::new(log))
     }
 
+    /// Move the header's `dense_from` up (a compacted copy taking the records committed after
+    /// it: the core's `Log::raise_dense_from`).
+    fn raise_dense_from(&self, py: Python<'_>, dense_from: u64) -> PyResult<()> {
+        self.run(py, |log| log.raise_dense_from(dense_from))
+    }
+
     /// The log's 64-byte header.
     fn header<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let header = self.run(py, |log| Ok(log.header_bytes()))?;
@@ -624,7 +630,8 @@ impl NativeLog {
 
     /// The new generation a compaction would write, made in RAM and returned instead of
     /// replacing this log (an engine that keeps its records in a database swaps them itself):
-    /// the report `compact` gives, and the new generation's bytes (its header first).
+    /// the report `compact` gives, and the new generation's bytes (its header first). With
+    /// `at_us` None, without the seal (`Log::compacted_copy`).
     #[allow(clippy::too_many_arguments)] // the parts of a compaction request
     #[pyo3(signature = (horizon, archived_older_than_us, kinds_after_us, ids, now_us, at_us))]
     fn compacted_copy<'py>(
@@ -635,7 +642,7 @@ impl NativeLog {
         kinds_after_us: Vec<(String, i64)>,
         ids: Vec<String>,
         now_us: i64,
-        at_us: i64,
+        at_us: Option<i64>,
     ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
         let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
         let log = self.log().map_err(to_py)?;
@@ -837,6 +844,6 @@ fn compacted_dict<'py>(py: Python<'py>, c: &Compacted) -> PyResult<Bound<'py, Py
     d.set_item("old_lsn", c.old_lsn)?;
     d.set_item("old_chain", seal::hex(&c.old_chain))?;
     d.set_item("old_seals", c.old_seals.iter().map(seal_tuple).collect::<Vec<_>>())?;
-    d.set_item("seal", seal_tuple(&c.seal))?;
+    d.set_item("seal", c.seal.as_ref().map(seal_tuple))?;
     Ok(d)
 }

@@ -80,7 +80,7 @@ impl Log {
             mark: st.index.mark(),
             base: st.end,
             flushed: 0,
-            lsn: st.lsn,
+            lsn: st.lsn_base(),
             records: st.records,
             at,
             log: self,
@@ -247,7 +247,7 @@ impl Commit<'_> {
         }
         self.arrival = None;
         let st = &mut *self.st;
-        let first_lsn = st.lsn + 1;
+        let first_lsn = st.lsn_base() + 1;
         st.records = self.records;
         st.end = self.base + self.flushed;
         st.lsn = self.lsn;
@@ -434,7 +434,7 @@ pub(crate) fn append_seal(
     at: i64,
 ) -> Result<SealEntry> {
     let base = st.end;
-    let record_lsn = st.lsn + 1;
+    let record_lsn = st.lsn_base() + 1;
     st.buf.clear();
     let gap = gap_at(st, base);
     let range = encode_record(

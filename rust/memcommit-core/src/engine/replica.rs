@@ -69,6 +69,35 @@ impl Log {
         Ok((out, last))
     }
 
+    /// Move the header's `dense_from` up to `dense_from`, on a log in RAM whose records are all
+    /// at or below it (a compacted copy, to which the records committed after it are then
+    /// added as records of its compacted part: see `compacted_copy`). The header's bytes are
+    /// rewritten and the chain starts again from them (they seed it).
+    pub fn raise_dense_from(&self, dense_from: u64) -> Result<()> {
+        let mut st = self.state.write();
+        self.check_open(&st)?;
+        if !matches!(st.medium, Medium::Memory(_)) {
+            return Err(Error::invalid("dense_from", "only a log in RAM takes a new header"));
+        }
+        if dense_from < st.header.dense_from || st.lsn > dense_from {
+            return Err(Error::invalid(
+                "dense_from",
+                format!(
+                    "{dense_from} is below the header's {} or the head LSN {}; it may only rise, \
+                     over every record",
+                    st.header.dense_from, st.lsn
+                ),
+            ));
+        }
+        st.header.dense_from = dense_from;
+        let header = st.header.encode();
+        if let Medium::Memory(v) = &mut st.medium {
+            v[..HEADER_LEN].copy_from_slice(&header);
+        }
+        *self.ram_chain.lock() = (HEADER_LEN as u64, crate::format::chain::start(&header));
+        Ok(())
+    }
+
     /// Apply the whole commits in `bytes` (records as `read_raw` returns them) to a replica.
     /// Returns the replica's LSN after them. Damage, another store's records, an LSN out of
     /// order or bytes that end inside a commit raise `Corrupt` and apply nothing.

@@ -56,6 +56,13 @@ pub(crate) struct State {
 pub(crate) const SPARSE_EVERY: u64 = 1024;
 
 impl State {
+    /// The LSN the next record follows: the head, or the header's `dense_from` when that is
+    /// past it (a compacted copy whose last records were not kept ends below it, and LSNs up
+    /// to `dense_from` are the compacted records').
+    pub(crate) fn lsn_base(&self) -> u64 {
+        self.lsn.max(self.header.dense_from)
+    }
+
     /// The state of a log with a header and no records yet, its bytes in `medium`.
     pub(crate) fn empty(header: FileHeader, medium: Medium) -> State {
         State {

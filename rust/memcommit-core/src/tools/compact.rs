@@ -64,8 +64,8 @@ pub struct Compacted {
     pub old_chain: ChainValue,
     /// The old log's seals.
     pub old_seals: Vec<SealEntry>,
-    /// The new log's seal.
-    pub seal: SealEntry,
+    /// The new log's seal (none in a copy made without one: `Log::compacted_copy`).
+    pub seal: Option<SealEntry>,
 }
 
 /// What a compaction keeps, purges and reclaims.
@@ -175,7 +175,7 @@ impl Log {
             // At most the old log's bytes and a seal: what a full disk must make room for.
             let room = end + 4096;
             let werr = |e: io::Error| Error::io_needing(&display, "write the compacted copy of", e, room);
-            let done = self.write_generation(&st, &sel, &header, at, &mut *hooks, &mut |bytes| {
+            let done = self.write_generation(&st, &sel, &header, Some(at), &mut *hooks, &mut |bytes| {
                 out.write_all(bytes).map_err(werr)
             })?;
             out.into_inner().map_err(|e| werr(e.into_error()))?;
@@ -217,11 +217,15 @@ impl Log {
     /// and returned instead of replacing this log: for an engine whose records live elsewhere
     /// (a database), which swaps them itself. Works on any log, a RAM follower included;
     /// commits wait while it reads. Returns the report and the new generation's bytes.
+    ///
+    /// With `at` None the copy ends without a seal: its header's `dense_from` is this log's
+    /// head, so the records committed after it can follow in the new generation as they are
+    /// (LSNs above `dense_from` are consecutive), and a seal after them covers everything.
     pub fn compacted_copy(
         &self,
         horizon: Option<u64>,
         retention: &Retention,
-        at: i64,
+        at: Option<i64>,
         hooks: &mut dyn Hooks,
     ) -> Result<(Compacted, Vec<u8>)> {
         let st = self.hold_still()?;
@@ -243,13 +247,14 @@ impl Log {
     }
 
     /// Hand `out` the new generation's bytes in order: `header`, the records `sel` keeps, and
-    /// a seal over them stamped `at` (the chain hashed on another thread meanwhile).
+    /// a seal over them stamped `at` (the chain hashed on another thread meanwhile); no seal
+    /// (and no hashing) when `at` is None.
     fn write_generation(
         &self,
         st: &Frozen<'_>,
         sel: &Selection,
         header: &FileHeader,
-        at: i64,
+        at: Option<i64>,
         hooks: &mut dyn Hooks,
         out: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<Compacted> {
@@ -261,25 +266,32 @@ impl Log {
         // The new log's chain is hashed on another thread, from batches of kept bytes.
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
         let mut linker = chain::Linker::new(header, chain::start(&hb), 0);
-        let hasher = std::thread::Builder::new()
-            .name("memcommit-compact-chain".into())
-            .spawn(move || {
-                for batch in rx {
-                    linker.feed(&batch, 0, |_, _, _| {});
-                }
-                // The kept records are one unit, closed before the seal that covers them.
-                linker.finish();
-                linker.value()
-            })
-            .map_err(|e| Error::io(self.display(), "start the chain thread for", e))?;
-        let mut batch = Vec::with_capacity(1 << 20);
+        let hasher = match at {
+            None => None,
+            Some(_) => Some(
+                std::thread::Builder::new()
+                    .name("memcommit-compact-chain".into())
+                    .spawn(move || {
+                        for batch in rx {
+                            linker.feed(&batch, 0, |_, _, _| {});
+                        }
+                        // The kept records are one unit, closed before the seal that covers them.
+                        linker.finish();
+                        linker.value()
+                    })
+                    .map_err(|e| Error::io(self.display(), "start the chain thread for", e))?,
+            ),
+        };
+        let mut batch = Vec::with_capacity(if hasher.is_some() { 1 << 20 } else { 0 });
         let (mut after, mut written) = (0u64, HEADER_LEN as u64);
         let streamed = self.stream_kept(st, sel, &mut *hooks, |bytes| {
             out(bytes)?;
-            batch.extend_from_slice(bytes);
-            if batch.len() >= 1 << 20 {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
-                let _ = tx.send(full);
+            if hasher.is_some() {
+                batch.extend_from_slice(bytes);
+                if batch.len() >= 1 << 20 {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
+                    let _ = tx.send(full);
+                }
             }
             after += 1;
             written += bytes.len() as u64;
@@ -287,17 +299,20 @@ impl Log {
         });
         let _ = tx.send(batch);
         drop(tx);
-        let value = hasher.join().expect("the chain thread does not panic");
+        let value = hasher.map(|h| h.join().expect("the chain thread does not panic"));
         let (before, last_lsn) = streamed?;
         // The old log's chain, for the manifest: the chain thread has been hashing it
         // meanwhile (a running store's is already current).
         let (old_lsn, old_chain) = st.chain_to_end()?;
         // The new log's seal, over everything it holds.
-        let buf = seal_record(salt, lsn + 1, at, last_lsn, &value);
-        let new_seal = seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded");
-        out(&buf)?;
-        written += buf.len() as u64;
-        after += 1;
+        let mut new_seal = None;
+        if let (Some(at), Some(value)) = (at, value) {
+            let buf = seal_record(salt, lsn + 1, at, last_lsn, &value);
+            new_seal = Some(seal::decode(&format::view_trusted(&buf), written).expect("a seal just encoded"));
+            out(&buf)?;
+            written += buf.len() as u64;
+            after += 1;
+        }
         Ok(Compacted {
             plan: Plan {
                 horizon: sel.horizon,

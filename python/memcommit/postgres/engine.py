@@ -22,16 +22,16 @@ last write or :meth:`refresh`. Nothing on the commit path keeps session state (n
 statements, no ``SET``), so a pooler in transaction mode works.
 
 Seals are written in a section like any commit (the store's lock makes their writer the only
-one of the moment). **Log compaction** runs in a section too: the follower makes the new
-generation (the same Rust code that compacts a log file, into RAM), and one transaction
-replaces the store's records with it, bumps the store's generation and adds the manifest row;
-commits of other clients wait for the store's lock meanwhile, reads go on (they see the old rows
-until the COMMIT). The store's records are a partition of their own, which the new
-generation's table replaces whole, so no dead rows are left behind. Every catch-up reads the
-store's generation with its rows, so a client whose follower is of an older generation reads
-the new one (without the store's lock) and goes on. An :class:`~memcommit.seals.AutoSeal` seals
-in the section whose commits make a seal due (:meth:`PostgresEngine.set_auto_seal`). Not on
-PostgreSQL (it raises :class:`~memcommit.NotSupported`): snapshots.
+one of the moment). **Log compaction** makes the new generation from the follower (the same
+Rust code that compacts a log file, into RAM) without the store's lock, then takes it to add
+the records committed meanwhile and a seal, and in one transaction swaps the store's partition
+of the records table for the new generation's table (no dead rows are left behind), bumps the
+store's generation and adds the manifest row (:meth:`PostgresEngine.compact`). Every catch-up
+reads the store's generation with its rows, so a client whose follower is of an older
+generation reads the new one (without the store's lock) and goes on. An
+:class:`~memcommit.seals.AutoSeal` seals in the section whose commits make a seal due
+(:meth:`PostgresEngine.set_auto_seal`). Not on PostgreSQL (it raises
+:class:`~memcommit.NotSupported`): snapshots.
 """
 
 from __future__ import annotations

@@ -213,11 +213,13 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
         report = compact(store)
         stop.set()
         writer.join()
+        held = store.engine.counters.compaction_lock_seconds.sum
         print(
             f"log compaction of {n:,} memories put twice ({report.before:,} records -> "
-            f"{report.after:,}): {report.seconds:.2f} s; another client's longest commit "
-            f"meanwhile {max(waits) * 1000:.0f} ms; records table {before:.1f} MB -> "
-            f"{_table_mb(dsn):.1f} MB",
+            f"{report.after:,}): {report.seconds:.2f} s, the store's lock held {held:.2f} s of "
+            f"it; another client committed {len(waits):,} times meanwhile, its longest commit "
+            f"{max(waits) * 1000:.0f} ms (reading the new generation included); records table "
+            f"{before:.1f} MB -> {_table_mb(dsn):.1f} MB",
             flush=True,
         )
         sizes = []

@@ -923,6 +923,7 @@ def test_metrics_count_commits_lock_waits_lags_and_the_tables_bloat(pg_url: str)
         compact(a)
         after = metrics(a)
         assert sample(after, "generation") == 1 and sample(after, "seal_lag_records") == 0
+        assert sample(after, "compaction_lock_seconds_count") == 1
         assert sample(after, "table_bytes") > 0
         assert sample(after, "table_dead_rows") >= 0
     with pytest.raises(TypeError, match="not a store in PostgreSQL"):

@@ -1077,6 +1077,7 @@ class PostgresEngine:
                     if self._suspect:
                         self._rebuild()
                     old = self._follower
+                    asked = time.perf_counter()
                     with self._pg.ClientCursor(conn) as locking:
                         locking.execute(
                             self._section_sql.removeprefix("BEGIN; "),
@@ -1124,6 +1125,7 @@ class PostgresEngine:
                     if plan.step is not None:
                         plan.step("manifest-written")  # everything in, not committed
                     self._commit_compaction(conn, commit_id)
+                    self.counters.compaction_lock_seconds.observe(time.perf_counter() - asked)
                     self._header = header
                     self._generation = generation
                     self._go_on_with(new)

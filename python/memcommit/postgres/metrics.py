@@ -3,7 +3,8 @@
 Each client counts what it did: its commits and how they ended, how long a commit took from
 the call to its COMMIT (``commit_seconds``), how long it waited for the store's lock
 (``lock_wait_seconds``), how old the newest record a catch-up brought was by the database's
-clock (``refresh_lag_seconds``), follower rebuilds and NOTIFYs heard. A scrape adds what the
+clock (``refresh_lag_seconds``), how long its log compactions held the store's lock
+(``compaction_lock_seconds``), follower rebuilds and NOTIFYs heard. A scrape adds what the
 database says now: the records since the store's newest seal (``seal_lag_records``), and the
 size and rows of the store's table of records (``table_bytes``, ``table_live_rows``,
 ``table_dead_rows``; log compaction replaces the table whole, leaving no dead rows).
@@ -36,6 +37,7 @@ class Counters:
         self.commit_seconds = Histogram()
         self.lock_wait_seconds = Histogram()
         self.refresh_lag_seconds = Histogram()
+        self.compaction_lock_seconds = Histogram()
         self.commits = {"ok": 0, "rejected": 0, "error": 0}
         self.sections = 0
         self.rebuilds = 0
@@ -91,6 +93,11 @@ def metrics(store: MemoryStore) -> str:
     )
     out.metric(
         "seal_lag_records", "gauge", "Records after the store's newest seal.", engine.seal_lag()
+    )
+    out.histogram(
+        "compaction_lock_seconds",
+        "How long log compactions by this client held the store's lock (its last step).",
+        c.compaction_lock_seconds,
     )
     out.metric("rebuilds_total", "counter", "Times this client read the store anew.", c.rebuilds)
     out.metric(

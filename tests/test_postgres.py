@@ -840,6 +840,8 @@ def test_a_store_on_a_connection_that_fails_connects_again_with_its_parameters(
 def test_a_store_opens_on_a_pool_and_gives_its_connection_back(postgres: PostgresCluster) -> None:
     from psycopg_pool import ConnectionPool
 
+    from memcommit.storage import compact
+
     name = f"pool-{uuid.uuid4().hex[:8]}"
     with ConnectionPool(postgres.dsn, min_size=1, max_size=2, open=True) as pool:
         with memcommit.open(pool, store=name, schema="memcommit") as a:
@@ -849,6 +851,9 @@ def test_a_store_opens_on_a_pool_and_gives_its_connection_back(postgres: Postgre
                 assert [m.text for m in b.find()] == ["through the pool"]
                 b.put("from b")
             a.refresh()
+            assert len(a.find()) == 2
+            # Compaction takes a connection of its own, even with the pool's last one lent.
+            assert compact(a).generation == 1
             assert len(a.find()) == 2
         stats = pool.get_stats()
         assert stats["pool_available"] == stats["pool_size"]  # every connection back

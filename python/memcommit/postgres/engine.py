@@ -1029,18 +1029,13 @@ class PostgresEngine:
             return planned
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
-        conn = self._pool.getconn(timeout=self._connect_timeout) if self._pool else self._connect()
+        # A connection of its own (not a pool's: the store may hold the pool's last one).
+        conn = self._connect()
         try:
-            conn.autocommit = True
             report = self._compact_online(conn, plan)
         finally:
-            with contextlib.suppress(Exception):
-                conn.rollback()
-            if self._pool is not None:
-                self._pool.putconn(conn)
-            else:
-                with contextlib.suppress(self._pg.Error):
-                    conn.close()
+            with contextlib.suppress(self._pg.Error):
+                conn.close()
         if report is None:
             report = self._compact_locked(plan)
         if plan.step is not None:
@@ -1094,8 +1089,11 @@ class PostgresEngine:
                     purged = set(report["purged"])
                     if any(r.key in purged for r in later):
                         return None  # a purged memory changed since H: run locked
-                    new.raise_dense_from(top)
-                    new.apply_raw(b"".join(r.raw() for r in later if r.op != "seal"))
+                    try:
+                        new.raise_dense_from(top)
+                        new.apply_raw(b"".join(r.raw() for r in later if r.op != "seal"))
+                    except (CorruptLog, ValueError):
+                        return None  # the records since H do not follow on: run locked
                     new.add_purged([*self._purged_ids(conn), *purged])
                     sealed = new.seal(self.clock.now_us())
                     commit_id = uuid.uuid4().hex

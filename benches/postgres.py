@@ -96,11 +96,9 @@ def _merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _processes(
-    target: str, where: str, clients: int, seconds: float, procs: int = 8
-) -> dict[str, Any]:
-    """`clients` threads spread as evenly as can be over `procs` processes."""
-    procs = min(clients, procs)
+def _processes(target: str, where: str, clients: int, seconds: float) -> dict[str, Any]:
+    """`clients` threads spread as evenly as can be over 8 processes (fewer for fewer)."""
+    procs = min(clients, 8)
     ctx = multiprocessing.get_context("spawn")
     out, go = ctx.Queue(), ctx.Barrier(procs)
     workers = [

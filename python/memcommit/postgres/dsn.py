@@ -100,7 +100,7 @@ def of_source(
             f"{name}: memcommit.open takes a psycopg Connection or ConnectionPool (sync); "
             "wrap the store in memcommit.AsyncMemoryStore for asyncio"
         )
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.conninfo import conninfo_to_dict
 
     if hasattr(source, "getconn"):  # a pool
         conninfo = str(source.conninfo)
@@ -111,9 +111,7 @@ def of_source(
         kwargs = {"password": password} if password else {}
     for key in ("autocommit", "prepare_threshold", "row_factory", "context", "cursor_factory"):
         kwargs.pop(key, None)  # the engine's own choices (see PostgresEngine)
-    params = conninfo_to_dict(
-        make_conninfo(conninfo, **{k: v for k, v in kwargs.items() if isinstance(v, (str, int))})
-    )
+    params = {**conninfo_to_dict(conninfo), **kwargs}
     shown = "postgresql://{}@{}:{}/{}".format(
         params.get("user", ""),
         params.get("host", ""),

@@ -108,11 +108,6 @@ class _Section(DurableLock):
         self._local.depth = depth + 1
         return self
 
-    @property
-    def held(self) -> bool:
-        """Whether this thread is in a section."""
-        return bool(getattr(self._local, "depth", 0))
-
     def __exit__(self, *exc_info: object) -> None:
         self._local.depth -= 1
         try:
@@ -245,9 +240,6 @@ class PostgresEngine:
         }
         self._medium: LogMedium | None = None
         self._mark = 0
-        # The commit id of rows a section inserted itself (log compaction's): its end commits
-        # them even when the follower holds no new records.
-        self._written: str | None = None
         self._generation = 0  # the follower's generation
         self._auto_seal: tuple[int, bytes | None] | None = None  # every, key
         self._sealed_lsn = 0  # the newest seal record's LSN, as last looked up (0: look)
@@ -284,15 +276,12 @@ class PostgresEngine:
             if (target.migrate if migrate is None else migrate) and not read_only:
                 schema_.migrate(conn, target.schema)
             elif schema_.pending(conn, target.schema):
-                conn.rollback()
                 raise NotSupported(
                     f"{target.shown}: schema {target.schema} needs migrations; run "
                     f"'memcommit migrate URL' (or open it without migrate=false)"
                 )
-            conn.rollback()
             self._follower = self._new_follower()
             self._sample_clock(conn)
-            conn.rollback()
         except self._pg.Error as e:
             self._abandon()
             raise self._unavailable(e) from None
@@ -467,20 +456,14 @@ class PostgresEngine:
         for _ in range(10):
             try:
                 self._header = self._store_header(conn)
-                follower = _native.NativeLog.replica(
-                    self._header, self._max_record_bytes, writable=True
-                )
+                follower = self._follower_of(self._header)
                 self._generation = int(follower.info()["generation"])
-                if self.embedder is not None:
-                    follower.set_embedder(self.embedder)
                 self._catch_up(conn, follower)
                 purged = self._purged_ids(conn)
-                conn.rollback()
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
             except _Diverged:
-                conn.rollback()
                 continue
             if purged:
                 follower.add_purged(purged)
@@ -650,14 +633,12 @@ class PostgresEngine:
                         "database do not follow one another; nothing was written"
                     ) from None
         self._mark = self._follower.lsn
-        self._written = None
         if self._medium is not None:
             self._medium.refresh()
 
     def end_section(self) -> None:
         """End a section: insert what it wrote and commit, or let the lock go."""
         conn = self._conn
-        commit_id, self._written = self._written, None
         if conn is None:  # the connection was lost in the section (which raised for it)
             self._suspect = self._suspect or self._follower.lsn != self._mark
             return
@@ -671,49 +652,79 @@ class PostgresEngine:
                 break
             chunks.append(data)
             after = last
-        if chunks:
-            commit_id = uuid.uuid4().hex
-        elif commit_id is None:
+        if not chunks:
             try:
                 conn.rollback()  # nothing written: let the lock go
             except self._pg.Error:
                 self._abandon()
             return
+        commit_id = uuid.uuid4().hex
         data = b"".join(chunks)
-        try:
-            if chunks and len(data) > _ONE_TRIP_BYTES:
+        # The insert, the COMMIT and the readers' NOTIFY, as one query (a large insert first,
+        # its bytes as a binary parameter).
+        params: tuple[Any, ...] | None = (
+            self._target.store,
+            self._mark + 1,
+            after,
+            data,
+            commit_id,
+        )
+        query = f"{self._insert_sql}; COMMIT; {self._notify_sql}"
+        if len(data) > _ONE_TRIP_BYTES:
+            try:
                 with conn.cursor() as cur:
-                    self._insert_row(cur, self._mark, after, data, commit_id)
-                data = b""
-            # The insert (if not sent yet), the COMMIT and the readers' NOTIFY, as one query:
-            # the NOTIFY runs after the COMMIT, in a transaction of its own, so it wakes readers
-            # in refresh(wait=) once the records are there. (An error after the COMMIT is
-            # resolved below by the commit id, like a lost reply; a lost NOTIFY only delays
-            # readers, who read the database again at least every _RECHECK_SECONDS.)
-            with self._pg.ClientCursor(conn) as cur:
-                insert = self._insert_sql + "; " if data else ""
-                params = (self._target.store, self._mark + 1, after, data, commit_id)
-                cur.execute(f"{insert}COMMIT; {self._notify_sql}", params if data else None)
-        except self._pg.Error as e:
-            failure = e
-        else:
-            if conn.info.transaction_status == self._pg.pq.TransactionStatus.IDLE:
-                self.counters.section()
-                return
-            failure = self._pg.OperationalError("the COMMIT did not end the transaction")
-        # No answer, or an error: whether the records are in the database is looked up by the
-        # commit id, once the transaction that held the store's lock has ended either way.
+                    cur.execute(self._insert_sql, params)
+            except self._pg.Error as e:
+                self._abandon()
+                self._try_rebuild()
+                raise self._unavailable(e) from None
+            params, query = None, f"COMMIT; {self._notify_sql}"
+        failure = self._finish(conn, query, params)
+        if failure is None:
+            self.counters.section()
+            return
         self._abandon()
+        try:
+            self._outcome(commit_id, failure, "the commit")
+        except BaseException:
+            self._try_rebuild()
+            raise
+
+    def _finish(self, conn: Any, query: str, params: tuple[Any, ...] | None) -> Exception | None:
+        """Send `query`, which ends a write's transaction; None once committed, else the failure.
+
+        The query holds the ``COMMIT``, then the readers' ``NOTIFY``, which runs after the
+        COMMIT in a transaction of its own, so it wakes readers in refresh(wait=) once the
+        records are there; a lost NOTIFY only delays readers, who read the database again at
+        least every :data:`_RECHECK_SECONDS`.
+        """
+        try:
+            with self._pg.ClientCursor(conn) as cur:
+                cur.execute(query, params)
+        except self._pg.Error as e:
+            failed: Exception = e
+            return failed
+        if conn.info.transaction_status == self._pg.pq.TransactionStatus.IDLE:
+            return None
+        lost: Exception = self._pg.OperationalError("the COMMIT did not end the transaction")
+        return lost
+
+    def _outcome(self, commit_id: str, failure: Exception, what: str) -> None:
+        """Return if the write with `commit_id`, whose COMMIT got `failure`, is in the database.
+
+        Looked up once the transaction that held the store's lock has ended either way (its
+        connection dropped). Raises CommitOutcomeUnknown if the database cannot be asked, and
+        the failure as an error of the database if the write is not there.
+        """
         applied = self._was_applied(commit_id)
         if applied:
             return
-        self._try_rebuild()
         if applied is None:
             self.counters.outcome_unknown += 1
             raise CommitOutcomeUnknown(
-                f"{self._target.shown}: the commit's COMMIT was sent but no answer came back "
+                f"{self._target.shown}: {what}'s COMMIT was sent but no answer came back "
                 f"({failure}), and the database could not be asked since; whether it was "
-                "applied is unknown: refresh and check before committing again",
+                "applied is unknown: refresh and check before doing it again",
                 commit_id=commit_id,
                 url=self._target.shown,
             )
@@ -729,12 +740,6 @@ class PostgresEngine:
         if lsn - self._sealed_lsn >= every:
             self._follower.seal(self.clock.now_us(), key)
             self._sealed_lsn = self._follower.lsn
-
-    def _insert_row(
-        self, cur: Any, after: int, last: int, data: bytes, commit_id: str | None
-    ) -> None:
-        """Insert one row of records: those after LSN `after` up to `last`."""
-        cur.execute(self._insert_sql, (self._target.store, after + 1, last, data, commit_id))
 
     def _listening(self) -> Any:
         """The LISTEN connection, made if it is not (None if it cannot be: poll instead)."""
@@ -773,7 +778,6 @@ class PostgresEngine:
                     (self._target.store, commit_id),
                 )
                 found = cur.fetchone() is not None
-            conn.rollback()
             return found
         except (self._pg.Error, ServerUnavailable):
             self._abandon()
@@ -833,8 +837,6 @@ class PostgresEngine:
                         (self._target.store, generation),
                     )
                     entries = [dict(row[0]) for row in cur.fetchall()]
-                if not self._section.held:  # a section's transaction is the section's to end
-                    conn.rollback()
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
@@ -1003,8 +1005,9 @@ class PostgresEngine:
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
         """Compact the store's records into a new generation, online.
 
-        One transaction, on a connection of the compaction's own, holding an advisory lock
-        that lets one compaction of the store run at a time:
+        One transaction, on a connection of the compaction's own (not a pool's: the store may
+        hold the pool's last one), holding an advisory lock that lets one compaction of the
+        store run at a time:
 
         1. Without the store's lock (writers go on): the follower, as it stands, makes the new
            generation's records (what compacting a log file keeps, up to its head H, without
@@ -1019,8 +1022,8 @@ class PostgresEngine:
 
         Other clients' next catch-up sees the new generation and starts again. If a record
         after H touches a memory retention purges, the compaction runs again with the store's
-        lock held throughout (:meth:`_compact_locked`). A dry run makes the new generation
-        and writes nothing.
+        lock taken before step 1 (so nothing comes after H). A dry run makes the new
+        generation and writes nothing.
         """
         if plan.dry_run:  # what it would do now: caught up, without the store's lock
             self.refresh()
@@ -1029,38 +1032,56 @@ class PostgresEngine:
             return planned
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
-        # A connection of its own (not a pool's: the store may hold the pool's last one).
-        conn = self._connect()
-        try:
-            report = self._compact_online(conn, plan)
-        finally:
-            with contextlib.suppress(self._pg.Error):
-                conn.close()
+        report = None
+        for locked in (False, True):
+            conn = self._connect()
+            try:
+                report = self._compact_on(conn, plan, locked=locked)
+            finally:
+                with contextlib.suppress(self._pg.Error):
+                    conn.close()
+            if report is not None:
+                break
         if report is None:
-            report = self._compact_locked(plan)
+            raise ServerUnavailable(
+                f"{self._target.shown}: store {self._target.store} changed under log compaction "
+                "while it held the store's lock (a client of another memcommit?); nothing was "
+                "written: compact it again",
+                url=self._target.shown,
+                code="unavailable",
+            )
         if plan.step is not None:
             plan.step("renamed")  # committed: the new generation is the store's
         if plan.progress is not None:
             plan.progress(report["bytes_before"], report["bytes_before"])
         return report
 
-    def _compact_online(self, conn: Any, plan: CompactionPlan) -> dict[str, Any] | None:
-        """The two steps of :meth:`compact` on `conn`; None if it must run locked instead."""
+    def _compact_on(
+        self, conn: Any, plan: CompactionPlan, *, locked: bool
+    ) -> dict[str, Any] | None:
+        """The two steps of :meth:`compact` on `conn`; None if it must run again locked.
+
+        With `locked`, the store's lock is taken before the first step.
+        """
         from psycopg.types.json import Jsonb
 
-        try:
-            with conn.cursor() as cur:
+        with conn.cursor() as cur, contextlib.ExitStack() as held:
+            try:
                 cur.execute("BEGIN")
                 cur.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                     (self._lock_key + ".compact",),
                 )
-                # 1. The new generation up to the head H, and its table, without the lock.
-                self.refresh()
+                if locked:  # this process's writers wait from here, the others on the lock
+                    held.enter_context(self._section.bare)
+                    if not self._lock_and_catch_up(conn):
+                        return None
+                else:
+                    self.refresh()
+                # 1. The new generation up to the head H, and its table.
                 with self._section.bare:
-                    old = self._follower
-                    head = old.lsn
-                    report, image = old.compacted_copy(*plan.selection, None)
+                    head = self._follower.lsn
+                    report, image = self._follower.compacted_copy(*plan.selection, None)
                 generation = int(report["generation"])
                 new = self._follower_of(image)
                 self._fill_partition(cur, new, generation, None)
@@ -1069,21 +1090,10 @@ class PostgresEngine:
                 kept = new.lsn
                 # 2. The store's lock: the records since H, a seal, the swap.
                 with self._section.bare:
-                    if self._suspect:
-                        self._rebuild()
-                    old = self._follower
                     asked = time.perf_counter()
-                    with self._pg.ClientCursor(conn) as locking:
-                        locking.execute(
-                            self._section_sql.removeprefix("BEGIN; "),
-                            (self._target.store, self._lock_key, old.lsn, _CATCH_UP_ROWS + 1),
-                        )
-                        got = locking.fetchall()
-                    try:
-                        self._catch_up(conn, old, [row[1:] for row in got])
-                    except _Diverged:
-                        return None  # not the store this follower knows: run locked
-                    self._sample_clock(conn, int(got[0][0]) if got else None)
+                    if not self._lock_and_catch_up(conn):
+                        return None
+                    old = self._follower
                     top = old.lsn
                     later, _ = old.read_records(head, 0, max(0, top - head))
                     purged = set(report["purged"])
@@ -1122,91 +1132,50 @@ class PostgresEngine:
                     )
                     if plan.step is not None:
                         plan.step("manifest-written")  # everything in, not committed
-                    self._commit_compaction(conn, commit_id)
+                    failure = self._finish(conn, f"COMMIT; {self._notify_sql}", None)
+                    if failure is not None:
+                        with contextlib.suppress(self._pg.Error):
+                            conn.close()
+                        self._outcome(commit_id, failure, "log compaction")
                     self.counters.compaction_lock_seconds.observe(time.perf_counter() - asked)
                     self._header = header
                     self._generation = generation
                     self._go_on_with(new)
                     return report
-        except self._pg.Error as e:
-            raise self._unavailable(e) from None
+            except self._pg.Error as e:
+                raise self._unavailable(e) from None
+
+    def _lock_and_catch_up(self, conn: Any) -> bool:
+        """Take the store's lock in `conn`'s transaction and catch the follower up.
+
+        Under the section's process lock. False if the store is not the one it follows.
+        """
+        if self._suspect:
+            self._rebuild()
+        with self._pg.ClientCursor(conn) as cur:
+            cur.execute(
+                self._section_sql.removeprefix("BEGIN; "),
+                (self._target.store, self._lock_key, self._follower.lsn, _CATCH_UP_ROWS + 1),
+            )
+            got = cur.fetchall()
+        try:
+            self._catch_up(conn, self._follower, [row[1:] for row in got])
+        except _Diverged:
+            self._suspect = True
+            return False
+        self._sample_clock(conn, int(got[0][0]) if got else None)
+        return True
 
     def _follower_of(self, image: bytes) -> _native.NativeLog:
-        """A follower holding `image`, a new generation's bytes (its header first)."""
+        """A follower holding `image`: a header, then records (none: an empty follower)."""
         follower = _native.NativeLog.replica(
             image[:_HEADER_LEN], self._max_record_bytes, writable=True
         )
         if self.embedder is not None:
             follower.set_embedder(self.embedder)
-        follower.apply_raw(image[_HEADER_LEN:])
+        if len(image) > _HEADER_LEN:
+            follower.apply_raw(image[_HEADER_LEN:])
         return follower
-
-    def _commit_compaction(self, conn: Any, commit_id: str) -> None:
-        """COMMIT a compaction's transaction (and wake readers), a lost reply looked up."""
-        try:
-            with self._pg.ClientCursor(conn) as cur:
-                cur.execute(f"COMMIT; {self._notify_sql}")
-            if conn.info.transaction_status == self._pg.pq.TransactionStatus.IDLE:
-                return
-            failure: BaseException = self._pg.OperationalError("the COMMIT did not end it")
-        except self._pg.Error as e:
-            failure = e
-        with contextlib.suppress(self._pg.Error):
-            conn.close()
-        applied = self._was_applied(commit_id)
-        if applied:
-            return
-        if applied is None:
-            raise CommitOutcomeUnknown(
-                f"{self._target.shown}: log compaction's COMMIT was sent but no answer came "
-                f"back ({failure}), and the database could not be asked since; refresh and "
-                "look at store.info()['generation'] to know whether it was applied",
-                commit_id=commit_id,
-                url=self._target.shown,
-            )
-        raise self._unavailable(failure)
-
-    def _compact_locked(self, plan: CompactionPlan) -> dict[str, Any]:
-        """Compact with the store's lock held throughout, in one section (see :meth:`compact`)."""
-        from psycopg.types.json import Jsonb
-
-        args = (*plan.selection, plan.at_us)
-        with self._section:
-            conn = self._conn
-            report, image = self._follower.compacted_copy(*args)
-            follower = self._follower_of(image)
-            entry = plan.entry(report)
-            commit_id = uuid.uuid4().hex
-            try:
-                follower.add_purged([*self._purged_ids(conn), *report["purged"]])
-                with conn.cursor() as cur:
-                    self._fill_partition(cur, follower, int(report["generation"]), commit_id)
-                    if plan.step is not None:
-                        plan.step("new-log-written")  # the rows in, not committed
-                    self._swap_partition(cur, int(report["generation"]))
-                    cur.execute(
-                        f"UPDATE {self._stores} SET header = %s, generation = %s WHERE name = %s",
-                        (image[:_HEADER_LEN], report["generation"], self._target.store),
-                    )
-                    cur.execute(
-                        f"INSERT INTO {self._manifest_table} (store, generation, entry) "
-                        "VALUES (%s, %s, %s)",
-                        (self._target.store, report["generation"], Jsonb(entry)),
-                    )
-                if plan.step is not None:
-                    plan.step("manifest-written")  # everything in, not committed
-            except self._pg.Error as e:
-                self._abandon()
-                self._try_rebuild()
-                raise self._unavailable(e) from None
-            # The section's end commits the rows (resolving a lost reply by the commit id); the
-            # follower of the new generation is this client's from here (rebuilt if it fails).
-            self._written = commit_id
-            self._header = image[:_HEADER_LEN]
-            self._generation = int(report["generation"])
-            self._go_on_with(follower)
-            self._mark = follower.lsn
-        return report
 
     def _fill_partition(
         self, cur: Any, follower: _native.NativeLog, generation: int, commit_id: str | None
@@ -1289,8 +1258,6 @@ class PostgresEngine:
                         (name, name),
                     )
                     row = cur.fetchone()
-                if not self._section.held:
-                    conn.rollback()
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
@@ -1317,12 +1284,10 @@ class PostgresEngine:
                     came = self._catch_up(conn, self._follower)
                     if came or time.monotonic() >= deadline:  # the last look: time it once
                         self._sample_clock(conn, came=came > 0)
-                    conn.rollback()
                 except self._pg.Error as e:
                     self._abandon()
                     raise self._unavailable(e) from None
                 except (CorruptLog, _Diverged):
-                    conn.rollback()
                     self._rebuild()
                     came = 1
             left = deadline - time.monotonic()

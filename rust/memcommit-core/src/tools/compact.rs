@@ -263,43 +263,44 @@ impl Log {
         let hb = header.encode();
         let salt = header.salt();
         out(&hb)?;
-        // The new log's chain is hashed on another thread, from batches of kept bytes.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-        let mut linker = chain::Linker::new(header, chain::start(&hb), 0);
-        let hasher = match at {
-            None => None,
-            Some(_) => Some(
-                std::thread::Builder::new()
-                    .name("memcommit-compact-chain".into())
-                    .spawn(move || {
-                        for batch in rx {
-                            linker.feed(&batch, 0, |_, _, _| {});
-                        }
-                        // The kept records are one unit, closed before the seal that covers them.
-                        linker.finish();
-                        linker.value()
-                    })
-                    .map_err(|e| Error::io(self.display(), "start the chain thread for", e))?,
-            ),
-        };
-        let mut batch = Vec::with_capacity(if hasher.is_some() { 1 << 20 } else { 0 });
+        // The new log's chain is hashed on another thread, from batches of kept bytes (when
+        // it gets a seal).
+        let mut hashing = None;
+        if at.is_some() {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+            let mut linker = chain::Linker::new(header, chain::start(&hb), 0);
+            let hasher = std::thread::Builder::new()
+                .name("memcommit-compact-chain".into())
+                .spawn(move || {
+                    for batch in rx {
+                        linker.feed(&batch, 0, |_, _, _| {});
+                    }
+                    // The kept records are one unit, closed before the seal that covers them.
+                    linker.finish();
+                    linker.value()
+                })
+                .map_err(|e| Error::io(self.display(), "start the chain thread for", e))?;
+            hashing = Some((tx, hasher));
+        }
+        let mut batch = Vec::new();
         let (mut after, mut written) = (0u64, HEADER_LEN as u64);
         let streamed = self.stream_kept(st, sel, &mut *hooks, |bytes| {
             out(bytes)?;
-            if hasher.is_some() {
+            if let Some((tx, _)) = &hashing {
                 batch.extend_from_slice(bytes);
                 if batch.len() >= 1 << 20 {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(1 << 20));
-                    let _ = tx.send(full);
+                    let _ = tx.send(std::mem::take(&mut batch));
                 }
             }
             after += 1;
             written += bytes.len() as u64;
             Ok(())
         });
-        let _ = tx.send(batch);
-        drop(tx);
-        let value = hasher.map(|h| h.join().expect("the chain thread does not panic"));
+        let value = hashing.map(|(tx, hasher)| {
+            let _ = tx.send(batch);
+            drop(tx);
+            hasher.join().expect("the chain thread does not panic")
+        });
         let (before, last_lsn) = streamed?;
         // The old log's chain, for the manifest: the chain thread has been hashing it
         // meanwhile (a running store's is already current).

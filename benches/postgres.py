@@ -25,6 +25,7 @@ import argparse
 import multiprocessing
 import os
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -237,6 +238,39 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
             )
 
 
+def _opening(dsn: str, n: int, snapshot: str) -> None:
+    """How long a new client takes to open a store of `n` records (a tenth as many memories,
+    each put ten times): reading and replaying every row, and reading every row but replaying
+    only those after a snapshot (best of 3 each)."""
+    url = f"{dsn}?store=opening"
+    ids = [f"m{i}" for i in range(max(1, n // 10))]
+    with memcommit.open(url) as store:
+        for again in range(10):
+            for at in range(0, len(ids), 10_000):
+                with store.commit() as c:
+                    rows = [{"text": f"{TEXT} {again}", "id": i} for i in ids[at : at + 10_000]]
+                    c.put_rows(rows)
+        store.save_snapshot(snapshot)
+        for i in range(100):
+            store.put(f"after the snapshot {i}")
+        records = int(store.info()["records"])
+    times = {}
+    for label, given in (("full", None), ("snapshot", snapshot)):
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            memcommit.open(url, snapshot=given).close()
+            best = min(best, time.perf_counter() - started)
+        times[label] = best
+    print(
+        f"opening a client of a store of {records:,} records, {len(ids) + 100:,} memories: "
+        f"{times['full']:.2f} s reading and replaying every row, {times['snapshot']:.2f} s from "
+        f"a snapshot ({os.path.getsize(snapshot) / 1e6:.1f} MB; every row read, the 100 commits "
+        "after it replayed)",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="per measurement (default 4)")
@@ -329,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             _compaction(
                 pg.dsn, 2_000 if args.quick else args.compact, 2 if args.quick else args.cycles
             )
+            with tempfile.TemporaryDirectory() as tmp:
+                n = 20_000 if args.quick else 10 * args.compact
+                _opening(pg.dsn, n, os.path.join(tmp, "state.json"))
     return 0
 
 

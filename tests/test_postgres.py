@@ -21,6 +21,7 @@ import pytest
 
 import memcommit
 from memcommit.postgres.dsn import parse
+from memcommit.storage import compact
 from memcommit.testing import Backend, opened_backend
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
 from memcommit.testing.postgres import PostgresCluster
@@ -372,11 +373,78 @@ def test_bad_store_or_schema_names_are_refused(
 def test_options_a_database_store_cannot_take_are_refused(pg_url: str) -> None:
     with pytest.raises(ValueError, match="durability"):
         memcommit.open(pg_url, durability="none")
-    with pytest.raises(memcommit.NotSupported, match="snapshot"):
-        memcommit.open(pg_url, snapshot="x.snap")
+
+
+def _snapshot_view(store: memcommit.MemoryStore) -> tuple[object, ...]:
+    store.refresh()
+    mems = [
+        (m.id, m.kind, m.text, m.task, m.tier, m.status, m.tags, m.lsn, m.created_at, m.updated_at)
+        for m in store.find(status=None)
+    ]
+    histories = [[r.lsn for r in store.history(m[0])] for m in mems]
+    seals = [(s.lsn, s.hash) for s in store.seals()]
+    return mems, histories, store.lsn, store.is_task_finished("t1"), store.locks.get("job"), seals
+
+
+def _snapshot_fill(store: memcommit.MemoryStore, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        mid = store.put(f"note {i}", kind="fact" if i % 2 else "trace", task=f"t{i % 3}")
+        if i % 4 == 0:
+            store.stale(mid, reason="old")
+        if i % 5 == 0:
+            store.move(mid, "long")
+
+
+def test_a_snapshot_opens_a_client_to_the_state_a_full_read_gives(
+    pg_url: str, tmp_path: Path
+) -> None:
+    snap = str(tmp_path / "state.json")
     with memcommit.open(pg_url) as store:
-        with pytest.raises(memcommit.NotSupported):
-            store.save_snapshot("x.snap")
+        _snapshot_fill(store, 40)
+        store.finish_task("t1")
+        store.locks.acquire("job", "a", 60_000)
+        memcommit.seal(store)
+        store.save_snapshot(snap)
+        covered = store.lsn
+    with memcommit.open(pg_url) as other:  # another host writes after the snapshot
+        _snapshot_fill(other, 15, start=40)
+        memcommit.seal(other)
+    with memcommit.open(pg_url) as full:
+        want = _snapshot_view(full)
+    assert want[2] > covered
+    with memcommit.open(pg_url, snapshot=snap) as store:
+        assert _snapshot_view(store) == want
+        store.put("written after opening from the snapshot")
+        report = memcommit.verify(store)
+        assert report.ok and report.seals_checked == 2
+    with memcommit.open(pg_url, snapshot=snap, read_only=True) as reader:
+        assert len(reader) == 56
+        with pytest.raises(memcommit.ReadOnlyStore):
+            reader.put("no")
+
+
+def test_a_snapshot_of_another_store_or_generation_is_refused(pg_url: str, tmp_path: Path) -> None:
+    snap, file_snap = str(tmp_path / "state.json"), str(tmp_path / "file.json")
+    with memcommit.open(pg_url) as store:
+        _snapshot_fill(store, 10)
+        store.save_snapshot(snap)
+    with memcommit.open(str(tmp_path / "m.db")) as local:
+        _snapshot_fill(local, 10)
+        local.save_snapshot(file_snap)
+    with pytest.raises(memcommit.SnapshotMismatch, match="store"):
+        memcommit.open(pg_url, snapshot=file_snap)
+    with pytest.raises(memcommit.SnapshotMismatch, match="store"):
+        memcommit.open(f"{pg_url}-other", snapshot=snap)
+    with pytest.raises(memcommit.SnapshotMismatch, match="store"):
+        memcommit.open(str(tmp_path / "m.db"), snapshot=snap)
+    with memcommit.open(pg_url) as store:
+        compact(store)
+    with pytest.raises(memcommit.SnapshotMismatch, match="generation"):
+        memcommit.open(pg_url, snapshot=snap)
+    with pytest.raises(FileNotFoundError):
+        memcommit.open(pg_url, snapshot=str(tmp_path / "missing.json"))
+    with memcommit.open(pg_url) as store:  # and the store opens without one
+        assert len(store) == 10
 
 
 def test_a_reader_refuses_writes_and_a_missing_store(pg_url: str) -> None:
@@ -423,6 +491,11 @@ def test_a_file_store_moves_to_postgres_with_export_and_import(pg_url: str, tmp_
     assert cli("verify", pg_url).returncode == 0
     exported = cli("export", pg_url)
     assert exported.returncode == 0 and '"text":"one"' in exported.stdout
+    snap = tmp_path / "state.json"
+    saved = cli("snapshot", pg_url, str(snap))
+    assert saved.returncode == 0 and "memories: 1" in saved.stdout, saved.stderr
+    with memcommit.open(pg_url, snapshot=str(snap)) as restored:
+        assert restored.get(fact).text == "one"
     with memcommit.open(pg_url) as moved:
         assert moved.get(fact).text == "one" and moved.get(fact).tags == ("a",)
         assert moved.locks.acquire("job", "other", 60_000) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import pathlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -234,6 +235,9 @@ class MemoryStore(Roles):
         ends with a checksum of every byte before it. ``memcommit.open(log, snapshot=path)``
         checks it, and every record it points to, then replays only the records after it.
         Written to a temp file beside `path`, fsynced, renamed over it, the directory fsynced.
+        Of a store in PostgreSQL: the state as this client last read it, pointing into the
+        store's rows; ``memcommit.open(url, snapshot=path)`` reads the rows' bytes, checks the
+        snapshot against them, and replays only the rows after it.
 
         Raises:
             NotSupported: The store is in RAM (a snapshot points into a log file).
@@ -547,7 +551,8 @@ def open(
             holds and replay only the records after it. Raises :class:`SnapshotMismatch` if it
             is not of this log (another store or generation, or another history), or was
             changed after it was written (its checksum, or a record it points to, disagrees
-            with it), or predates snapshot checksums.
+            with it), or predates snapshot checksums. A store in PostgreSQL takes one saved by
+            a client of the same store.
         clock: The time source for records (default: the system clock, UTC).
         durability: ``"commit"`` (default): a commit returns once its records are on stable
             storage; concurrent commits share one fsync. ``"batch"``: fsync every
@@ -642,14 +647,18 @@ def _open_postgres(
     """The store `target` names (see :mod:`memcommit.postgres`)."""
     from .postgres.engine import PostgresEngine
 
+    given = None
     if snapshot is not None:
-        raise NotSupported("snapshot: a store in PostgreSQL is read from the database")
+        name = os.fspath(snapshot)
+        given = (pathlib.Path(name).read_bytes(), name)
     if durability != "commit":
         raise ValueError(
             f"durability: {durability!r}: a store in PostgreSQL is durable at every commit "
             "(the database's own); leave durability at 'commit'"
         )
-    engine = PostgresEngine(target, read_only=read_only, max_record_bytes=max_record_bytes)
+    engine = PostgresEngine(
+        target, read_only=read_only, max_record_bytes=max_record_bytes, snapshot=given
+    )
     try:
         # The database's clock unless told otherwise: one clock for every host of the store.
         return MemoryStore(engine, clock=engine.clock if clock is None else clock, embed=embed)

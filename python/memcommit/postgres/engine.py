@@ -30,8 +30,9 @@ store's generation and adds the manifest row (:meth:`PostgresEngine.compact`). E
 reads the store's generation with its rows, so a client whose follower is of an older
 generation reads the new one (without the store's lock) and goes on. An
 :class:`~memcommit.seals.AutoSeal` seals in the section whose commits make a seal due
-(:meth:`PostgresEngine.set_auto_seal`). Not on PostgreSQL (it raises
-:class:`~memcommit.NotSupported`): snapshots.
+(:meth:`PostgresEngine.set_auto_seal`). A **snapshot** (``store.save_snapshot``) holds the
+follower's state; a client opened with it reads the store's rows as bytes, restores the state
+from the snapshot after checking it against them, and replays only the rows after it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 from .. import _native, ops
@@ -178,11 +179,15 @@ class PostgresEngine:
         read_only: Refuse every write (:class:`~memcommit.ReadOnlyStore`).
         max_record_bytes: The largest record a commit may write.
         connect_timeout: Seconds to wait for a connection.
+        snapshot: A snapshot's text and the name of its file (``store.save_snapshot`` on a
+            client of this store): the state is restored from it, and only the records after
+            it are replayed.
 
     Raises:
         ServerUnavailable: The database cannot be reached (the message names the host and
             what to check).
         NotSupported: `migrate` is False and the schema needs migrations.
+        SnapshotMismatch: `snapshot` is not of this store and generation.
     """
 
     def __init__(
@@ -193,6 +198,7 @@ class PostgresEngine:
         read_only: bool = False,
         max_record_bytes: int = 16 * 1024 * 1024,
         connect_timeout: float = 10.0,
+        snapshot: tuple[bytes, str] | None = None,
     ) -> None:
         require("postgres")
         self._target = target
@@ -280,7 +286,7 @@ class PostgresEngine:
                     f"{target.shown}: schema {target.schema} needs migrations; run "
                     f"'memcommit migrate URL' (or open it without migrate=false)"
                 )
-            self._follower = self._new_follower()
+            self._follower = self._new_follower(snapshot)
             self._sample_clock(conn)
         except self._pg.Error as e:
             self._abandon()
@@ -446,24 +452,30 @@ class PostgresEngine:
             assert made is not None
             return bytes(made[0])
 
-    def _new_follower(self) -> _native.NativeLog:
+    def _new_follower(self, snapshot: tuple[bytes, str] | None = None) -> _native.NativeLog:
         """A follower with every record the database holds for the store.
 
         The store's header (its generation) is read again: log compaction may have replaced
         it. A compaction that commits while the rows are read makes the read start again.
+        `snapshot` (its text and its file's name): the state is restored from it and only the
+        records after it are replayed (``SnapshotMismatch`` if it is not of this store and
+        generation, or the rows it covers are not there).
         """
         conn = self._connection()
         for _ in range(10):
             try:
                 self._header = self._store_header(conn)
-                follower = self._follower_of(self._header)
-                self._generation = int(follower.info()["generation"])
-                self._catch_up(conn, follower)
+                if snapshot is None:
+                    follower = self._follower_of(self._header)
+                    self._generation = int(follower.info()["generation"])
+                    self._catch_up(conn, follower)
+                else:
+                    follower = self._follower_with(conn, *snapshot)
                 purged = self._purged_ids(conn)
             except self._pg.Error as e:
                 self._abandon()
                 raise self._unavailable(e) from None
-            except _Diverged:
+            except _Diverged:  # and _Replaced, one kind of it
                 continue
             if purged:
                 follower.add_purged(purged)
@@ -474,6 +486,23 @@ class PostgresEngine:
             url=self._target.shown,
             code="unavailable",
         )
+
+    def _follower_with(self, conn: Any, text: bytes, name: str) -> _native.NativeLog:
+        """A follower of the store's rows, its state restored from a snapshot.
+
+        `text` is the snapshot, from the file `name`. The rows' bytes are read whole, and only
+        those after the snapshot are replayed.
+        """
+        self._generation = int(_native.NativeLog.replica(self._header).info()["generation"])
+        image = [self._header]
+        for page in self._pages(conn, 0):
+            image += page
+        follower = _native.NativeLog.follower_with_snapshot(
+            image, text, name, self._max_record_bytes
+        )
+        if self.embedder is not None:
+            follower.set_embedder(self.embedder)
+        return follower
 
     def _purged_ids(self, conn: Any) -> list[str]:
         """The ids the store's log compactions purged (from its manifest rows)."""
@@ -490,15 +519,24 @@ class PostgresEngine:
     ) -> int:
         """Apply to `follower` the records committed after its head; how many LSNs came.
 
-        Rows are read from the one that ends at the follower's head: if there is none, the
-        follower holds what the database does not (``_Diverged``); so too if the store's
-        generation is not the follower's (log compaction replaced the rows). `rows`: the first
-        page, already read (by a section, once it held the store's lock).
+        `rows`: the first page, already read (by a section, once it held the store's lock).
         """
         before = follower.lsn
+        for page in self._pages(conn, before, rows):
+            for data in page:
+                follower.apply_raw(data)
+        return follower.lsn - before
+
+    def _pages(self, conn: Any, lsn: int, rows: list[Any] | None = None) -> Iterator[list[bytes]]:
+        """The bytes of the store's rows after LSN `lsn`, a page at a time.
+
+        Rows are read from the one that ends at `lsn`: if there is none, the reader holds
+        what the database does not (``_Diverged``); so too if the store's generation is not
+        the follower's (log compaction replaced the rows: ``_Replaced``). `rows`: the first
+        page, already read.
+        """
         first = True
         while True:
-            lsn = follower.lsn
             if rows is None:
                 rows = self._page(conn, lsn)
             if not rows:  # the store's row is gone
@@ -510,10 +548,11 @@ class PostgresEngine:
                 raise _Diverged
             if page and page[0][0] == lsn:
                 page = page[1:]
-            for _, data in page:
-                follower.apply_raw(bytes(data))
+            if page:
+                yield [bytes(data) for _, data in page]
+                lsn = page[-1][0]
             if len(page) < _CATCH_UP_ROWS:
-                return follower.lsn - before
+                return
             rows, first = None, False
 
     def _page(self, conn: Any, lsn: int) -> list[Any]:
@@ -1230,8 +1269,12 @@ class PostgresEngine:
         cur.execute(sql.SQL("DROP TABLE {}").format(old))
 
     def snapshot_json(self) -> str:
-        """Not on PostgreSQL: a new client reads the store's records from the database."""
-        raise NotSupported(f"snapshot: {self._target.shown}: the log is in the database")
+        """The state as snapshot JSON, as this client last read it.
+
+        It points into the store's rows, so it opens a client of this store (and generation)
+        only.
+        """
+        return str(self._follower.snapshot_json())
 
     @property
     def generation(self) -> int:

@@ -86,3 +86,48 @@ fn a_snapshot_whose_last_record_differs_from_the_logs_is_refused() {
         Err(Error::SnapshotMismatch { .. })
     ));
 }
+
+#[test]
+fn a_follower_of_a_logs_bytes_restores_a_snapshot_and_replays_only_what_follows() {
+    let (_dir, path, log) = common::new_log();
+    fill(&log, 0, 200);
+    log.seal(None, T0).unwrap();
+    let snap = log.snapshot_json().unwrap();
+    fill(&log, 200, 250);
+    log.close().unwrap();
+    let image = std::fs::read(&path).unwrap();
+
+    let full = Log::open(&path, opts()).unwrap();
+    let want = view(&full, 300);
+    let chain = full.chain_value().unwrap();
+    full.close().unwrap();
+    let follower = Log::follower_with_snapshot(image.clone(), opts(), snap.as_bytes(), "s.json").unwrap();
+    assert_same(&view(&follower, 300), &want);
+    assert_eq!(follower.chain_value().unwrap(), chain, "the chain continues from the snapshot's");
+    // It takes commits of its own, and its records are the ones a file would hold next.
+    let before = follower.len().unwrap();
+    fill(&follower, 250, 260);
+    follower.seal(None, T0).unwrap();
+    assert!(follower.len().unwrap() > before);
+    assert_eq!(follower.verify(None, None).unwrap().seals_checked, 2);
+
+    // Bytes that stop before the snapshot's end, or are another store's, are refused by name.
+    let short = image[..image.len() / 2].to_vec();
+    match Log::follower_with_snapshot(short, opts(), snap.as_bytes(), "s.json") {
+        Err(Error::SnapshotMismatch { path, .. }) => assert_eq!(path, "s.json"),
+        other => panic!("expected SnapshotMismatch, got {:?}", other.map(|_| ())),
+    }
+    let (_dir2, _path2, stranger) = common::new_log();
+    fill(&stranger, 0, 10);
+    let theirs = stranger.snapshot_json().unwrap();
+    assert!(matches!(
+        Log::follower_with_snapshot(image.clone(), opts(), theirs.as_bytes(), "t.json"),
+        Err(Error::SnapshotMismatch { .. })
+    ));
+    // Records after the snapshot that end inside a commit are damage, not a torn tail to drop.
+    let cut = image[..image.len() - 3].to_vec();
+    assert!(matches!(
+        Log::follower_with_snapshot(cut, opts(), snap.as_bytes(), "s.json"),
+        Err(Error::Corrupt { .. })
+    ));
+}

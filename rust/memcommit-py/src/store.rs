@@ -189,6 +189,28 @@ impl NativeLog {
         Ok(NativeLog::new(log))
     }
 
+    /// A follower of the store whose log is `image` (its header, then its records, in
+    /// pieces joined here), its state restored from the snapshot `snapshot` (JSON text; `name`
+    /// is its file, for errors) and only the records after it replayed: the core's
+    /// `Log::follower_with_snapshot`.
+    #[staticmethod]
+    #[pyo3(signature = (image, snapshot, name, max_record_bytes=16_777_216))]
+    fn follower_with_snapshot(
+        py: Python<'_>,
+        image: Vec<Bound<'_, PyBytes>>,
+        snapshot: &[u8],
+        name: &str,
+        max_record_bytes: usize,
+    ) -> PyResult<Self> {
+        let mut joined = Vec::with_capacity(image.iter().map(|b| b.as_bytes().len()).sum());
+        for piece in &image {
+            joined.extend_from_slice(piece.as_bytes());
+        }
+        let opts = Options { max_record_bytes, ..Options::default() };
+        let log = release(py, || Log::follower_with_snapshot(joined, opts, snapshot, name))?;
+        Ok(NativeLog::new(log))
+    }
+
     /// Move the header's `dense_from` up (a compacted copy taking the records committed after
     /// it: the core's `Log::raise_dense_from`).
     fn raise_dense_from(&self, py: Python<'_>, dense_from: u64) -> PyResult<()> {
@@ -219,8 +241,8 @@ impl NativeLog {
     }
 
     /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
-    fn apply_raw(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<u64> {
-        self.run(py, |log| log.apply_raw(&data))
+    fn apply_raw(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+        self.run(py, |log| log.apply_raw(data))
     }
 
     /// A log in RAM.

@@ -2,11 +2,13 @@
 //! the snapshot. What the bytes are is `persist`'s; when and how durably they are written,
 //! and what of the state they save, is the engine's.
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::engine::log::{temp_path, Log, Options};
+use crate::engine::replay::replay;
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::{self, chain, chain::ChainValue};
@@ -32,6 +34,43 @@ impl Log {
         let name = snapshot.display().to_string();
         let text = vfs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
         Log::open_inner(path, opts, None, Some(snapshot::parse(&text, &name)?))
+    }
+
+    /// A follower (see `follower`) of the store whose log is `image` (its header, then its
+    /// records: a store's rows, read from a database), with the index restored from
+    /// `snapshot` (its JSON text; `name`, the snapshot's file, is what its errors name) after
+    /// the checks an open with a snapshot makes against a log file, and only the records
+    /// after the snapshot replayed. The chain goes on from the snapshot's value.
+    pub fn follower_with_snapshot(
+        image: Vec<u8>,
+        opts: Options,
+        snapshot: &[u8],
+        name: &str,
+    ) -> Result<Arc<Log>> {
+        let snap = snapshot::parse(snapshot, name)?;
+        let header = image.get(..format::HEADER_LEN).ok_or_else(|| {
+            Error::invalid("image", format!("{} bytes is shorter than a log's header", image.len()))
+        })?;
+        let log = Log::follower(header, opts)?;
+        let mut st = log.state.write();
+        let len = image.len() as u64;
+        let r = snapshot::restore(snap, &image, len, &st.header, log.display())?;
+        st.medium = Medium::Memory(image);
+        (st.index, st.end, st.lsn, st.records, st.sparse) = (r.index, r.end, r.lsn, r.records, r.sparse);
+        let good_end = replay(&mut st, r.end, len, log.display())?;
+        if good_end < len {
+            return Err(Error::Corrupt {
+                path: log.display().to_string(),
+                offset: good_end,
+                lsn: st.lsn + 1,
+                reason: "the records after the snapshot end inside a commit or are damaged".into(),
+            });
+        }
+        st.index.finish_replay();
+        st.recent_commits = VecDeque::from([st.lsn]);
+        *log.ram_chain.lock() = (r.end, r.chain);
+        drop(st);
+        Ok(log)
     }
 
     /// Save the index to the index file now (see `persist::index_file`): whatever the log

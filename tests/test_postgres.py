@@ -1079,6 +1079,86 @@ def test_a_user_without_create_uses_stores_and_is_told_what_a_new_one_needs(
     assert info.value.code == "forbidden"
 
 
+def test_a_user_who_may_not_flush_the_wal_is_refused_as_a_writer_not_as_a_reader(
+    postgres: PostgresCluster,
+) -> None:
+    import psycopg
+
+    from memcommit.errors import ServerError
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    store = f"flush-{uuid.uuid4().hex[:8]}"
+    function = "pg_logical_emit_message(boolean, text, text)"
+    with memcommit.open(f"{postgres.dsn}?store={store}") as owner:
+        owner.put("made by the owner")
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA memcommit TO {role}")
+        admin.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA memcommit TO {role}")
+        admin.execute(f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC")
+        try:
+            as_role = postgres.dsn.replace("postgres@", f"{role}@", 1)
+            with pytest.raises(ServerError, match="pg_logical_emit_message") as info:
+                memcommit.open(f"{as_role}?store={store}")
+            assert info.value.code == "forbidden"
+            with memcommit.open(f"{as_role}?store={store}", read_only=True) as reader:
+                assert len(reader) == 1
+        finally:
+            admin.execute(f"GRANT EXECUTE ON FUNCTION {function} TO PUBLIC")
+
+
+def test_a_commit_returns_once_the_wal_holding_it_is_flushed(pg_url: str) -> None:
+    """The section's COMMIT lets the lock go before the WAL flush; the same query flushes.
+
+    Right after each commit returns, the WAL's flush position is read with its insert
+    position: with the flush done they are equal, unless a background process wrote WAL in
+    between (which can only make a check fail, never pass); without it, the flush lags
+    behind every time (the WAL writer flushes on its timer, every 200 ms).
+    """
+    import psycopg
+
+    flushed = 0
+    with memcommit.open(pg_url) as store, psycopg.connect(parse(pg_url).conninfo) as conn:
+        conn.autocommit = True
+        for i in range(20):
+            store.put(f"durable {i}")
+            row = conn.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), pg_current_wal_insert_lsn())"
+            ).fetchone()
+            assert row is not None
+            flushed += row[0] >= 0
+    assert flushed >= 15, f"the WAL was flushed through only {flushed} of 20 commits"
+
+
+def test_clients_that_read_a_commit_the_database_then_lost_rebuild_their_copy(
+    pg_url: str,
+) -> None:
+    """A commit is visible at its COMMIT, a moment before its flush: a crash of the database
+    in that moment loses it (never acknowledged). Here its row is deleted instead: every
+    client that read it, the writer included, goes on with the database's records."""
+    import psycopg
+
+    store = parse(pg_url).store
+    with memcommit.open(pg_url) as writer, memcommit.open(pg_url) as reader:
+        kept = writer.put("kept")
+        lost = writer.put("lost")
+        reader.refresh()
+        assert reader.get(lost) is not None
+        with psycopg.connect(parse(pg_url).conninfo, autocommit=True) as admin:
+            admin.execute(
+                "DELETE FROM memcommit.records WHERE store = %s AND last_lsn = "
+                "(SELECT max(last_lsn) FROM memcommit.records WHERE store = %s)",
+                (store, store),
+            )
+        reader.refresh()
+        assert reader.get(lost) is None and reader.get(kept).text == "kept"
+        after = writer.put("after")
+        assert writer.get(lost) is None
+        reader.refresh()
+        assert reader.get(after).text == "after" and reader.lsn == writer.lsn
+        assert memcommit.verify(reader).ok
+
+
 def test_commits_go_on_while_compaction_makes_the_new_generation(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,7 +9,10 @@ runs this client's own commits. A write happens inside a **section**:
    commit order, since every commit was made under the same lock);
 3. the commit (or the role operation) runs on the follower, its guards checked against that
    state by the engine that checks them on a file: LSNs follow the head, gap-free;
-4. its records' bytes are inserted as one row, with a commit id, and the transaction commits.
+4. its records' bytes are inserted as one row, with a commit id, and the transaction commits
+   without waiting for the WAL flush (``SET LOCAL synchronous_commit = off``), which lets the
+   lock go; the same query then flushes the WAL through it (``_FLUSH``), outside the lock, so
+   the sections of many hosts share flushes, and the commit is acknowledged once durable.
 
 If the insert or the ``COMMIT`` fails, the follower holds records the database does not: it is
 rebuilt from the database, and the error raised. A ``COMMIT`` whose reply was lost is resolved,
@@ -19,7 +22,7 @@ one way or the other), the commit id is looked up; if the database cannot be ask
 
 Reads are the follower's: what this client committed, and what others committed up to its
 last write or :meth:`refresh`. Nothing on the commit path keeps session state (no prepared
-statements, no ``SET``), so a pooler in transaction mode works.
+statements, no session-level ``SET``), so a pooler in transaction mode works.
 
 Seals are written in a section like any commit (the store's lock makes their writer the only
 one of the moment). **Log compaction** makes the new generation from the follower (the same
@@ -71,6 +74,14 @@ from .metrics import Counters
 __all__ = ["PostgresEngine"]
 
 _CATCH_UP_ROWS = 1000  # rows read per query while catching up
+# A section's COMMIT lets the store's lock go without waiting for the WAL flush, and the same
+# query then flushes the WAL through it, outside the lock: a transactional WAL record (a
+# logical-decoding message, prefix "memcommit") committed at the session's own
+# synchronous_commit, so also at its synchronous standbys. So sections of many hosts share
+# flushes (PostgreSQL's group commit) instead of taking turns at them, and a commit is
+# acknowledged only once it is as durable as the database's own.
+_EARLY_RELEASE = "SET LOCAL synchronous_commit = off"
+_FLUSH = "SELECT pg_logical_emit_message(true, 'memcommit', '')"
 _ROW_BYTES = 8 * 1024 * 1024  # the size of the rows log compaction writes, about
 _HEADER_LEN = 64  # a log header's bytes (what a new generation's bytes start with)
 _MAX_BATCH = 1000  # commits one section runs at most
@@ -286,6 +297,8 @@ class PostgresEngine:
                     f"{target.shown}: schema {target.schema} needs migrations; run "
                     f"'memcommit migrate URL' (or open it without migrate=false)"
                 )
+            if not read_only:
+                self._check_may_flush(conn)
             self._follower = self._new_follower(snapshot)
             self._sample_clock(conn)
         except self._pg.Error as e:
@@ -418,6 +431,21 @@ class PostgresEngine:
             url=host,
             code="unavailable",
         )
+
+    def _check_may_flush(self, conn: Any) -> None:
+        """Refuse a writer whose database user may not run the WAL flush commits end with."""
+        function = "pg_logical_emit_message(boolean, text, text)"
+        with conn.cursor() as cur:
+            cur.execute("SELECT has_function_privilege(%s, 'EXECUTE')", (function,))
+            row = cur.fetchone()
+        if not (row and row[0]):
+            raise ServerError(
+                f"{self._target.shown}: the database user may not execute {function}, which "
+                "a write runs to flush the WAL through its commit; grant EXECUTE on it (it is "
+                "granted to every user unless revoked), or open the store read_only=True",
+                url=self._target.shown,
+                code="forbidden",
+            )
 
     # -- the store's row and the follower ---------------------------------------------------
 
@@ -708,7 +736,7 @@ class PostgresEngine:
             data,
             commit_id,
         )
-        query = f"{self._insert_sql}; COMMIT; {self._notify_sql}"
+        query = f"{_EARLY_RELEASE}; {self._insert_sql}; COMMIT; {_FLUSH}; {self._notify_sql}"
         if len(data) > _ONE_TRIP_BYTES:
             try:
                 with conn.cursor() as cur:
@@ -717,7 +745,7 @@ class PostgresEngine:
                 self._abandon()
                 self._try_rebuild()
                 raise self._unavailable(e) from None
-            params, query = None, f"COMMIT; {self._notify_sql}"
+            params, query = None, f"{_EARLY_RELEASE}; COMMIT; {_FLUSH}; {self._notify_sql}"
         failure = self._finish(conn, query, params)
         if failure is None:
             self.counters.section()
@@ -732,10 +760,10 @@ class PostgresEngine:
     def _finish(self, conn: Any, query: str, params: tuple[Any, ...] | None) -> Exception | None:
         """Send `query`, which ends a write's transaction; None once committed, else the failure.
 
-        The query holds the ``COMMIT``, then the readers' ``NOTIFY``, which runs after the
-        COMMIT in a transaction of its own, so it wakes readers in refresh(wait=) once the
-        records are there; a lost NOTIFY only delays readers, who read the database again at
-        least every :data:`_RECHECK_SECONDS`.
+        The query holds the ``COMMIT`` (for a section, then the WAL flush: ``_FLUSH``), then
+        the readers' ``NOTIFY``, which runs after the COMMIT in a transaction of its own, so it
+        wakes readers in refresh(wait=) once the records are there; a lost NOTIFY only delays
+        readers, who read the database again at least every :data:`_RECHECK_SECONDS`.
         """
         try:
             with self._pg.ClientCursor(conn) as cur:
@@ -817,6 +845,8 @@ class PostgresEngine:
                     (self._target.store, commit_id),
                 )
                 found = cur.fetchone() is not None
+                if found:  # committed; durable once the WAL holding it is flushed
+                    cur.execute(_FLUSH)
             return found
         except (self._pg.Error, ServerUnavailable):
             self._abandon()

@@ -556,6 +556,26 @@ def test_a_host_whose_clock_runs_ahead_does_not_expire_anothers_lease(
         assert times == sorted(times)
 
 
+def test_a_commit_is_never_stamped_before_the_newest_record_another_client_wrote(
+    pg_url: str,
+) -> None:
+    """The database's clock is floored by the newest record a catch-up brings (here one an
+    hour ahead, from a client with a clock of its own)."""
+    import time as time_module
+
+    from memcommit.testing import ControllableClock
+
+    ahead = ControllableClock(int(time_module.time() * 1000) + 3600 * 1000)
+    with memcommit.open(pg_url) as b, memcommit.open(pg_url, clock=ahead) as a:
+        b.put("before")
+        future = a.get(a.put("from the future")).created_at
+        for i in range(3):
+            assert b.get(b.put(f"after {i}")).created_at >= future
+        b.refresh()
+        times = [r.at for r in b.records()]
+        assert times == sorted(times)
+
+
 def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     postgres: PostgresCluster,
 ) -> None:

@@ -66,6 +66,11 @@ class MemoryStore(Roles):
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
+        # A put without a time is stamped by the engine: with the system clock (natively), or
+        # with the engine's own clock, read inside the write (a database's: after the catch-up
+        # that floors it at the store's newest record).
+        own = getattr(engine, "clock", None)
+        self._engine_stamps = self._clock is own if own is not None else bool(self._system_clock)
         roles = engine.roles(self._clock, self.now_us)
         for name in ROLE_NAMES:
             setattr(self, name, getattr(roles, name))
@@ -170,7 +175,7 @@ class MemoryStore(Roles):
             ValueError: An argument has a bad value (a vector of another length than the
                 store's names the memory); nothing was written.
         """
-        at = None if self._system_clock is not None else to_microseconds(self._clock.now())
+        at = None if self._engine_stamps else to_microseconds(self._clock.now())
         return self._engine.put(at, text, kind, id, task, tier, data, tags, sources, vector)
 
     def _one(self, c: Commit) -> int:

@@ -607,9 +607,12 @@ class PostgresEngine:
         floor = 0
         lsn = self._follower.lsn
         if came and lsn:
-            newest, _ = self._follower.read_records(lsn - 1, 0, 1)
-            if newest:
-                floor = to_microseconds(newest[0].at)
+            # The newest record came with the rows just applied (a follower restored from a
+            # snapshot applied none: read it).
+            floor = self._follower.applied_at_us
+            if not floor:
+                newest, _ = self._follower.read_records(lsn - 1, 0, 1)
+                floor = to_microseconds(newest[0].at) if newest else 0
         if db_us is not None:
             self.clock.sample(db_us, floor)
             if floor:

@@ -86,3 +86,21 @@ fn bad_raw_bytes_apply_nothing() {
     assert_eq!(replica.apply_raw(&bytes).unwrap(), 3);
     assert_eq!(replica.len().unwrap(), 3);
 }
+
+#[test]
+fn a_replica_knows_the_time_of_the_newest_record_it_applied() {
+    let owner = Log::memory(Options::default()).unwrap();
+    owner.commit(&[put("a"), put("b")], None, T0 + 5).unwrap();
+    owner.commit(&[put("c")], None, T0 + 9).unwrap();
+    let replica = Log::replica(&owner.header_bytes(), Options::default()).unwrap();
+    assert_eq!(replica.applied_at(), 0, "nothing applied yet");
+    let (first, lsn) = owner.read_raw(0, 1).unwrap();
+    replica.apply_raw(&first).unwrap();
+    assert_eq!(replica.applied_at(), T0 + 5);
+    let (rest, _) = owner.read_raw(lsn, usize::MAX).unwrap();
+    replica.apply_raw(&rest).unwrap();
+    assert_eq!(replica.applied_at(), T0 + 9);
+    // Bytes refused apply nothing, the time included.
+    assert!(replica.apply_raw(&rest).is_err());
+    assert_eq!(replica.applied_at(), T0 + 9);
+}

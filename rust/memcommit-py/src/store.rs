@@ -240,6 +240,13 @@ impl NativeLog {
         Ok((PyBytes::new(py, &bytes), last))
     }
 
+    /// The time (microseconds since the epoch) of the newest record `apply_raw` applied; 0
+    /// when none was. A read of one field: the GIL is kept.
+    #[getter]
+    fn applied_at_us(&self) -> PyResult<i64> {
+        Ok(self.log().map_err(to_py)?.applied_at())
+    }
+
     /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
     fn apply_raw(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
         self.run(py, |log| log.apply_raw(data))

@@ -98,6 +98,12 @@ impl Log {
         Ok(())
     }
 
+    /// The time (microseconds since the epoch) of the newest record `apply_raw` applied; 0
+    /// when none was.
+    pub fn applied_at(&self) -> i64 {
+        self.state.read().applied_at
+    }
+
     /// Apply the whole commits in `bytes` (records as `read_raw` returns them) to a replica.
     /// Returns the replica's LSN after them. Damage, another store's records, an LSN out of
     /// order or bytes that end inside a commit raise `Corrupt` and apply nothing.
@@ -115,7 +121,7 @@ impl Log {
         };
         // Check everything first: framing, checksums, LSN order, whole commits.
         let (salt, dense_from) = (st.header.salt(), st.header.dense_from);
-        let (mut off, mut prev, mut spans) = (0, st.lsn, Vec::new());
+        let (mut off, mut prev, mut spans, mut at) = (0, st.lsn, Vec::new(), st.applied_at);
         while off < bytes.len() {
             let rec = match format::parse_record(&bytes[off..], salt, format::MAX_PAYLOAD_LEN) {
                 Ok(r) => r,
@@ -128,7 +134,7 @@ impl Log {
                 return Err(damaged(off, prev + 1, format!("LSN {} follows LSN {prev}", rec.lsn)));
             }
             spans.push((off, rec.bytes.len(), rec.lsn, rec.closes_commit(dense_from)));
-            prev = rec.lsn;
+            (prev, at) = (rec.lsn, rec.at);
             off += rec.bytes.len();
         }
         if spans.last().is_some_and(|s| !s.3) {
@@ -160,6 +166,7 @@ impl Log {
             v.extend_from_slice(bytes);
         }
         st.end = base + bytes.len() as u64;
+        st.applied_at = at;
         st.index.finish_replay();
         Ok(st.lsn)
     }

@@ -50,6 +50,8 @@ pub(crate) struct State {
     /// The log is known durable before this offset (a writer's clean close said so): damage
     /// there is never a torn write (see `format::CleanClose`).
     pub(crate) durable_floor: u64,
+    /// The time of the newest record `apply_raw` applied (microseconds; 0: none yet).
+    pub(crate) applied_at: i64,
 }
 
 /// One sparse-index point every this many records.
@@ -80,6 +82,7 @@ impl State {
             indexed_records: 0,
             closed_why: None,
             durable_floor: 0,
+            applied_at: 0,
         }
     }
 

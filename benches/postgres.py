@@ -174,13 +174,15 @@ def _hosts(clients: int, seconds: float) -> dict[str, Any] | None:
     return _merge(results)
 
 
-def _table_mb(dsn: str) -> float:
+def _table_mb(dsn: str, name: str, store: memcommit.MemoryStore) -> float:
+    """The size of the table of records of the store `name` (`store` is a client of it)."""
     import psycopg
 
+    from memcommit.postgres.schema import partition
+
+    table = partition(name, store.generation)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('memcommit.records')"
-        ).fetchone()
+        row = conn.execute("SELECT pg_total_relation_size(%s)", (f"memcommit.{table}",)).fetchone()
     return int(row[0]) / 1e6 if row else 0.0
 
 
@@ -196,7 +198,7 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
                 with store.commit() as c:
                     c.put_rows([{"text": f"{TEXT} {i}", "id": i} for i in ids[at : at + 10_000]])
         other.refresh()
-        before = _table_mb(dsn)
+        before = _table_mb(dsn, "compact", store)
         waits: list[float] = []
         stop = threading.Event()
 
@@ -213,12 +215,13 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
         stop.set()
         writer.join()
         held = store.engine.counters.compaction_lock_seconds.sum
+        after = _table_mb(dsn, "compact", store)
         print(
             f"log compaction of {n:,} memories put twice ({report.before:,} records -> "
             f"{report.after:,}): {report.seconds:.2f} s, the store's lock held {held:.2f} s of "
             f"it; another client committed {len(waits):,} times meanwhile, its longest commit "
             f"{max(waits) * 1000:.0f} ms (reading the new generation included); records table "
-            f"{before:.1f} MB -> {_table_mb(dsn):.1f} MB",
+            f"{before:.1f} MB -> {after:.1f} MB",
             flush=True,
         )
         sizes = []
@@ -228,7 +231,7 @@ def _compaction(dsn: str, n: int, cycles: int) -> None:
                     again = [{"text": f"{TEXT} again {i}", "id": i} for i in ids[at : at + 10_000]]
                     c.put_rows(again)
             compact(store)
-            sizes.append(_table_mb(dsn))
+            sizes.append(_table_mb(dsn, "compact", store))
         if sizes:
             print(
                 f"records table after each of {cycles} cycles (re-put every memory, compact): "
@@ -364,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                 pg.dsn, 2_000 if args.quick else args.compact, 2 if args.quick else args.cycles
             )
             with tempfile.TemporaryDirectory() as tmp:
-                n = 20_000 if args.quick else 10 * args.compact
+                n = 20_000 if args.quick else args.compact
                 _opening(pg.dsn, n, os.path.join(tmp, "state.json"))
     return 0
 

@@ -1075,6 +1075,13 @@ def test_a_client_killed_at_each_step_of_a_compaction_leaves_one_whole_generatio
         assert compact(b).generation == (2 if committed else 1)
 
 
+def _application_role(admin: Any, role: str) -> None:
+    """Make `role`, a user of memcommit's tables that may not create any."""
+    admin.execute(f"CREATE ROLE {role} LOGIN")
+    admin.execute(f"GRANT USAGE ON SCHEMA memcommit TO {role}")
+    admin.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA memcommit TO {role}")
+
+
 def test_a_user_without_create_uses_stores_and_is_told_what_a_new_one_needs(
     postgres: PostgresCluster,
 ) -> None:
@@ -1087,9 +1094,7 @@ def test_a_user_without_create_uses_stores_and_is_told_what_a_new_one_needs(
     with memcommit.open(f"{postgres.dsn}?store={existing}") as owner:
         owner.put("made by the owner")
     with psycopg.connect(postgres.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        admin.execute(f"GRANT USAGE ON SCHEMA memcommit TO {role}")
-        admin.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA memcommit TO {role}")
+        _application_role(admin, role)
     as_role = postgres.dsn.replace("postgres@", f"{role}@", 1)
     with memcommit.open(f"{as_role}?store={existing}") as user:
         user.put("written by the application's user")
@@ -1112,9 +1117,7 @@ def test_a_user_who_may_not_flush_the_wal_is_refused_as_a_writer_not_as_a_reader
     with memcommit.open(f"{postgres.dsn}?store={store}") as owner:
         owner.put("made by the owner")
     with psycopg.connect(postgres.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        admin.execute(f"GRANT USAGE ON SCHEMA memcommit TO {role}")
-        admin.execute(f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA memcommit TO {role}")
+        _application_role(admin, role)
         admin.execute(f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC")
         try:
             as_role = postgres.dsn.replace("postgres@", f"{role}@", 1)

@@ -7,14 +7,20 @@ use common::{assert_same, fill, opts, view, Quiet, T0};
 use memcommit_core::compact::Retention;
 use memcommit_core::{Error, Log};
 
-#[test]
-fn a_snapshot_opens_to_the_state_of_a_full_replay_and_replays_only_what_follows() {
-    let (_dir, path, log) = common::new_log();
+/// A closed log of 250 puts and a seal, and a snapshot taken after the seal (200 puts in).
+fn closed_log_with_snapshot() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let (dir, path, log) = common::new_log();
     fill(&log, 0, 200);
     log.seal(None, T0).unwrap();
     let snap = log.snapshot_json().unwrap();
     fill(&log, 200, 250);
     log.close().unwrap();
+    (dir, path, snap)
+}
+
+#[test]
+fn a_snapshot_opens_to_the_state_of_a_full_replay_and_replays_only_what_follows() {
+    let (_dir, path, snap) = closed_log_with_snapshot();
 
     let full = Log::open(&path, opts()).unwrap();
     let want = view(&full, 300);
@@ -89,12 +95,7 @@ fn a_snapshot_whose_last_record_differs_from_the_logs_is_refused() {
 
 #[test]
 fn a_follower_of_a_logs_bytes_restores_a_snapshot_and_replays_only_what_follows() {
-    let (_dir, path, log) = common::new_log();
-    fill(&log, 0, 200);
-    log.seal(None, T0).unwrap();
-    let snap = log.snapshot_json().unwrap();
-    fill(&log, 200, 250);
-    log.close().unwrap();
+    let (_dir, path, snap) = closed_log_with_snapshot();
     let image = std::fs::read(&path).unwrap();
 
     let full = Log::open(&path, opts()).unwrap();

@@ -228,6 +228,28 @@ def test_other_clients_see_commits_after_refresh(server: ServerProcess) -> None:
         assert b.refresh() == 0
 
 
+def test_a_refresh_of_a_thousand_commits_is_one_request(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memcommit.remote.pipeline import Pipeline
+
+    with memcommit.RemoteStore(server.url) as writer, memcommit.RemoteStore(server.url) as reader:
+        reader.refresh()
+        for i in range(1000):
+            writer.put(f"commit {i}")
+        reads: list[str] = []
+        request = Pipeline.request
+
+        def counted(self: Pipeline, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            if path.startswith("/v1/log"):
+                reads.append(path)
+            return request(self, method, path, *args, **kwargs)
+
+        monkeypatch.setattr(Pipeline, "request", counted)
+        assert reader.refresh() == 1000
+        assert len(reads) == 1 and reader.lsn == writer.lsn
+
+
 def test_a_long_poll_hears_of_a_commit(server: ServerProcess) -> None:
     with memcommit.RemoteStore(server.url) as writer, memcommit.RemoteStore(server.url) as reader:
         reader.refresh()

@@ -74,6 +74,7 @@ from .metrics import Counters
 __all__ = ["PostgresEngine"]
 
 _CATCH_UP_ROWS = 1000  # rows read per query while catching up
+_APPLY_BYTES = 1024 * 1024  # rows joined for one apply while catching up, about
 # A section's COMMIT lets the store's lock go without waiting for the WAL flush, and the same
 # query then flushes the WAL through it, outside the lock: a transactional WAL record (a
 # logical-decoding message, prefix "memcommit") committed at the session's own
@@ -551,8 +552,18 @@ class PostgresEngine:
         """
         before = follower.lsn
         for page in self._pages(conn, before, rows):
+            # Rows joined up to about _APPLY_BYTES: one call into the core for the many small
+            # rows of other hosts' sections (each call lets the GIL go and takes it back).
+            batch: list[bytes] = []
+            size = 0
             for data in page:
-                follower.apply_raw(data)
+                batch.append(data)
+                size += len(data)
+                if size >= _APPLY_BYTES:
+                    follower.apply_raw(b"".join(batch))
+                    batch, size = [], 0
+            if batch:
+                follower.apply_raw(batch[0] if len(batch) == 1 else b"".join(batch))
         return follower.lsn - before
 
     def _pages(self, conn: Any, lsn: int, rows: list[Any] | None = None) -> Iterator[list[bytes]]:

@@ -257,7 +257,8 @@ class PostgresEngine:
             if key not in given
         }
         self._medium: LogMedium | None = None
-        self._mark = 0
+        self._mark = 0  # the follower's LSN when the section began
+        self._mark_end = _HEADER_LEN  # and where its bytes ended
         self._generation = 0  # the follower's generation
         self._auto_seal: tuple[int, bytes | None] | None = None  # every, key
         self._sealed_lsn = 0  # the newest seal record's LSN, as last looked up (0: look)
@@ -713,7 +714,7 @@ class PostgresEngine:
                         f"{self._target.shown}: store {self._target.store}: the records in the "
                         "database do not follow one another; nothing was written"
                     ) from None
-        self._mark = self._follower.lsn
+        self._mark_end, self._mark = self._follower.ram_end()
         if self._medium is not None:
             self._medium.refresh()
 
@@ -725,22 +726,17 @@ class PostgresEngine:
             return
         if self._auto_seal is not None and self._follower.lsn > self._mark:
             self._seal_if_due(*self._auto_seal)
-        chunks = []
-        after = self._mark
-        while True:
-            data, last = self._follower.read_raw(after, 64 * 1024 * 1024)
-            if not data:
-                break
-            chunks.append(data)
-            after = last
-        if not chunks:
+        # What the section wrote: the follower's bytes since the section began (whole commits:
+        # a refused one was cut off again).
+        data = self._follower.raw_since(self._mark_end)
+        after = self._follower.lsn
+        if not data:
             try:
                 conn.rollback()  # nothing written: let the lock go
             except self._pg.Error:
                 self._abandon()
             return
         commit_id = uuid.uuid4().hex
-        data = b"".join(chunks)
         # The insert, the COMMIT and the readers' NOTIFY, as one query (a large insert first,
         # its bytes as a binary parameter).
         params: tuple[Any, ...] | None = (

@@ -104,3 +104,27 @@ fn a_replica_knows_the_time_of_the_newest_record_it_applied() {
     assert!(replica.apply_raw(&rest).is_err());
     assert_eq!(replica.applied_at(), T0 + 9);
 }
+
+#[test]
+fn the_bytes_since_a_ram_logs_end_are_the_commits_made_after_it() {
+    let log = Log::memory(Options::default()).unwrap();
+    log.commit(&[put("a")], None, T0).unwrap();
+    let (end, lsn) = log.ram_end().unwrap();
+    assert_eq!(lsn, log.lsn());
+    assert!(log.raw_since(end).unwrap().is_empty());
+    log.commit(&[put("b"), put("c")], None, T0).unwrap();
+    log.commit(&[put("d")], None, T0).unwrap();
+    let (want, _) = log.read_raw(lsn, usize::MAX).unwrap();
+    assert_eq!(log.raw_since(end).unwrap(), want);
+    // A refused commit leaves nothing behind it.
+    let guard = Command::<String>::SetStatus { id: "nobody".into(), status: Status::Stale, reason: None };
+    assert!(log.commit(&[put("e"), guard], None, T0).is_err());
+    assert_eq!(log.raw_since(end).unwrap(), want);
+    let (new_end, _) = log.ram_end().unwrap();
+    assert!(matches!(log.raw_since(new_end + 1), Err(Error::Invalid { .. })));
+    assert!(matches!(log.raw_since(3), Err(Error::Invalid { .. })));
+    // A log in a file has its own ways to read: these are for a follower in RAM.
+    let dir = tempfile::tempdir().unwrap();
+    let file = Log::open(&dir.path().join("f.log"), Options::default()).unwrap();
+    assert!(matches!(file.ram_end(), Err(Error::Invalid { .. })));
+}

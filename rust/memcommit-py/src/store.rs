@@ -223,6 +223,17 @@ impl NativeLog {
         Ok(PyBytes::new(py, &header))
     }
 
+    /// Where this log in RAM ends (a byte offset) and its LSN there (the core's `ram_end`).
+    fn ram_end(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        self.run(py, |log| log.ram_end())
+    }
+
+    /// The bytes of this log in RAM from `offset` (an end `ram_end` gave) to its end.
+    fn raw_since<'py>(&self, py: Python<'py>, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.run(py, |log| log.raw_since(offset))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
     /// one commit), and the LSN of their last record.
     #[pyo3(signature = (after, max_bytes=4_194_304))]

@@ -39,6 +39,34 @@ impl Log {
         Log::memory_with(header, Options { read_only: false, ..opts })
     }
 
+    /// Where a log in RAM ends, and its LSN there: what `raw_since` later reads from.
+    pub fn ram_end(&self) -> Result<(u64, u64)> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        match st.medium {
+            Medium::Memory(_) => Ok((st.end, st.lsn)),
+            Medium::File(_) => Err(Error::invalid("ram_end", "only a log in RAM")),
+        }
+    }
+
+    /// The bytes of a log in RAM from `offset` (an end `ram_end` gave, so the end of a commit)
+    /// to its end: the records committed since, whole commits, without a scan for where they
+    /// start.
+    pub fn raw_since(&self, offset: u64) -> Result<Vec<u8>> {
+        let st = self.state.read();
+        self.check_open(&st)?;
+        let Medium::Memory(v) = &st.medium else {
+            return Err(Error::invalid("raw_since", "only a log in RAM"));
+        };
+        if offset < HEADER_LEN as u64 || offset > st.end {
+            return Err(Error::invalid(
+                "offset",
+                format!("{offset} is outside the log's records (bytes {HEADER_LEN} to {})", st.end),
+            ));
+        }
+        Ok(v[offset as usize..st.end as usize].to_vec())
+    }
+
     /// The bytes of whole commits after LSN `after`, at least one commit when there is one and
     /// about `max_bytes` at most; with the LSN of their last record (`after` when none).
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64)> {

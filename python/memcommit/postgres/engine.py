@@ -86,7 +86,6 @@ _FLUSH = "SELECT pg_logical_emit_message(true, 'memcommit', '')"
 _ROW_BYTES = 8 * 1024 * 1024  # the size of the rows log compaction writes, about
 _HEADER_LEN = 64  # a log header's bytes (what a new generation's bytes start with)
 _MAX_BATCH = 1000  # commits one section runs at most
-_PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 _NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 _ONE_TRIP_BYTES = 32 * 1024
@@ -145,14 +144,31 @@ class _Job:
     makes it the leader releases the gate.
     """
 
-    __slots__ = ("done", "error", "expect_lsn", "gate", "lead", "now_us", "result", "wire_ops")
+    __slots__ = (
+        "call",
+        "done",
+        "error",
+        "expect_lsn",
+        "gate",
+        "lead",
+        "now_us",
+        "result",
+        "value",
+        "wire_ops",
+    )
 
     def __init__(
-        self, wire_ops: list[list[Any]], expect_lsn: int | None, now_us: Callable[[], int]
+        self,
+        wire_ops: list[list[Any]],
+        expect_lsn: int | None,
+        now_us: Callable[[], int],
+        call: Callable[[], Any] | None = None,
     ) -> None:
         self.wire_ops = wire_ops
         self.expect_lsn = expect_lsn
         self.now_us = now_us
+        self.call = call  # instead of `wire_ops`: one call into the follower, its value kept
+        self.value: Any = None
         self.result: tuple[int | None, int | None] = (None, None)
         self.error: BaseException | None = None
         self.done = False
@@ -955,8 +971,13 @@ class PostgresEngine:
         carry them all; then the next waiting thread leads. If the section fails, every commit
         of it gets that error (none of them is in the database).
         """
-        started = time.perf_counter()
         job = _Job(wire_ops, expect_lsn, now_us or (lambda: time.time_ns() // 1000))
+        self._run_job(job)
+        return job.result
+
+    def _run_job(self, job: _Job) -> None:
+        """Queue `job`, and run it (leading the batch, or waiting for the leader)."""
+        started = time.perf_counter()
         with self._jobs_lock:
             self._jobs.append(job)
             if not self._leading:
@@ -976,7 +997,7 @@ class PostgresEngine:
                 self.counters.commit(result, time.perf_counter() - started)
                 if error is not None:
                     raise error
-                return job.result
+                return
             job.gate.acquire()
 
     def _lead(self, me: _Job) -> None:
@@ -1013,6 +1034,9 @@ class PostgresEngine:
                     del self._jobs[:_MAX_BATCH]
                 for job in batch:
                     try:
+                        if job.call is not None:
+                            job.value = job.call()
+                            continue
                         c = self._local.begin(job.expect_lsn, job.now_us)
                         with c:
                             for op in job.wire_ops:
@@ -1037,11 +1061,26 @@ class PostgresEngine:
         return bool(batch)
 
     def put(self, at_us: int | None, text: str, *fields: Any) -> str:
-        """One put as its own commit (run with the other threads' queued commits)."""
-        now_us = (lambda: at_us) if at_us is not None else self.clock.now_us
-        with cast(Commit, DeferredCommit(_Timed(self, now_us), None)) as c:
-            mid: str = c.put(text, **dict(zip(_PUT_FIELDS, fields, strict=True)))
-        return mid
+        """One put as its own commit (run with the other threads' queued commits).
+
+        One call into the follower in the section (the core's put checks its arguments
+        there, as on a file): no operations to record and replay.
+        """
+        if self._read_only:
+            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+        clock_us = self.clock.now_us
+
+        def now_us() -> int:
+            return clock_us() if at_us is None else at_us
+
+        def put() -> str:
+            mid: str = self._follower.put(now_us(), text, *fields)
+            return mid
+
+        job = _Job([], None, now_us, put)
+        self._run_job(job)
+        value: str = job.value
+        return value
 
     def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
         """Embed the puts without a vector (a commit's before its section; a put's inside)."""

@@ -5,7 +5,9 @@ For 1, 8 and 32 concurrent clients, each client commits one memory per commit (a
 of a commit as its client saw it, with the clients as threads of one process (sharing one
 store: their commits travel together) or spread over 8 processes (a store each, as separate
 hosts would be). LangGraph's ``PostgresStore.put`` and ``PostgresSaver.put`` run the same
-clients on the same server, each client its own thread and connection. Then: bulk puts
+clients on the same server, each client its own thread and connection, and ``memcommit serve``
+(one process owning a log file on this host) the same clients over TCP, spread over up to 8
+processes. Then: bulk puts
 (records/s, 1,000 per commit), the refresh lag (a commit acknowledged until another client
 that polls with ``refresh(wait=)`` has it), and log compaction of a store of ``--compact``
 memories each put twice: its time, the longest another client's commit waited meanwhile (it
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 import memcommit
+from memcommit.testing import ServerProcess
 from memcommit.testing.postgres import PostgresCluster
 from server import _drive, refresh_lag
 
@@ -71,7 +74,17 @@ def _langgraph_saver(dsn: str) -> tuple[Callable[[int, int], None], Callable[[],
     return put, pool.close
 
 
-_TARGETS = {"memcommit": _memcommit, "store": _langgraph_store, "saver": _langgraph_saver}
+def _serve(url: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    store = memcommit.RemoteStore(url)
+    return (lambda n, i: store.put(TEXT, kind="note", task=f"client-{n}")), store.close
+
+
+_TARGETS = {
+    "memcommit": _memcommit,
+    "store": _langgraph_store,
+    "saver": _langgraph_saver,
+    "serve": _serve,
+}
 
 
 def _threads(
@@ -295,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         peers = ["store", "saver"]
     except ImportError:
         peers = []
-    with PostgresCluster() as pg:
+    with (
+        PostgresCluster() as pg,
+        tempfile.TemporaryDirectory() as served,
+        ServerProcess(os.path.join(served, "served.db")) as server,
+    ):
         print(f"# memcommit on PostgreSQL; {os.cpu_count()} CPUs; Python {sys.version.split()[0]}")
         print(f"# {seconds:g} s each; clients, server and PostgreSQL on the same machine")
         print()
@@ -344,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(
                     (f"{name}, a connection per thread", _threads(peer, pg.dsn, clients, seconds))
                 )
+            procs = min(clients, 8)
+            rows.append(
+                (
+                    f"memcommit serve (a log file on this host), {procs} process(es) over TCP",
+                    _processes("serve", server.url, clients, seconds),
+                )
+            )
             for label, r in rows:
                 print(
                     f"| {clients} | {label} | {r['rate']:,.0f} | {r['mean_ms']:.2f} | "

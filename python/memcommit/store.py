@@ -652,15 +652,15 @@ def _open_postgres(
     """The store `target` names (see :mod:`memcommit.postgres`)."""
     from .postgres.engine import PostgresEngine
 
-    given = None
-    if snapshot is not None:
-        name = os.fspath(snapshot)
-        given = (pathlib.Path(name).read_bytes(), name)
     if durability != "commit":
         raise ValueError(
             f"durability: {durability!r}: a store in PostgreSQL is durable at every commit "
             "(the database's own); leave durability at 'commit'"
         )
+    given = None
+    if snapshot is not None:
+        name = os.fspath(snapshot)
+        given = (pathlib.Path(name).read_bytes(), name)
     engine = PostgresEngine(
         target, read_only=read_only, max_record_bytes=max_record_bytes, snapshot=given
     )

@@ -86,7 +86,6 @@ _FLUSH = "SELECT pg_logical_emit_message(true, 'memcommit', '')"
 _ROW_BYTES = 8 * 1024 * 1024  # the size of the rows log compaction writes, about
 _HEADER_LEN = 64  # a log header's bytes (what a new generation's bytes start with)
 _MAX_BATCH = 1000  # commits one section runs at most
-"""The fields of an engine's put after its text, in their order."""
 _NOW_US = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 _ONE_TRIP_BYTES = 32 * 1024
 """A section whose records are at most this many bytes ends in one round trip: its insert,
@@ -580,7 +579,7 @@ class PostgresEngine:
                     follower.apply_raw(b"".join(batch))
                     batch, size = [], 0
             if batch:
-                follower.apply_raw(batch[0] if len(batch) == 1 else b"".join(batch))
+                follower.apply_raw(b"".join(batch))
         return follower.lsn - before
 
     def _pages(self, conn: Any, lsn: int, rows: list[Any] | None = None) -> Iterator[list[bytes]]:

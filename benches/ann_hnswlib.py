@@ -2,6 +2,7 @@
 
     python benches/ann_hnswlib.py data DIR --n 100000       # DIR/base.f32, DIR/queries.f32
     python benches/ann_hnswlib.py bench DIR [--threads 2]   # hnswlib's recall@10, qps, build
+        [--ef 16,32] [--filters none,half] [--cache FILE]   # FILE: the graph, saved or loaded
 
 Needs numpy (and hnswlib for `bench`), in a virtual environment of its own: they are not
 dependencies of memcommit. The Rust side reads the same files:
@@ -81,7 +82,15 @@ def truth(base: np.ndarray, queries: np.ndarray, every: int | None) -> np.ndarra
     return out
 
 
-def bench(d: Path, threads: int, m: int, ef_construction: int, efs: list[int]) -> None:
+def bench(
+    d: Path,
+    threads: int,
+    m: int,
+    ef_construction: int,
+    efs: list[int],
+    filters: list[str],
+    cache: Path | None,
+) -> None:
     import hnswlib
 
     base = read(d / "base.f32")
@@ -90,16 +99,23 @@ def bench(d: Path, threads: int, m: int, ef_construction: int, efs: list[int]) -
     queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     n, dims = base.shape
     print(f"hnswlib {n} x {dims}, {len(queries)} queries, M={m} ef_construction={ef_construction}")
-    truths = {name: truth(base, queries, every) for name, every in FILTERS.items()}
+    wanted = {name: every for name, every in FILTERS.items() if name in filters}
+    truths = {name: truth(base, queries, every) for name, every in wanted.items()}
     before = rss_bytes()
     t = time.perf_counter()
     index = hnswlib.Index(space="ip", dim=dims)
-    index.init_index(max_elements=n, M=m, ef_construction=ef_construction, random_seed=100)
-    index.add_items(base, np.arange(n), num_threads=threads)
-    build = time.perf_counter() - t
-    per = (rss_bytes() - before) / n
-    print(f"build {build:.1f} s with {threads} threads, {per:.0f} bytes per vector (RSS growth)")
-    for name, every in FILTERS.items():
+    if cache is not None and cache.exists():
+        index.load_index(str(cache), max_elements=n)
+        print(f"loaded {cache} (built earlier with the same data and settings)")
+    else:
+        index.init_index(max_elements=n, M=m, ef_construction=ef_construction, random_seed=100)
+        index.add_items(base, np.arange(n), num_threads=threads)
+        build = time.perf_counter() - t
+        per = (rss_bytes() - before) / n
+        print(f"build {build:.1f} s with {threads} threads, {per:.0f} bytes a vector (RSS growth)")
+        if cache is not None:
+            index.save_index(str(cache))
+    for name, every in wanted.items():
         keep = None if every is None else (lambda i, e=every: i % e == 0)
         for ef in efs:
             index.set_ef(max(ef, K))
@@ -142,6 +158,8 @@ def main() -> None:
     b.add_argument("--m", type=int, default=16)
     b.add_argument("--ef-construction", type=int, default=200)
     b.add_argument("--ef", default="16,32,48,64,96,128,192,256")
+    b.add_argument("--filters", default=",".join(FILTERS), help="which of " + ", ".join(FILTERS))
+    b.add_argument("--cache", type=Path, help="the graph's file: loaded if it exists, else saved")
     args = ap.parse_args()
     if args.cmd == "data":
         args.dir.mkdir(parents=True, exist_ok=True)
@@ -149,7 +167,11 @@ def main() -> None:
         write(args.dir / "queries.f32", make(args.queries, args.dims, args.clusters, args.seed + 1))
     else:
         efs = [int(x) for x in args.ef.split(",")]
-        bench(args.dir, args.threads, args.m, args.ef_construction, efs)
+        filters = args.filters.split(",")
+        unknown = sorted(set(filters) - set(FILTERS))
+        if unknown:
+            ap.error(f"--filters: no filter named {', '.join(unknown)}")
+        bench(args.dir, args.threads, args.m, args.ef_construction, efs, filters, args.cache)
 
 
 if __name__ == "__main__":

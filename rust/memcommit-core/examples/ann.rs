@@ -2,24 +2,30 @@
 //!
 //! python benches/ann_hnswlib.py data DIR --n 100000
 //! cargo run --release --example ann -p memcommit-core -- DIR [--threads 2] [--ef 16,32,64]
-//!     [--only exact,memcommit,usearch] [--quant f32|bf16|i8] [--fetch 2] [--efc 200]
-//!     [--sizes 5000,10000,20000]
+//!     [--only exact,memcommit,usearch] [--quant f32|bf16|i8|i8ip|i8cos] [--fetch 2] [--m 16]
+//!     [--efc 200] [--filters none,half,tenth,hundredth] [--cache DIR] [--sizes 5000,10000]
 //!
 //! Reads DIR/base.f32 and DIR/queries.f32 (a u32 count, a u32 dimension, then f32 values),
 //! takes the exact top 10 of every query from `Vectors::search_exact` (for no filter, every
 //! second entry, every tenth and every hundredth), and reports:
 //!
 //! * `memcommit`: `Vectors::search` as the store runs it (the approximate index above
-//!   `ANN_FROM` vectors, built by the first search, with its exact fallbacks);
-//! * `usearch`: the crate's graph on its own, built as hnswlib is by the Python side (M 16,
-//!   ef_construction `--efc`, default 200, `--threads` threads), its vectors as `--quant`,
-//!   taking `--fetch` times 10 results and keeping the best 10 by the exact vectors, for each
-//!   search expansion (ef) of `--ef`;
+//!   `ANN_FROM` vectors, its graph built in the background and waited for, with its exact
+//!   fallbacks);
+//! * `usearch`: the crate's graph on its own, built as hnswlib is by the Python side (M
+//!   `--m`, default 16, ef_construction `--efc`, default 200, `--threads` threads), its
+//!   vectors as `--quant` (`i8` by usearch's conversion, as the store's graph holds them: each
+//!   vector times 127 over its norm, truncated; `i8ip` every vector by one scale that takes
+//!   the largest value of any to 127, rounded; `i8cos` each vector by its own such scale,
+//!   under the cosine), taking `--fetch` times 10 results and keeping the best 10 by the exact
+//!   vectors, for each search expansion (ef) of `--ef`; with `--cache DIR` the graph is saved
+//!   there, and loaded by a later run with the same `--quant`, `--m` and `--efc`;
 //!
 //! each with the build time, the resident memory it added per vector, and per filter
 //! recall@10, queries per second on one thread (by wall time and by the thread's CPU time,
-//! steadier on a shared machine) and the median latency. `--sizes` instead compares the exact
-//! scan with the approximate index on the first N vectors, for choosing `ANN_FROM`.
+//! steadier on a shared machine) and the median latency, for the filters `--filters` names
+//! (all four if none). `--sizes` instead compares the exact scan with the approximate index on
+//! the first N vectors, for choosing `ANN_FROM`.
 //!
 //! The first version of this example measured `hnsw_rs` too (its commit holds the code).
 
@@ -110,6 +116,9 @@ fn main() {
     let mut quant = "f32".to_string();
     let mut fetch = 1usize;
     let mut efc = 200usize;
+    let mut m = 16usize;
+    let mut filters: Option<Vec<String>> = None;
+    let mut cache: Option<std::path::PathBuf> = None;
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
@@ -119,10 +128,14 @@ fn main() {
             "--quant" => quant = v,
             "--fetch" => fetch = v.parse().expect("a number"),
             "--efc" => efc = v.parse().expect("a number"),
+            "--m" => m = v.parse().expect("a number"),
+            "--cache" => cache = Some(std::path::PathBuf::from(v)),
+            "--filters" => filters = Some(v.split(',').map(str::to_owned).collect()),
             "--sizes" => sizes = Some(v.split(',').map(|x| x.parse().expect("a number")).collect()),
             _ => panic!("unknown argument {a}"),
         }
     }
+    let filtered = |name: &str| filters.as_ref().is_none_or(|f| f.iter().any(|x| x == name));
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let (n, dims, base) = read(&dir.join("base.f32"));
     let (nq, _, qdata) = read(&dir.join("queries.f32"));
@@ -145,6 +158,10 @@ fn main() {
     );
     let mut truths = Vec::new();
     for (name, every) in FILTERS {
+        if !filtered(name) {
+            truths.push(Vec::new());
+            continue;
+        }
         let accept = move |e: u32| e.is_multiple_of(every);
         let mut truth = Vec::new();
         let m = measure(&queries, &vec![Vec::new(); nq], |q| {
@@ -160,61 +177,88 @@ fn main() {
     }
 
     if wants("memcommit") {
-        run_memcommit(&exact, &queries, &truths, n);
+        exact.set_approximate_from(Some(ANN_FROM));
+        run_memcommit(&exact, &queries, &truths, n, &filtered);
     }
     drop(exact);
     if wants("usearch") {
-        run_usearch(&base, dims, &queries, &truths, threads, &efs, (&quant, fetch, efc));
+        let graph = Graph { threads, efs: &efs, quant: &quant, fetch, m, efc, cache: cache.as_deref() };
+        run_usearch(&base, dims, &queries, &truths, &graph, &filtered);
     }
 }
 
-/// usearch's graph alone; `quant` is the vectors' type in the graph (f32, bf16, i8), with
+/// How [`run_usearch`] builds and searches its graph: `quant` is the vectors' type in the
+/// graph (f32, bf16, i8 by usearch's conversion, i8ip and i8cos by this example's), with
 /// `fetch` above 1 a query takes `fetch × 10` from the graph and keeps the 10 best by the f32
-/// vectors' exact similarity, and `efc` is the build's expansion.
+/// vectors' exact similarity, `m` is the graph's connectivity, `efc` the build's expansion and
+/// `efs` the searches', and a graph built with a `cache` directory is saved there and loaded by
+/// the next run with the same settings.
+struct Graph<'a> {
+    threads: usize,
+    efs: &'a [usize],
+    quant: &'a str,
+    fetch: usize,
+    m: usize,
+    efc: usize,
+    cache: Option<&'a std::path::Path>,
+}
+
+/// usearch's graph alone.
 fn run_usearch(
     base: &[f32],
     dims: usize,
     queries: &[Vec<f32>],
     truths: &[Vec<Vec<u32>>],
-    threads: usize,
-    efs: &[usize],
-    (quant, fetch, efc): (&str, usize, usize),
+    graph: &Graph<'_>,
+    filtered: &dyn Fn(&str) -> bool,
 ) {
     use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+    let Graph { threads, efs, quant, fetch, m, efc, cache } = *graph;
     let n = base.len() / dims;
     let unit: Vec<Vec<f32>> = base.chunks_exact(dims).map(normalized).collect();
     let before = rss_bytes();
     let t = Instant::now();
     let opts = IndexOptions {
         dimensions: dims,
-        metric: MetricKind::IP,
+        metric: if quant == "i8cos" { MetricKind::Cos } else { MetricKind::IP },
         quantization: match quant {
             "f32" => ScalarKind::F32,
             "bf16" => ScalarKind::BF16,
-            "i8" => ScalarKind::I8,
-            _ => panic!("--quant is f32, bf16 or i8"),
+            "i8" | "i8cos" | "i8ip" => ScalarKind::I8,
+            _ => panic!("--quant is f32, bf16, i8, i8cos or i8ip"),
         },
-        connectivity: 16,
+        connectivity: m,
         expansion_add: efc,
         expansion_search: 64,
         multi: false,
     };
     let index = Index::new(&opts).expect("an index");
     println!(
-        "usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10, ef_construction {efc}",
+        "usearch    kernels: {}, vectors as {quant}, fetch {fetch} x 10, M {m}, ef_construction {efc}",
         index.hardware_acceleration()
     );
     index.reserve_capacity_and_threads(n, threads).expect("reserve");
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (index, unit) = (&index, &unit);
-            s.spawn(move || {
-                for i in (t..n).step_by(threads) {
-                    index.add(i as u64, &unit[i]).expect("add");
-                }
-            });
+    // i8cos: each vector scaled by its own largest value, rounded (cosine ignores the scale);
+    // i8ip: every vector by one scale, the largest value of any (inner products keep order).
+    let global = 127.0 / unit.iter().flatten().fold(0f32, |m, x| m.max(x.abs()));
+    let scaled = |v: &[f32], global: Option<f32>| {
+        let scale = global.unwrap_or_else(|| 127.0 / v.iter().fold(0f32, |m, x| m.max(x.abs())));
+        v.iter().map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8).collect::<Vec<i8>>()
+    };
+    let own = |v: &[f32]| scaled(v, (quant == "i8ip").then_some(global));
+    // A query's own scale keeps the order of inner products with it.
+    let query = |v: &[f32]| scaled(v, None);
+    let ours = quant == "i8cos" || quant == "i8ip";
+    let file = cache.map(|d| d.join(format!("usearch-{quant}-{m}-{efc}.bin")));
+    if let Some(file) = file.as_ref().filter(|f| f.exists()) {
+        index.load(file.to_str().expect("a UTF-8 path")).expect("load");
+        println!("usearch    loaded {}", file.display());
+    } else {
+        add_all(&index, threads, &unit, ours.then_some(&own));
+        if let Some(file) = &file {
+            index.save(file.to_str().expect("a UTF-8 path")).expect("save");
         }
-    });
+    }
     let took = t.elapsed().as_secs_f64();
     println!(
         "usearch    build {took:.2} s, {:.0} bytes per vector (RSS growth; memory_usage {:.0})",
@@ -222,14 +266,22 @@ fn run_usearch(
         index.memory_usage() as f64 / n as f64
     );
     for ((name, every), truth) in FILTERS.iter().zip(truths) {
+        if !filtered(name) {
+            continue;
+        }
         for &ef in efs {
             index.change_expansion_search(ef);
             let m = measure(queries, truth, |q| {
-                let found = if *every == 1 {
-                    index.search(q, K * fetch).expect("search")
-                } else {
-                    let every = u64::from(*every);
-                    index.filtered_search(q, K * fetch, |key| key.is_multiple_of(every)).expect("search")
+                let every = u64::from(*every);
+                let found = match (ours, every) {
+                    (false, 1) => index.search(q, K * fetch).expect("search"),
+                    (false, _) => {
+                        index.filtered_search(q, K * fetch, |key| key.is_multiple_of(every)).expect("search")
+                    }
+                    (true, 1) => index.search(&query(q), K * fetch).expect("search"),
+                    (true, _) => index
+                        .filtered_search(&query(q), K * fetch, |key| key.is_multiple_of(every))
+                        .expect("search"),
                 };
                 let mut keys: Vec<u32> = found.keys.iter().map(|&k| k as u32).collect();
                 if fetch > 1 {
@@ -244,19 +296,49 @@ fn run_usearch(
     }
 }
 
-/// `Vectors::search` as a store runs it; the graph is built by the first search.
-fn run_memcommit(vectors: &Vectors, queries: &[Vec<f32>], truths: &[Vec<Vec<u32>>], n: usize) {
+/// A conversion of a vector to the graph's 8-bit values.
+type Quantize<'a> = dyn Fn(&[f32]) -> Vec<i8> + Sync + 'a;
+
+/// Add every vector of `unit` to `index` on `threads` threads, by number, converted by
+/// `quantize` if given (else by usearch).
+fn add_all(index: &usearch::Index, threads: usize, unit: &[Vec<f32>], quantize: Option<&Quantize<'_>>) {
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                for i in (t..unit.len()).step_by(threads) {
+                    match quantize {
+                        Some(quantize) => index.add(i as u64, &quantize(&unit[i])),
+                        None => index.add(i as u64, &unit[i]),
+                    }
+                    .expect("add");
+                }
+            });
+        }
+    });
+}
+
+/// `Vectors::search` as a store runs it, the approximate index on from `ANN_FROM` vectors; the
+/// graph is built in the background as a store's is (on all cores but one), waited for here.
+fn run_memcommit(
+    vectors: &Vectors,
+    queries: &[Vec<f32>],
+    truths: &[Vec<Vec<u32>>],
+    n: usize,
+    filtered: &dyn Fn(&str) -> bool,
+) {
     let before = rss_bytes();
     let t = Instant::now();
-    vectors.search(&queries[0], K, &|_| true);
+    assert!(vectors.wait_for_graph(), "usearch could not build the graph");
     println!(
-        "memcommit  approximate {} (ANN_FROM {ANN_FROM}); first search (the graph's build) {:.2} s, \
-         {:.0} bytes per vector more",
+        "memcommit  approximate {} (ANN_FROM {ANN_FROM}); the graph's build {:.2} s, {:.0} bytes per vector more",
         vectors.approximate(),
         t.elapsed().as_secs_f64(),
         (rss_bytes().saturating_sub(before)) as f64 / n as f64
     );
     for ((name, every), truth) in FILTERS.iter().zip(truths) {
+        if !filtered(name) {
+            continue;
+        }
         let every = *every;
         let m = measure(queries, truth, |q| {
             vectors.search(q, K, &move |e: u32| e.is_multiple_of(every)).into_iter().map(|x| x.0).collect()

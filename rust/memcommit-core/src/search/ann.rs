@@ -21,8 +21,22 @@
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
-/// Neighbours kept per node (HNSW's M; the base layer keeps twice as many).
+/// Neighbours kept per node (HNSW's M; the base layer keeps twice as many) in a graph built
+/// over fewer than [`WIDE_FROM`] entries.
 const CONNECTIVITY: usize = 16;
+
+/// Neighbours kept per node in a graph built over [`WIDE_FROM`] entries or more. Measured on
+/// the clustered 384-dimensional vectors (BENCHMARKS.md, 2026-12-06): on 1,000,000, M 32 at
+/// ef 64 found as many of the true top 10 as M 16 at ef 127 (0.973 and 0.974) at 1.1-1.7x the
+/// queries a second, in five rounds taken in turn, for a third more graph memory (1,065
+/// bytes a vector against 797); on 500,000, M 16 at ef 48 (0.972) answered 1.4x as many as
+/// M 32 at ef 32 (0.985), and on 100,000 M 16 was faster at every recall measured.
+const CONNECTIVITY_WIDE: usize = 32;
+
+/// From this many entries at the build the graph keeps [`CONNECTIVITY_WIDE`] neighbours a
+/// node: between the two sizes measured, 500,000 (where the narrower graph was faster) and
+/// 1,000,000 (where the wider one was).
+const WIDE_FROM: usize = 750_000;
 
 /// Candidates kept while inserting (HNSW's ef_construction).
 const EXPANSION_ADD: usize = 128;
@@ -32,17 +46,34 @@ const EXPANSION_ADD: usize = 128;
 /// 0.984 at 20, 0.998 at 32; more leaves margin for data harder than the measured.
 const EXPANSION_SEARCH: usize = 32;
 
-/// Past this many entries the search expansion grows with the graph's size to the power 0.6:
-/// a larger graph needs more candidates for the same recall. On 1,000,000 of the measured
-/// vectors this graph's recall@10 was 0.77 at ef 32, 0.91 at 64, 0.95 at 96, 0.976 at 128 and
-/// 0.988 at 192 (hnswlib's, built with ef_construction 200: 0.84, 0.96, -, 0.996); this gives
-/// 127 there, 74 at 400,000.
+/// Past this many entries the search expansion of a graph of [`CONNECTIVITY`] grows with the
+/// graph's size to the power 0.6: a larger graph needs more candidates for the same recall.
+/// On 500,000 of the measured vectors its recall@10 was 0.92 at ef 32, 0.972 at 48 and 0.985
+/// at 64; on 1,000,000, 0.77 at 32, 0.91-0.92 at 64, 0.946-0.961 at 96 and 0.974-0.976 at 128
+/// (hnswlib's, built with ef_construction 200: 0.84 at 32, 0.946 at 48, 0.974 at 64). This
+/// gives 74 at 400,000.
 const EXPANSION_AT: usize = 100_000;
 
-/// The search expansion for a graph of `n` entries.
-fn expansion_for(n: usize) -> usize {
-    let grown = (n.max(EXPANSION_AT) as f64 / EXPANSION_AT as f64).powf(0.6);
-    (EXPANSION_SEARCH as f64 * grown).round() as usize
+/// The search expansion of a graph of [`CONNECTIVITY_WIDE`] at [`WIDE_FROM`] entries, growing
+/// with the same power beyond: on 1,000,000 of the measured vectors its recall@10 was 0.92 at
+/// ef 32, 0.963 at 48, 0.973 at 64 and 0.985 at 80; this gives 59 there.
+const EXPANSION_WIDE: usize = 50;
+
+/// Neighbours kept per node in a graph that is `wide` or not.
+fn connectivity(wide: bool) -> usize {
+    if wide {
+        CONNECTIVITY_WIDE
+    } else {
+        CONNECTIVITY
+    }
+}
+
+/// The search expansion for a graph of `n` entries, `wide` if it keeps
+/// [`CONNECTIVITY_WIDE`] neighbours a node.
+fn expansion_for(n: usize, wide: bool) -> usize {
+    let (base, at) = if wide { (EXPANSION_WIDE, WIDE_FROM) } else { (EXPANSION_SEARCH, EXPANSION_AT) };
+    let grown = (n.max(at) as f64 / at as f64).powf(0.6);
+    (base as f64 * grown).round() as usize
 }
 
 /// A query takes this many times the results it wants from the graph, to rank them again by
@@ -61,6 +92,9 @@ pub(crate) struct Ann {
     slots: usize,
     /// Entries removed or replaced since the build.
     churn: usize,
+    /// Whether the graph keeps [`CONNECTIVITY_WIDE`] neighbours a node (it was built over
+    /// [`WIDE_FROM`] entries or more).
+    wide: bool,
     /// The search expansion set, [`expansion_for`] the graph's size.
     expansion: usize,
 }
@@ -82,13 +116,14 @@ impl Ann {
         threads: usize,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Option<Ann> {
+        let wide = count >= WIDE_FROM;
         let opts = IndexOptions {
             dimensions: dims,
             metric: MetricKind::IP,
             quantization: ScalarKind::I8,
-            connectivity: CONNECTIVITY,
+            connectivity: connectivity(wide),
             expansion_add: EXPANSION_ADD,
-            expansion_search: expansion_for(count),
+            expansion_search: expansion_for(count, wide),
             multi: false,
         };
         let index = Index::new(&opts).ok()?;
@@ -113,7 +148,7 @@ impl Ann {
             return None;
         }
         let slots = index.size();
-        Some(Ann { index, slots, churn: 0, expansion: expansion_for(count) })
+        Some(Ann { index, slots, churn: 0, wide, expansion: expansion_for(count, wide) })
     }
 
     /// Give entry `n` the unit vector `v` (replacing the one it had; usearch quantizes it). False if usearch could
@@ -143,7 +178,7 @@ impl Ann {
     /// Set the search expansion for the graph's size now. Here, under `&mut self`, and not in
     /// a search: usearch reads it unlocked while searching.
     fn follow_size(&mut self) {
-        let want = expansion_for(self.index.size());
+        let want = expansion_for(self.index.size(), self.wide);
         // Only on a change of a tenth, so inserts one at a time do not each reset it.
         if want.abs_diff(self.expansion) * 10 > self.expansion {
             self.index.change_expansion_search(want);
@@ -205,10 +240,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_graph_built_over_wide_from_entries_or_more_keeps_more_neighbours() {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let rows: Vec<(u32, [f32; 2])> =
+            (0..64u32).map(|n| (n, [(n as f32).cos(), (n as f32).sin()])).collect();
+        let ann = Ann::build(2, rows.iter().map(|(n, v)| (*n, v.as_slice())), rows.len(), 1, &stop).unwrap();
+        assert!(!ann.wide);
+        assert_eq!(ann.index.connectivity(), CONNECTIVITY);
+        assert_eq!(ann.expansion, EXPANSION_SEARCH);
+        // Said to be as large as WIDE_FROM (the count sizes the graph; its rows are few).
+        let wide = Ann::build(2, rows.iter().map(|(n, v)| (*n, v.as_slice())), WIDE_FROM, 1, &stop).unwrap();
+        assert!(wide.wide);
+        assert_eq!(wide.index.connectivity(), CONNECTIVITY_WIDE);
+        assert_eq!(wide.expansion, EXPANSION_WIDE);
+    }
+
+    #[test]
     fn the_search_expansion_grows_past_its_threshold() {
-        assert_eq!(expansion_for(0), EXPANSION_SEARCH);
-        assert_eq!(expansion_for(EXPANSION_AT), EXPANSION_SEARCH);
-        assert_eq!(expansion_for(400_000), 74);
-        assert_eq!(expansion_for(1_000_000), 127);
+        assert_eq!(expansion_for(0, false), EXPANSION_SEARCH);
+        assert_eq!(expansion_for(EXPANSION_AT, false), EXPANSION_SEARCH);
+        assert_eq!(expansion_for(400_000, false), 74);
+        assert_eq!(expansion_for(1_000_000, false), 127);
+        // A wide graph (built over 750,000 entries or more) needs fewer.
+        assert_eq!(expansion_for(WIDE_FROM, true), EXPANSION_WIDE);
+        assert_eq!(expansion_for(1_000_000, true), 59);
+        // One that shrank since its build keeps its floor.
+        assert_eq!(expansion_for(100_000, true), EXPANSION_WIDE);
     }
 }

@@ -49,14 +49,16 @@ const EXPANSION_SEARCH: usize = 32;
 /// Past this many entries the search expansion of a graph of [`CONNECTIVITY`] grows with the
 /// graph's size to the power 0.6: a larger graph needs more candidates for the same recall.
 /// On 500,000 of the measured vectors its recall@10 was 0.92 at ef 32, 0.972 at 48 and 0.985
-/// at 64; on 1,000,000, 0.77 at 32, 0.91-0.92 at 64, 0.946-0.961 at 96 and 0.974-0.976 at 128
-/// (hnswlib's, built with ef_construction 200: 0.84 at 32, 0.946 at 48, 0.974 at 64). This
-/// gives 74 at 400,000.
+/// at 64; on 1,000,000, 0.77 at 32, 0.91-0.92 at 64, 0.946-0.961 at 96 and 0.974-0.976 at
+/// 127-128 (hnswlib's, built with ef_construction 200: 0.84 at 32, 0.946 at 48, 0.974 at 64).
+/// This gives 74 at 400,000.
 const EXPANSION_AT: usize = 100_000;
 
 /// The search expansion of a graph of [`CONNECTIVITY_WIDE`] at [`WIDE_FROM`] entries, growing
-/// with the same power beyond: on 1,000,000 of the measured vectors its recall@10 was 0.92 at
-/// ef 32, 0.963 at 48, 0.973 at 64 and 0.985 at 80; this gives 59 there.
+/// with the same power beyond: this gives 59 at 1,000,000. There, on the measured vectors, its
+/// recall@10 was 0.92 at ef 32, 0.963 at 48, 0.973 at 64 and 0.985 at 80 built on two threads,
+/// and 0.966 at 40, 0.981 at 48 and 0.983-0.989 at 59 built on one, as a store on two cores
+/// builds it (hnswlib's: 0.959 at 52, 0.974 at 64, 0.988 at 80).
 const EXPANSION_WIDE: usize = 50;
 
 /// Neighbours kept per node in a graph that is `wide` or not.

@@ -238,19 +238,22 @@ fn run_usearch(
         index.hardware_acceleration()
     );
     index.reserve_capacity_and_threads(n, threads).expect("reserve");
+    let file = cache.map(|d| d.join(format!("usearch-{quant}-{m}-{efc}.bin")));
+    let cached = file.as_ref().filter(|f| f.exists());
     // i8cos: each vector scaled by its own largest value, rounded (cosine ignores the scale);
     // i8ip: every vector by one scale, the largest value of any (inner products keep order).
-    let global = 127.0 / unit.iter().flatten().fold(0f32, |m, x| m.max(x.abs()));
+    let largest = |values: &mut dyn Iterator<Item = &f32>| values.fold(0f32, |m, x| m.max(x.abs()));
+    // Only for a build of i8ip (its queries take their own scale).
+    let global = (quant == "i8ip" && cached.is_none()).then(|| 127.0 / largest(&mut unit.iter().flatten()));
     let scaled = |v: &[f32], global: Option<f32>| {
-        let scale = global.unwrap_or_else(|| 127.0 / v.iter().fold(0f32, |m, x| m.max(x.abs())));
+        let scale = global.unwrap_or_else(|| 127.0 / largest(&mut v.iter()));
         v.iter().map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8).collect::<Vec<i8>>()
     };
-    let own = |v: &[f32]| scaled(v, (quant == "i8ip").then_some(global));
+    let own = |v: &[f32]| scaled(v, global);
     // A query's own scale keeps the order of inner products with it.
     let query = |v: &[f32]| scaled(v, None);
     let ours = quant == "i8cos" || quant == "i8ip";
-    let file = cache.map(|d| d.join(format!("usearch-{quant}-{m}-{efc}.bin")));
-    if let Some(file) = file.as_ref().filter(|f| f.exists()) {
+    if let Some(file) = cached {
         index.load(file.to_str().expect("a UTF-8 path")).expect("load");
         println!("usearch    loaded {}", file.display());
     } else {

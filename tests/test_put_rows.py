@@ -143,6 +143,82 @@ def test_rows_are_read_when_given_so_changing_them_after_changes_nothing(path: s
         assert len(store) == N
 
 
+def _churn() -> list[str]:
+    """Make many new strs of many sizes, so that the memory of any str freed before is
+    reused (and overwritten) by them."""
+    return [f"{j:08d}" * (1 + j % 40) for j in range(200_000)]
+
+
+def test_strs_given_to_a_bulk_call_and_then_dropped_are_written_as_given(path: str) -> None:
+    # Every str a bulk call was given stays as the call saw it until the commit is written,
+    # whatever happens to the lists and rows it came in (and to the ids list returned).
+    texts = [f"column text {i} " + "y" * (i % 50) for i in range(N)]
+    ids = [f"c{i:06d}" + "z" * (i % 7) for i in range(N)]
+    kinds = [f"kind-{i % 5}-" + "k" * (i % 3) for i in range(N)]
+    tasks = [None if i % 3 == 0 else f"task {i % 11} " + "t" * (i % 4) for i in range(N)]
+    rows = [
+        {"text": f"row text {i} " + "w" * (i % 60), "kind": f"rk{i % 4}", "task": f"rt{i}"}
+        for i in range(N)
+    ]
+    tuples = [(f"tuple text {i} " + "v" * (i % 30), f"tk{i % 6}") for i in range(N)]
+    want_columns = list(zip(list(ids), list(texts), list(kinds), list(tasks), strict=True))
+    want_rows = [(r["text"], r["kind"], r["task"]) for r in rows]
+    want_tuples = list(tuples)
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            got_ids = c.put_many(texts, ids=ids, kind=kinds, task=tasks)
+            row_ids = c.put_rows(rows)
+            tuple_ids = c.put_rows(tuples, fields=("text", "kind"))
+            # Keep the values only as bytes, then drop every object the calls were given.
+            want_columns = [
+                tuple(None if v is None else v.encode() for v in w) for w in want_columns
+            ]
+            want_rows = [tuple(v.encode() for v in w) for w in want_rows]
+            want_tuples = [tuple(v.encode() for v in w) for w in want_tuples]
+            row_id_bytes = [i.encode() for i in row_ids]
+            tuple_id_bytes = [i.encode() for i in tuple_ids]
+            for r in rows:
+                r.clear()
+            for lst in (texts, ids, kinds, tasks, rows, tuples, got_ids, row_ids, tuple_ids):
+                lst.clear()
+            churn = _churn()
+        del churn
+        got = store.get_many([i.decode() for i, *_ in want_columns])
+        assert [
+            (
+                m.id.encode(),
+                m.text.encode(),
+                m.kind.encode(),
+                None if m.task is None else m.task.encode(),
+            )
+            for m in got
+        ] == want_columns
+        got = store.get_many([i.decode() for i in row_id_bytes])
+        assert [(m.text.encode(), m.kind.encode(), m.task.encode()) for m in got] == want_rows
+        got = store.get_many([i.decode() for i in tuple_id_bytes])
+        assert [(m.text.encode(), m.kind.encode()) for m in got] == want_tuples
+        assert len(store) == 3 * N
+
+
+def test_a_row_giving_some_fields_of_its_own_takes_the_keywords_for_the_others(path: str) -> None:
+    rows: list[dict[str, Any]] = [
+        {"text": "own tags", "tags": ("mine",)},
+        {"text": "own tier", "tier": "archive"},
+        {"text": "own data", "data": {"k": 2}},
+        {"text": "nothing of its own"},
+    ] * (N // 4)
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            ids = c.put_rows(rows, data={"k": 1}, tags=("shared",), tier="mid")
+        got = [(m.data, m.tags, m.tier) for m in store.get_many(ids[:4])]
+        assert got == [
+            ({"k": 1}, ("mine",), "mid"),
+            ({"k": 1}, ("shared",), "archive"),
+            ({"k": 2}, ("shared",), "mid"),
+            ({"k": 1}, ("shared",), "mid"),
+        ]
+
+
 def test_rows_from_a_generator_and_a_large_run(path: str) -> None:
     with memcommit.open(path) as store:
         with store.commit() as c:

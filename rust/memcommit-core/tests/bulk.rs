@@ -217,3 +217,63 @@ fn a_refused_bulk_run_leaves_nothing() {
     let reopened = Log::open(&path, opts()).unwrap();
     assert_eq!((reopened.lsn(), reopened.len().unwrap()), (lsn, len));
 }
+
+#[test]
+fn kinds_and_tasks_are_told_apart_by_their_bytes_wherever_they_lie() {
+    // The run's kinds and tasks are slices of two strings: some start at the same address
+    // with different lengths ("task-1", "task-10", "task-100"), and equal ones lie at
+    // different addresses (a copy). Each memory must be found under its own kind and task,
+    // and the index must hold exactly the kinds and tasks of a store written put by put.
+    let dir = tempfile::tempdir().unwrap();
+    let tasks_text = String::from("task-100");
+    let tasks_copy = tasks_text.clone();
+    let kinds_text = String::from("factual");
+    let kinds_copy = kinds_text.clone();
+    let tasks = [&tasks_text[..6], &tasks_text[..7], &tasks_text[..8], &tasks_copy[..7]];
+    let kinds = [&kinds_text[..4], &kinds_text[..], &kinds_copy[..4]];
+    let ids: Vec<String> = (0..6_000).map(|i| format!("m-{i:05}")).collect();
+    let puts: Vec<PutCommand<&str>> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| PutCommand {
+            id: id.as_str(),
+            kind: kinds[i % kinds.len()],
+            text: "a memory",
+            task: Some(tasks[i % tasks.len()]),
+            ..PutCommand::default()
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for bulk in [false, true] {
+        let (_, log) = log_at(dir.path(), if bulk { "bulk.log" } else { "each.log" });
+        let mut c = log.begin(None, AT, puts.len()).unwrap();
+        if bulk {
+            c.push_puts(&puts).unwrap();
+        } else {
+            for p in &puts {
+                c.push(&Command::Put(p.clone())).unwrap();
+            }
+        }
+        let done = c.finish().unwrap().unwrap();
+        log.wait_durable(done.end).unwrap();
+        stores.push(log);
+    }
+    for (kind, task) in
+        [("fact", "task-1"), ("fact", "task-10"), ("factual", "task-100"), ("factual", "task-10")]
+    {
+        let q =
+            memcommit_core::Query { kind: Some(kind), task: Some(task), limit: None, ..Default::default() };
+        let want: Vec<&str> =
+            puts.iter().filter(|p| p.kind == kind && p.task == Some(task)).map(|p| p.id).collect();
+        assert!(!want.is_empty(), "{kind} {task}: the run has such memories");
+        for log in &stores {
+            let got: Vec<String> = log
+                .find(&q)
+                .unwrap()
+                .iter()
+                .map(|m| memcommit_core::format::view_trusted(&m.put).key_str().to_string())
+                .collect();
+            assert_eq!(got, want, "{kind} {task}");
+        }
+    }
+}

@@ -1,13 +1,14 @@
-//! The bulk puts of a commit, `put_many` (columns) and `put_rows` (rows as dicts or tuples,
-//! turned into the same columns as they are checked): checked when they are given, then read
-//! from the columns in batches when the commit is written
-//! and pushed with `Commit::push_puts`, with the GIL released, so that the encoding,
-//! checksums, index and writing cost what they cost in Rust, on both cores.
+//! The bulk puts of a commit, `put_many` (columns) and `put_rows` (rows as dicts or tuples):
+//! checked when they are given, then written when the commit ends with `Commit::push_puts`,
+//! with the GIL released, so that the encoding, checksums, index and writing cost what they
+//! cost in Rust, on both cores.
 //!
-//! Nothing of a record is copied: a batch holds a reference to each string it reads (so a
-//! string stays alive while the GIL is released, whatever another thread does to the rows)
-//! and the core borrows the strings' UTF-8 bytes in place.
+//! Nothing of a record is copied, and the commit reads no Python object again: the call that
+//! checks a string keeps where its UTF-8 bytes are (a [`Utf8`]) beside a reference to the
+//! string, and the commit builds its puts from those. A row or list changed after the call
+//! changes nothing written.
 
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use memcommit_core::{PutCommand, Tier};
@@ -15,7 +16,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::commit::{data_arg, key, str_tuple, text_of, tier_arg, Column};
+use crate::commit::{data_arg, key_str, str_tuple, text_str, tier_arg};
 use crate::convert::{get_vector, items_of, type_error};
 use crate::store::IDS;
 
@@ -32,24 +33,74 @@ const TAGS: usize = 6;
 const SOURCES: usize = 7;
 const VECTOR: usize = 8;
 
-/// Records read from Python per call of `push_puts`: enough that the second thread has work,
-/// few enough that a batch's references and commands stay small and warm in the cache.
+/// Puts built per call of `push_puts`: enough that the second thread has work, few enough
+/// that a batch's commands stay small and warm in the cache.
 pub const BATCH: usize = 1 << 16;
+
+/// Where the UTF-8 bytes of a str are, found once: when a bulk call checks the str.
+///
+/// A `Utf8` is made only from a str that its `Bulk` holds a reference to (in `Bulk::held`,
+/// `Bulk::ids`, `Bulk::texts` or `Shared::held`, never handed out, never changed), and read
+/// only through `Bulk::str`, which borrows the `Bulk`. A str never changes, and CPython keeps
+/// the UTF-8 bytes it gave out where they are until the str is freed.
+#[derive(Clone, Copy)]
+struct Utf8 {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Utf8` points at bytes nothing writes to (a str's UTF-8, which CPython never
+// changes once given out), kept alive by the `Bulk` holding it: reading them is sound on any
+// thread, and needs no GIL.
+#[allow(unsafe_code)]
+unsafe impl Send for Utf8 {}
+// SAFETY: as for `Send`.
+#[allow(unsafe_code)]
+unsafe impl Sync for Utf8 {}
+
+impl Utf8 {
+    fn of(s: &str) -> Utf8 {
+        Utf8 { ptr: NonNull::from(s.as_bytes()).cast(), len: s.len() }
+    }
+}
+
+/// The views of a tuple of strs (tags or sources, as `str_tuple` checked them).
+fn tuple_views(t: &Bound<'_, PyTuple>) -> PyResult<Vec<Utf8>> {
+    t.iter().map(|i| Ok(Utf8::of(i.cast::<PyString>()?.to_str()?))).collect()
+}
+
+/// One value for every record, or one each.
+enum Col<T> {
+    One(T),
+    Each(Vec<T>),
+}
+
+impl<T: Copy> Col<T> {
+    fn at(&self, i: usize) -> T {
+        match self {
+            Col::One(v) => *v,
+            Col::Each(v) => v[i],
+        }
+    }
+}
 
 /// The records of one `put_many` or `put_rows` call.
 pub struct Bulk {
-    /// Every record's id, given or generated (what the call returned).
-    ids: Py<PyList>,
-    /// The texts, in order (`put_rows` reads them out of its rows when it checks them, so the
-    /// commit reads no row again).
-    texts: Py<PyList>,
-    /// The kind and task of every record: one for all, or one each.
-    kind: Column,
-    task: Column,
+    /// Each record's id, text, kind and task.
+    id: Vec<Utf8>,
+    text: Vec<Utf8>,
+    kind: Col<Utf8>,
+    task: Col<Option<Utf8>>,
     /// What a row that gives none of these gets (`put_many`: every record).
     shared: Shared,
     /// The rows that give a tier, data, tags or sources of their own, in row order.
     own: Vec<Own>,
+    /// What holds every str that `id`, `text`, `kind`, `task` or `own` point into, and that
+    /// no one else can change: the call's own copies of the lists it was given (of texts and
+    /// ids, or of rows, whose tuples hold their values), a dict row's values, generated ids,
+    /// data, tags and sources. Held, never read.
+    #[allow(dead_code)]
+    held: Vec<Py<PyAny>>,
     /// Each record's vector (`put_many(vectors=)`, or the store's embedder), or empty: none.
     vectors: Vec<Option<Arc<[f32]>>>,
 }
@@ -57,9 +108,12 @@ pub struct Bulk {
 /// The tier, data, tags and sources of every record of a bulk call that gives none of its own.
 pub struct Shared {
     tier: Tier,
-    data: Option<Py<PyString>>,
-    tags: Py<PyTuple>,
-    sources: Py<PyTuple>,
+    data: Option<Utf8>,
+    tags: Vec<Utf8>,
+    sources: Vec<Utf8>,
+    /// The data str and the tags and sources tuples: held, never read.
+    #[allow(dead_code)]
+    held: Vec<Py<PyAny>>,
 }
 
 impl Shared {
@@ -75,11 +129,28 @@ impl Shared {
         fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
             o.filter(|o| !o.is_none())
         }
+        let mut held = Vec::new();
+        let data = match data_arg(py, given(data))? {
+            Some(d) => {
+                let view = Utf8::of(d.bind(py).to_str()?);
+                held.push(d.into_any());
+                Some(view)
+            }
+            None => None,
+        };
+        let mut list = |obj, field| -> PyResult<Vec<Utf8>> {
+            let t = str_tuple(py, obj, field)?;
+            let views = tuple_views(t.bind(py))?;
+            held.push(t.into_any());
+            Ok(views)
+        };
+        let (tags, sources) = (list(given(tags), "tags")?, list(given(sources), "sources")?);
         Ok(Shared {
             tier: given(tier).map(tier_arg).transpose()?.unwrap_or(Tier::Working),
-            data: data_arg(py, given(data))?,
-            tags: str_tuple(py, given(tags), "tags")?,
-            sources: str_tuple(py, given(sources), "sources")?,
+            data,
+            tags,
+            sources,
+            held,
         })
     }
 }
@@ -88,9 +159,9 @@ impl Shared {
 struct Own {
     row: usize,
     tier: Option<Tier>,
-    data: Option<Py<PyString>>,
-    tags: Option<Py<PyTuple>>,
-    sources: Option<Py<PyTuple>>,
+    data: Option<Utf8>,
+    tags: Option<Vec<Utf8>>,
+    sources: Option<Vec<Utf8>>,
 }
 
 /// The same error as `e`, its message prefixed with `where_` (`rows[3]`).
@@ -133,11 +204,108 @@ impl<'py> Row<'py> {
     }
 }
 
+/// `kind=` or `task=` of `put_many` for `n` records: one str for all (the default when not
+/// given: "note", or no task), or a list of one each (a task may be None). Holds what the
+/// views point into in `held`.
+fn column(
+    py: Python<'_>,
+    obj: Option<&Bound<'_, PyAny>>,
+    field: &str,
+    n: usize,
+    optional: bool,
+    held: &mut Vec<Py<PyAny>>,
+) -> PyResult<Col<Option<Utf8>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        if optional {
+            return Ok(Col::One(None));
+        }
+        let note = pyo3::intern!(py, "note");
+        held.push(note.clone().into_any().unbind());
+        return Ok(Col::One(Some(Utf8::of(note.to_str()?))));
+    };
+    if obj.is_instance_of::<PyString>() {
+        let view = Utf8::of(key_str(obj, field)?);
+        held.push(obj.clone().unbind());
+        return Ok(Col::One(Some(view)));
+    }
+    let list = items_of(obj, |_| type_error(field, "a str or a list of str", obj))?;
+    if list.len() != n {
+        return Err(PyValueError::new_err(format!("{field}: {} values for {n} texts", list.len())));
+    }
+    let mut views = Vec::with_capacity(n);
+    for (i, item) in list.iter().enumerate() {
+        if optional && item.is_none() {
+            views.push(None);
+            continue;
+        }
+        let view = key_str(&item, field).map(Utf8::of).map_err(|e| {
+            match key_str(&item, &format!("{field}[{i}]")) {
+                Err(named) => named,
+                Ok(_) => e,
+            }
+        })?;
+        views.push(Some(view));
+    }
+    held.push(list.into_any().unbind());
+    Ok(Col::Each(views))
+}
+
 impl Bulk {
-    /// `put_many`'s records: `ids` (checked, as long as `texts`), the texts (checked) and the
-    /// fields every record shares or takes from a column.
-    pub fn columns(ids: Py<PyList>, texts: Py<PyList>, kind: Column, task: Column, shared: Shared) -> Bulk {
-        Bulk { ids, texts, kind, task, shared, own: Vec::new(), vectors: Vec::new() }
+    /// `put_many`'s records: the texts, `ids` (generated when not given) and the fields every
+    /// record shares or takes from a column, checked now (an error names the field and the
+    /// place, and nothing is kept). Returns them with a new list of their ids.
+    #[allow(clippy::too_many_arguments)] // the fields of put_many
+    pub fn columns(
+        py: Python<'_>,
+        id_ms: u64,
+        texts: &Bound<'_, PyAny>,
+        ids: Option<&Bound<'_, PyAny>>,
+        kind: Option<&Bound<'_, PyAny>>,
+        task: Option<&Bound<'_, PyAny>>,
+        shared: Shared,
+    ) -> PyResult<(Bulk, Py<PyList>)> {
+        if texts.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
+        }
+        // Copies of the caller's lists: a list changed after the call changes nothing here.
+        let texts = items_of(texts, |e| e)?;
+        let n = texts.len();
+        let ids = match ids.filter(|i| !i.is_none()) {
+            Some(i) => {
+                let l = items_of(i, |e| e)?;
+                if l.len() != n {
+                    return Err(PyValueError::new_err(format!("ids: {} ids for {n} texts", l.len())));
+                }
+                l
+            }
+            None => PyList::new(py, IDS.next_ids(id_ms, n))?,
+        };
+        let mut text = Vec::with_capacity(n);
+        for (i, t) in texts.iter().enumerate() {
+            let s = text_str(&t, "texts").map_err(|_| type_error(&format!("texts[{i}]"), "str", &t))?;
+            text.push(Utf8::of(s));
+        }
+        let mut id = Vec::with_capacity(n);
+        for (i, item) in ids.iter().enumerate() {
+            // The field is named only on an error: formatting it for every id costs more
+            // than the check.
+            let s = key_str(&item, "ids").map_err(|_| match key_str(&item, &format!("ids[{i}]")) {
+                Err(e) => e,
+                Ok(_) => unreachable!("the same check failed a moment ago"),
+            })?;
+            id.push(Utf8::of(s));
+        }
+        let mut held = Vec::new();
+        let kind = match column(py, kind, "kind", n, false, &mut held)? {
+            Col::One(k) => Col::One(k.expect("a kind for every record")),
+            Col::Each(k) => Col::Each(k.into_iter().map(|k| k.expect("a kind for every record")).collect()),
+        };
+        let task = column(py, task, "task", n, true, &mut held)?;
+        let given = ids.get_slice(0, n).unbind();
+        held.push(ids.into_any().unbind());
+        held.push(texts.into_any().unbind());
+        let bulk = Bulk { id, text, kind, task, shared, own: Vec::new(), held, vectors: Vec::new() };
+        Ok((bulk, given))
     }
 
     /// Give the records vectors, one each (None: none), as many as there are records.
@@ -146,21 +314,25 @@ impl Bulk {
     }
 
     /// Each record's vector, one slot per record (None: none yet), to fill in.
-    pub fn vectors_mut(&mut self, py: Python<'_>) -> &mut Vec<Option<Arc<[f32]>>> {
-        let n = self.len(py);
+    pub fn vectors_mut(&mut self) -> &mut Vec<Option<Arc<[f32]>>> {
+        let n = self.len();
         self.vectors.resize(n, None);
         &mut self.vectors
     }
 
-    /// The records' texts, in order.
-    pub fn texts<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.texts.bind(py).clone()
+    /// The texts of the records that have no vector, in order (new strs).
+    pub fn texts_without_vector<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyString>> {
+        (0..self.len())
+            .filter(|&i| self.vectors.get(i).is_none_or(|v| v.is_none()))
+            .map(|i| PyString::new(py, self.str(self.text[i])))
+            .collect()
     }
 
     /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
     /// `fields`, checked and read now (an error names the row and the field, and nothing is
     /// kept; the commit reads no row again); the
-    /// keywords are what a row that gives no value for a field gets.
+    /// keywords are what a row that gives no value for a field gets. Returns them with a new
+    /// list of their ids.
     #[allow(clippy::too_many_arguments)] // the fields of put_rows
     pub fn rows(
         py: Python<'_>,
@@ -173,28 +345,34 @@ impl Bulk {
         data: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Bulk> {
+    ) -> PyResult<(Bulk, Py<PyList>)> {
         if rows.is_instance_of::<PyString>() || rows.is_instance_of::<PyDict>() {
             return Err(type_error("rows", "an iterable of rows (dicts or tuples)", rows));
         }
         let (places, order) = places_of(py, fields)?;
         let rows = items_of(rows, |_| type_error("rows", "an iterable of rows (dicts or tuples)", rows))?;
-        let kind = match kind.filter(|k| !k.is_none()) {
-            Some(k) => key(k, "kind")?,
-            None => pyo3::intern!(py, "note").clone().unbind(),
+        let n = rows.len();
+        let mut held: Vec<Py<PyAny>> = Vec::new();
+        // What a row that gives no kind or task gets.
+        let mut default = |obj: Option<&Bound<'_, PyAny>>, field| -> PyResult<Option<Utf8>> {
+            let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+            let view = Utf8::of(key_str(obj, field)?);
+            held.push(obj.clone().unbind());
+            Ok(Some(view))
         };
-        let task = task.filter(|t| !t.is_none()).map(|t| key(t, "task")).transpose()?;
+        let note = pyo3::intern!(py, "note").clone().into_any();
+        let default_kind = default(Some(kind.filter(|k| !k.is_none()).unwrap_or(&note)), "kind")?
+            .expect("a kind to default to");
+        let default_task = default(task, "task")?;
         let shared = Shared::from_keywords(py, tier, data, tags, sources)?;
-        let mut ids: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(rows.len());
-        // Each row's text, kind and task (the keyword's where it gives none), as it is checked.
-        let mut texts = Vec::with_capacity(rows.len());
-        let mut kinds = Vec::with_capacity(rows.len());
-        let mut tasks = Vec::with_capacity(rows.len());
-        let (default_kind, no_task) = (kind.bind(py).clone().into_any(), py.None().into_bound(py));
-        let default_task = task.as_ref().map_or(no_task, |t| t.bind(py).clone().into_any());
+        let mut ids: Vec<Option<Bound<'_, PyAny>>> = Vec::with_capacity(n);
+        // Where the bytes of each row's strs are, as they are checked.
+        let (mut id, mut text) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut kind_of, mut task_of) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut own = Vec::new();
         let mut vectors: Vec<Option<Arc<[f32]>>> = Vec::new();
         let mut missing = 0;
+        let mut dict_values = Vec::new();
         for (i, row) in rows.iter().enumerate() {
             let where_ = || format!("rows[{i}]");
             let Some(row) = Row::of(row.clone()) else {
@@ -226,46 +404,68 @@ impl Bulk {
                     }
                 }
             }
+            // A tuple holds its values for as long as the rows are held; a dict may change.
+            let dict = matches!(row, Row::Dict(_));
             let get = |f: usize| row.field(&places, f);
+            let mut hold = |v: &Bound<'_, PyAny>| {
+                if dict {
+                    dict_values.push(v.clone().unbind());
+                }
+            };
             let checked = (|| -> PyResult<()> {
                 match get(TEXT)? {
                     Some(t) => {
-                        text_of(&t, "text")?;
-                        texts.push(t);
+                        text.push(Utf8::of(text_str(&t, "text")?));
+                        hold(&t);
                     }
                     None => return Err(PyValueError::new_err("text: a row must give a text")),
                 }
                 match get(ID)? {
-                    Some(id) => {
-                        key(&id, "id")?;
-                        ids.push(Some(id));
+                    Some(i) => {
+                        id.push(Some(Utf8::of(key_str(&i, "id")?)));
+                        hold(&i);
+                        ids.push(Some(i));
                     }
                     None => {
+                        id.push(None);
                         ids.push(None);
                         missing += 1;
                     }
                 }
                 match get(KIND)? {
                     Some(k) => {
-                        key(&k, "kind")?;
-                        kinds.push(k);
+                        kind_of.push(Utf8::of(key_str(&k, "kind")?));
+                        hold(&k);
                     }
-                    None => kinds.push(default_kind.clone()),
+                    None => kind_of.push(default_kind),
                 }
                 match get(TASK)? {
                     Some(t) => {
-                        key(&t, "task")?;
-                        tasks.push(t);
+                        task_of.push(Some(Utf8::of(key_str(&t, "task")?)));
+                        hold(&t);
                     }
-                    None => tasks.push(default_task.clone()),
+                    None => task_of.push(default_task),
                 }
-                let mine = Own {
+                let mut mine = Own {
                     row: i,
                     tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
-                    data: data_arg(py, get(DATA)?.as_ref())?,
-                    tags: get(TAGS)?.map(|t| str_tuple(py, Some(&t), "tags")).transpose()?,
-                    sources: get(SOURCES)?.map(|s| str_tuple(py, Some(&s), "sources")).transpose()?,
+                    data: None,
+                    tags: None,
+                    sources: None,
                 };
+                if let Some(d) = data_arg(py, get(DATA)?.as_ref())? {
+                    mine.data = Some(Utf8::of(d.bind(py).to_str()?));
+                    held.push(d.into_any());
+                }
+                for (f, name, slot) in
+                    [(TAGS, "tags", &mut mine.tags), (SOURCES, "sources", &mut mine.sources)]
+                {
+                    if let Some(v) = get(f)? {
+                        let t = str_tuple(py, Some(&v), name)?;
+                        *slot = Some(tuple_views(t.bind(py))?);
+                        held.push(t.into_any());
+                    }
+                }
                 if mine.tier.is_some() || mine.data.is_some() || mine.tags.is_some() || mine.sources.is_some()
                 {
                     own.push(mine);
@@ -279,159 +479,95 @@ impl Bulk {
             })();
             checked.map_err(|e| at(py, &where_(), e))?;
         }
+        held.push(rows.into_any().unbind());
+        held.append(&mut dict_values);
         let mut made = IDS.next_ids(id_ms, missing).into_iter();
-        let ids = PyList::new(
-            py,
-            ids.into_iter()
-                .map(|id| match id {
-                    Some(id) => Ok(id),
-                    None => Ok(PyString::new(py, &made.next().expect("an id per missing one")).into_any()),
-                })
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
-        let texts_len = texts.len();
-        Ok(Bulk {
-            ids: ids.unbind(),
-            texts: PyList::new(py, texts)?.unbind(),
-            kind: Column::Each(PyList::new(py, kinds)?.unbind()),
-            task: Column::Each(PyList::new(py, tasks)?.unbind()),
-            shared,
-            own,
-            vectors: if vectors.is_empty() {
-                vectors
-            } else {
-                let n = texts_len;
-                vectors.resize(n, None);
-                vectors
-            },
-        })
-    }
-
-    /// The records' ids, in order.
-    pub fn ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.ids.bind(py).clone()
+        let mut all = Vec::with_capacity(n);
+        for (v, given) in id.iter_mut().zip(ids) {
+            let obj = match given {
+                Some(obj) => obj,
+                None => {
+                    let obj = PyString::new(py, &made.next().expect("an id per missing one"));
+                    *v = Some(Utf8::of(obj.to_str()?));
+                    held.push(obj.clone().into_any().unbind());
+                    obj.into_any()
+                }
+            };
+            all.push(obj);
+        }
+        let id = id.into_iter().map(|v| v.expect("every id given or made")).collect();
+        if !vectors.is_empty() {
+            vectors.resize(n, None);
+        }
+        let bulk =
+            Bulk { id, text, kind: Col::Each(kind_of), task: Col::Each(task_of), shared, own, held, vectors };
+        Ok((bulk, PyList::new(py, all)?.unbind()))
     }
 
     /// How many records.
-    pub fn len(&self, py: Python<'_>) -> usize {
-        self.ids.bind(py).len()
+    pub fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    /// The bytes `v` points at.
+    fn str(&self, v: Utf8) -> &str {
+        // SAFETY: every `Utf8` of this `Bulk` was made from a str it holds a reference to, for
+        // as long as it lives (see `Utf8`): the bytes are there, unchanged, and valid UTF-8
+        // (`PyString::to_str` checked them) while `self` is borrowed.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(v.ptr.as_ptr(), v.len))
+        }
     }
 
     /// Hand the records to `f` in order, `batch` at a time, as core puts borrowing the
-    /// strings in place (each batch keeps a reference to every string it lends).
-    pub fn each_batch(
+    /// strings in place. Needs no GIL: it reads no Python object.
+    pub fn each_batch<E>(
         &self,
-        py: Python<'_>,
         batch: usize,
-        mut f: impl FnMut(&[PutCommand<&str>]) -> PyResult<()>,
-    ) -> PyResult<()> {
-        let ids = self.ids.bind(py);
-        let n = ids.len();
-        let tag_items = tuple_strs(self.shared.tags.bind(py))?;
-        let source_items = tuple_strs(self.shared.sources.bind(py))?;
-        let default_data = self.shared.data.as_ref().map(|d| d.bind(py).clone());
+        mut f: impl FnMut(&[PutCommand<&str>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = self.len();
+        let strs = |views: &[Utf8]| views.iter().map(|v| self.str(*v)).collect::<Vec<&str>>();
+        let (shared_tags, shared_sources) = (strs(&self.shared.tags), strs(&self.shared.sources));
+        let shared_data = self.shared.data.map(|d| self.str(d));
         let mut own = self.own.iter().peekable();
+        let mut cmds: Vec<PutCommand<&str>> = Vec::with_capacity(batch.clamp(1, n.max(1)));
         let mut start = 0;
         while start < n {
             let end = (start + batch.max(1)).min(n);
-            // Every string the batch lends, kept alive until the batch is done: per record its
-            // id, text and kind, then its task if it has one; then its own data, tags and
-            // sources, if any (their places in `lent`).
-            let mut lent: Vec<Bound<'_, PyString>> = Vec::with_capacity((end - start) * 4);
-            let mut shape: Vec<Shape> = Vec::with_capacity(end - start);
+            cmds.clear();
             for i in start..end {
-                let (text, kind, task) = self.read(py, i)?;
-                let at = lent.len();
-                lent.push(ids.get_item(i)?.cast_into::<PyString>()?);
-                lent.push(text);
-                lent.push(kind);
-                let has_task = task.is_some();
-                lent.extend(task);
-                let mut s =
-                    Shape { at, has_task, tier: self.shared.tier, data: None, tags: None, sources: None };
-                if own.peek().is_some_and(|o| o.row == i) {
-                    let o = own.next().expect("peeked");
-                    s.tier = o.tier.unwrap_or(self.shared.tier);
-                    if let Some(d) = &o.data {
-                        s.data = Some(lent.len());
-                        lent.push(d.bind(py).clone());
+                let mut p = PutCommand {
+                    id: self.str(self.id[i]),
+                    text: self.str(self.text[i]),
+                    kind: self.str(self.kind.at(i)),
+                    task: self.task.at(i).map(|t| self.str(t)),
+                    data: shared_data,
+                    tier: Some(self.shared.tier),
+                    tags: shared_tags.clone(),
+                    sources: shared_sources.clone(),
+                    vector: self.vectors.get(i).cloned().flatten(),
+                };
+                if let Some(o) = own.next_if(|o| o.row == i) {
+                    p.tier = Some(o.tier.unwrap_or(self.shared.tier));
+                    if let Some(d) = o.data {
+                        p.data = Some(self.str(d));
                     }
-                    for (list, slot) in [(&o.tags, &mut s.tags), (&o.sources, &mut s.sources)] {
-                        if let Some(t) = list {
-                            let items = tuple_strs(t.bind(py))?;
-                            *slot = Some((lent.len(), items.len()));
-                            lent.extend(items);
-                        }
+                    if let Some(t) = &o.tags {
+                        p.tags = strs(t);
                     }
-                } else if let Some(d) = &default_data {
-                    s.data = Some(lent.len());
-                    lent.push(d.clone());
+                    if let Some(s) = &o.sources {
+                        p.sources = strs(s);
+                    }
                 }
-                shape.push(s);
+                cmds.push(p);
             }
-            let strs = lent.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
-            let shared_tags = tag_items.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
-            let shared_sources = source_items.iter().map(|s| s.to_str()).collect::<PyResult<Vec<&str>>>()?;
-            fn list<'s>(strs: &[&'s str], own: Option<(usize, usize)>, shared: &[&'s str]) -> Vec<&'s str> {
-                match own {
-                    Some((at, len)) => strs[at..at + len].to_vec(),
-                    None => shared.to_vec(),
-                }
-            }
-            let vectors = self.vectors.get(start..end);
-            let cmds: Vec<PutCommand<&str>> = shape
-                .iter()
-                .enumerate()
-                .map(|(i, s)| PutCommand {
-                    id: strs[s.at],
-                    text: strs[s.at + 1],
-                    kind: strs[s.at + 2],
-                    task: s.has_task.then(|| strs[s.at + 3]),
-                    data: s.data.map(|d| strs[d]),
-                    tier: Some(s.tier),
-                    tags: list(&strs, s.tags, &shared_tags),
-                    sources: list(&strs, s.sources, &shared_sources),
-                    vector: vectors.and_then(|v| v[i].clone()),
-                })
-                .collect();
             f(&cmds)?;
             start = end;
         }
         Ok(())
     }
-
-    /// The text, kind and task of record `i`.
-    #[allow(clippy::type_complexity)]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        i: usize,
-    ) -> PyResult<(Bound<'py, PyString>, Bound<'py, PyString>, Option<Bound<'py, PyString>>)> {
-        let of = |c: &Column| match c {
-            Column::One(v) => v.as_ref().map(|v| v.bind(py).clone()),
-            Column::Each(list) => {
-                let item = list.bind(py).get_item(i).ok()?;
-                (!item.is_none()).then(|| item.cast_into::<PyString>().ok()).flatten()
-            }
-        };
-        let text = self.texts.bind(py).get_item(i)?.cast_into::<PyString>()?;
-        let kind = of(&self.kind).expect("every record has a kind");
-        Ok((text, kind, of(&self.task)))
-    }
-}
-
-/// Where one record's strings are in its batch's `lent`, and the fields that are not strings.
-struct Shape {
-    at: usize,
-    has_task: bool,
-    tier: Tier,
-    data: Option<usize>,
-    tags: Option<(usize, usize)>,
-    sources: Option<(usize, usize)>,
-}
-
-fn tuple_strs<'py>(t: &Bound<'py, PyTuple>) -> PyResult<Vec<Bound<'py, PyString>>> {
-    t.iter().map(|i| i.cast_into::<PyString>().map_err(Into::into)).collect()
 }
 
 /// `fields=` of `put_rows`: the field each place of a tuple row holds (every field, in

@@ -19,48 +19,6 @@ use crate::errors::to_py;
 use crate::gate::{self, release};
 use crate::store::IDS;
 
-/// A `put_many` field: one value for every memory, or one per memory (a list as long as the
-/// texts, each entry a str or, for tasks, None).
-pub enum Column {
-    One(Option<Py<PyString>>),
-    Each(Py<PyList>),
-}
-
-impl Column {
-    /// Read `kind=` or `task=` of `put_many` for `n` memories.
-    fn from_arg(
-        py: Python<'_>,
-        obj: Option<&Bound<'_, PyAny>>,
-        field: &str,
-        n: usize,
-        optional: bool,
-    ) -> PyResult<Column> {
-        let Some(obj) = obj.filter(|o| !o.is_none()) else {
-            return Ok(Column::One(if optional {
-                None
-            } else {
-                Some(pyo3::intern!(py, "note").clone().unbind())
-            }));
-        };
-        if obj.is_instance_of::<PyString>() {
-            return Ok(Column::One(Some(key(obj, field)?)));
-        }
-        let list = items_of(obj, |_| type_error(field, "a str or a list of str", obj))?;
-        if list.len() != n {
-            return Err(PyValueError::new_err(format!("{field}: {} values for {n} texts", list.len())));
-        }
-        for (i, item) in list.iter().enumerate() {
-            if !(optional && item.is_none()) {
-                key(&item, field).map_err(|e| match key(&item, &format!("{field}[{i}]")) {
-                    Err(named) => named,
-                    Ok(_) => e,
-                })?;
-            }
-        }
-        Ok(Column::Each(list.unbind()))
-    }
-}
-
 /// One collected operation, holding the caller's objects.
 enum Op {
     Put {
@@ -147,18 +105,28 @@ fn utf8<'a>(s: &'a Bound<'_, PyString>, field: &str) -> PyResult<&'a str> {
     })
 }
 
-pub fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
-    let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
-    if utf8(s, field)?.is_empty() {
+/// `obj` checked as a key (a non-empty str that is valid UTF-8): its text.
+pub fn key_str<'a>(obj: &'a Bound<'_, PyAny>, field: &str) -> PyResult<&'a str> {
+    let t = text_str(obj, field)?;
+    if t.is_empty() {
         return Err(PyValueError::new_err(format!("{field}: must not be empty")));
     }
-    Ok(s.clone().unbind())
+    Ok(t)
+}
+
+/// `obj` checked as a text (a str that is valid UTF-8): its text.
+pub fn text_str<'a>(obj: &'a Bound<'_, PyAny>, field: &str) -> PyResult<&'a str> {
+    utf8(obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?, field)
+}
+
+pub fn key(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
+    key_str(obj, field)?;
+    Ok(obj.cast::<PyString>()?.clone().unbind())
 }
 
 pub fn text_of(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Py<PyString>> {
-    let s = obj.cast::<PyString>().map_err(|_| type_error(field, "str", obj))?;
-    utf8(s, field)?;
-    Ok(s.clone().unbind())
+    text_str(obj, field)?;
+    Ok(obj.cast::<PyString>()?.clone().unbind())
 }
 
 fn opt_key(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<Py<PyString>>> {
@@ -238,7 +206,7 @@ impl Commit {
             self.embed_missing(py, &embed)?;
         }
         let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
-        let hint: usize = self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len(py) } else { 1 }).sum();
+        let hint: usize = self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len() } else { 1 }).sum();
         let native = self.native.get();
         let expect_lsn = self.expect_lsn;
         let bulk = self.ops.iter().any(|o| matches!(o, Op::Bulk(_)));
@@ -277,14 +245,7 @@ impl Commit {
         for op in &mut self.ops {
             match op {
                 Op::Put { text, vector: None, .. } => texts.push(text.bind(py).clone()),
-                Op::Bulk(b) => {
-                    let all = b.texts(py);
-                    for (i, v) in b.vectors_mut(py).iter().enumerate() {
-                        if v.is_none() {
-                            texts.push(all.get_item(i)?.cast_into::<PyString>()?);
-                        }
-                    }
-                }
+                Op::Bulk(b) => texts.extend(b.texts_without_vector(py)),
                 _ => {}
             }
         }
@@ -296,7 +257,7 @@ impl Commit {
             match op {
                 Op::Put { vector: v @ None, .. } => *v = vectors.next().flatten(),
                 Op::Bulk(b) => {
-                    for v in b.vectors_mut(py).iter_mut().filter(|v| v.is_none()) {
+                    for v in b.vectors_mut().iter_mut().filter(|v| v.is_none()) {
                         *v = vectors.next().flatten();
                     }
                 }
@@ -317,8 +278,8 @@ impl Commit {
     ) -> PyResult<Option<(u64, u64)>> {
         for (i, op) in self.ops.iter().enumerate() {
             if let Op::Bulk(b) = op {
-                // Read in batches with the GIL, pushed with it released (see `bulk`).
-                b.each_batch(py, BATCH, |puts| release(py, || c.push_puts(puts)))?;
+                // Pushed in batches with the GIL released: it reads no Python object.
+                release(py, || b.each_batch(BATCH, |puts| c.push_puts(puts)))?;
                 continue;
             }
             let after = match self.ops.get(i + 1) {
@@ -388,7 +349,7 @@ fn each_command(
             });
             f(&cmd, after)
         }
-        Op::Bulk(b) => b.each_batch(py, usize::MAX, |puts| {
+        Op::Bulk(b) => b.each_batch(usize::MAX, |puts| {
             for p in puts {
                 f(&Command::Put(p.clone()), None)?;
             }
@@ -656,50 +617,15 @@ impl Commit {
         let py = texts.py();
         let PutArgs { text: texts, kind, id: ids, task, tier, data, tags, sources, vector: vectors } =
             PutArgs::put_many_keywords(texts, fields)?;
-        if texts.is_instance_of::<PyString>() {
-            return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
-        }
-        let texts = items_of(&texts, |e| e)?;
-        let ids = match ids {
-            Some(i) if !i.is_none() => {
-                let l = items_of(&i, |e| e)?;
-                if l.len() != texts.len() {
-                    return Err(PyValueError::new_err(format!(
-                        "ids: {} ids for {} texts",
-                        l.len(),
-                        texts.len()
-                    )));
-                }
-                l
-            }
-            _ => PyList::new(py, IDS.next_ids(self.id_ms, texts.len()))?,
-        };
-        for (i, text) in texts.iter().enumerate() {
-            text_of(&text, "texts").map_err(|_| type_error(&format!("texts[{i}]"), "str", &text))?;
-        }
-        for (i, id) in ids.iter().enumerate() {
-            // The field is named only on an error: formatting it for every id costs more
-            // than the check.
-            key(&id, "ids").map_err(|_| match key(&id, &format!("ids[{i}]")) {
-                Err(e) => e,
-                Ok(_) => unreachable!("the same check failed a moment ago"),
-            })?;
-        }
-        let n = texts.len();
-        let vectors = vectors.map(|v| vectors_arg(&v, n)).transpose()?;
-        let mut bulk = Bulk::columns(
-            ids.clone().unbind(),
-            texts.unbind(),
-            Column::from_arg(py, kind.as_ref(), "kind", n, false)?,
-            Column::from_arg(py, task.as_ref(), "task", n, true)?,
-            Shared::from_keywords(py, tier.as_ref(), data.as_ref(), tags.as_ref(), sources.as_ref())?,
-        );
+        let shared =
+            Shared::from_keywords(py, tier.as_ref(), data.as_ref(), tags.as_ref(), sources.as_ref())?;
+        let (mut bulk, ids) =
+            Bulk::columns(py, self.id_ms, &texts, ids.as_ref(), kind.as_ref(), task.as_ref(), shared)?;
         if let Some(v) = vectors {
-            bulk.set_vectors(v);
+            bulk.set_vectors(vectors_arg(&v, bulk.len())?);
         }
-        let op = Op::Bulk(bulk);
-        self.add(op)?;
-        Ok(ids.unbind())
+        self.add(Op::Bulk(bulk))?;
+        Ok(ids)
     }
 
     /// Put many memories given as rows: the fast path for bulk loads from records.
@@ -729,8 +655,7 @@ impl Commit {
     ) -> PyResult<Py<PyList>> {
         let py = rows.py();
         self.check_open()?;
-        let bulk = Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources)?;
-        let ids = bulk.ids(py).unbind();
+        let (bulk, ids) = Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources)?;
         self.add(Op::Bulk(bulk))?;
         Ok(ids)
     }

@@ -371,7 +371,13 @@ impl Index {
         id
     }
 
-    fn intern_task(&mut self, task: &str) -> u32 {
+    /// The number of a kind, adding it if new.
+    pub(crate) fn intern_kind(&mut self, kind: &str) -> u32 {
+        self.kinds.intern(kind)
+    }
+
+    /// The number of a task, adding it if new.
+    pub(crate) fn intern_task(&mut self, task: &str) -> u32 {
         let t = self.tasks.intern(task);
         if self.finished.len() <= t as usize {
             self.finished.resize(t as usize + 1, false);
@@ -491,11 +497,24 @@ impl Index {
     /// Apply one put record, given by its fields (`apply_at` decodes them from the record; a
     /// bulk commit passes the fields it encodes the record from), its key looked up in `slot`.
     pub(crate) fn apply_put(&mut self, put: &PutApply<'_>, slot: Slot, undo: Option<&mut Vec<Undo>>) {
-        let kind = self.kinds.intern(put.kind);
+        let kind = self.intern_kind(put.kind);
         let task = match put.task {
             Some(t) => self.intern_task(t),
             None => 0,
         };
+        self.apply_put_interned(put, kind, task, slot, undo)
+    }
+
+    /// `apply_put`, with the numbers `intern_kind` and `intern_task` gave the put's kind and
+    /// task (0: no task).
+    pub(crate) fn apply_put_interned(
+        &mut self,
+        put: &PutApply<'_>,
+        kind: u32,
+        task: u32,
+        slot: Slot,
+        undo: Option<&mut Vec<Undo>>,
+    ) {
         let tags = self.intern_tagset(put.tags);
         let st = put.state;
         match slot.pos {

@@ -33,6 +33,38 @@ const SMALL_RUN: usize = 2048;
 /// How many ids ahead the index pass hashes, and asks the CPU to load their id table slots.
 const AHEAD: usize = 8;
 
+/// The numbers the index gave the kinds and tasks of one run of puts, by where their bytes
+/// are: a binding lends the strings of its caller's objects, and a caller passes one object
+/// for each kind and task, so a run of a million puts holds a handful of kinds and some
+/// thousands of tasks at as many addresses. Found by address, a number costs a compare
+/// instead of hashing and comparing the string. Every string of a run is borrowed for the
+/// whole run, so two of them at one address with one length are the same bytes.
+struct Names {
+    /// (address, length, number), in slots by the address's hash; address 0: empty.
+    slots: Vec<(usize, usize, u32)>,
+}
+
+impl Names {
+    const BITS: u32 = 12;
+
+    fn new() -> Names {
+        Names { slots: vec![(0, 0, 0); 1 << Self::BITS] }
+    }
+
+    /// The number of `s`: from `intern` the first time it is seen at its address.
+    fn of(&mut self, s: &str, intern: impl FnOnce(&str) -> u32) -> u32 {
+        let at = s.as_ptr() as usize;
+        let hash = (at as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - Self::BITS);
+        let slot = &mut self.slots[hash as usize];
+        if slot.0 == at && slot.1 == s.len() {
+            return slot.2;
+        }
+        let n = intern(s);
+        *slot = (at, s.len(), n);
+        n
+    }
+}
+
 /// One chunk of the run, handed from the index pass to the encoder.
 struct Chunk {
     /// The puts `first..end` of the run.
@@ -134,6 +166,7 @@ impl Commit<'_> {
                 last: false,
             };
             let (mut off, mut lsn) = (base, first_lsn);
+            let (mut kinds, mut tasks) = (Names::new(), Names::new());
             let mut stopped = false;
             for (i, p) in puts.iter().enumerate() {
                 let hash = hashes[i % AHEAD];
@@ -167,7 +200,9 @@ impl Commit<'_> {
                     off,
                     len: len as u32,
                 };
-                index.apply_put(&put, slot, Some(undo));
+                let kind = kinds.of(p.kind, |k| index.intern_kind(k));
+                let task = p.task.map_or(0, |t| tasks.of(t, |t| index.intern_task(t)));
+                index.apply_put_interned(&put, kind, task, slot, Some(undo));
                 off += len as u64;
                 lsn += 1;
                 chunk.bytes += len;

@@ -32,8 +32,9 @@ enum Op {
         sources: Py<PyTuple>,
         vector: Option<Arc<[f32]>>,
     },
-    /// `put_many` or `put_rows`: written with the core's bulk path.
-    Bulk(Bulk),
+    /// `put_many` or `put_rows`: written with the core's bulk path. Boxed: a commit of a
+    /// million single puts holds a million `Op`s, each as large as the largest variant.
+    Bulk(Box<Bulk>),
     Status {
         id: Py<PyString>,
         status: Status,
@@ -54,6 +55,10 @@ enum Op {
         lsn: Option<u64>,
     },
 }
+
+// A commit of a million single puts holds a million `Op`s: keep them small (a variant that
+// grows past this goes in a box, as `Bulk` does).
+const _: () = assert!(std::mem::size_of::<Op>() <= 80);
 
 /// Operations and guards collected inside ``with store.commit() as c:``.
 ///
@@ -624,7 +629,7 @@ impl Commit {
         if let Some(v) = vectors {
             bulk.set_vectors(vectors_arg(&v, bulk.len())?);
         }
-        self.add(Op::Bulk(bulk))?;
+        self.add(Op::Bulk(Box::new(bulk)))?;
         Ok(ids)
     }
 
@@ -656,7 +661,7 @@ impl Commit {
         let py = rows.py();
         self.check_open()?;
         let (bulk, ids) = Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources)?;
-        self.add(Op::Bulk(bulk))?;
+        self.add(Op::Bulk(Box::new(bulk)))?;
         Ok(ids)
     }
 

@@ -899,3 +899,35 @@ def test_serve_help_names_its_options() -> None:
     assert done.returncode == 0
     for option in ("--host", "--port", "--token-file", "--tls-cert", "--tls-key", "--test-clock"):
         assert option in done.stdout
+
+
+def test_a_log_read_on_the_event_loop_stops_at_the_head_the_last_batch_made_durable(
+    tmp_path: Path,
+) -> None:
+    # The server answers a follower from the event loop with the commits up to the head its
+    # writer's last batch reported (durable then), never a commit written after it.
+    from memcommit.server.http import MemoryServer
+    from memcommit.server.writer import Identity
+
+    server = MemoryServer(tmp_path / "unused.db")
+    with memcommit.open(tmp_path / "log.db") as store:
+        for i in range(3):
+            with store.commit() as c:
+                c.put(f"first {i}")
+                c.put(f"second {i}")
+        view = store.engine.view()
+        info = view.info()
+        at_batch = Identity(str(info["store_id"]), int(info["generation"]), 4, view)
+        got = server._read_here(at_batch, 0, 1 << 20, None)
+        assert got is not None
+        ident, data, last = got
+        assert (ident, last) == (at_batch, 4)
+        assert data == view.read_raw(0, 1 << 20)[0][: len(data)]
+        assert data and len(data) < len(view.read_raw(0, 1 << 20)[0])
+        # From the head on there is nothing to read; a client naming another log resyncs.
+        assert server._read_here(at_batch, 4, 1 << 20, None) == (at_batch, b"", 4)
+        assert server._read_here(at_batch, 0, 1 << 20, ("another", 0)) == (at_batch, None, 0)
+        # A view that moved to another generation since the batch, or none: the writer reads.
+        moved = Identity(at_batch.store_id, at_batch.generation + 1, 4, view)
+        assert server._read_here(moved, 0, 1 << 20, None) is None
+        assert server._read_here(Identity(at_batch.store_id, 0, 4), 0, 1 << 20, None) is None

@@ -139,8 +139,13 @@ class LogView(Protocol):
         """The log's header (what a replica starts from)."""
         ...
 
-    def read_raw(self, after: int, max_bytes: int = 4194304) -> tuple[bytes, int]:
-        """The raw records above LSN `after`, up to `max_bytes`; and the last LSN in them."""
+    def read_raw(
+        self, after: int, max_bytes: int = 4194304, upto: int | None = None
+    ) -> tuple[bytes, int]:
+        """The raw records above LSN `after`, up to `max_bytes`; and the last LSN in them.
+
+        With `upto`, only the commits that end at or below that LSN.
+        """
         ...
 
     def search(

@@ -13,8 +13,11 @@ processes exactly as it holds across threads of one process.
 
 Why one thread rather than the engine's own group commit from many threads: the order in
 which commits are checked is then the order they arrived, a role call never waits on another
-thread's lock, and log reads can be served between batches, when everything in the log is on
-disk, so a reader never sees a commit that a crash could still take back. The log is opened
+thread's lock, and the writer knows where each batch's fsync left the log durable: a log read
+is answered on the event loop with the whole commits up to the head the last batch made
+durable (the LSN it reported when it answered), while the writer goes on with the next batch,
+so a reader never sees a commit that a crash could still take back, and never waits for a
+batch to see one that was acknowledged. The log is opened
 with the engine's ``durability="none"`` and the writer calls ``flush()`` (one fsync) per batch
 itself under ``--durability commit``; ``batch`` leaves the fsync to the engine's timer and
 ``none`` to the OS, with the loss bounds :func:`memcommit.open` documents.

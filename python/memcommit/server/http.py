@@ -395,10 +395,13 @@ class MemoryServer:
                     await asyncio.wait_for(self._changed.wait(), min(wait, _MAX_WAIT_SECONDS))
             finally:
                 self._metrics.waiting_readers -= 1
-        if after >= self._identity.head:
+        ident = self._identity
+        if after >= ident.head:
             headers = {**self._headers(), wire.H_LAST: str(after)}
             return Response(b"", 200, headers, "application/octet-stream")
-        outcome = await self._read(READ, (after, max_bytes, want))
+        outcome = self._read_here(ident, after, max_bytes, want)
+        if outcome is None:
+            outcome = await self._read(READ, (after, max_bytes, want))
         if isinstance(outcome, Response):
             return outcome
         ident, data, last = outcome
@@ -423,6 +426,30 @@ class MemoryServer:
         ident, data, last = outcome
         headers = {**self._headers(ident), wire.H_LAST: str(last)}
         return Response(data, 200, headers, "application/octet-stream")
+
+    def _read_here(
+        self, ident: Identity, after: int, max_bytes: int, want: tuple[str, int] | None
+    ) -> tuple[Identity, bytes | None, int] | None:
+        """A log read on the event loop, up to what the writer's last batch left durable.
+
+        The commits up to `ident`'s head are read while the writer goes on with the next
+        batch, so a follower waits for none. None when it cannot be done here (no log to
+        read, or the read failed): the writer reads instead.
+        """
+        if ident.view is None:
+            return None
+        if want is not None and want != (ident.store_id, ident.generation):
+            return ident, None, after
+        try:
+            data, last = ident.view.read_raw(after, max_bytes, ident.head)
+            # Log compaction may have moved the view to a new generation since the batch: then
+            # the bytes may not be the ones `ident` names (checked after the read, so a move
+            # before it is seen too).
+            if int(ident.view.info()["generation"]) != ident.generation:
+                return None
+        except MemcommitError:  # closed, or damaged: the writer says
+            return None
+        return ident, data, last
 
     async def _read(self, kind: int, spec: Any) -> Any:
         if self._writer is None:

@@ -1,7 +1,9 @@
-"""The writer: the one thread that runs every commit, role call, seal and log read.
+"""The writer: the one thread that runs every commit, role call and seal.
 
 It takes everything queued at once (up to :data:`MAX_BATCH` units), serves the log reads
-first (everything in the log then was made durable by the previous batch), runs the commits
+queued to it first (everything in the log then was made durable by the previous batch; most
+log reads are answered on the event loop instead, up to the head of the :class:`Identity` the
+last batch reported), runs the commits
 in arrival order, each checked against the state its predecessors left, then makes the whole
 batch durable with one fsync before any of it is answered: group commit. See
 :mod:`memcommit.server` for why one thread.
@@ -14,11 +16,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import wire
 from ..commit import Commit
+from ..engine import LogView
 from ..errors import MemcommitError
 from ..ops import apply
 from ..store import MemoryStore
@@ -81,11 +84,15 @@ _STOP = object()
 
 @dataclass(frozen=True)
 class Identity:
-    """What names the log a client follows: its store id and generation, and the head."""
+    """What names the log a client follows: its store id and generation, and the head.
+
+    `view` is that generation's log, to read (None: read through the writer).
+    """
 
     store_id: str
     generation: int
     head: int
+    view: LogView | None = field(default=None, compare=False, repr=False)
 
 
 class Writer:
@@ -125,9 +132,10 @@ class Writer:
         self._thread.join()
 
     def identity(self) -> Identity:
-        """The store id, generation and head of the log the writer writes now."""
-        info = self._engine.info()
-        return Identity(str(info["store_id"]), int(info["generation"]), int(info["lsn"]))
+        """The store id, generation and head of the log the writer writes now, and the log."""
+        view = self._engine.view()
+        info = view.info()
+        return Identity(str(info["store_id"]), int(info["generation"]), int(info["lsn"]), view)
 
     def _run(self) -> None:
         stopping = False

@@ -128,3 +128,42 @@ fn the_bytes_since_a_ram_logs_end_are_the_commits_made_after_it() {
     let file = Log::open(&dir.path().join("f.log"), Options::default()).unwrap();
     assert!(matches!(file.ram_end(), Err(Error::Invalid { .. })));
 }
+
+#[test]
+fn a_read_up_to_an_lsn_stops_at_the_last_whole_commit_at_or_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner =
+        Log::open(&dir.path().join("o.log"), Options { durability: Durability::None, ..Options::default() })
+            .unwrap();
+    // Commits of three records: LSNs 1-3, 4-6, 7-9, 10-12.
+    for i in 0..4 {
+        owner
+            .commit(&[put(&format!("a{i}")), put(&format!("b{i}")), put(&format!("c{i}"))], None, T0)
+            .unwrap();
+    }
+    let (all, last) = owner.read_raw(0, usize::MAX).unwrap();
+    assert_eq!(last, 12);
+    for (after, upto, want_last) in
+        [(0, 6, 6), (0, 8, 6), (3, 9, 9), (3, 5, 3), (0, 2, 0), (6, 12, 12), (6, 100, 12)]
+    {
+        let (bytes, got_last) = owner.read_raw_upto(after, usize::MAX, upto).unwrap();
+        assert_eq!(got_last, want_last, "after {after}, upto {upto}");
+        // The bytes are the whole commits from `after` to `want_last`, as an unbounded read
+        // gives them.
+        let (whole, _) = owner.read_raw(after, usize::MAX).unwrap();
+        let replica = Log::replica(&owner.header_bytes(), Options::default()).unwrap();
+        if after > 0 {
+            let (head, _) = owner.read_raw_upto(0, usize::MAX, after).unwrap();
+            replica.apply_raw(&head).unwrap();
+        }
+        assert!(whole.starts_with(&bytes), "after {after}, upto {upto}");
+        if !bytes.is_empty() {
+            assert_eq!(replica.apply_raw(&bytes).unwrap(), want_last);
+        }
+        assert!(all.ends_with(&whole));
+    }
+    // Within the bound, `max_bytes` still cuts at a commit: one commit at least.
+    let (one, one_last) = owner.read_raw_upto(0, 1, 9).unwrap();
+    assert_eq!(one_last, 3);
+    assert!(!one.is_empty());
+}

@@ -235,18 +235,20 @@ impl NativeLog {
     }
 
     /// The raw bytes of whole commits after LSN `after` (about `max_bytes` at most, at least
-    /// one commit), and the LSN of their last record.
-    #[pyo3(signature = (after, max_bytes=4_194_304))]
+    /// one commit), and the LSN of their last record; with `upto`, only commits that end at or
+    /// below that LSN.
+    #[pyo3(signature = (after, max_bytes=4_194_304, upto=None))]
     fn read_raw<'py>(
         &self,
         py: Python<'py>,
         after: u64,
         max_bytes: usize,
+        upto: Option<u64>,
     ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
         let (bytes, last) = self.run(py, |log| match after {
             // No LSN lies above the largest (and the core's scan would look from `after + 1`).
             u64::MAX => log.len().map(|_| (Vec::new(), after)),
-            _ => log.read_raw(after, max_bytes),
+            _ => log.read_raw_upto(after, max_bytes, upto.unwrap_or(u64::MAX)),
         })?;
         Ok((PyBytes::new(py, &bytes), last))
     }

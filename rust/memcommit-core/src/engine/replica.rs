@@ -70,17 +70,24 @@ impl Log {
     /// The bytes of whole commits after LSN `after`, at least one commit when there is one and
     /// about `max_bytes` at most; with the LSN of their last record (`after` when none).
     pub fn read_raw(&self, after: u64, max_bytes: usize) -> Result<(Vec<u8>, u64)> {
+        self.read_raw_upto(after, max_bytes, u64::MAX)
+    }
+
+    /// `read_raw`, of the commits that end at or below LSN `upto` only: a server answers a
+    /// follower with what its last group commit made durable, while the next one is written.
+    pub fn read_raw_upto(&self, after: u64, max_bytes: usize, upto: u64) -> Result<(Vec<u8>, u64)> {
         let st = self.state.read();
         self.check_open(&st)?;
         let start = st.scan_start(after).1;
         let mut sc = st.records_from(start);
-        let (mut out, mut upto, mut last) = (Vec::new(), 0, after);
+        let (mut out, mut kept, mut last) = (Vec::new(), 0, after);
         loop {
             match sc.next_item().map_err(|e| Error::io(self.display(), "read", e))? {
+                Item::Record(_, rec) if rec.lsn > upto => break,
                 Item::Record(_, rec) if rec.lsn > after => {
                     out.extend_from_slice(rec.bytes);
                     if rec.closes_commit(st.header.dense_from) {
-                        (upto, last) = (out.len(), rec.lsn);
+                        (kept, last) = (out.len(), rec.lsn);
                         if out.len() >= max_bytes {
                             break;
                         }
@@ -93,7 +100,7 @@ impl Log {
                 }
             }
         }
-        out.truncate(upto);
+        out.truncate(kept);
         Ok((out, last))
     }
 

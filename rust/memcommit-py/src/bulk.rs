@@ -39,10 +39,10 @@ pub const BATCH: usize = 1 << 16;
 
 /// Where the UTF-8 bytes of a str are, found once: when a bulk call checks the str.
 ///
-/// A `Utf8` is made only from a str that its `Bulk` holds a reference to (in `Bulk::held`,
-/// `Bulk::ids`, `Bulk::texts` or `Shared::held`, never handed out, never changed), and read
-/// only through `Bulk::str`, which borrows the `Bulk`. A str never changes, and CPython keeps
-/// the UTF-8 bytes it gave out where they are until the str is freed.
+/// A `Utf8` is made only from a str that its `Bulk` holds a reference to, itself or through an
+/// object nothing else can change (in `Bulk::held` or `Shared::held`: never handed out), and
+/// read only through `Bulk::str`, which borrows the `Bulk`. A str never changes, and CPython
+/// keeps the UTF-8 bytes it gave out where they are until the str is freed.
 #[derive(Clone, Copy)]
 struct Utf8 {
     ptr: NonNull<u8>,

@@ -308,6 +308,20 @@ def _bad_fields(store: Any) -> None:
             c.put_rows([("a", "b", "c")], fields=("id", "text"))
 
 
+def test_a_bad_text_or_id_of_put_many_is_named_by_its_place(path: str) -> None:
+    with memcommit.open(path) as store:
+        with store.commit() as c:
+            with pytest.raises(TypeError, match=r"^texts\[1\] must be str, not int"):
+                c.put_many(["a", 2])
+            with pytest.raises(ValueError, match=r"^texts\[1\]: holds a lone surrogate"):
+                c.put_many(["a", "\udc80"])
+            with pytest.raises(ValueError, match=r"^ids\[1\]: must not be empty"):
+                c.put_many(["a", "b"], ids=["x", ""])
+            with pytest.raises(ValueError, match=r"^ids\[0\]: holds a lone surrogate"):
+                c.put_many(["a"], ids=["\udc80"])
+        assert len(store) == 0
+
+
 def test_a_guard_refusing_a_bulk_commit_leaves_nothing(path: str) -> None:
     with memcommit.open(path) as store:
         store.put("x", id="kept")

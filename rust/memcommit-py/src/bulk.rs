@@ -282,7 +282,11 @@ impl Bulk {
         };
         let mut text = Vec::with_capacity(n);
         for (i, t) in texts.iter().enumerate() {
-            let s = text_str(&t, "texts").map_err(|_| type_error(&format!("texts[{i}]"), "str", &t))?;
+            // As for the ids below: the place is named only on an error.
+            let s = text_str(&t, "texts").map_err(|_| match text_str(&t, &format!("texts[{i}]")) {
+                Err(e) => e,
+                Ok(_) => unreachable!("the same check failed a moment ago"),
+            })?;
             text.push(Utf8::of(s));
         }
         let mut id = Vec::with_capacity(n);

@@ -82,6 +82,47 @@ def test_rows_write_the_records_a_put_per_record_writes(tmp_path: Path) -> None:
         s.close()
 
 
+def test_long_runs_of_single_puts_write_what_short_runs_write(tmp_path: Path) -> None:
+    # A commit's long runs of c.put are pushed as the bulk path pushes put_many; short runs
+    # (here cut by guards, which write nothing) one by one. The two write the same bytes, with
+    # every field of every put in its place and the other operations between the runs.
+    clock = ControllableClock(CLOCK_START)
+    long_runs, short_runs = (memcommit.open(str(tmp_path / f"{k}.db"), clock=clock) for k in "ls")
+    for s in (long_runs, short_runs):
+        s.put("old", id="old-1", tier="long", tags=("kept",))
+
+    def puts(c: Any, first: int, n: int, cut: bool) -> None:
+        for i in range(first, first + n):
+            if cut and i % 1000 == 0:
+                c.expect("old-1", exists=True)
+            c.put(
+                f"memory {i} " + "z" * (i % 40),
+                id="old-1" if i == first + 7 else f"p{i:06d}",
+                kind=("trace", "fact", "note")[i % 3],
+                task=f"task-{i % 13}" if i % 4 else None,
+                tier=(None, "mid", "long")[i % 3],
+                data={"i": i} if i % 5 == 0 else None,
+                tags=("a", "b")[: i % 3],
+                sources=(f"p{i - 1:06d}",) if i % 7 == 0 else (),
+                vector=[float(i % 3), 1.0] if i % 6 == 0 else None,
+            )
+
+    for s, cut in ((long_runs, False), (short_runs, True)):
+        with s.commit() as c:
+            puts(c, 0, 6_000, cut)
+            c.stale("p000010", "superseded")
+            c.move("p000011", "archive")
+            puts(c, 6_000, 5_000, cut)
+    _same_store(long_runs, short_runs)
+    got = long_runs.get_many(["p000010", "p000011", "p000012", "p000014", "old-1"])
+    assert [(m.status, m.tier) for m in got[:2]] == [("stale", "mid"), ("active", "archive")]
+    assert (got[2].tags, got[2].task, got[2].vector) == ((), None, (0.0, 1.0))
+    assert (got[3].sources, got[3].tags, got[3].task) == (("p000013",), ("a", "b"), "task-1")
+    assert got[4].tier == "long" and got[4].text.startswith("memory 6007")
+    for s in (long_runs, short_runs):
+        s.close()
+
+
 def test_rows_as_dicts_and_tuples_with_every_field(path: str) -> None:
     Row = namedtuple("Row", "id text kind")
     with memcommit.open(path) as store:

@@ -281,13 +281,23 @@ impl Commit {
         log: &Log,
         mut c: memcommit_core::Commit<'_>,
     ) -> PyResult<Option<(u64, u64)>> {
-        for (i, op) in self.ops.iter().enumerate() {
+        let mut i = 0;
+        while i < self.ops.len() {
+            let op = &self.ops[i];
             if let Op::Bulk(b) = op {
                 // Pushed in batches with the GIL released: it reads no Python object.
                 release(py, || b.each_batch(BATCH, |puts| c.push_puts(puts)))?;
+                i += 1;
                 continue;
             }
-            let after = match self.ops.get(i + 1) {
+            let run = self.ops[i..].iter().take_while(|o| matches!(o, Op::Put { .. })).count();
+            if run >= PUT_RUN {
+                push_put_run(py, &self.ops[i..i + run], &mut c)?;
+                i += run;
+                continue;
+            }
+            i += 1;
+            let after = match self.ops.get(i) {
                 Some(Op::Put { id, .. }) => id.to_str(py).ok(),
                 _ => None,
             };
@@ -306,6 +316,52 @@ impl Commit {
             None => None,
         })
     }
+}
+
+/// Runs of this many `c.put` in a row, or more, are pushed as bulk runs (`push_put_run`).
+const PUT_RUN: usize = 4096;
+
+/// Push `ops`, all `Op::Put`, as the bulk path pushes a `put_many` (`Commit::push_puts`: the
+/// records encoded and written on a second thread while this one applies them to the index),
+/// `BATCH` at a time: each batch's strings read in place with the GIL, then pushed with it
+/// released. The commit holds every object read, and nothing can change its operations while
+/// it is written (the write borrows it mutably).
+fn push_put_run(py: Python<'_>, ops: &[Op], c: &mut memcommit_core::Commit<'_>) -> PyResult<()> {
+    for batch in ops.chunks(BATCH) {
+        // Every tag and source of the batch, kept alive until it is pushed; each put's own in
+        // `ends` (where its tags end, where its sources end).
+        let mut lent: Vec<Bound<'_, PyString>> = Vec::new();
+        let mut ends = Vec::with_capacity(batch.len());
+        for op in batch {
+            let Op::Put { tags, sources, .. } = op else { unreachable!("a run of puts holds puts only") };
+            lent.extend(strs(tags.bind(py))?);
+            let tags_end = lent.len();
+            lent.extend(strs(sources.bind(py))?);
+            ends.push((tags_end, lent.len()));
+        }
+        let lists = views(&lent)?;
+        let mut cmds = Vec::with_capacity(batch.len());
+        let mut from = 0;
+        for (op, &(tags_end, sources_end)) in batch.iter().zip(&ends) {
+            let Op::Put { id, kind, text, data, task, tier, vector, .. } = op else {
+                unreachable!("a run of puts holds puts only")
+            };
+            cmds.push(PutCommand {
+                id: s(py, id)?,
+                kind: s(py, kind)?,
+                text: s(py, text)?,
+                data: so(py, data)?,
+                task: so(py, task)?,
+                tier: Some(*tier),
+                tags: lists[from..tags_end].to_vec(),
+                sources: lists[tags_end..sources_end].to_vec(),
+                vector: vector.clone(),
+            });
+            from = sources_end;
+        }
+        release(py, || c.push_puts(&cmds))?;
+    }
+    Ok(())
 }
 
 /// The text of a str the commit holds (borrowed: the commit keeps the object alive).

@@ -434,7 +434,10 @@ class MemoryServer:
 
         The commits up to `ident`'s head are read while the writer goes on with the next
         batch, so a follower waits for none. None when it cannot be done here (no log to
-        read, or the read failed): the writer reads instead.
+        read, or the read failed): the writer reads instead. The read takes the log's read
+        lock with the GIL released: while the writer is inside a commit it waits for that
+        commit (microseconds for the usual few records; a commit of a request near
+        ``--max-request-bytes`` holds it for tens of milliseconds), and the event loop with it.
         """
         if ident.view is None:
             return None

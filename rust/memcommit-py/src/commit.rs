@@ -328,40 +328,46 @@ const PUT_RUN: usize = 4096;
 /// it is written (the write borrows it mutably).
 fn push_put_run(py: Python<'_>, ops: &[Op], c: &mut memcommit_core::Commit<'_>) -> PyResult<()> {
     for batch in ops.chunks(BATCH) {
-        // Every tag and source of the batch, kept alive until it is pushed; each put's own in
-        // `ends` (where its tags end, where its sources end).
-        let mut lent: Vec<Bound<'_, PyString>> = Vec::new();
-        let mut ends = Vec::with_capacity(batch.len());
-        for op in batch {
-            let Op::Put { tags, sources, .. } = op else { unreachable!("a run of puts holds puts only") };
-            lent.extend(strs(tags.bind(py))?);
-            let tags_end = lent.len();
-            lent.extend(strs(sources.bind(py))?);
-            ends.push((tags_end, lent.len()));
-        }
-        let lists = views(&lent)?;
-        let mut cmds = Vec::with_capacity(batch.len());
-        let mut from = 0;
-        for (op, &(tags_end, sources_end)) in batch.iter().zip(&ends) {
-            let Op::Put { id, kind, text, data, task, tier, vector, .. } = op else {
-                unreachable!("a run of puts holds puts only")
-            };
-            cmds.push(PutCommand {
-                id: s(py, id)?,
-                kind: s(py, kind)?,
-                text: s(py, text)?,
-                data: so(py, data)?,
-                task: so(py, task)?,
-                tier: Some(*tier),
-                tags: lists[from..tags_end].to_vec(),
-                sources: lists[tags_end..sources_end].to_vec(),
-                vector: vector.clone(),
-            });
-            from = sources_end;
-        }
+        // Each put's tags and sources, kept alive until the batch is pushed.
+        let lists = batch
+            .iter()
+            .map(|op| match op {
+                Op::Put { tags, sources, .. } => Ok((strs(tags.bind(py))?, strs(sources.bind(py))?)),
+                _ => unreachable!("a run of puts holds puts only"),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let cmds = batch
+            .iter()
+            .zip(&lists)
+            .map(|(op, (tags, sources))| put_command(py, op, views(tags)?, views(sources)?))
+            .collect::<PyResult<Vec<_>>>()?;
         release(py, || c.push_puts(&cmds))?;
     }
     Ok(())
+}
+
+/// The core's command for `op`, an `Op::Put`, its strings read in place, with the `tags` and
+/// `sources` read from its tuples.
+fn put_command<'a>(
+    py: Python<'_>,
+    op: &'a Op,
+    tags: Vec<&'a str>,
+    sources: Vec<&'a str>,
+) -> PyResult<PutCommand<&'a str>> {
+    let Op::Put { id, kind, text, data, task, tier, vector, .. } = op else {
+        unreachable!("a put's command is made of a put")
+    };
+    Ok(PutCommand {
+        id: s(py, id)?,
+        kind: s(py, kind)?,
+        text: s(py, text)?,
+        data: so(py, data)?,
+        task: so(py, task)?,
+        tier: Some(*tier),
+        tags,
+        sources,
+        vector: vector.clone(),
+    })
 }
 
 /// The text of a str the commit holds (borrowed: the commit keeps the object alive).
@@ -395,19 +401,9 @@ fn each_command(
     mut f: impl FnMut(&Command<&str>, Option<&str>) -> PyResult<()>,
 ) -> PyResult<()> {
     match op {
-        Op::Put { id, kind, text, data, task, tier, tags, sources, vector } => {
+        Op::Put { tags, sources, .. } => {
             let (tag_items, source_items) = (strs(tags.bind(py))?, strs(sources.bind(py))?);
-            let cmd = Command::Put(PutCommand {
-                id: s(py, id)?,
-                kind: s(py, kind)?,
-                text: s(py, text)?,
-                data: so(py, data)?,
-                task: so(py, task)?,
-                tier: Some(*tier),
-                tags: views(&tag_items)?,
-                sources: views(&source_items)?,
-                vector: vector.clone(),
-            });
+            let cmd = Command::Put(put_command(py, op, views(&tag_items)?, views(&source_items)?)?);
             f(&cmd, after)
         }
         Op::Bulk(b) => b.each_batch(usize::MAX, |puts| {

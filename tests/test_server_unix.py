@@ -117,6 +117,37 @@ def test_a_long_poll_over_the_socket_hears_of_a_commit(both: ServerProcess) -> N
         assert follower.get(mid).text == "news"
 
 
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_signals_do_not_fail_a_clients_requests(both: ServerProcess, transport: str) -> None:
+    """A client process whose calls a signal interrupts (EINTR: a handler of its own, a
+    sampling profiler) still connects, commits and reads: each interrupted call is made
+    again, not reported as a server that cannot be reached."""
+    url = both.unix_url if transport == "unix" else both.url
+    assert url is not None
+    with memcommit.RemoteStore(url) as writer:
+        with writer.commit() as c:  # a log of some MiB, read back in many reads
+            c.put_many([f"{i:06d} " + "x" * 1000 for i in range(6_000)], kind="note")
+    fired = [0]
+
+    def count(signum: int, frame: object) -> None:
+        fired[0] += 1
+
+    previous = signal.signal(signal.SIGALRM, count)  # installed without SA_RESTART
+    signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+    try:
+        for _ in range(3):
+            with memcommit.RemoteStore(url) as store:  # connects and reads the whole log
+                assert store.find(kind="note", limit=None)[-1].text.startswith("005999 ")
+                for i in range(50):
+                    store.put(f"under signals {i}", kind="fact")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired[0] > 0  # the calls above were interrupted, not left alone
+    with memcommit.RemoteStore(url) as store:
+        assert len(store.find(kind="fact", limit=None)) == 150
+
+
 def test_the_socket_is_owner_only_and_removed_on_sigterm(short_dir: Path) -> None:
     path = short_dir / "m.sock"
     process = ServerProcess(short_dir / "memory.db", "--socket", str(path))

@@ -202,7 +202,13 @@ impl Client {
     fn connect(&self, timeout: Duration) -> Result<Connection, Failure> {
         let not_sent = |e: io::Error| Failure::NotSent(format!("{}: {e}", self.endpoint));
         let stream = match &self.endpoint {
-            Endpoint::Unix(path) => Stream::Unix(UnixStream::connect(path).map_err(not_sent)?),
+            // A connect a signal interrupted may go on in the background: start afresh.
+            Endpoint::Unix(path) => Stream::Unix(loop {
+                match UnixStream::connect(path) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    made => break made.map_err(not_sent)?,
+                }
+            }),
             Endpoint::Tcp { host, port } => {
                 let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
                 let mut made = None;
@@ -325,7 +331,13 @@ fn readable(stream: &mut Stream) -> bool {
         return true;
     }
     let mut byte = [0u8; 1];
-    let waiting = matches!(stream.read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    let read = loop {
+        match stream.read(&mut byte) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => break read,
+        }
+    };
+    let waiting = matches!(read, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
     stream.set_nonblocking(false).is_err() || !waiting
 }
 
@@ -334,9 +346,17 @@ fn bad(why: impl Into<String>) -> io::Error {
 }
 
 /// Read more bytes into `buf`; an end of stream is an error (`what` was still expected).
+///
+/// A read a signal interrupted (EINTR: a signal handler of the client's process, or a
+/// profiler that samples it) is read again, as `read_exact` does.
 fn fill(stream: &mut impl Read, buf: &mut Vec<u8>, what: &str) -> io::Result<()> {
     let mut chunk = [0u8; 16 * 1024];
-    let n = stream.read(&mut chunk)?;
+    let n = loop {
+        match stream.read(&mut chunk) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            read => break read?,
+        }
+    };
     if n == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -447,10 +467,15 @@ mod tests {
     use super::*;
 
     fn answer(bytes: &[u8]) -> io::Result<(Answer, bool, Vec<u8>)> {
-        // Feed the stream in 3-byte reads, so every partial state is exercised.
-        struct Slow<'a>(&'a [u8]);
+        // Feed the stream in 3-byte reads, so every partial state is exercised, each after a
+        // read a signal interrupted (EINTR), which is read again.
+        struct Slow<'a>(&'a [u8], bool);
         impl Read for Slow<'_> {
             fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                self.1 = !self.1;
+                if self.1 {
+                    return Err(io::Error::from(io::ErrorKind::Interrupted));
+                }
                 let n = self.0.len().min(3).min(out.len());
                 out[..n].copy_from_slice(&self.0[..n]);
                 self.0 = &self.0[n..];
@@ -458,7 +483,7 @@ mod tests {
             }
         }
         let mut buf = Vec::new();
-        let (a, keep) = read_answer(&mut Slow(bytes), &mut buf, false)?;
+        let (a, keep) = read_answer(&mut Slow(bytes, false), &mut buf, false)?;
         Ok((a, keep, buf))
     }
 

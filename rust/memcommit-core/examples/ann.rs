@@ -286,13 +286,16 @@ fn run_usearch(
                         .filtered_search(&query(q), K * fetch, |key| key.is_multiple_of(every))
                         .expect("search"),
                 };
-                let mut keys: Vec<u32> = found.keys.iter().map(|&k| k as u32).collect();
-                if fetch > 1 {
-                    let sim = |n: u32| unit[n as usize].iter().zip(q).map(|(a, b)| a * b).sum::<f32>();
-                    keys.sort_by(|a, b| sim(*b).total_cmp(&sim(*a)));
-                    keys.truncate(K);
+                let keys = found.keys.iter().map(|&k| k as u32);
+                if fetch == 1 {
+                    return keys.collect();
                 }
-                keys
+                // Each candidate scored once by its exact vector, as the store reranks.
+                let mut scored: Vec<(f32, u32)> = keys
+                    .map(|n| (unit[n as usize].iter().zip(q).map(|(a, b)| a * b).sum::<f32>(), n))
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+                scored.into_iter().take(K).map(|(_, n)| n).collect()
             });
             report("usearch", name, ef, &m);
         }

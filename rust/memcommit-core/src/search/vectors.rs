@@ -40,14 +40,14 @@ const PARALLEL_FROM: usize = 1 << 22;
 /// does. Below it the scan is exact and a few milliseconds at most.
 pub const ANN_FROM: usize = 50_000;
 
-/// A filter that lets through less than this share of the vectors (estimated from
+/// A filter that lets through less than one in this many of the vectors (estimated from
 /// [`FILTER_SAMPLE`] of them) is answered by the exact scan, which scores only the vectors that
 /// pass, while the graph walks past ever more that do not. Measured on 100,000 vectors
 /// (`examples/ann.rs`): a filter passing one vector in ten cost the 8-bit graph 1.5 ms a query
 /// and the scan 4.8 ms; one in a hundred, the graph 7 to 9 ms (recall@10 0.95) and the scan
 /// 0.3 ms. The scan's cost per vector that fails a filter is small, so the share, not the
 /// store's size, decides.
-const SELECTIVE: f64 = 1.0 / 20.0;
+const SELECTIVE: usize = 20;
 
 /// Vectors a query's filter is tried on to estimate its share.
 const FILTER_SAMPLE: usize = 256;
@@ -256,7 +256,7 @@ impl Vectors {
         if !self.approximate() || self.dims == 0 || query.len() != self.dims || k == 0 {
             return self.search_exact(query, k, accept);
         }
-        if self.share_accepted(accept) < SELECTIVE {
+        if self.selective(accept) {
             return self.search_exact(query, k, accept);
         }
         let slot = self.graph_now();
@@ -421,30 +421,31 @@ impl Vectors {
         }
     }
 
-    /// The share of the vectors `accept` lets through, estimated from [`FILTER_SAMPLE`] rows
-    /// spread over the matrix.
-    fn share_accepted(&self, accept: &(dyn Fn(u32) -> bool + Sync)) -> f64 {
+    /// Whether `accept` lets through less than one in [`SELECTIVE`] vectors, estimated from
+    /// [`FILTER_SAMPLE`] rows spread over the matrix. The sampling stops as soon as enough have
+    /// passed that the rest cannot change the answer: an unfiltered query calls `accept` on
+    /// [`FILTER_SAMPLE`] / [`SELECTIVE`] rows, not all of them (each call reads an entry of
+    /// the store's index, a cache miss on a large store).
+    fn selective(&self, accept: &(dyn Fn(u32) -> bool + Sync)) -> bool {
         let rows = self.entry_of_row.len();
-        if rows == 0 {
-            return 0.0;
-        }
+        let samples = FILTER_SAMPLE.min(rows);
         let (mut seen, mut passed) = (0usize, 0usize);
         // A Weyl sequence: spread evenly without lining up with a filter's period.
         let step = ((rows as f64 * 0.618_033_988_749_895) as usize).max(1);
         let mut r = 0usize;
-        for _ in 0..FILTER_SAMPLE.min(rows) {
+        for _ in 0..samples {
             let n = self.entry_of_row[r];
             if n != NONE {
                 seen += 1;
                 passed += usize::from(accept(n));
+                if passed * SELECTIVE >= samples {
+                    return false; // at least one in SELECTIVE of every row sampled or left
+                }
             }
             r = (r + step) % rows;
         }
-        if seen == 0 {
-            1.0
-        } else {
-            passed as f64 / seen as f64
-        }
+        // No live row sampled: nothing to say the filter is narrow.
+        seen > 0 && passed * SELECTIVE < seen
     }
 
     /// [`search`](Self::search) by the exact scan over every vector, whatever the store's size.
@@ -875,6 +876,32 @@ mod tests {
             v.set(n, None);
         }
         assert!(v.ann.read().graph.is_none());
+    }
+
+    #[test]
+    fn a_wide_filter_is_told_from_a_few_rows_and_a_narrow_one_from_the_whole_sample() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (v, _) = shared();
+        let calls = &AtomicUsize::new(0);
+        let count = |pass: bool| {
+            calls.store(0, Ordering::Relaxed);
+            move |_: u32| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                pass
+            }
+        };
+        // Every row passes: settled once one in SELECTIVE of the whole sample has.
+        assert!(!v.selective(&count(true)));
+        assert_eq!(calls.load(Ordering::Relaxed), FILTER_SAMPLE.div_ceil(SELECTIVE));
+        // None passes: every row of the sample is tried.
+        assert!(v.selective(&count(false)));
+        assert_eq!(calls.load(Ordering::Relaxed), FILTER_SAMPLE);
+        for every in [2u32, 7, 15] {
+            assert!(!v.selective(&move |n: u32| n.is_multiple_of(every)), "every {every}");
+        }
+        for every in [25u32, 1000] {
+            assert!(v.selective(&move |n: u32| n.is_multiple_of(every)), "every {every}");
+        }
     }
 
     #[test]

@@ -148,6 +148,49 @@ def test_signals_do_not_fail_a_clients_requests(both: ServerProcess, transport: 
         assert len(store.find(kind="fact", limit=None)) == 150
 
 
+class _Stop(Exception):
+    """What the test's signal handler raises."""
+
+
+def test_a_signal_handler_that_raises_ends_a_long_poll(both: ServerProcess) -> None:
+    """A handler that raises (Ctrl-C's KeyboardInterrupt is one) ends a wait for the server
+    and its exception is raised in place, as Python's own I/O does; the store works on."""
+    assert both.unix_url is not None
+    with (
+        memcommit.RemoteStore(both.unix_url) as store,
+        memcommit.RemoteStore(both.unix_url) as other,
+    ):
+        store.refresh()
+        before = store.lsn
+        raised = threading.Event()
+        committed: list[str] = []
+
+        def commit_unless_raised() -> None:
+            # Ends the wait if the signal could not.
+            if not raised.wait(20):
+                committed.append(other.put("ended the wait", kind="note"))
+
+        def stop(signum: int, frame: object) -> None:
+            raise _Stop
+
+        helper = threading.Thread(target=commit_unless_raised)
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        helper.start()
+        try:
+            with pytest.raises(_Stop):
+                store.refresh(wait=30)
+        finally:
+            raised.set()
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            helper.join()
+        assert committed == []  # the signal ended the wait, not a commit
+        assert store.lsn == before
+        mid = store.put("after the signal", kind="note")
+        assert store.get(mid).text == "after the signal"
+
+
 def test_the_socket_is_owner_only_and_removed_on_sigterm(short_dir: Path) -> None:
     path = short_dir / "m.sock"
     process = ServerProcess(short_dir / "memory.db", "--socket", str(path))

@@ -1,6 +1,8 @@
 //! `HttpClient`: `memcommit-wire`'s keep-alive client for `RemoteStore`, its I/O done with
 //! the GIL released. A failure raises `memcommit.remote.pipeline.NotSent` (no connection
-//! could be made) or `MaybeSent` (the request may have reached the server).
+//! could be made) or `MaybeSent` (the request may have reached the server). A signal that
+//! interrupts a wait runs the process's signal handlers; what one raises (Ctrl-C's
+//! KeyboardInterrupt) ends the request and is raised in its place.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,13 +55,17 @@ impl HttpClient {
         let timeout = Duration::try_from_secs_f64(timeout)
             .map_err(|_| PyValueError::new_err(format!("timeout: {timeout} is not a number of seconds")))?;
         let body = body.unwrap_or_default();
+        let mut raised = None;
         let answer = gate::detach(py, || {
             let extra: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-            self.client.request(method, path, &extra, body, timeout)
+            self.client
+                .request(method, path, &extra, body, timeout, &mut || gate::signals_let_wait(&mut raised))
         });
-        let answer = match answer {
-            Ok(a) => a,
-            Err(failure) => return Err(raise(py, failure)),
+        let answer = match (answer, raised) {
+            (Ok(a), _) => a,
+            // What a signal handler raised (KeyboardInterrupt), in place of the request.
+            (Err(Failure::Stopped(_)), Some(e)) => return Err(e),
+            (Err(failure), _) => return Err(raise(py, failure)),
         };
         let dict = PyDict::new(py);
         for (name, value) in &answer.headers {
@@ -82,7 +88,7 @@ impl HttpClient {
 fn raise(py: Python<'_>, failure: Failure) -> PyErr {
     let (name, message) = match failure {
         Failure::NotSent(m) => ("NotSent", m),
-        Failure::MaybeSent(m) => ("MaybeSent", m),
+        Failure::MaybeSent(m) | Failure::Stopped(m) => ("MaybeSent", m),
     };
     match py
         .import("memcommit.remote.pipeline")

@@ -12,6 +12,11 @@
 //! the request surely did not reach the server ([`Failure::NotSent`]: no connection could be
 //! made) or may have ([`Failure::MaybeSent`]: the connection failed after it was made).
 //!
+//! A read or a connect a signal interrupts (EINTR) asks the caller's `on_signal` whether to go
+//! on, as Python's own I/O does (PEP 475): the binding runs the process's signal handlers
+//! there, so Ctrl-C stops a long poll ([`Failure::Stopped`]) and any other signal is waited
+//! through.
+//!
 //! This is the whole of the protocol the client needs: a request with a `Content-Length`
 //! body, and an answer framed by `Content-Length`, `Transfer-Encoding: chunked`, or the end of
 //! the connection. Answer heads are parsed by `httparse`.
@@ -63,12 +68,14 @@ pub enum Failure {
     NotSent(String),
     /// The connection failed after it was made: the request may have reached the server.
     MaybeSent(String),
+    /// The caller's `on_signal` said to stop: the request may have reached the server.
+    Stopped(String),
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::NotSent(why) | Failure::MaybeSent(why) => f.write_str(why),
+            Failure::NotSent(why) | Failure::MaybeSent(why) | Failure::Stopped(why) => f.write_str(why),
         }
     }
 }
@@ -199,13 +206,17 @@ impl Client {
         &self.endpoint
     }
 
-    fn connect(&self, timeout: Duration) -> Result<Connection, Failure> {
+    fn connect(&self, timeout: Duration, on_signal: OnSignal<'_>) -> Result<Connection, Failure> {
         let not_sent = |e: io::Error| Failure::NotSent(format!("{}: {e}", self.endpoint));
         let stream = match &self.endpoint {
             // A connect a signal interrupted may go on in the background: start afresh.
             Endpoint::Unix(path) => Stream::Unix(loop {
                 match UnixStream::connect(path) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                        if !on_signal() {
+                            return Err(Failure::Stopped(format!("{}: {STOPPED}", self.endpoint)));
+                        }
+                    }
                     made => break made.map_err(not_sent)?,
                 }
             }),
@@ -232,7 +243,8 @@ impl Client {
     /// Send one request and read its answer.
     ///
     /// `headers` are sent after the client's own; `timeout` bounds connecting and each read
-    /// and write.
+    /// and write. `on_signal` is asked whether to go on each time a signal interrupts a read
+    /// or a connect; false stops the request ([`Failure::Stopped`]).
     pub fn request(
         &self,
         method: &str,
@@ -240,6 +252,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
         timeout: Duration,
+        on_signal: OnSignal<'_>,
     ) -> Result<Answer, Failure> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Failure::NotSent("the client is closed".to_owned()));
@@ -247,15 +260,25 @@ impl Client {
         let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut conn = match taken {
             Some(c) => c,
-            None => self.connect(timeout)?,
+            None => self.connect(timeout, &mut *on_signal)?,
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         if let Ok(handle) = conn.stream.try_clone() {
             self.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(id, handle);
         }
-        let outcome = self.exchange(&mut conn, method, path, headers, body, timeout);
+        let outcome = conn
+            .stream
+            .set_timeout(Some(timeout))
+            .and_then(|()| self.exchange(&mut conn, method, path, headers, body, on_signal));
         self.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        let (answer, keep) = outcome.map_err(|e| Failure::MaybeSent(format!("{}: {e}", self.endpoint)))?;
+        let (answer, keep) = outcome.map_err(|e| {
+            let why = format!("{}: {e}", self.endpoint);
+            if e.get_ref().is_some_and(|inner| inner.is::<StoppedBySignal>()) {
+                Failure::Stopped(why)
+            } else {
+                Failure::MaybeSent(why)
+            }
+        })?;
         conn.heard = answer.header(BOOT).filter(|b| !b.is_empty()).map(str::to_owned);
         if keep && !self.closed.load(Ordering::Acquire) {
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
@@ -270,9 +293,8 @@ impl Client {
         path: &str,
         headers: &[(&str, &str)],
         body: &[u8],
-        timeout: Duration,
+        on_signal: OnSignal<'_>,
     ) -> io::Result<(Answer, bool)> {
-        conn.stream.set_timeout(Some(timeout))?;
         let mut request = Vec::with_capacity(256 + self.fixed.len() + body.len());
         request.extend_from_slice(method.as_bytes());
         request.push(b' ');
@@ -291,7 +313,7 @@ impl Client {
         request.extend_from_slice(b"\r\n");
         request.extend_from_slice(body);
         conn.stream.write_all(&request)?;
-        read_answer(&mut conn.stream, &mut conn.buf, method == "HEAD")
+        read_answer(&mut Signals { inner: &mut conn.stream, on_signal }, &mut conn.buf, method == "HEAD")
     }
 
     /// Whether an idle connection that server start `boot` last answered on is still open.
@@ -339,6 +361,44 @@ fn readable(stream: &mut Stream) -> bool {
     };
     let waiting = matches!(read, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
     stream.set_nonblocking(false).is_err() || !waiting
+}
+
+/// Asked whether to go on each time a signal interrupts a read or a connect.
+pub type OnSignal<'a> = &'a mut dyn FnMut() -> bool;
+
+const STOPPED: &str = "stopped by a signal handler while waiting for the server";
+
+/// The error a read returns when `on_signal` said to stop.
+#[derive(Debug)]
+struct StoppedBySignal;
+
+impl fmt::Display for StoppedBySignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(STOPPED)
+    }
+}
+
+impl std::error::Error for StoppedBySignal {}
+
+/// A stream whose reads a signal interrupts ask `on_signal` whether to read again.
+struct Signals<'a, R> {
+    inner: R,
+    on_signal: OnSignal<'a>,
+}
+
+impl<R: Read> Read for Signals<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.inner.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    if !(self.on_signal)() {
+                        return Err(io::Error::other(StoppedBySignal));
+                    }
+                }
+                read => return read,
+            }
+        }
+    }
 }
 
 fn bad(why: impl Into<String>) -> io::Error {
@@ -466,25 +526,55 @@ fn read_chunked(stream: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Vec<u8>
 mod tests {
     use super::*;
 
-    fn answer(bytes: &[u8]) -> io::Result<(Answer, bool, Vec<u8>)> {
-        // Feed the stream in 3-byte reads, so every partial state is exercised, each after a
-        // read a signal interrupted (EINTR), which is read again.
-        struct Slow<'a>(&'a [u8], bool);
-        impl Read for Slow<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                self.1 = !self.1;
-                if self.1 {
-                    return Err(io::Error::from(io::ErrorKind::Interrupted));
-                }
-                let n = self.0.len().min(3).min(out.len());
-                out[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
+    /// A stream that gives 3 bytes a read, each after a read a signal interrupted (EINTR), so
+    /// every partial state is exercised.
+    struct Slow<'a>(&'a [u8], bool);
+
+    impl Read for Slow<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.1 = !self.1;
+            if self.1 {
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
             }
+            let n = self.0.len().min(3).min(out.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
         }
+    }
+
+    fn answer(bytes: &[u8]) -> io::Result<(Answer, bool, Vec<u8>)> {
         let mut buf = Vec::new();
-        let (a, keep) = read_answer(&mut Slow(bytes, false), &mut buf, false)?;
+        let mut asked = 0;
+        let mut on_signal = || {
+            asked += 1;
+            true
+        };
+        let (a, keep) = read_answer(
+            &mut Signals { inner: Slow(bytes, false), on_signal: &mut on_signal },
+            &mut buf,
+            false,
+        )?;
+        assert!(asked > 0, "each interrupted read asks whether to go on");
         Ok((a, keep, buf))
+    }
+
+    #[test]
+    fn a_signal_handler_that_says_stop_ends_the_read() {
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        let mut asked = 0;
+        let mut on_signal = || {
+            asked += 1;
+            asked < 3
+        };
+        let e = read_answer(
+            &mut Signals { inner: Slow(answer, false), on_signal: &mut on_signal },
+            &mut Vec::new(),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.get_ref().is_some_and(|inner| inner.is::<StoppedBySignal>()), "{e}");
+        assert_eq!(asked, 3);
     }
 
     #[test]
@@ -534,7 +624,8 @@ mod tests {
     fn a_request_to_nobody_is_not_sent() {
         let dir = std::env::temp_dir().join(format!("memcommit-wire-{}", std::process::id()));
         let client = Client::new(Endpoint::Unix(dir.join("nobody.sock")), &[]);
-        let failure = client.request("GET", "/v1/health", &[], b"", Duration::from_secs(1)).unwrap_err();
+        let failure =
+            client.request("GET", "/v1/health", &[], b"", Duration::from_secs(1), &mut || true).unwrap_err();
         assert!(matches!(failure, Failure::NotSent(_)), "{failure:?}");
     }
 
@@ -583,12 +674,13 @@ mod tests {
                 &[("Content-Type", "application/json")],
                 b"{}",
                 Duration::from_secs(5),
+                &mut || true,
             )
             .unwrap();
         assert_eq!((a.status, a.body.as_slice()), (200, &b"ok"[..]));
         assert!(client.hears("boot-1"));
         assert!(!client.hears("boot-2"));
-        let b = client.request("GET", "/v1/info", &[], b"", Duration::from_secs(5)).unwrap();
+        let b = client.request("GET", "/v1/info", &[], b"", Duration::from_secs(5), &mut || true).unwrap();
         assert_eq!(b.status, 200);
         assert!(client.hears("boot-1"), "the one connection went back to the pool");
         client.close();

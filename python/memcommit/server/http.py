@@ -25,12 +25,14 @@ from ..errors import MemcommitError
 from ..store import Durability, MemoryStore
 from ..store import open as open_store
 from . import listen
-from .auth import App, TokenGuard, check_access, token_digest
+from .auth import App, Receive, Scope, Send, TokenGuard, check_access, token_digest
 from .metrics import CONTENT_TYPE, Metrics
 from .requests import (
     DEFAULT_READ_BYTES,
     MAX_READ_BYTES,
     BadRequest,
+    BodyStream,
+    ClientGone,
     float_param,
     int_param,
     log_identity,
@@ -299,7 +301,17 @@ class MemoryServer:
         if self._test_clock:
             routes.append(Route("/v1/test/clock", self._clock_endpoint, methods=["GET", "POST"]))
         inner = Starlette(routes=routes, lifespan=lifespan)
-        return TokenGuard(inner, self._token_digest, self._metrics.request)
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            # Commits, most of what a server answers, skip Starlette's layers: the same
+            # answer (self._commit_answer) sent as two ASGI messages.
+            if scope["type"] == "http" and scope["method"] == "POST":
+                if scope["path"] == "/v1/commit":
+                    await self._commit_asgi(scope, receive, send)
+                    return
+            await inner(scope, receive, send)
+
+        return TokenGuard(app, self._token_digest, self._metrics.request)
 
     def _json(self, status: int, body: Any) -> Any:
         from starlette.responses import Response
@@ -332,13 +344,44 @@ class MemoryServer:
         )
 
     async def _commit(self, request: Any) -> Any:
+        from starlette.responses import Response
+
+        status, body = await self._commit_answer(request)
+        return Response(body, status, self._headers(), "application/json")
+
+    async def _commit_asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /v1/commit`` as a bare ASGI app: :meth:`_commit_answer`, then its answer."""
+        try:
+            status, body = await self._commit_answer(BodyStream(scope, receive))
+        except ClientGone:
+            return  # nothing was queued: the body never arrived whole
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        headers.extend((k.encode(), v.encode()) for k, v in self._headers().items())
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _commit_answer(self, request: Any) -> tuple[int, bytes]:
+        """The status and JSON body that answer a ``POST /v1/commit`` `request`.
+
+        `request` has what :func:`.requests.read_json` reads: ``headers`` and ``stream()``.
+        """
         try:
             doc = await read_json(request, self.max_request_bytes)
             works, retry_of = parse_commits(doc, self._methods)
         except BadRequest as e:
-            return self._error(e.status, e.code, str(e))
+            return e.status, wire.dumps({"error": {"code": e.code, "message": str(e)}})
         if self._closing:
-            return self._error(503, "stopping", "the server is shutting down; nothing was applied")
+            return 503, wire.dumps(
+                {
+                    "error": {
+                        "code": "stopping",
+                        "message": "the server is shutting down; nothing was applied",
+                    }
+                }
+            )
         assert self._writer is not None
         loop = asyncio.get_running_loop()
         group = Group(loop.create_future(), 0)
@@ -367,7 +410,7 @@ class MemoryServer:
             a.result if isinstance(a, Work) else a.result() if isinstance(a, asyncio.Future) else a
             for a in answers
         ]
-        return self._json(200, {"results": results})
+        return 200, wire.dumps({"results": results})
 
     async def _log(self, request: Any) -> Any:
         from starlette.responses import Response

@@ -8,7 +8,7 @@ refused here changes nothing.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from typing import Any, TypeVar
 
 from .. import wire
@@ -20,6 +20,8 @@ __all__ = [
     "DEFAULT_READ_BYTES",
     "MAX_READ_BYTES",
     "BadRequest",
+    "BodyStream",
+    "ClientGone",
     "float_param",
     "int_param",
     "log_identity",
@@ -57,6 +59,39 @@ def role_methods() -> dict[str, frozenset[str]]:
             if not attr.startswith("_")
         )
     return out
+
+
+class ClientGone(Exception):
+    """The client went away before its request's body arrived whole."""
+
+
+class BodyStream:
+    """What :func:`read_json` reads of a bare ASGI request: its headers and its body's chunks.
+
+    The same two things a Starlette request gives, for routes that skip Starlette.
+    """
+
+    def __init__(self, scope: MutableMapping[str, Any], receive: Any) -> None:
+        self.headers = {
+            name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]
+        }
+        self._receive = receive
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The body's chunks, as they arrive.
+
+        Raises:
+            ClientGone: The client disconnected first.
+        """
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            chunk = message.get("body", b"")
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
 
 
 async def read_json(request: Any, limit: int, empty: Any = _NO_BODY) -> Any:

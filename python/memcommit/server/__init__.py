@@ -3,7 +3,8 @@
 ``memcommit serve memory.db`` (or ``python -m memcommit serve``) runs a :class:`MemoryServer`.
 Clients use :class:`~memcommit.remote.RemoteStore`; the protocol is in :mod:`memcommit.wire`.
 
-How a commit travels: the HTTP layer (Starlette on uvicorn) checks the request's shape and
+How a commit travels: the HTTP layer (uvicorn; Starlette routes every request but
+``POST /v1/commit``, which a bare ASGI route answers) checks the request's shape and
 queues each commit for **the writer**, one thread that takes everything queued, runs it in
 arrival order (each commit's guards checked against the state its predecessors left, each
 role call under the store's one roles lock), then makes the whole batch durable with **one

@@ -508,6 +508,32 @@ def test_values_nest_up_to_the_wire_limit_through_a_remote_store(
     assert store.get(mid).data == deep_data
 
 
+def chunked(url: str, path: str, chunks: list[bytes]) -> tuple[int, bytes]:
+    """A POST whose body travels chunked, with no Content-Length to check up front."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    try:
+        conn.request("POST", path, iter(chunks), encode_chunked=True)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_a_chunked_commit_is_read_whole_and_held_to_the_limit(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "small.db", "--max-request-bytes", "1000") as small:
+        body = commit_body({"id": "c1", "ops": [put_op("m1", "in chunks")]})
+        status, answer = chunked(small.url, "/v1/commit", [body[:7], body[7:20], body[20:]])
+        assert status == 200, answer
+        assert json.loads(answer)["results"][0]["ok"]
+        status, answer = chunked(small.url, "/v1/commit", [b"{" + b" " * 600, b" " * 600 + b"}"])
+        assert status == 413 and "1000" in json.loads(answer)["error"]["message"]
+        assert raw(small.url, "GET", "/v1/commit")[0] == 405
+        with memcommit.RemoteStore(small.url) as remote:
+            assert remote.get("m1").text == "in chunks"
+            assert remote.lsn == 1
+
+
 def test_limits_on_request_size(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "small.db", "--max-request-bytes", "1000") as small:
         status, _, answer = raw(small.url, "POST", "/v1/commit", b"{" + b" " * 2000 + b"}")

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -532,6 +533,22 @@ def test_a_chunked_commit_is_read_whole_and_held_to_the_limit(tmp_path: Path) ->
         with memcommit.RemoteStore(small.url) as remote:
             assert remote.get("m1").text == "in chunks"
             assert remote.lsn == 1
+
+
+def test_a_client_gone_before_its_body_is_whole_changes_nothing(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "cut.db") as served:
+        body = commit_body({"id": "cut", "ops": [put_op("m1", "never whole")]})
+        with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+            sock.sendall(
+                b"POST /v1/commit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body[: len(body) // 2]
+            )
+        with memcommit.RemoteStore(served.url) as remote:  # the server answers on
+            assert remote.lsn == 0 and remote.get("m1") is None
+            remote.put("after", kind="note")
+            assert remote.lsn == 1
+        assert not any("Traceback" in line for line in served.output)
 
 
 def test_limits_on_request_size(tmp_path: Path) -> None:

@@ -251,6 +251,60 @@ def test_a_refresh_of_a_thousand_commits_is_one_request(
         assert len(reads) == 1 and reader.lsn == writer.lsn
 
 
+def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread whose request carries other threads' commits is interrupted (Ctrl-C): it
+    raises KeyboardInterrupt; the others learn their commits' outcome is unknown, and the
+    store goes on."""
+    from memcommit.remote.pipeline import Http
+
+    real = Http.request
+    release, entered = threading.Event(), threading.Event()
+
+    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
+        if path == "/v1/commit" and body is not None:
+            if b"blocker" in body:
+                entered.set()
+                release.wait(30)
+            elif body.count(b"rider") >= 2:
+                raise KeyboardInterrupt  # as Ctrl-C raises it in the thread sending
+        return real(self, method, path, body, *a)
+
+    monkeypatch.setattr(Http, "request", request)
+    outcomes: dict[str, str] = {}
+
+    def put(text: str) -> None:
+        try:
+            store.put(text, kind="note")
+            outcomes[text] = "ok"
+        except BaseException as e:  # KeyboardInterrupt included
+            outcomes[text] = type(e).__name__
+
+    with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
+        blocker = threading.Thread(target=put, args=("blocker",))
+        blocker.start()
+        assert entered.wait(30)
+        riders = [threading.Thread(target=put, args=(f"rider {i}",)) for i in (1, 2)]
+        for t in riders:
+            t.start()
+        pipeline = store._engine._pipeline
+        deadline = time.monotonic() + 30
+        while len(pipeline._pipe) < 2:  # both riders queued behind the blocker's request
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        release.set()
+        for t in (blocker, *riders):
+            t.join(30)
+        assert outcomes["blocker"] == "ok"
+        assert sorted(outcomes[f"rider {i}"] for i in (1, 2)) == [
+            "CommitOutcomeUnknown",
+            "KeyboardInterrupt",
+        ]
+        store.put("after", kind="note")  # the pipeline was not left without a leader
+        assert [m.text for m in store.find(kind="note", limit=None)][-1] == "after"
+
+
 def test_a_long_poll_hears_of_a_commit(server: ServerProcess) -> None:
     with memcommit.RemoteStore(server.url) as writer, memcommit.RemoteStore(server.url) as reader:
         reader.refresh()

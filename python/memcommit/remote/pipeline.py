@@ -428,7 +428,7 @@ class Pipeline:
                     self._senders -= 1
                     me.leader = False
                     return
-            self._send(batch)
+            self._send(batch, me)
             if me.result is not None or me.error is not None:
                 with self._pipe_lock:
                     me.leader = False
@@ -440,16 +440,36 @@ class Pipeline:
                         self._senders -= 1
                 return
 
-    def _send(self, batch: list[_Pending]) -> None:
+    def _send(self, batch: list[_Pending], leader: _Pending) -> None:
         try:
             results = self._post_commits([p.spec for p in batch])
             for pending, result in zip(batch, results, strict=True):
                 pending.result = result
-        except BaseException as e:
+        except Exception as e:
             for pending in batch:
                 pending.error = e
+        except BaseException as e:
+            # Ctrl-C (or SystemExit) in the leader's thread: that thread raises it, not the
+            # threads whose commits rode along, which may have been sent.
+            for pending in batch:
+                pending.error = e if pending is leader else self._interrupted(pending, e)
+            if leader not in batch:  # still queued: it must not be sent after its thread gave up
+                with self._pipe_lock:
+                    if leader in self._pipe:
+                        self._pipe.remove(leader)
+                leader.error = e
         for pending in batch:
             pending.wake()
+
+    def _interrupted(self, pending: _Pending, e: BaseException) -> wire.CommitOutcomeUnknown:
+        """What a commit learns when the request carrying it was interrupted in another thread."""
+        return wire.CommitOutcomeUnknown(
+            f"{self.url}: the request carrying this commit was interrupted in another thread "
+            f"({type(e).__name__}) after it may have been sent; whether it was applied is "
+            "unknown: refresh and check before committing again",
+            commit_id=str(pending.spec["id"]),
+            url=self.url,
+        )
 
     def _post_commits(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         deadline = time.monotonic() + self._retry_seconds

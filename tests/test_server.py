@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -303,6 +304,69 @@ def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
         ]
         store.put("after", kind="note")  # the pipeline was not left without a leader
         assert [m.text for m in store.find(kind="note", limit=None)][-1] == "after"
+
+
+class _Stop(Exception):
+    """What a test's signal handler raises."""
+
+
+def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread queued behind another's request that a signal handler interrupts (Ctrl-C)
+    raises; its commit is never sent, and the commits queued after it still go."""
+    from memcommit.remote.pipeline import Http
+
+    real = Http.request
+    release = threading.Event()
+
+    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
+        if path == "/v1/commit" and body is not None and b"blocker" in body:
+            release.wait(30)
+        return real(self, method, path, body, *a)
+
+    monkeypatch.setattr(Http, "request", request)
+    outcomes: dict[str, str] = {}
+
+    def put(text: str) -> None:
+        try:
+            store.put(text, kind="note")
+            outcomes[text] = "ok"
+        except BaseException as e:
+            outcomes[text] = type(e).__name__
+
+    with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
+        pipeline = store._engine._pipeline
+        late = threading.Thread(target=put, args=("late",))
+
+        def stop(signum: int, frame: object) -> None:
+            if len(pipeline._pipe) < 2:  # not yet this thread queued and "late" behind it
+                if len(pipeline._pipe) == 1 and not late.is_alive():
+                    late.start()
+                signal.setitimer(signal.ITIMER_REAL, 0.05)
+                return
+            raise _Stop
+
+        blocker = threading.Thread(target=put, args=("blocker",))
+        blocker.start()
+        deadline = time.monotonic() + 30
+        while pipeline._senders == 0:  # the blocker's request is in flight
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        try:
+            with pytest.raises(_Stop):
+                store.put("interrupted", kind="note")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            release.set()
+        for t in (blocker, late):
+            t.join(30)
+        assert outcomes == {"blocker": "ok", "late": "ok"}
+        texts = [m.text for m in store.find(kind="note", limit=None)]
+        assert "late" in texts and "interrupted" not in texts
 
 
 def test_a_long_poll_hears_of_a_commit(server: ServerProcess) -> None:

@@ -406,7 +406,36 @@ class Pipeline:
                 if not result.get("ok"):
                     raise wire.decode_error(result.get("error", {}), self.url)
                 return result
-            pending.gate.acquire()
+            try:
+                pending.gate.acquire()
+            except BaseException:  # a signal handler raised (Ctrl-C) while this thread waited
+                self._withdraw(pending)
+                raise
+
+    def _withdraw(self, pending: _Pending) -> None:
+        """Take back a commit whose thread stopped waiting.
+
+        Still queued, it is never sent; handed the lead meanwhile, it passes the lead on. A
+        request already carrying it goes on.
+        """
+        with self._pipe_lock:
+            if pending in self._pipe:
+                self._pipe.remove(pending)
+            if pending.leader:
+                pending.leader = False
+                self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Pass a sender's slot to the first queued commit not leading, or free it.
+
+        The caller holds the pipe's lock.
+        """
+        successor = next((p for p in self._pipe if not p.leader), None)
+        if successor is not None:
+            successor.leader = True
+            successor.wake()
+        else:
+            self._senders -= 1
 
     def _lead(self, me: _Pending) -> None:
         """Send what is queued, batch after batch, until `me` is answered; then hand over."""
@@ -432,12 +461,7 @@ class Pipeline:
             if me.result is not None or me.error is not None:
                 with self._pipe_lock:
                     me.leader = False
-                    successor = next((p for p in self._pipe if not p.leader), None)
-                    if successor is not None:
-                        successor.leader = True  # this sender's slot passes to it
-                        successor.wake()
-                    else:
-                        self._senders -= 1
+                    self._hand_over()
                 return
 
     def _send(self, batch: list[_Pending], leader: _Pending) -> None:

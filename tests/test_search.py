@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -483,6 +484,43 @@ def test_a_large_store_searches_through_the_approximate_index_once_built(
     assert small.wait_for_vector_index() is False
     store.close()
     small.close()
+
+
+class _Stop(Exception):
+    """What the test's signal handler raises."""
+
+
+def test_ctrl_c_stops_the_wait_for_the_approximate_index(tmp_path: Path) -> None:
+    """The wait (minutes at a million vectors) runs the process's signal handlers as it
+    waits, so Ctrl-C ends it; the build goes on, and a later wait sees it through."""
+    rng = random.Random(11)
+    n, dims = 60_000, 8
+    store = memcommit.open(str(tmp_path / "m.db"), durability="none")
+    with store.commit() as c:
+        c.put_many(
+            [f"memory {i}" for i in range(n)],
+            vectors=[[rng.gauss(0, 1) for _ in range(dims)] for _ in range(n)],
+        )
+    calls = [0]
+
+    def stop(signum: int, frame: object) -> None:
+        # Run only once a blocked call returns, a handler is called at most once for all the
+        # ticks meanwhile; a third call means it ran while the wait went on.
+        calls[0] += 1
+        if calls[0] == 3:
+            raise _Stop
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 0.01, 0.01)
+    try:
+        with pytest.raises(_Stop):
+            store.wait_for_vector_index()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert store.wait_for_vector_index() is True
+    assert len(store.search([1.0] * dims, k=10, mode="vector")) == 10
+    store.close()
 
 
 def test_context_with_a_query_spends_the_budget_on_relevant_memories(

@@ -93,8 +93,19 @@ fn the_approximate_index_follows_every_commit() {
     }
     let probe = model["m5"].clone();
     assert!(search(&log, &probe, 10, active()).iter().any(|h| h.0 == "m5"));
-    // The first search started the graph's build, in the background; it is beside the
-    // matrix once done.
+    // The first search started the graph's build, in the background. A wait whose `between`
+    // fails (Ctrl-C, in the binding) stops with that error, and the build goes on; it is
+    // beside the matrix once done.
+    let mut calls = 0;
+    let stopped = log.wait_for_vector_graph_between(&mut || {
+        calls += 1;
+        Err(memcommit_core::Error::Invalid { field: "interrupted", message: "stop".into() })
+    });
+    assert!(
+        matches!(stopped, Err(memcommit_core::Error::Invalid { field: "interrupted", .. })),
+        "{stopped:?}"
+    );
+    assert_eq!(calls, 1);
     assert!(log.wait_for_vector_graph().unwrap());
     assert!(log.search_heap_bytes() > count * DIMS * 4 + count * 64);
 

@@ -312,7 +312,14 @@ impl NativeLog {
     /// Build the approximate vector index now if the store uses one, and wait for it
     /// (`MemoryStore.wait_for_vector_index`).
     fn wait_for_vector_index(&self, py: Python<'_>) -> PyResult<bool> {
-        self.run(py, |log| log.wait_for_vector_graph())
+        let log = self.log().map_err(to_py)?;
+        // The build takes minutes at a million vectors: Ctrl-C stops the wait (see `gate`).
+        let mut failed: Option<PyErr> = None;
+        let result = {
+            let mut between = || gate::between_steps(&mut failed, |_| Ok(()));
+            gate::detach(py, || log.wait_for_vector_graph_between(&mut between))
+        };
+        gate::finish(failed, result)
     }
 
     /// The `k` best memories for a query with their scores, best first (`MemoryStore.search`).

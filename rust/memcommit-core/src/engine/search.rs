@@ -38,6 +38,9 @@ pub struct SearchQuery<'a> {
 /// Entries read per batch while the search index is built.
 const BUILD_BATCH: usize = 4096;
 
+/// How often [`Log::wait_for_vector_graph_between`] calls its `between` while it waits.
+pub const WAIT_STEP: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Log {
     /// The `k` memories that best match a query, best first, with their scores: cosine
     /// similarity (vector mode), BM25 (text mode) or the fused reciprocal-rank score (hybrid).
@@ -80,6 +83,17 @@ impl Log {
     /// commits and searches go on meanwhile. True once the graph is in place; false when the
     /// store does not use one (too few vectors, or not turned on) or it could not be built.
     pub fn wait_for_vector_graph(&self) -> Result<bool> {
+        self.wait_for_vector_graph_between(&mut || Ok(()))
+    }
+
+    /// [`wait_for_vector_graph`](Self::wait_for_vector_graph), calling `between` every
+    /// [`WAIT_STEP`] or so while it waits; an error from it stops the wait (the build goes on)
+    /// and is returned. The binding checks for Ctrl-C there.
+    pub fn wait_for_vector_graph_between(
+        &self,
+        between: &mut (dyn FnMut() -> Result<()> + Send),
+    ) -> Result<bool> {
+        let mut since = std::time::Instant::now();
         loop {
             let ready = {
                 let st = self.state.read();
@@ -92,6 +106,10 @@ impl Log {
             };
             if let Some(ready) = ready {
                 return Ok(ready);
+            }
+            if since.elapsed() >= WAIT_STEP {
+                between()?;
+                since = std::time::Instant::now();
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

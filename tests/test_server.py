@@ -252,6 +252,15 @@ def test_a_refresh_of_a_thousand_commits_is_one_request(
         assert len(reads) == 1 and reader.lsn == writer.lsn
 
 
+def put_noting(store: memcommit.RemoteStore, text: str, outcomes: dict[str, str]) -> None:
+    """Put `text`; note in `outcomes` "ok" or the name of what was raised (any BaseException)."""
+    try:
+        store.put(text, kind="note")
+        outcomes[text] = "ok"
+    except BaseException as e:  # KeyboardInterrupt included
+        outcomes[text] = type(e).__name__
+
+
 def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
     server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -274,19 +283,14 @@ def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
 
     monkeypatch.setattr(Http, "request", request)
     outcomes: dict[str, str] = {}
-
-    def put(text: str) -> None:
-        try:
-            store.put(text, kind="note")
-            outcomes[text] = "ok"
-        except BaseException as e:  # KeyboardInterrupt included
-            outcomes[text] = type(e).__name__
-
     with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
-        blocker = threading.Thread(target=put, args=("blocker",))
+        blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
         blocker.start()
         assert entered.wait(30)
-        riders = [threading.Thread(target=put, args=(f"rider {i}",)) for i in (1, 2)]
+        riders = [
+            threading.Thread(target=put_noting, args=(store, f"rider {i}", outcomes))
+            for i in (1, 2)
+        ]
         for t in riders:
             t.start()
         pipeline = store._engine._pipeline
@@ -327,17 +331,9 @@ def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
 
     monkeypatch.setattr(Http, "request", request)
     outcomes: dict[str, str] = {}
-
-    def put(text: str) -> None:
-        try:
-            store.put(text, kind="note")
-            outcomes[text] = "ok"
-        except BaseException as e:
-            outcomes[text] = type(e).__name__
-
     with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
         pipeline = store._engine._pipeline
-        late = threading.Thread(target=put, args=("late",))
+        late = threading.Thread(target=put_noting, args=(store, "late", outcomes))
 
         def stop(signum: int, frame: object) -> None:
             if len(pipeline._pipe) < 2:  # not yet this thread queued and "late" behind it
@@ -347,7 +343,7 @@ def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
                 return
             raise _Stop
 
-        blocker = threading.Thread(target=put, args=("blocker",))
+        blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
         blocker.start()
         deadline = time.monotonic() + 30
         while pipeline._senders == 0:  # the blocker's request is in flight

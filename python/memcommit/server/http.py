@@ -320,7 +320,7 @@ class MemoryServer:
         return Response(wire.dumps(body), status, self._headers(), "application/json")
 
     def _error(self, status: int, code: str, message: str) -> Any:
-        return self._json(status, {"error": {"code": code, "message": message}})
+        return self._json(status, _error_doc(code, message))
 
     async def _health(self, request: Any) -> Any:
         failed = self._writer is not None and self._writer.failed is not None
@@ -367,16 +367,10 @@ class MemoryServer:
             doc = await read_json(request, self.max_request_bytes)
             works, retry_of = parse_commits(doc, self._methods)
         except BadRequest as e:
-            return e.status, wire.dumps({"error": {"code": e.code, "message": str(e)}})
+            return e.status, wire.dumps(_error_doc(e.code, str(e)))
         if self._closing:
-            return 503, wire.dumps(
-                {
-                    "error": {
-                        "code": "stopping",
-                        "message": "the server is shutting down; nothing was applied",
-                    }
-                }
-            )
+            message = "the server is shutting down; nothing was applied"
+            return 503, wire.dumps(_error_doc("stopping", message))
         assert self._writer is not None
         loop = asyncio.get_running_loop()
         group = Group(loop.create_future(), 0)
@@ -567,6 +561,11 @@ async def _run_one(writer: Writer, kind: int, spec: Any) -> Any:
     writer.submit([work])
     await asyncio.wait([work.group.future])
     return work.result
+
+
+def _error_doc(code: str, message: str) -> dict[str, Any]:
+    """The body of an error answer."""
+    return {"error": {"code": code, "message": message}}
 
 
 class _AsgiEndpoint:

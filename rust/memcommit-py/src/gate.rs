@@ -41,20 +41,6 @@ pub fn between_steps(
     }
 }
 
-/// Asked, without the GIL, when a signal interrupted a wait (EINTR): take the GIL for a
-/// moment and run the process's signal handlers, as Python's own I/O does (PEP 475). True to
-/// wait on; false if a handler raised (Ctrl-C's KeyboardInterrupt), its error kept in `failed`
-/// for the caller to raise.
-pub fn signals_let_wait(failed: &mut Option<PyErr>) -> bool {
-    match Python::attach(|py| py.check_signals()) {
-        Ok(()) => true,
-        Err(e) => {
-            *failed = Some(e);
-            false
-        }
-    }
-}
-
 /// The core error that stops work a Python error interrupted (replaced by that error).
 fn stopped(message: String) -> memcommit_core::Error {
     memcommit_core::Error::Invalid { field: "interrupted", message }

@@ -58,8 +58,9 @@ impl HttpClient {
         let mut raised = None;
         let answer = gate::detach(py, || {
             let extra: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-            self.client
-                .request(method, path, &extra, body, timeout, &mut || gate::signals_let_wait(&mut raised))
+            self.client.request(method, path, &extra, body, timeout, &mut || {
+                gate::between_steps(&mut raised, |_| Ok(())).is_ok()
+            })
         });
         let answer = match (answer, raised) {
             (Ok(a), _) => a,

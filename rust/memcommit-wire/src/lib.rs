@@ -406,17 +406,10 @@ fn bad(why: impl Into<String>) -> io::Error {
 }
 
 /// Read more bytes into `buf`; an end of stream is an error (`what` was still expected).
-///
-/// A read a signal interrupted (EINTR: a signal handler of the client's process, or a
-/// profiler that samples it) is read again, as `read_exact` does.
+/// (A client's reads go through [`Signals`], which decides what a signal's EINTR means.)
 fn fill(stream: &mut impl Read, buf: &mut Vec<u8>, what: &str) -> io::Result<()> {
     let mut chunk = [0u8; 16 * 1024];
-    let n = loop {
-        match stream.read(&mut chunk) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            read => break read?,
-        }
-    };
+    let n = stream.read(&mut chunk)?;
     if n == 0 {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,

@@ -23,7 +23,7 @@ use super::{gap_for, put_state, Commit, Outlet, CHUNK};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::memory::{self, PutCommand, PutState};
-use crate::format::{encode_record, Op, RECORD_OVERHEAD};
+use crate::format::{encode_record, prefetch, Op, RECORD_OVERHEAD};
 use crate::state::index::PutApply;
 
 /// Runs shorter than this many puts take `push`, one by one: a second thread costs more than
@@ -32,6 +32,12 @@ const SMALL_RUN: usize = 2048;
 
 /// How many ids ahead the index pass hashes, and asks the CPU to load their id table slots.
 const AHEAD: usize = 8;
+
+/// How many puts ahead the encoder asks the CPU to load a put's id and text. A caller's
+/// strings are scattered over its heap and usually out of the cache (a binding lends a million
+/// Python strs, read by nothing since they were made): without this, the copy of each text
+/// waits for memory.
+const TEXT_AHEAD: usize = 4;
 
 /// The numbers the index gave the kinds and tasks of one run of puts, by where their bytes
 /// are: a binding lends the strings of its caller's objects, and a caller passes one object
@@ -237,6 +243,12 @@ fn encode_chunk(
     let mut states = c.states.iter().peekable();
     for (k, p) in puts[c.first..c.end].iter().enumerate() {
         let i = c.first + k;
+        if let Some(next) = puts.get(i + TEXT_AHEAD) {
+            prefetch(next.id.as_ptr());
+            for line in next.text.as_bytes().chunks(64) {
+                prefetch(line.as_ptr());
+            }
+        }
         let state = match states.peek() {
             Some(&&(j, st)) if j == i => {
                 states.next();

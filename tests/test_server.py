@@ -649,12 +649,17 @@ def test_a_chunked_commit_is_read_whole_and_held_to_the_limit(tmp_path: Path) ->
             assert remote.lsn == 1
 
 
-def test_a_client_gone_before_its_body_is_whole_changes_nothing(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "cut.db") as served:
-        body = commit_body({"id": "cut", "ops": [put_op("m1", "never whole")]})
+@pytest.mark.parametrize("route", ["/v1/commit", "/v1/flush", "/v1/test/clock"])
+def test_a_client_gone_before_its_body_is_whole_changes_nothing(tmp_path: Path, route: str) -> None:
+    with ServerProcess(tmp_path / "cut.db", "--test-clock") as served:
+        body = {
+            "/v1/commit": commit_body({"id": "cut", "ops": [put_op("m1", "never whole")]}),
+            "/v1/flush": b"{}" + b" " * 64,
+            "/v1/test/clock": b'{"now_us": 4102444800000000}',
+        }[route]
         with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
             sock.sendall(
-                b"POST /v1/commit HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
                 + f"Content-Length: {len(body)}\r\n\r\n".encode()
                 + body[: len(body) // 2]
             )
@@ -662,6 +667,9 @@ def test_a_client_gone_before_its_body_is_whole_changes_nothing(tmp_path: Path) 
             assert remote.lsn == 0 and remote.get("m1") is None
             remote.put("after", kind="note")
             assert remote.lsn == 1
+            # The clock did not move to 2100: the half-sent time was never applied.
+            status, _, answer = raw(served.url, "GET", "/v1/test/clock")
+            assert status == 200 and json.loads(answer)["now_us"] < 4102444800000000
         assert not any("Traceback" in line for line in served.output)
 
 

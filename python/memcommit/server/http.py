@@ -301,7 +301,9 @@ class MemoryServer:
         ]
         if self._test_clock:
             routes.append(Route("/v1/test/clock", self._clock_endpoint, methods=["GET", "POST"]))
-        inner = Starlette(routes=routes, lifespan=lifespan)
+        inner = Starlette(
+            routes=routes, lifespan=lifespan, exception_handlers={ClientGone: self._client_gone}
+        )
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             # Commits, most of what a server answers, skip Starlette's layers: the same
@@ -321,6 +323,12 @@ class MemoryServer:
 
     def _error(self, status: int, code: str, message: str) -> Any:
         return self._json(status, _error_doc(code, message))
+
+    async def _client_gone(self, request: Any, exc: Exception) -> Any:
+        """A route's client went away mid-body: nothing ran, and nobody reads the answer."""
+        from starlette.responses import Response
+
+        return Response(status_code=400)
 
     async def _health(self, request: Any) -> Any:
         failed = self._writer is not None and self._writer.failed is not None

@@ -62,7 +62,10 @@ def role_methods() -> dict[str, frozenset[str]]:
 
 
 class ClientGone(Exception):
-    """The client went away before its request's body arrived whole."""
+    """The client went away before its request's body arrived whole.
+
+    Nothing of the request was run, and nobody is left to answer.
+    """
 
 
 class BodyStream:
@@ -99,6 +102,7 @@ async def read_json(request: Any, limit: int, empty: Any = _NO_BODY) -> Any:
 
     Raises:
         BadRequest: Over `limit` bytes (413), not JSON, or nested deeper than wire.MAX_DEPTH.
+        ClientGone: The client disconnected before the body was whole.
     """
     body = await _read_body(request, limit)
     if not body and empty is not _NO_BODY:
@@ -132,14 +136,19 @@ async def _read_body(request: Any, limit: int) -> bytes:
                 413,
                 "too_large",
             )
+    from starlette.requests import ClientDisconnect
+
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(
-                f"the body is over {limit} bytes (--max-request-bytes)", 413, "too_large"
-            )
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BadRequest(
+                    f"the body is over {limit} bytes (--max-request-bytes)", 413, "too_large"
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:  # a Starlette request's word for it
+        raise ClientGone from None
     return b"".join(chunks)
 
 

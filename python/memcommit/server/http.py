@@ -401,8 +401,14 @@ class MemoryServer:
             self._writer.submit(new)
         else:
             group.future.set_result(None)
-        # asyncio.wait, not gather: a client that goes away must not cancel a shared commit.
-        await asyncio.wait(waits)
+        if len(waits) == 1:
+            # The request's own future: cancelled with the request (a server stopping), it
+            # leaves the commits to run, and _finish answers only futures not done.
+            await group.future
+        else:
+            # asyncio.wait, not gather: a request cancelled must not cancel the futures of
+            # resends it waits on.
+            await asyncio.wait(waits)
         results = [
             a.result if isinstance(a, Work) else a.result() if isinstance(a, asyncio.Future) else a
             for a in answers

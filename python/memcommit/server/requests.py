@@ -75,9 +75,11 @@ class BodyStream:
     """
 
     def __init__(self, scope: MutableMapping[str, Any], receive: Any) -> None:
-        self.headers = {
-            name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]
-        }
+        # Only the one header read_json reads (ASGI gives header names in lower case).
+        self.headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                self.headers["content-length"] = value.decode("latin-1")
         self._receive = receive
 
     async def stream(self) -> AsyncIterator[bytes]:

@@ -74,43 +74,72 @@ def many_records_log(tmp_path: Path) -> Path:
     return path
 
 
+class _CtrlCAfterReading:
+    """Send this process a SIGINT once it has read `bytes_in` more bytes from files (so the
+    work is running, with most of it still ahead), as a user's Ctrl-C; `after` is then how
+    much was read from the signal to the end of the block."""
+
+    def __init__(self, bytes_in: int) -> None:
+        self._bytes_in = bytes_in
+        self._done = threading.Event()
+        self._at_signal: list[int] = []
+        self._peak = 0
+        self._thread = threading.Thread(target=self._watch)
+        self.after = 0
+
+    def _watch(self) -> None:
+        # Then go on watching until the work returns: a mapping's pages leave the count when
+        # it is unmapped, so what it reached is the most seen.
+        while not self._done.is_set():
+            read = _bytes_read()
+            self._peak = max(self._peak, read)
+            if not self._at_signal and read - self._start >= self._bytes_in:
+                self._at_signal.append(read)
+                os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.0005)
+
+    def __enter__(self) -> _CtrlCAfterReading:
+        self._start = _bytes_read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        assert self._at_signal, "the work ended before it read enough to be interrupted"
+        self.after = max(self._peak, _bytes_read()) - self._at_signal[0]
+
+
 def test_ctrl_c_stops_verify_without_a_callback(many_records_log: Path) -> None:
     size = many_records_log.stat().st_size
     with memcommit.open(many_records_log, read_only=True) as store:
         with pytest.raises(ForgedReference):
             verify(store)  # the log is as the fixture says: a whole verify ends in this
-        # Ctrl-C once verify has read its first chunks (so it is running, with most of the
-        # log still ahead): the interrupt arrives while the core works without the GIL.
-        start = _bytes_read()
-        done = threading.Event()
-        at_signal: list[int] = []
-
-        peak: list[int] = [0]
-
-        def interrupt() -> None:
-            # Then go on watching until verify returns: a mapping's pages leave the count when
-            # it is unmapped, so what it reached is the most seen.
-            while not done.is_set():
-                read = _bytes_read()
-                peak[0] = max(peak[0], read)
-                if not at_signal and read - start >= 8 << 20:
-                    at_signal.append(read)
-                    os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.0005)
-
-        thread = threading.Thread(target=interrupt)
-        thread.start()
-        try:
-            with pytest.raises(KeyboardInterrupt) as info:
-                verify(store)
-        finally:
-            done.set()
-            thread.join()
-        read_after_signal = max(peak[0], _bytes_read()) - at_signal[0]
+        # The interrupt arrives while the core works without the GIL.
+        with pytest.raises(KeyboardInterrupt) as info, _CtrlCAfterReading(8 << 20) as ctrl_c:
+            verify(store)
     assert size > 100 << 20
     assert not isinstance(info.value.__context__, ForgedReference)
     # It stopped within a few of its chunks of the signal, not at the end of the log.
-    assert read_after_signal < size // 2, (read_after_signal, size)
+    assert ctrl_c.after < size // 2, (ctrl_c.after, size)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_ctrl_c_stops_an_open_that_replays_the_whole_log(
+    many_records_log: Path, read_only: bool
+) -> None:
+    # No index file: the open replays every record, a while at tens of millions.
+    many_records_log.with_name(many_records_log.name + ".index").unlink(missing_ok=True)
+    size = many_records_log.stat().st_size
+    before = many_records_log.read_bytes()
+    with pytest.raises(KeyboardInterrupt), _CtrlCAfterReading(8 << 20) as ctrl_c:
+        memcommit.open(many_records_log, read_only=read_only).close()
+    # It stopped within a few megabytes of the signal, not at the end of the log.
+    assert ctrl_c.after < size // 2, (ctrl_c.after, size)
+    # It changed nothing and let go of the lock: the store opens whole, for writing.
+    assert many_records_log.read_bytes() == before
+    with memcommit.open(many_records_log) as store:
+        assert len(store) == 50 * 20_000 + 1
 
 
 def test_a_failing_progress_callback_stops_compaction_and_leaves_the_old_log(

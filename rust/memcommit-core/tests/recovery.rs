@@ -1118,3 +1118,43 @@ fn records_carry_their_durable_gap_and_version_1_logs_stay_version_1() {
     assert_eq!((version, recs.len()), (1, 20));
     assert!(recs.iter().all(|&(_, gap)| gap == 0));
 }
+
+/// `open_between` calls its `between` while it replays a log with no index file, and an error
+/// from it stops the open: nothing of the log changes, the lock is let go, and the next open
+/// replays the whole log.
+#[test]
+fn an_error_between_replay_steps_stops_the_open_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.db");
+    let no_index = Options { index_file_every: 0, ..opts(Durability::None) };
+    {
+        let log = Log::open(&path, no_index.clone()).unwrap();
+        let text = "r".repeat(1000);
+        for c in 0..20 {
+            let cmds: Vec<Command> = (0..1000).map(|i| put(&format!("m{c}-{i}"), &text)).collect();
+            log.commit(&cmds, None, T0).unwrap();
+        }
+        log.close().unwrap();
+    }
+    assert!(!memcommit_core::index_file::path_for(&path).exists(), "the test needs a full replay");
+    let before = std::fs::read(&path).unwrap();
+    assert!(before.len() > 16 << 20, "several replay steps long");
+
+    let mut calls = 0;
+    let stopped = Log::open_between(&path, no_index.clone(), None, &mut || {
+        calls += 1;
+        Err(Error::Invalid { field: "interrupted", message: "stop here".into() })
+    });
+    assert!(matches!(stopped, Err(Error::Invalid { field: "interrupted", .. })));
+    assert_eq!(calls, 1, "the first error ends the replay");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    let mut steps = 0;
+    let log = Log::open_between(&path, no_index, None, &mut || {
+        steps += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(log.len().unwrap(), 20_000);
+    assert!(steps >= 4, "called every few megabytes: {steps} calls for {} bytes", before.len());
+}

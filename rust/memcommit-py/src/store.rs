@@ -170,11 +170,13 @@ impl NativeLog {
         })?;
         let opts =
             Options { durability, flush_interval_ms, max_record_bytes, read_only, ..Options::default() };
-        let log = release(py, || match &snapshot {
-            Some(snap) => Log::open_with_snapshot_file(&path, opts, snap),
-            None => Log::open(&path, opts),
-        })?;
-        Ok(NativeLog::new(log))
+        // Without an index file the whole log is replayed: Ctrl-C stops that (see `gate`).
+        let mut failed: Option<PyErr> = None;
+        let result = {
+            let mut between = || gate::between_steps(&mut failed, |_| Ok(()));
+            gate::detach(py, || Log::open_between(&path, opts, snapshot.as_deref(), &mut between))
+        };
+        Ok(NativeLog::new(gate::finish(failed, result)?))
     }
 
     /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`);

@@ -52,7 +52,7 @@ impl Log {
         // The closed log's index is dead weight: free it before the new one is built, so the
         // peak is one index, not two.
         self.state.write().index = Index::new();
-        let reopened = Log::open_inner(path, self.options().clone(), lock, None)?;
+        let reopened = Log::open_inner(path, self.options().clone(), lock, None, &mut || Ok(()))?;
         reopened.add_purged(&self.purged.lock().iter().cloned().collect::<Vec<_>>());
         *reopened.auto_seal.lock() = *self.auto_seal.lock();
         Ok(reopened)

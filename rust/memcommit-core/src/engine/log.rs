@@ -295,23 +295,47 @@ fn create_log_file(path: &Path, display: &str) -> Result<()> {
 impl Log {
     /// Open (creating if missing, unless read-only) the log at `path`.
     pub fn open(path: &Path, opts: Options) -> Result<Arc<Log>> {
-        Log::open_inner(path, opts, None, None)
+        Log::open_inner(path, opts, None, None, &mut || Ok(()))
+    }
+
+    /// [`open`](Self::open), with the snapshot in the file `snapshot` if one is given (see
+    /// [`open_with_snapshot_file`](Self::open_with_snapshot_file)), calling `between` every
+    /// few megabytes of the replay: an open with no index file replays the whole log, which
+    /// takes seconds at tens of millions of records. An error from `between` stops the open
+    /// and is returned; the open has written nothing by then, and the lock is let go. The
+    /// binding checks for Ctrl-C there.
+    pub fn open_between(
+        path: &Path,
+        opts: Options,
+        snapshot: Option<&Path>,
+        between: &mut (dyn FnMut() -> Result<()> + Send),
+    ) -> Result<Arc<Log>> {
+        let snap = match snapshot {
+            Some(file) => {
+                let name = file.display().to_string();
+                let text = vfs::read(file).map_err(|e| Error::io(&name, "read", e))?;
+                Some(crate::persist::snapshot::parse(&text, &name)?)
+            }
+            None => None,
+        };
+        Log::open_inner(path, opts, None, snap, between)
     }
 
     /// Open with a snapshot (its JSON text): restore the index it holds, after checking it
     /// against the log, and replay only the records after it (see `snapshot`).
     pub fn open_with_snapshot(path: &Path, opts: Options, snapshot: &[u8]) -> Result<Arc<Log>> {
         let snap = crate::persist::snapshot::parse(snapshot, &path.display().to_string())?;
-        Log::open_inner(path, opts, None, Some(snap))
+        Log::open_inner(path, opts, None, Some(snap), &mut || Ok(()))
     }
 
     /// `open`, for a writer that already holds the lock file (log compaction hands it over),
-    /// and with a snapshot.
+    /// with a snapshot, and calling `between` during the replay (see `open_between`).
     pub(crate) fn open_inner(
         path: &Path,
         opts: Options,
         held: Option<File>,
         snapshot: Option<crate::persist::snapshot::Snapshot>,
+        between: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Arc<Log>> {
         let display = path.display().to_string();
         if opts.max_record_bytes == 0 || opts.max_record_bytes > format::MAX_PAYLOAD_LEN {
@@ -401,7 +425,7 @@ impl Log {
             chain_from = Some((r.end, r.lsn, r.chain));
         }
         let replay_from = st.end;
-        let good_end = replay(&mut st, replay_from, file_len, &display)?;
+        let good_end = replay(&mut st, replay_from, file_len, &display, between)?;
         st.index.finish_replay();
         st.recent_commits = VecDeque::from([st.lsn]);
         let mut recovered_bytes = 0;
@@ -843,7 +867,7 @@ impl Log {
         let before = st.records;
         let start = st.end;
         // A writer may be mid-append: a record cut short at the end is simply not there yet.
-        replay(&mut st, start, len, &self.display)?;
+        replay(&mut st, start, len, &self.display, &mut || Ok(()))?;
         if let Some(c) = self.chainer.get() {
             c.publish(st.end);
         }

@@ -31,9 +31,7 @@ impl Log {
     /// Open with the snapshot in the file `snapshot` (see `open_with_snapshot`); every
     /// `SnapshotMismatch` names that file.
     pub fn open_with_snapshot_file(path: &Path, opts: Options, snapshot: &Path) -> Result<Arc<Log>> {
-        let name = snapshot.display().to_string();
-        let text = vfs::read(snapshot).map_err(|e| Error::io(&name, "read", e))?;
-        Log::open_inner(path, opts, None, Some(snapshot::parse(&text, &name)?))
+        Log::open_between(path, opts, Some(snapshot), &mut || Ok(()))
     }
 
     /// A follower (see `follower`) of the store whose log is `image` (its header, then its
@@ -57,7 +55,7 @@ impl Log {
         let r = snapshot::restore(snap, &image, len, &st.header, log.display())?;
         st.medium = Medium::Memory(image);
         (st.index, st.end, st.lsn, st.records, st.sparse) = (r.index, r.end, r.lsn, r.records, r.sparse);
-        let good_end = replay(&mut st, r.end, len, log.display())?;
+        let good_end = replay(&mut st, r.end, len, log.display(), &mut || Ok(()))?;
         if good_end < len {
             return Err(Error::Corrupt {
                 path: log.display().to_string(),

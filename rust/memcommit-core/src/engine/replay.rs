@@ -8,10 +8,21 @@ use crate::format;
 use crate::recovery::scan::{Item, Scanner, Stop};
 use crate::recovery::{describe, judge_spot, lsn_follows, mid_log_hint, not_following};
 
+/// How many bytes of records replay applies between two calls of its `between`.
+const STEP: u64 = 4 << 20;
+
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
-/// finish are taken back. Damage followed by any valid record is `Corrupt`.
-/// Returns the offset after the last complete commit.
-pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -> Result<u64> {
+/// finish are taken back. Damage followed by any valid record is `Corrupt`. `between` is
+/// called every [`STEP`] bytes or so; an error from it stops the replay and is returned (the
+/// state is then half built: the caller drops it). Returns the offset after the last complete
+/// commit.
+pub(crate) fn replay(
+    st: &mut State,
+    start: u64,
+    file_len: u64,
+    display: &str,
+    between: &mut dyn FnMut() -> Result<()>,
+) -> Result<u64> {
     let salt = st.header.salt();
     let (dense_from, durable) = (st.header.dense_from, st.durable_floor);
     let State { medium, index, undo, sparse, .. } = st;
@@ -23,6 +34,7 @@ pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -
     undo.clear();
     let mut mark = index.mark();
     let ids = (salt, dense_from, durable);
+    let mut next_step = start + STEP;
     loop {
         let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
         // The id table's slot for the next record is a likely cache miss: start loading it now,
@@ -37,6 +49,10 @@ pub(crate) fn replay(st: &mut State, start: u64, file_len: u64, display: &str) -
                 (off, reason, ahead)
             }
             Item::Record(off, rec) => {
+                if off >= next_step {
+                    between()?;
+                    next_step = off + STEP;
+                }
                 index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
                     path: display.to_string(),
                     offset: off,

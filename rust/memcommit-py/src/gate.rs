@@ -2,7 +2,8 @@
 //! else (clippy's `disallowed_methods` keeps `Python::detach` out of every other file), core
 //! errors are mapped on the way out (`errors::to_py`), and long work that reports progress
 //! takes the GIL back between its steps only to run the caller's callback and check for
-//! signals, so Ctrl-C stops a long verify or compaction. (`NativeLog::across_swaps` adds the
+//! signals, so Ctrl-C stops a long verify, compaction, open or vector-index wait.
+//! (`NativeLog::across_swaps` adds the
 //! retry across a log generation swap on top of `detach`; no other code retries.)
 
 use pyo3::prelude::*;
@@ -39,6 +40,22 @@ pub fn between_steps(
             Err(stopped(message))
         }
     }
+}
+
+/// Run core work with the GIL released, handing it a `between` to call between its steps,
+/// which checks for signals (a pending Ctrl-C stops the work there and is raised in place of
+/// its result): `detach`, `between_steps` and `finish` together, for work with no progress
+/// callback.
+pub fn stoppable<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(&mut (dyn FnMut() -> memcommit_core::Result<()> + Send)) -> memcommit_core::Result<T> + Send,
+) -> PyResult<T> {
+    let mut failed: Option<PyErr> = None;
+    let result = {
+        let mut between = || between_steps(&mut failed, |_| Ok(()));
+        detach(py, || work(&mut between))
+    };
+    finish(failed, result)
 }
 
 /// The core error that stops work a Python error interrupted (replaced by that error).

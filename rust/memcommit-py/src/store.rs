@@ -171,12 +171,9 @@ impl NativeLog {
         let opts =
             Options { durability, flush_interval_ms, max_record_bytes, read_only, ..Options::default() };
         // Without an index file the whole log is replayed: Ctrl-C stops that (see `gate`).
-        let mut failed: Option<PyErr> = None;
-        let result = {
-            let mut between = || gate::between_steps(&mut failed, |_| Ok(()));
-            gate::detach(py, || Log::open_between(&path, opts, snapshot.as_deref(), &mut between))
-        };
-        Ok(NativeLog::new(gate::finish(failed, result)?))
+        let log =
+            gate::stoppable(py, |between| Log::open_between(&path, opts, snapshot.as_deref(), between))?;
+        Ok(NativeLog::new(log))
     }
 
     /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`);
@@ -316,12 +313,7 @@ impl NativeLog {
     fn wait_for_vector_index(&self, py: Python<'_>) -> PyResult<bool> {
         let log = self.log().map_err(to_py)?;
         // The build takes minutes at a million vectors: Ctrl-C stops the wait (see `gate`).
-        let mut failed: Option<PyErr> = None;
-        let result = {
-            let mut between = || gate::between_steps(&mut failed, |_| Ok(()));
-            gate::detach(py, || log.wait_for_vector_graph_between(&mut between))
-        };
-        gate::finish(failed, result)
+        gate::stoppable(py, |between| log.wait_for_vector_graph_between(between))
     }
 
     /// The `k` best memories for a query with their scores, best first (`MemoryStore.search`).

@@ -3,8 +3,8 @@
 //! errors are mapped on the way out (`errors::to_py`), and long work that reports progress
 //! takes the GIL back between its steps only to run the caller's callback and check for
 //! signals, so Ctrl-C stops a long verify, compaction, open or vector-index wait.
-//! (`NativeLog::across_swaps` adds the
-//! retry across a log generation swap on top of `detach`; no other code retries.)
+//! (`NativeLog::across_swaps` adds the retry across a log generation swap on top of `detach`;
+//! no other code retries.)
 
 use pyo3::prelude::*;
 

@@ -1,4 +1,5 @@
-"""Ctrl-C stops a long verify or compaction, and a progress callback's error stops it too.
+"""Ctrl-C stops a long verify, compaction, open or reader's refresh, and a progress
+callback's error stops verify and compaction too.
 
 Long work runs in the core without the GIL; between its chunks the binding's one gate takes
 the GIL back for a moment to run the caller's progress callback and check for signals. A
@@ -156,3 +157,24 @@ def test_a_failing_progress_callback_stops_compaction_and_leaves_the_old_log(
         assert store.generation == 0
     assert big_log.read_bytes() == before
     assert sorted(p.name for p in big_log.parent.iterdir() if "tmp" in p.name) == []
+
+
+def test_ctrl_c_stops_a_readers_long_refresh_at_a_whole_commit(tmp_path: Path) -> None:
+    path = tmp_path / "followed.db"
+    with memcommit.open(path, durability="none") as store:
+        store.put("before the reader")
+        with memcommit.open(path, read_only=True) as reader:
+            for _ in range(50):
+                with store.commit() as c:
+                    c.put_many(["z" * 60] * 20_000)
+            size = path.stat().st_size
+            with pytest.raises(KeyboardInterrupt), _CtrlCAfterReading(8 << 20) as ctrl_c:
+                reader.refresh()
+            # It stopped within a few megabytes of the signal, not at the end of the log...
+            assert ctrl_c.after < size // 2, (ctrl_c.after, size)
+            # ...at a whole commit: some of the 20,000-put commits applied, none in part.
+            behind = len(reader)
+            assert 1 < behind < 1_000_001 and (behind - 1) % 20_000 == 0, behind
+            # The next refresh goes on from there.
+            reader.refresh()
+            assert len(reader) == 1_000_001 and reader.lsn == store.lsn

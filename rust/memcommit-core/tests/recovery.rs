@@ -1158,3 +1158,38 @@ fn an_error_between_replay_steps_stops_the_open_and_changes_nothing() {
     assert_eq!(log.len().unwrap(), 20_000);
     assert!(steps >= 4, "called every few megabytes: {steps} calls for {} bytes", before.len());
 }
+
+/// `refresh_between` stops a reader's catch-up at the last whole commit when `between` fails:
+/// the reader is behind, never inside a commit, and the next refresh goes on from there.
+#[test]
+fn an_error_between_refresh_steps_leaves_the_reader_at_a_whole_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("followed.db");
+    let log = writer(&path).unwrap();
+    log.commit(&[put("first", "before the reader")], None, T0).unwrap();
+    let follower = reader(&path).unwrap();
+    let text = "f".repeat(1000);
+    for c in 0..20 {
+        let cmds: Vec<Command> = (0..1000).map(|i| put(&format!("m{c}-{i}"), &text)).collect();
+        log.commit(&cmds, None, T0).unwrap();
+    }
+
+    let mut calls = 0;
+    let stopped = follower.refresh_between(&mut || {
+        calls += 1;
+        if calls == 2 {
+            Err(Error::Invalid { field: "interrupted", message: "stop here".into() })
+        } else {
+            Ok(())
+        }
+    });
+    assert!(matches!(stopped, Err(Error::Invalid { field: "interrupted", .. })));
+    // Some commits applied, none in part: the reader's LSN is one a commit ended on.
+    let behind = follower.lsn();
+    assert!(behind > 1 && behind < 20_001, "stopped part way: LSN {behind}");
+    assert_eq!((behind - 1) % 1000, 0, "LSN {behind} is inside a commit of 1,000 records");
+    assert_eq!(follower.len().unwrap() as u64, behind);
+
+    assert_eq!(follower.refresh().unwrap(), 20_001 - behind);
+    assert_eq!((follower.lsn(), follower.len().unwrap()), (20_001, 20_001));
+}

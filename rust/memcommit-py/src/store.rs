@@ -720,7 +720,10 @@ impl NativeLog {
 
     /// Catch a reader up. Returns how many records were applied.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
-        self.run(py, |log| log.refresh())
+        // A reader far behind replays a long backlog: Ctrl-C stops that at a whole commit (see
+        // `gate`). Only a read-only log refreshes, and no compaction swaps one under it.
+        let log = self.log().map_err(to_py)?;
+        gate::stoppable(py, |between| log.refresh_between(between))
     }
 
     /// fsync everything written.

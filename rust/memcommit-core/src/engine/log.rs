@@ -852,6 +852,14 @@ impl Log {
 
     /// Catch a reader up with what the writer appended. Returns how many records were applied.
     pub fn refresh(&self) -> Result<u64> {
+        self.refresh_between(&mut || Ok(()))
+    }
+
+    /// [`refresh`](Self::refresh), calling `between` every few megabytes of what it applies
+    /// (a reader far behind may have millions of records to catch up with). An error from it
+    /// stops the refresh at the last whole commit applied, and is returned: the reader is
+    /// then behind, never half way through a commit, and the next refresh goes on from there.
+    pub fn refresh_between(&self, between: &mut (dyn FnMut() -> Result<()> + Send)) -> Result<u64> {
         let mut st = self.state.write();
         self.check_open(&st)?;
         let Medium::File(f) = &st.medium else {
@@ -867,11 +875,11 @@ impl Log {
         let before = st.records;
         let start = st.end;
         // A writer may be mid-append: a record cut short at the end is simply not there yet.
-        replay(&mut st, start, len, &self.display, &mut || Ok(()))?;
+        let replayed = replay(&mut st, start, len, &self.display, between);
         if let Some(c) = self.chainer.get() {
             c.publish(st.end);
         }
-        Ok(st.records - before)
+        replayed.map(|_| st.records - before)
     }
 
     /// Facts about the log.

@@ -13,9 +13,9 @@ const STEP: u64 = 4 << 20;
 
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
 /// finish are taken back. Damage followed by any valid record is `Corrupt`. `between` is
-/// called every [`STEP`] bytes or so; an error from it stops the replay and is returned (the
-/// state is then half built: the caller drops it). Returns the offset after the last complete
-/// commit.
+/// called every [`STEP`] bytes or so; an error from it stops the replay at the last whole
+/// commit applied, as if the log ended there, and is returned (a reader's state is then
+/// whole, only behind). Returns the offset after the last complete commit.
 pub(crate) fn replay(
     st: &mut State,
     start: u64,
@@ -35,6 +35,7 @@ pub(crate) fn replay(
     let mut mark = index.mark();
     let ids = (salt, dense_from, durable);
     let mut next_step = start + STEP;
+    let mut stopped = None;
     loop {
         let (item, next_key) = sc.next_with_lookahead().map_err(|e| Error::io(display, "read", e))?;
         // The id table's slot for the next record is a likely cache miss: start loading it now,
@@ -50,7 +51,10 @@ pub(crate) fn replay(
             }
             Item::Record(off, rec) => {
                 if off >= next_step {
-                    between()?;
+                    if let Err(e) = between() {
+                        stopped = Some(e);
+                        break;
+                    }
                     next_step = off + STEP;
                 }
                 index.apply(&rec, off, Some(undo)).map_err(|reason| Error::Corrupt {
@@ -102,5 +106,8 @@ pub(crate) fn replay(
     st.lsn = committed_lsn;
     st.records = committed_records;
     st.end = good_end;
-    Ok(good_end)
+    match stopped {
+        Some(e) => Err(e),
+        None => Ok(good_end),
+    }
 }

@@ -6,6 +6,8 @@
 //! (`NativeLog::across_swaps` adds the retry across a log generation swap on top of `detach`;
 //! no other code retries.)
 
+use std::time::{Duration, Instant};
+
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
@@ -42,20 +44,41 @@ pub fn between_steps(
     }
 }
 
+/// How often `stoppable` work checks for signals: often enough that Ctrl-C feels immediate,
+/// seldom enough that waiting for the GIL (up to Python's switch interval, 5 ms, when other
+/// threads run Python) costs the work little.
+const CHECK_EVERY: Duration = Duration::from_millis(50);
+
 /// Run core work with the GIL released, handing it a `between` to call between its steps,
-/// which checks for signals (a pending Ctrl-C stops the work there and is raised in place of
-/// its result): `detach`, `between_steps` and `finish` together, for work with no progress
-/// callback.
+/// which checks for signals every [`CHECK_EVERY`] (a pending Ctrl-C stops the work there and
+/// is raised in place of its result): `detach`, `between_steps` and `finish` together, for
+/// work with no progress callback. Off the main thread, where Python runs no signal handler,
+/// `between` checks nothing and never takes the GIL.
 pub fn stoppable<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&mut (dyn FnMut() -> memcommit_core::Result<()> + Send)) -> memcommit_core::Result<T> + Send,
 ) -> PyResult<T> {
+    let main = on_main_thread(py)?;
     let mut failed: Option<PyErr> = None;
+    let mut checked = Instant::now();
     let result = {
-        let mut between = || between_steps(&mut failed, |_| Ok(()));
+        let mut between = || {
+            if !main || checked.elapsed() < CHECK_EVERY {
+                return Ok(());
+            }
+            checked = Instant::now();
+            between_steps(&mut failed, |_| Ok(()))
+        };
         detach(py, || work(&mut between))
     };
     finish(failed, result)
+}
+
+/// Whether this is Python's main thread, the one that runs signal handlers.
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let threading = py.import("threading")?;
+    let main = threading.call_method0("main_thread")?;
+    Ok(main.is(&threading.call_method0("current_thread")?))
 }
 
 /// The core error that stops work a Python error interrupted (replaced by that error).

@@ -1119,6 +1119,15 @@ fn records_carry_their_durable_gap_and_version_1_logs_stay_version_1() {
     assert!(recs.iter().all(|&(_, gap)| gap == 0));
 }
 
+/// Commit `commits` commits of 1,000 puts of 1,000-byte texts each (about 1 MB a commit).
+fn commit_thousands(log: &Log, commits: usize) {
+    let text = "t".repeat(1000);
+    for c in 0..commits {
+        let cmds: Vec<Command> = (0..1000).map(|i| put(&format!("m{c}-{i}"), &text)).collect();
+        log.commit(&cmds, None, T0).unwrap();
+    }
+}
+
 /// `open_between` calls its `between` while it replays a log with no index file, and an error
 /// from it stops the open: nothing of the log changes, the lock is let go, and the next open
 /// replays the whole log.
@@ -1129,11 +1138,7 @@ fn an_error_between_replay_steps_stops_the_open_and_changes_nothing() {
     let no_index = Options { index_file_every: 0, ..opts(Durability::None) };
     {
         let log = Log::open(&path, no_index.clone()).unwrap();
-        let text = "r".repeat(1000);
-        for c in 0..20 {
-            let cmds: Vec<Command> = (0..1000).map(|i| put(&format!("m{c}-{i}"), &text)).collect();
-            log.commit(&cmds, None, T0).unwrap();
-        }
+        commit_thousands(&log, 20);
         log.close().unwrap();
     }
     assert!(!memcommit_core::index_file::path_for(&path).exists(), "the test needs a full replay");
@@ -1168,11 +1173,7 @@ fn an_error_between_refresh_steps_leaves_the_reader_at_a_whole_commit() {
     let log = writer(&path).unwrap();
     log.commit(&[put("first", "before the reader")], None, T0).unwrap();
     let follower = reader(&path).unwrap();
-    let text = "f".repeat(1000);
-    for c in 0..20 {
-        let cmds: Vec<Command> = (0..1000).map(|i| put(&format!("m{c}-{i}"), &text)).collect();
-        log.commit(&cmds, None, T0).unwrap();
-    }
+    commit_thousands(&log, 20);
 
     let mut calls = 0;
     let stopped = follower.refresh_between(&mut || {

@@ -139,8 +139,14 @@ _put_rows.__doc__ = Commit.put_rows.__doc__
 DeferredCommit.put_rows = _put_rows  # type: ignore[attr-defined]
 
 
+_AS_IS = frozenset({str, bytes, list, tuple, dict, int, float, bool, type(None)})
+"""The types most arguments have, which `_once` returns as they are without asking the ABCs."""
+
+
 def _once(value: Any) -> Any:
     """`value`, with an iterable (a generator, say) made a list, so it can be read twice."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, (str, bytes, bytearray, Mapping, list, tuple)):
         return value
     return list(value) if isinstance(value, Iterable) else value

@@ -52,22 +52,29 @@ const CHECK_EVERY: Duration = Duration::from_millis(50);
 /// Run core work with the GIL released, handing it a `between` to call between its steps,
 /// which checks for signals every [`CHECK_EVERY`] (a pending Ctrl-C stops the work there and
 /// is raised in place of its result): `detach`, `between_steps` and `finish` together, for
-/// work with no progress callback. Off the main thread, where Python runs no signal handler,
-/// `between` checks nothing and never takes the GIL.
+/// work with no progress callback. Work shorter than that (most refreshes) never takes the
+/// GIL; off the main thread, where Python runs no signal handler, `between` takes it once, to
+/// learn so, and never again.
 pub fn stoppable<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(&mut (dyn FnMut() -> memcommit_core::Result<()> + Send)) -> memcommit_core::Result<T> + Send,
 ) -> PyResult<T> {
-    let main = on_main_thread(py)?;
     let mut failed: Option<PyErr> = None;
     let mut checked = Instant::now();
+    let mut main: Option<bool> = None;
     let result = {
         let mut between = || {
-            if !main || checked.elapsed() < CHECK_EVERY {
+            if main == Some(false) || checked.elapsed() < CHECK_EVERY {
                 return Ok(());
             }
             checked = Instant::now();
-            between_steps(&mut failed, |_| Ok(()))
+            // The signal check first, then (once) whether there is any to make on this thread.
+            between_steps(&mut failed, |py| {
+                if main.is_none() {
+                    main = Some(on_main_thread(py)?);
+                }
+                Ok(())
+            })
         };
         detach(py, || work(&mut between))
     };

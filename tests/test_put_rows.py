@@ -82,6 +82,39 @@ def test_rows_write_the_records_a_put_per_record_writes(tmp_path: Path) -> None:
         s.close()
 
 
+def test_rows_with_fields_of_their_own_write_what_a_put_per_record_writes(tmp_path: Path) -> None:
+    # Some rows give a tier, data, tags, sources or a vector of their own, scattered through
+    # a run long enough for the bulk path: each record takes its own row's fields, and the
+    # keywords' where the row gives none.
+    clock = ControllableClock(CLOCK_START)
+    keywords: dict[str, Any] = {"kind": "fact", "tier": "mid", "data": {"k": 0}, "tags": ("s",)}
+    rows: list[dict[str, Any]] = []
+    for i in range(N):
+        row: dict[str, Any] = {"id": f"r{i:05d}", "text": f"row {i} " + "y" * (i % 90)}
+        if i % 7 == 3:
+            row["tier"] = "long"
+        if i % 11 == 5:
+            row["data"] = {"i": i}
+        if i % 13 == 6:
+            row["tags"] = (f"own-{i}",)
+        if i % 17 == 8:
+            row["sources"] = (f"r{i - 1:05d}",)
+        if i % 19 == 9:
+            row["vector"] = [float(i), 1.0]
+        rows.append(row)
+    each, by_rows = (memcommit.open(str(tmp_path / f"{k}.db"), clock=clock) for k in "er")
+    with each.commit() as c:
+        for row in rows:
+            c.put(**{**keywords, **row})
+    with by_rows.commit() as c:
+        c.put_rows(rows, **keywords)
+    _same_store(each, by_rows)
+    last = by_rows.get(f"r{N - 1 - (N - 1 - 9) % 19:05d}")
+    assert last is not None and last.vector is not None
+    for s in (each, by_rows):
+        s.close()
+
+
 def test_long_runs_of_single_puts_write_what_short_runs_write(tmp_path: Path) -> None:
     # A commit's long runs of c.put are pushed as the bulk path pushes put_many; short runs
     # (here cut by guards, which write nothing) one by one. The two write the same bytes, with

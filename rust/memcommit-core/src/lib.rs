@@ -41,7 +41,7 @@ pub mod sim {
     pub use crate::vfs::sim::{Crash, Fault, Op, Rng, SimFs};
 }
 
-pub use engine::commit::{Commit, Committed};
+pub use engine::commit::{Commit, Committed, PutRun};
 pub use engine::log::{
     truncate, truncate_expecting, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options,
 };
@@ -50,6 +50,7 @@ pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
 pub use recovery::{inspect, Inspection};
 pub use state::index::{Entry, Query};
+pub use state::room::Room;
 
 /// Opening and writing logs: the options, the automatic seal policy, and a shorthand command.
 pub mod log {

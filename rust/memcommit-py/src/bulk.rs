@@ -9,9 +9,10 @@
 //! changes nothing written.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use memcommit_core::{PutCommand, Tier};
+use memcommit_core::{PutCommand, PutRun, Room, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -33,9 +34,9 @@ const TAGS: usize = 6;
 const SOURCES: usize = 7;
 const VECTOR: usize = 8;
 
-/// Puts built per call of `push_puts`: enough that the second thread has work, few enough
-/// that a batch's commands stay small and warm in the cache.
-pub const BATCH: usize = 1 << 16;
+/// Calls with this many rows or more have the other core fault in the memory they are read
+/// into (`Room`) while this one reads them.
+pub const POPULATE_FROM: usize = 1 << 15;
 
 /// Where the UTF-8 bytes of a str are, found once: when a bulk call checks the str.
 ///
@@ -95,6 +96,8 @@ pub struct Bulk {
     shared: Shared,
     /// The rows that give a tier, data, tags or sources of their own, in row order.
     own: Vec<Own>,
+    /// Where each row's `Own` is in `own` (`u32::MAX`: none), or empty when `own` is.
+    own_at: Vec<u32>,
     /// What holds every str that `id`, `text`, `kind`, `task` or `own` point into, and that
     /// no one else can change: the call's own copies of the lists it was given (of texts and
     /// ids, or of rows, whose tuples hold their values), a dict row's values, generated ids,
@@ -308,7 +311,17 @@ impl Bulk {
         let given = ids.get_slice(0, n).unbind();
         held.push(ids.into_any().unbind());
         held.push(texts.into_any().unbind());
-        let bulk = Bulk { id, text, kind, task, shared, own: Vec::new(), held, vectors: Vec::new() };
+        let bulk = Bulk {
+            id,
+            text,
+            kind,
+            task,
+            shared,
+            own: Vec::new(),
+            own_at: Vec::new(),
+            held,
+            vectors: Vec::new(),
+        };
         Ok((bulk, given))
     }
 
@@ -335,8 +348,9 @@ impl Bulk {
     /// `put_rows`' records: each row a dict of put fields or a tuple of values in the order of
     /// `fields`, checked and read now (an error names the row and the field, and nothing is
     /// kept; the commit reads no row again); the
-    /// keywords are what a row that gives no value for a field gets. Returns them with a new
-    /// list of their ids.
+    /// keywords are what a row that gives no value for a field gets. `later` is memory the
+    /// rows will be written to later (the index's, from `Log::make_room`), faulted in with
+    /// the memory they are read into. Returns them with a new list of their ids.
     #[allow(clippy::too_many_arguments)] // the fields of put_rows
     pub fn rows(
         py: Python<'_>,
@@ -349,6 +363,7 @@ impl Bulk {
         data: Option<&Bound<'_, PyAny>>,
         tags: Option<&Bound<'_, PyAny>>,
         sources: Option<&Bound<'_, PyAny>>,
+        later: Room,
     ) -> PyResult<(Bulk, Py<PyList>)> {
         if rows.is_instance_of::<PyString>() || rows.is_instance_of::<PyDict>() {
             return Err(type_error("rows", "an iterable of rows (dicts or tuples)", rows));
@@ -377,112 +392,135 @@ impl Bulk {
         let mut vectors: Vec<Option<Arc<[f32]>>> = Vec::new();
         let mut missing = 0;
         let mut dict_values = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            let where_ = || format!("rows[{i}]");
-            let Some(row) = Row::of(row.clone()) else {
-                return Err(type_error(&where_(), "a dict or a tuple", &row));
-            };
-            if let Row::Tuple(t) = &row {
-                if t.len() > order.len() {
-                    return Err(PyValueError::new_err(format!(
-                        "{}: {} values for the {} fields ({})",
-                        where_(),
-                        t.len(),
-                        order.len(),
-                        order.join(", ")
-                    )));
-                }
-            } else if let Row::Dict(d) = &row {
-                for k in d.keys() {
-                    let known = k
-                        .cast::<PyString>()
-                        .ok()
-                        .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
-                    if known.is_none() {
-                        return Err(PyValueError::new_err(format!(
-                            "{}: {} is not a field of a put (the fields are {})",
-                            where_(),
-                            k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
-                            FIELDS.join(", ")
-                        )));
-                    }
-                }
+        // The other core faults in the memory the rows are read into, then the index's room
+        // for them, while this one reads them.
+        let mut room = Room::new();
+        room.add_spare(&ids);
+        room.add_spare(&id);
+        room.add_spare(&text);
+        room.add_spare(&kind_of);
+        room.add_spare(&task_of);
+        room.extend(later);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            if n >= POPULATE_FROM {
+                s.spawn(|| room.populate(&stop));
             }
-            // A tuple holds its values for as long as the rows are held; a dict may change.
-            let dict = matches!(row, Row::Dict(_));
-            let get = |f: usize| row.field(&places, f);
-            let mut hold = |v: &Bound<'_, PyAny>| {
-                if dict {
-                    dict_values.push(v.clone().unbind());
-                }
-            };
-            let checked = (|| -> PyResult<()> {
-                match get(TEXT)? {
-                    Some(t) => {
-                        text.push(Utf8::of(text_str(&t, "text")?));
-                        hold(&t);
+            let read = (|| -> PyResult<()> {
+                for (i, row) in rows.iter().enumerate() {
+                    let where_ = || format!("rows[{i}]");
+                    let Some(row) = Row::of(row.clone()) else {
+                        return Err(type_error(&where_(), "a dict or a tuple", &row));
+                    };
+                    if let Row::Tuple(t) = &row {
+                        if t.len() > order.len() {
+                            return Err(PyValueError::new_err(format!(
+                                "{}: {} values for the {} fields ({})",
+                                where_(),
+                                t.len(),
+                                order.len(),
+                                order.join(", ")
+                            )));
+                        }
+                    } else if let Row::Dict(d) = &row {
+                        for k in d.keys() {
+                            let known = k
+                                .cast::<PyString>()
+                                .ok()
+                                .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
+                            if known.is_none() {
+                                return Err(PyValueError::new_err(format!(
+                                    "{}: {} is not a field of a put (the fields are {})",
+                                    where_(),
+                                    k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
+                                    FIELDS.join(", ")
+                                )));
+                            }
+                        }
                     }
-                    None => return Err(PyValueError::new_err("text: a row must give a text")),
-                }
-                match get(ID)? {
-                    Some(i) => {
-                        id.push(Some(Utf8::of(key_str(&i, "id")?)));
-                        hold(&i);
-                        ids.push(Some(i));
-                    }
-                    None => {
-                        id.push(None);
-                        ids.push(None);
-                        missing += 1;
-                    }
-                }
-                match get(KIND)? {
-                    Some(k) => {
-                        kind_of.push(Utf8::of(key_str(&k, "kind")?));
-                        hold(&k);
-                    }
-                    None => kind_of.push(default_kind),
-                }
-                match get(TASK)? {
-                    Some(t) => {
-                        task_of.push(Some(Utf8::of(key_str(&t, "task")?)));
-                        hold(&t);
-                    }
-                    None => task_of.push(default_task),
-                }
-                let mut mine = Own {
-                    row: i,
-                    tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
-                    data: None,
-                    tags: None,
-                    sources: None,
-                };
-                if let Some(d) = data_arg(py, get(DATA)?.as_ref())? {
-                    mine.data = Some(Utf8::of(d.bind(py).to_str()?));
-                    held.push(d.into_any());
-                }
-                for (f, name, slot) in
-                    [(TAGS, "tags", &mut mine.tags), (SOURCES, "sources", &mut mine.sources)]
-                {
-                    if let Some(v) = get(f)? {
-                        let t = str_tuple(py, Some(&v), name)?;
-                        *slot = Some(tuple_views(t.bind(py))?);
-                        held.push(t.into_any());
-                    }
-                }
-                if mine.tier.is_some() || mine.data.is_some() || mine.tags.is_some() || mine.sources.is_some()
-                {
-                    own.push(mine);
-                }
-                if let Some(v) = get(VECTOR)? {
-                    // Rows before the first with a vector have none.
-                    vectors.resize(i, None);
-                    vectors.push(Some(get_vector(&v, "vector")?));
+                    // A tuple holds its values for as long as the rows are held; a dict may change.
+                    let dict = matches!(row, Row::Dict(_));
+                    let get = |f: usize| row.field(&places, f);
+                    let mut hold = |v: &Bound<'_, PyAny>| {
+                        if dict {
+                            dict_values.push(v.clone().unbind());
+                        }
+                    };
+                    let checked = (|| -> PyResult<()> {
+                        match get(TEXT)? {
+                            Some(t) => {
+                                text.push(Utf8::of(text_str(&t, "text")?));
+                                hold(&t);
+                            }
+                            None => return Err(PyValueError::new_err("text: a row must give a text")),
+                        }
+                        match get(ID)? {
+                            Some(i) => {
+                                id.push(Some(Utf8::of(key_str(&i, "id")?)));
+                                hold(&i);
+                                ids.push(Some(i));
+                            }
+                            None => {
+                                id.push(None);
+                                ids.push(None);
+                                missing += 1;
+                            }
+                        }
+                        match get(KIND)? {
+                            Some(k) => {
+                                kind_of.push(Utf8::of(key_str(&k, "kind")?));
+                                hold(&k);
+                            }
+                            None => kind_of.push(default_kind),
+                        }
+                        match get(TASK)? {
+                            Some(t) => {
+                                task_of.push(Some(Utf8::of(key_str(&t, "task")?)));
+                                hold(&t);
+                            }
+                            None => task_of.push(default_task),
+                        }
+                        let mut mine = Own {
+                            row: i,
+                            tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
+                            data: None,
+                            tags: None,
+                            sources: None,
+                        };
+                        if let Some(d) = data_arg(py, get(DATA)?.as_ref())? {
+                            mine.data = Some(Utf8::of(d.bind(py).to_str()?));
+                            held.push(d.into_any());
+                        }
+                        for (f, name, slot) in
+                            [(TAGS, "tags", &mut mine.tags), (SOURCES, "sources", &mut mine.sources)]
+                        {
+                            if let Some(v) = get(f)? {
+                                let t = str_tuple(py, Some(&v), name)?;
+                                *slot = Some(tuple_views(t.bind(py))?);
+                                held.push(t.into_any());
+                            }
+                        }
+                        if mine.tier.is_some()
+                            || mine.data.is_some()
+                            || mine.tags.is_some()
+                            || mine.sources.is_some()
+                        {
+                            own.push(mine);
+                        }
+                        if let Some(v) = get(VECTOR)? {
+                            // Rows before the first with a vector have none.
+                            vectors.resize(i, None);
+                            vectors.push(Some(get_vector(&v, "vector")?));
+                        }
+                        Ok(())
+                    })();
+                    checked.map_err(|e| at(py, &where_(), e))?;
                 }
                 Ok(())
             })();
-            checked.map_err(|e| at(py, &where_(), e))?;
-        }
+            stop.store(true, Ordering::Relaxed);
+            read
+        })?;
         held.push(rows.into_any().unbind());
         held.append(&mut dict_values);
         let mut made = IDS.next_ids(id_ms, missing).into_iter();
@@ -503,14 +541,25 @@ impl Bulk {
         if !vectors.is_empty() {
             vectors.resize(n, None);
         }
-        let bulk =
-            Bulk { id, text, kind: Col::Each(kind_of), task: Col::Each(task_of), shared, own, held, vectors };
+        let mut own_at = Vec::new();
+        if !own.is_empty() {
+            own_at = vec![u32::MAX; n];
+            for (k, o) in own.iter().enumerate() {
+                own_at[o.row] = k as u32;
+            }
+        }
+        let bulk = Bulk {
+            id,
+            text,
+            kind: Col::Each(kind_of),
+            task: Col::Each(task_of),
+            shared,
+            own,
+            own_at,
+            held,
+            vectors,
+        };
         Ok((bulk, PyList::new(py, all)?.unbind()))
-    }
-
-    /// How many records.
-    pub fn len(&self) -> usize {
-        self.id.len()
     }
 
     /// The bytes `v` points at.
@@ -523,54 +572,49 @@ impl Bulk {
             std::str::from_utf8_unchecked(std::slice::from_raw_parts(v.ptr.as_ptr(), v.len))
         }
     }
+}
 
-    /// Hand the records to `f` in order, `batch` at a time, as core puts borrowing the
-    /// strings in place. Needs no GIL: it reads no Python object.
-    pub fn each_batch<E>(
-        &self,
-        batch: usize,
-        mut f: impl FnMut(&[PutCommand<&str>]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let n = self.len();
+/// The records as the core's puts, each built when asked for, its strings borrowed in place.
+/// Needs no GIL: it reads no Python object.
+impl PutRun for Bulk {
+    fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    fn id(&self, i: usize) -> &str {
+        self.str(self.id[i])
+    }
+
+    fn text(&self, i: usize) -> &str {
+        self.str(self.text[i])
+    }
+
+    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
         let strs = |views: &[Utf8]| views.iter().map(|v| self.str(*v)).collect::<Vec<&str>>();
-        let (shared_tags, shared_sources) = (strs(&self.shared.tags), strs(&self.shared.sources));
-        let shared_data = self.shared.data.map(|d| self.str(d));
-        let mut own = self.own.iter().peekable();
-        let mut cmds: Vec<PutCommand<&str>> = Vec::with_capacity(batch.clamp(1, n.max(1)));
-        let mut start = 0;
-        while start < n {
-            let end = (start + batch.max(1)).min(n);
-            cmds.clear();
-            for i in start..end {
-                let mut p = PutCommand {
-                    id: self.str(self.id[i]),
-                    text: self.str(self.text[i]),
-                    kind: self.str(self.kind.at(i)),
-                    task: self.task.at(i).map(|t| self.str(t)),
-                    data: shared_data,
-                    tier: Some(self.shared.tier),
-                    tags: shared_tags.clone(),
-                    sources: shared_sources.clone(),
-                    vector: self.vectors.get(i).cloned().flatten(),
-                };
-                if let Some(o) = own.next_if(|o| o.row == i) {
-                    p.tier = Some(o.tier.unwrap_or(self.shared.tier));
-                    if let Some(d) = o.data {
-                        p.data = Some(self.str(d));
-                    }
-                    if let Some(t) = &o.tags {
-                        p.tags = strs(t);
-                    }
-                    if let Some(s) = &o.sources {
-                        p.sources = strs(s);
-                    }
-                }
-                cmds.push(p);
+        let mut p = PutCommand {
+            id: self.str(self.id[i]),
+            text: self.str(self.text[i]),
+            kind: self.str(self.kind.at(i)),
+            task: self.task.at(i).map(|t| self.str(t)),
+            data: self.shared.data.map(|d| self.str(d)),
+            tier: Some(self.shared.tier),
+            tags: strs(&self.shared.tags),
+            sources: strs(&self.shared.sources),
+            vector: self.vectors.get(i).cloned().flatten(),
+        };
+        if let Some(o) = self.own_at.get(i).and_then(|&k| self.own.get(k as usize)) {
+            p.tier = Some(o.tier.unwrap_or(self.shared.tier));
+            if let Some(d) = o.data {
+                p.data = Some(self.str(d));
             }
-            f(&cmds)?;
-            start = end;
+            if let Some(t) = &o.tags {
+                p.tags = strs(t);
+            }
+            if let Some(s) = &o.sources {
+                p.sources = strs(s);
+            }
         }
-        Ok(())
+        f(&p)
     }
 }
 

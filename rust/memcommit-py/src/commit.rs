@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use memcommit_core::Log;
-use memcommit_core::{Command, Expect, PutCommand, Status, Tier};
+use memcommit_core::{Command, Expect, PutCommand, PutRun, Room, Status, Tier};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::bulk::{Bulk, Shared, BATCH};
+use crate::bulk::{Bulk, Shared, POPULATE_FROM};
 use crate::convert::{get_opt_u64, get_vector, items_of, status_from, tier_from, type_error};
 use crate::errors::to_py;
 use crate::gate::{self, release};
@@ -285,8 +285,8 @@ impl Commit {
         while i < self.ops.len() {
             let op = &self.ops[i];
             if let Op::Bulk(b) = op {
-                // Pushed in batches with the GIL released: it reads no Python object.
-                release(py, || b.each_batch(BATCH, |puts| c.push_puts(puts)))?;
+                // Pushed with the GIL released: it reads no Python object.
+                release(py, || c.push_puts(&**b))?;
                 i += 1;
                 continue;
             }
@@ -320,6 +320,10 @@ impl Commit {
 
 /// Runs of this many `c.put` in a row, or more, are pushed as bulk runs (`push_put_run`).
 const PUT_RUN: usize = 4096;
+
+/// The puts of such a run built per call of `push_puts`: enough that the second thread has
+/// work, few enough that a batch's commands stay small and warm in the cache.
+const BATCH: usize = 1 << 16;
 
 /// Push `ops`, all `Op::Put`, as the bulk path pushes a `put_many` (`Commit::push_puts`: the
 /// records encoded and written on a second thread while this one applies them to the index),
@@ -406,12 +410,7 @@ fn each_command(
             let cmd = Command::Put(put_command(py, op, views(&tag_items)?, views(&source_items)?)?);
             f(&cmd, after)
         }
-        Op::Bulk(b) => b.each_batch(usize::MAX, |puts| {
-            for p in puts {
-                f(&Command::Put(p.clone()), None)?;
-            }
-            Ok(())
-        }),
+        Op::Bulk(b) => (0..b.len()).try_for_each(|i| b.with(i, |p| f(&Command::Put(p.clone()), None))),
         Op::Status { id, status, reason } => {
             f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? }, after)
         }
@@ -712,7 +711,20 @@ impl Commit {
     ) -> PyResult<Py<PyList>> {
         let py = rows.py();
         self.check_open()?;
-        let (bulk, ids) = Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources)?;
+        // A store's commit makes room in the index now (see `Bulk::rows`); a commit that only
+        // checks operations (a remote store's) is never written here.
+        let n = match (rows.cast::<PyList>(), rows.cast::<PyTuple>()) {
+            (Ok(l), _) => l.len(),
+            (_, Ok(t)) => t.len(),
+            _ => 0, // an iterator: not known before it is read
+        };
+        let room = match self.native.get().log() {
+            // The GIL let go: growing a large index's id table takes a while.
+            Ok(log) if self.require_with && n >= POPULATE_FROM => gate::detach(py, || log.make_room(n)),
+            _ => Room::new(),
+        };
+        let (bulk, ids) =
+            Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources, room)?;
         self.add(Op::Bulk(Box::new(bulk)))?;
         Ok(ids)
     }

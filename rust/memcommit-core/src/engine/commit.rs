@@ -18,8 +18,10 @@ use crate::format::memory::{self, Command, PutState, Status};
 use crate::format::seal::{self, SealEntry, SealKey};
 use crate::format::{self, encode_record, Op};
 use crate::state::index::{Index, Mark, Slot};
+use crate::state::room::Room;
 
 mod bulk;
+pub use bulk::PutRun;
 
 /// Records are written to the log in chunks of about this size while a large commit runs.
 const CHUNK: usize = 1 << 20;
@@ -89,6 +91,25 @@ impl Log {
             arrival,
             dims: None,
         })
+    }
+}
+
+impl Log {
+    /// Make room in the index for `puts` new memories, as `begin` does for a commit of that
+    /// many, ahead of it, and return the memory they will be written to, for
+    /// [`Room::populate`] on another thread while the caller gathers the puts. Empty, and
+    /// nothing done, when another thread holds the state (this never waits) or the log takes
+    /// no writes.
+    pub fn make_room(&self, puts: usize) -> Room {
+        let mut room = Room::new();
+        if let Some(mut st) = self.state.try_write() {
+            if self.check_writer(&st).is_ok() {
+                let n = puts.min(1 << 24);
+                st.index.reserve(n);
+                st.index.add_room(n, &mut room);
+            }
+        }
+        room
     }
 }
 

@@ -41,6 +41,11 @@ impl IdTable {
         self.slots.len() - 1
     }
 
+    /// The addresses of its slots, for a [`Room`](crate::state::room::Room).
+    pub(crate) fn memory(&self) -> std::ops::Range<usize> {
+        self.slots.addresses()
+    }
+
     /// Entries held (the unit tests check it against a model).
     #[cfg(test)]
     pub fn len(&self) -> usize {

@@ -19,6 +19,7 @@ use crate::format::{Op, RecordView, RECORD_OVERHEAD};
 use crate::state::by_task::ByTask;
 use crate::state::history::History;
 use crate::state::idtable::IdTable;
+use crate::state::room::Room;
 use crate::state::slab::Slab;
 
 /// An offset that is not there (a memory with no status or move record).
@@ -653,6 +654,13 @@ impl Index {
     pub fn reserve(&mut self, n: usize) {
         self.entries.reserve(n);
         self.table.reserve(n);
+    }
+
+    /// Add to `room` the memory the next `n` new memories write: their entries (as far as
+    /// reserved) and the id table's slots.
+    pub(crate) fn add_room(&self, n: usize, room: &mut Room) {
+        room.add(self.entries.room_for(n));
+        room.add(self.table.memory());
     }
 
     /// Put entries back in creation order after a replay that saw them out of order.

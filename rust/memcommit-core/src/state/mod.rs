@@ -6,4 +6,5 @@ pub(crate) mod by_task;
 pub(crate) mod history;
 pub(crate) mod idtable;
 pub(crate) mod index;
+pub(crate) mod room;
 pub(crate) mod slab;

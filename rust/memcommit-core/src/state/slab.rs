@@ -256,6 +256,28 @@ impl<T: Copy> Slab<T> {
         }
     }
 
+    /// The address of the first value, the values and the room for them.
+    fn layout(&self) -> (usize, usize, usize) {
+        match self {
+            Slab::Heap(v) => (v.as_ptr() as usize, v.len(), v.capacity()),
+            Slab::Mapped { region, len, cap, .. } => (region.data() as usize, *len, *cap),
+        }
+    }
+
+    /// The addresses of its values, for a [`Room`](crate::state::room::Room).
+    pub(crate) fn addresses(&self) -> std::ops::Range<usize> {
+        let (at, len, _) = self.layout();
+        at..at + len * std::mem::size_of::<T>()
+    }
+
+    /// The addresses of the room for the next `n` values past the last one (as much of it as
+    /// is reserved), for a [`Room`](crate::state::room::Room).
+    pub(crate) fn room_for(&self, n: usize) -> std::ops::Range<usize> {
+        let (at, len, cap) = self.layout();
+        let size = std::mem::size_of::<T>();
+        at + len * size..at + (len + n).min(cap) * size
+    }
+
     /// Remove and return the last value.
     pub(crate) fn pop(&mut self) -> Option<T> {
         let last = *self.last()?;

@@ -16,6 +16,11 @@
 //!
 //! The last chunk stays in the commit's buffer, unwritten, as in `push`: it holds the record
 //! `finish` marks COMMIT_END, or the commit goes on with more operations.
+//!
+//! The puts come as a [`PutRun`], read by position, so one call takes a whole `put_rows` of a
+//! million rows as the binding holds them: one pipeline from the first put to the last (a run
+//! cut into batches drained the encoder at the end of every batch, with this thread waiting),
+//! and no command built for each put beforehand.
 
 use std::sync::mpsc;
 
@@ -89,23 +94,86 @@ struct Chunk {
     last: bool,
 }
 
+/// A run of puts for [`Commit::push_puts`], read by position: once to check them, once to
+/// apply them to the index and once to encode them, that last on another thread. A caller that
+/// holds its puts in another shape (the binding's columns of one `put_rows` call) lends them
+/// as they are, without building a command for each first.
+pub trait PutRun: Sync {
+    /// How many puts.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The id of put `i` (below `len`).
+    fn id(&self, i: usize) -> &str;
+
+    /// The text of put `i`.
+    fn text(&self, i: usize) -> &str;
+
+    /// Call `f` with put `i`.
+    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R;
+}
+
+impl PutRun for [PutCommand<&str>] {
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn id(&self, i: usize) -> &str {
+        self[i].id
+    }
+
+    fn text(&self, i: usize) -> &str {
+        self[i].text
+    }
+
+    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
+        f(&self[i])
+    }
+}
+
+impl PutRun for Vec<PutCommand<&str>> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn id(&self, i: usize) -> &str {
+        self[i].id
+    }
+
+    fn text(&self, i: usize) -> &str {
+        self[i].text
+    }
+
+    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
+        f(&self[i])
+    }
+}
+
 impl Commit<'_> {
     /// Push a run of puts, as `push` would push each of them in turn (the same records), with
     /// the encoding, the checksums and the writing on a second thread. On an error the commit
     /// must be dropped (which takes it back); a bad put is found before any is applied.
-    pub fn push_puts(&mut self, puts: &[PutCommand<&str>]) -> Result<()> {
-        if puts.len() < SMALL_RUN {
-            for p in puts {
-                self.push(&memory::Command::Put(p.clone()))?;
+    pub fn push_puts<R: PutRun + ?Sized>(&mut self, puts: &R) -> Result<()> {
+        let n = puts.len();
+        if n < SMALL_RUN {
+            for i in 0..n {
+                puts.with(i, |p| self.push(&memory::Command::Put(p.clone())))?;
             }
             return Ok(());
         }
         let mut sizes = 0u64;
-        for p in puts {
-            sizes += self.log.validate_put(p)? as u64;
-            if let Some(v) = &p.vector {
-                self.check_dims(p.id, v.len())?;
-            }
+        for i in 0..n {
+            sizes += puts.with(i, |p| {
+                let len = self.log.validate_put(p)?;
+                if let Some(v) = &p.vector {
+                    self.check_dims(p.id, v.len())?;
+                }
+                Ok::<_, Error>(len as u64)
+            })?;
         }
         // The records already in the buffer are not the commit's last: out they go first.
         if !self.st.buf.is_empty() {
@@ -118,7 +186,7 @@ impl Commit<'_> {
         let Commit { st, records, .. } = self;
         let State { header, medium, index, sparse, undo, .. } = &mut **st;
         let (salt, version) = (header.salt(), header.version);
-        index.reserve(puts.len());
+        index.reserve(n);
         let mut out = Outlet { medium, sparse, records };
         let (tx, rx) = mpsc::sync_channel::<Chunk>(4);
         let (tail, written) = std::thread::scope(|s| {
@@ -158,9 +226,9 @@ impl Commit<'_> {
             };
             // The index pass, in order; each chunk goes to the encoder as soon as it is applied.
             let mut hashes = [0u32; AHEAD];
-            for (i, p) in puts.iter().take(AHEAD).enumerate() {
-                hashes[i] = index.hash(p.id.as_bytes());
-                index.prefetch_hashed(hashes[i]);
+            for (i, h) in hashes.iter_mut().enumerate().take(n) {
+                *h = index.hash(puts.id(i).as_bytes());
+                index.prefetch_hashed(*h);
             }
             let mut chunk = Chunk {
                 first: 0,
@@ -174,13 +242,12 @@ impl Commit<'_> {
             let (mut off, mut lsn) = (base, first_lsn);
             let (mut kinds, mut tasks) = (Names::new(), Names::new());
             let mut stopped = false;
-            for (i, p) in puts.iter().enumerate() {
+            for i in 0..n {
                 let hash = hashes[i % AHEAD];
-                if let Some(next) = puts.get(i + AHEAD) {
-                    hashes[i % AHEAD] = index.hash(next.id.as_bytes());
+                if i + AHEAD < n {
+                    hashes[i % AHEAD] = index.hash(puts.id(i + AHEAD).as_bytes());
                     index.prefetch_hashed(hashes[i % AHEAD]);
                 }
-                let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
                 if chunk.bytes >= CHUNK {
                     chunk.end = i;
                     let next =
@@ -190,30 +257,34 @@ impl Commit<'_> {
                         break;
                     }
                 }
-                let slot = index.lookup_hashed(p.id.as_bytes(), hash);
-                let state = put_state(index, slot, p, at);
-                if slot.pos.is_some() {
-                    chunk.states.push((i, state));
-                }
-                let put = PutApply {
-                    key: p.id.as_bytes(),
-                    state,
-                    kind: p.kind,
-                    task: p.task,
-                    tags: &p.tags,
-                    lsn,
-                    at,
-                    off,
-                    len: len as u32,
-                };
-                let kind = kinds.of(p.kind, |k| index.intern_kind(k));
-                let task = p.task.map_or(0, |t| tasks.of(t, |t| index.intern_task(t)));
-                index.apply_put_interned(&put, kind, task, slot, Some(undo));
+                let len = puts.with(i, |p| {
+                    let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
+                    let slot = index.lookup_hashed(p.id.as_bytes(), hash);
+                    let state = put_state(index, slot, p, at);
+                    if slot.pos.is_some() {
+                        chunk.states.push((i, state));
+                    }
+                    let put = PutApply {
+                        key: p.id.as_bytes(),
+                        state,
+                        kind: p.kind,
+                        task: p.task,
+                        tags: &p.tags,
+                        lsn,
+                        at,
+                        off,
+                        len: len as u32,
+                    };
+                    let kind = kinds.of(p.kind, |k| index.intern_kind(k));
+                    let task = p.task.map_or(0, |t| tasks.of(t, |t| index.intern_task(t)));
+                    index.apply_put_interned(&put, kind, task, slot, Some(undo));
+                    len
+                });
                 off += len as u64;
                 lsn += 1;
                 chunk.bytes += len;
             }
-            chunk.end = puts.len();
+            chunk.end = n;
             chunk.last = true;
             let _ = tx.send(chunk);
             drop(tx);
@@ -223,7 +294,7 @@ impl Commit<'_> {
             })
         })?;
         self.flushed += written;
-        self.lsn += puts.len() as u64;
+        self.lsn += n as u64;
         debug_assert!(self.st.buf.is_empty());
         self.st.buf = tail;
         Ok(())
@@ -231,34 +302,37 @@ impl Commit<'_> {
 }
 
 /// Encode the records of chunk `c` of `puts` into `out`, as `Commit::push` encodes a put.
-fn encode_chunk(
+fn encode_chunk<R: PutRun + ?Sized>(
     out: &mut Vec<u8>,
     c: &Chunk,
-    puts: &[PutCommand<&str>],
+    puts: &R,
     medium: &Medium,
     version: u32,
     salt: u32,
     at: i64,
 ) {
     let mut states = c.states.iter().peekable();
-    for (k, p) in puts[c.first..c.end].iter().enumerate() {
-        let i = c.first + k;
-        if let Some(next) = puts.get(i + TEXT_AHEAD) {
-            prefetch(next.id.as_ptr());
-            for line in next.text.as_bytes().chunks(64) {
+    for i in c.first..c.end {
+        if i + TEXT_AHEAD < puts.len() {
+            prefetch(puts.id(i + TEXT_AHEAD).as_ptr());
+            for line in puts.text(i + TEXT_AHEAD).as_bytes().chunks(64) {
                 prefetch(line.as_ptr());
             }
         }
-        let state = match states.peek() {
+        let known = match states.peek() {
             Some(&&(j, st)) if j == i => {
                 states.next();
-                st
+                Some(st)
             }
-            _ => PutState::new_memory(p.tier, at),
+            _ => None,
         };
         let gap = gap_for(medium, version, c.off + out.len() as u64);
-        encode_record(out, Op::Put, 0, gap, salt, c.lsn + k as u64, at, p.id.as_bytes(), |o| {
-            memory::encode_put(o, state, p)
+        let lsn = c.lsn + (i - c.first) as u64;
+        puts.with(i, |p| {
+            let state = known.unwrap_or_else(|| PutState::new_memory(p.tier, at));
+            encode_record(out, Op::Put, 0, gap, salt, lsn, at, p.id.as_bytes(), |o| {
+                memory::encode_put(o, state, p)
+            })
         });
     }
 }

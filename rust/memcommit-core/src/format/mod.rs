@@ -459,6 +459,25 @@ pub fn encode_record(
     key: &[u8],
     payload: impl FnOnce(&mut Vec<u8>),
 ) -> std::ops::Range<usize> {
+    let r = encode_record_unsummed(out, op, flags, durable_gap, salt, lsn, at, key, payload);
+    sum_record(out, r.clone());
+    r
+}
+
+/// [`encode_record`] with the checksum left zero, for [`sum_record`] or [`sum_records3`]
+/// to write.
+#[allow(clippy::too_many_arguments)] // the header's fields, written in order
+pub fn encode_record_unsummed(
+    out: &mut Vec<u8>,
+    op: Op,
+    flags: u8,
+    durable_gap: u16,
+    salt: u32,
+    lsn: u64,
+    at: i64,
+    key: &[u8],
+    payload: impl FnOnce(&mut Vec<u8>),
+) -> std::ops::Range<usize> {
     debug_assert!(key.len() <= MAX_KEY_LEN);
     let start = out.len();
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
@@ -475,9 +494,27 @@ pub fn encode_record(
     payload(out);
     let len = (out.len() - payload_start) as u32;
     out[start + 28..start + 32].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32c::crc32c(&out[start..]);
-    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&[0; RECORD_TRAILER_LEN]);
     start..out.len()
+}
+
+/// Write the checksum of the framed record `out[r]`, over every byte before it.
+pub fn sum_record(out: &mut [u8], r: std::ops::Range<usize>) {
+    let body_end = r.end - RECORD_TRAILER_LEN;
+    let crc = crc32c::crc32c(&out[r.start..body_end]);
+    out[body_end..r.end].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// [`sum_record`] of three framed records of `out` at once, side by side (see
+/// [`checksums_match3`]): for a writer that encodes many records in a row.
+pub fn sum_records3(out: &mut [u8], r: [std::ops::Range<usize>; 3]) {
+    let crcs = {
+        let body = |r: &std::ops::Range<usize>| &out[r.start..r.end - RECORD_TRAILER_LEN];
+        crc32c_3([body(&r[0]), body(&r[1]), body(&r[2])])
+    };
+    for (r, crc) in r.into_iter().zip(crcs) {
+        out[r.end - RECORD_TRAILER_LEN..r.end].copy_from_slice(&crc.to_le_bytes());
+    }
 }
 
 /// The length of the record at the start of `b`, which holds whole, valid records.

@@ -22,13 +22,14 @@
 //! cut into batches drained the encoder at the end of every batch, with this thread waiting),
 //! and no command built for each put beforehand.
 
+use std::ops::Range;
 use std::sync::mpsc;
 
 use super::{gap_for, put_state, Commit, Outlet, CHUNK};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::memory::{self, PutCommand, PutState};
-use crate::format::{encode_record, prefetch, Op, RECORD_OVERHEAD};
+use crate::format::{encode_record_unsummed, prefetch, sum_record, sum_records3, Op, RECORD_OVERHEAD};
 use crate::state::index::PutApply;
 
 /// Runs shorter than this many puts take `push`, one by one: a second thread costs more than
@@ -312,6 +313,9 @@ fn encode_chunk<R: PutRun + ?Sized>(
     at: i64,
 ) {
     let mut states = c.states.iter().peekable();
+    // Records whose checksums are still to write, three at a time (`sum_records3`).
+    let mut unsummed: [Range<usize>; 3] = [0..0, 0..0, 0..0];
+    let mut pending = 0;
     for i in c.first..c.end {
         if i + TEXT_AHEAD < puts.len() {
             prefetch(puts.id(i + TEXT_AHEAD).as_ptr());
@@ -328,11 +332,19 @@ fn encode_chunk<R: PutRun + ?Sized>(
         };
         let gap = gap_for(medium, version, c.off + out.len() as u64);
         let lsn = c.lsn + (i - c.first) as u64;
-        puts.with(i, |p| {
+        unsummed[pending] = puts.with(i, |p| {
             let state = known.unwrap_or_else(|| PutState::new_memory(p.tier, at));
-            encode_record(out, Op::Put, 0, gap, salt, lsn, at, p.id.as_bytes(), |o| {
+            encode_record_unsummed(out, Op::Put, 0, gap, salt, lsn, at, p.id.as_bytes(), |o| {
                 memory::encode_put(o, state, p)
             })
         });
+        pending += 1;
+        if pending == 3 {
+            sum_records3(out, unsummed.clone());
+            pending = 0;
+        }
+    }
+    for r in &unsummed[..pending] {
+        sum_record(out, r.clone());
     }
 }

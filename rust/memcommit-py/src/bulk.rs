@@ -38,6 +38,21 @@ const VECTOR: usize = 8;
 /// into (`Room`) while this one reads them.
 pub const POPULATE_FROM: usize = 1 << 15;
 
+/// Run `read` (the reading of a bulk call's `n` records) while another thread populates
+/// `room`, when they are many; the other thread stops when `read` ends.
+fn while_populating<T>(room: &Room, n: usize, read: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    if n < POPULATE_FROM {
+        return read();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| room.populate(&stop));
+        let got = read();
+        stop.store(true, Ordering::Relaxed);
+        got
+    })
+}
+
 /// Where the UTF-8 bytes of a str are, found once: when a bulk call checks the str.
 ///
 /// A `Utf8` is made only from a str that its `Bulk` holds a reference to, itself or through an
@@ -256,7 +271,8 @@ fn column(
 impl Bulk {
     /// `put_many`'s records: the texts, `ids` (generated when not given) and the fields every
     /// record shares or takes from a column, checked now (an error names the field and the
-    /// place, and nothing is kept). Returns them with a new list of their ids.
+    /// place, and nothing is kept). `later` is memory the records will be written to (as for
+    /// `rows`). Returns them with a new list of their ids.
     #[allow(clippy::too_many_arguments)] // the fields of put_many
     pub fn columns(
         py: Python<'_>,
@@ -266,6 +282,7 @@ impl Bulk {
         kind: Option<&Bound<'_, PyAny>>,
         task: Option<&Bound<'_, PyAny>>,
         shared: Shared,
+        later: Room,
     ) -> PyResult<(Bulk, Py<PyList>)> {
         if texts.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
@@ -283,31 +300,41 @@ impl Bulk {
             }
             None => PyList::new(py, IDS.next_ids(id_ms, n))?,
         };
-        let mut text = Vec::with_capacity(n);
-        for (i, t) in texts.iter().enumerate() {
-            // As for the ids below: the place is named only on an error.
-            let s = text_str(&t, "texts").map_err(|_| match text_str(&t, &format!("texts[{i}]")) {
-                Err(e) => e,
-                Ok(_) => unreachable!("the same check failed a moment ago"),
-            })?;
-            text.push(Utf8::of(s));
-        }
-        let mut id = Vec::with_capacity(n);
-        for (i, item) in ids.iter().enumerate() {
-            // The field is named only on an error: formatting it for every id costs more
-            // than the check.
-            let s = key_str(&item, "ids").map_err(|_| match key_str(&item, &format!("ids[{i}]")) {
-                Err(e) => e,
-                Ok(_) => unreachable!("the same check failed a moment ago"),
-            })?;
-            id.push(Utf8::of(s));
-        }
+        let (mut text, mut id) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut held = Vec::new();
-        let kind = match column(py, kind, "kind", n, false, &mut held)? {
-            Col::One(k) => Col::One(k.expect("a kind for every record")),
-            Col::Each(k) => Col::Each(k.into_iter().map(|k| k.expect("a kind for every record")).collect()),
-        };
-        let task = column(py, task, "task", n, true, &mut held)?;
+        // The other core faults in the memory the strs' places go to, then the index's room
+        // for the records, while this one reads them (as `rows` does).
+        let mut room = Room::new();
+        room.add_spare(&text);
+        room.add_spare(&id);
+        room.extend(later);
+        let (kind, task) = while_populating(&room, n, || {
+            for (i, t) in texts.iter().enumerate() {
+                // As for the ids below: the place is named only on an error.
+                let s = text_str(&t, "texts").map_err(|_| match text_str(&t, &format!("texts[{i}]")) {
+                    Err(e) => e,
+                    Ok(_) => unreachable!("the same check failed a moment ago"),
+                })?;
+                text.push(Utf8::of(s));
+            }
+            for (i, item) in ids.iter().enumerate() {
+                // The field is named only on an error: formatting it for every id costs more
+                // than the check.
+                let s = key_str(&item, "ids").map_err(|_| match key_str(&item, &format!("ids[{i}]")) {
+                    Err(e) => e,
+                    Ok(_) => unreachable!("the same check failed a moment ago"),
+                })?;
+                id.push(Utf8::of(s));
+            }
+            let kind = match column(py, kind, "kind", n, false, &mut held)? {
+                Col::One(k) => Col::One(k.expect("a kind for every record")),
+                Col::Each(k) => {
+                    Col::Each(k.into_iter().map(|k| k.expect("a kind for every record")).collect())
+                }
+            };
+            let task = column(py, task, "task", n, true, &mut held)?;
+            Ok((kind, task))
+        })?;
         let given = ids.get_slice(0, n).unbind();
         held.push(ids.into_any().unbind());
         held.push(texts.into_any().unbind());
@@ -401,125 +428,117 @@ impl Bulk {
         room.add_spare(&kind_of);
         room.add_spare(&task_of);
         room.extend(later);
-        let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            if n >= POPULATE_FROM {
-                s.spawn(|| room.populate(&stop));
-            }
-            let read = (|| -> PyResult<()> {
-                for (i, row) in rows.iter().enumerate() {
-                    let where_ = || format!("rows[{i}]");
-                    let Some(row) = Row::of(row.clone()) else {
-                        return Err(type_error(&where_(), "a dict or a tuple", &row));
-                    };
-                    if let Row::Tuple(t) = &row {
-                        if t.len() > order.len() {
+        while_populating(&room, n, || {
+            for (i, row) in rows.iter().enumerate() {
+                let where_ = || format!("rows[{i}]");
+                let Some(row) = Row::of(row.clone()) else {
+                    return Err(type_error(&where_(), "a dict or a tuple", &row));
+                };
+                if let Row::Tuple(t) = &row {
+                    if t.len() > order.len() {
+                        return Err(PyValueError::new_err(format!(
+                            "{}: {} values for the {} fields ({})",
+                            where_(),
+                            t.len(),
+                            order.len(),
+                            order.join(", ")
+                        )));
+                    }
+                } else if let Row::Dict(d) = &row {
+                    for k in d.keys() {
+                        let known = k
+                            .cast::<PyString>()
+                            .ok()
+                            .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
+                        if known.is_none() {
                             return Err(PyValueError::new_err(format!(
-                                "{}: {} values for the {} fields ({})",
+                                "{}: {} is not a field of a put (the fields are {})",
                                 where_(),
-                                t.len(),
-                                order.len(),
-                                order.join(", ")
+                                k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
+                                FIELDS.join(", ")
                             )));
                         }
-                    } else if let Row::Dict(d) = &row {
-                        for k in d.keys() {
-                            let known = k
-                                .cast::<PyString>()
-                                .ok()
-                                .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
-                            if known.is_none() {
-                                return Err(PyValueError::new_err(format!(
-                                    "{}: {} is not a field of a put (the fields are {})",
-                                    where_(),
-                                    k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
-                                    FIELDS.join(", ")
-                                )));
-                            }
+                    }
+                }
+                // A tuple holds its values for as long as the rows are held; a dict may change.
+                let dict = matches!(row, Row::Dict(_));
+                let get = |f: usize| row.field(&places, f);
+                let mut hold = |v: &Bound<'_, PyAny>| {
+                    if dict {
+                        dict_values.push(v.clone().unbind());
+                    }
+                };
+                let checked = (|| -> PyResult<()> {
+                    match get(TEXT)? {
+                        Some(t) => {
+                            text.push(Utf8::of(text_str(&t, "text")?));
+                            hold(&t);
+                        }
+                        None => return Err(PyValueError::new_err("text: a row must give a text")),
+                    }
+                    match get(ID)? {
+                        Some(i) => {
+                            id.push(Some(Utf8::of(key_str(&i, "id")?)));
+                            hold(&i);
+                            ids.push(Some(i));
+                        }
+                        None => {
+                            id.push(None);
+                            ids.push(None);
+                            missing += 1;
                         }
                     }
-                    // A tuple holds its values for as long as the rows are held; a dict may change.
-                    let dict = matches!(row, Row::Dict(_));
-                    let get = |f: usize| row.field(&places, f);
-                    let mut hold = |v: &Bound<'_, PyAny>| {
-                        if dict {
-                            dict_values.push(v.clone().unbind());
+                    match get(KIND)? {
+                        Some(k) => {
+                            kind_of.push(Utf8::of(key_str(&k, "kind")?));
+                            hold(&k);
                         }
+                        None => kind_of.push(default_kind),
+                    }
+                    match get(TASK)? {
+                        Some(t) => {
+                            task_of.push(Some(Utf8::of(key_str(&t, "task")?)));
+                            hold(&t);
+                        }
+                        None => task_of.push(default_task),
+                    }
+                    let mut mine = Own {
+                        row: i,
+                        tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
+                        data: None,
+                        tags: None,
+                        sources: None,
                     };
-                    let checked = (|| -> PyResult<()> {
-                        match get(TEXT)? {
-                            Some(t) => {
-                                text.push(Utf8::of(text_str(&t, "text")?));
-                                hold(&t);
-                            }
-                            None => return Err(PyValueError::new_err("text: a row must give a text")),
+                    if let Some(d) = data_arg(py, get(DATA)?.as_ref())? {
+                        mine.data = Some(Utf8::of(d.bind(py).to_str()?));
+                        held.push(d.into_any());
+                    }
+                    for (f, name, slot) in
+                        [(TAGS, "tags", &mut mine.tags), (SOURCES, "sources", &mut mine.sources)]
+                    {
+                        if let Some(v) = get(f)? {
+                            let t = str_tuple(py, Some(&v), name)?;
+                            *slot = Some(tuple_views(t.bind(py))?);
+                            held.push(t.into_any());
                         }
-                        match get(ID)? {
-                            Some(i) => {
-                                id.push(Some(Utf8::of(key_str(&i, "id")?)));
-                                hold(&i);
-                                ids.push(Some(i));
-                            }
-                            None => {
-                                id.push(None);
-                                ids.push(None);
-                                missing += 1;
-                            }
-                        }
-                        match get(KIND)? {
-                            Some(k) => {
-                                kind_of.push(Utf8::of(key_str(&k, "kind")?));
-                                hold(&k);
-                            }
-                            None => kind_of.push(default_kind),
-                        }
-                        match get(TASK)? {
-                            Some(t) => {
-                                task_of.push(Some(Utf8::of(key_str(&t, "task")?)));
-                                hold(&t);
-                            }
-                            None => task_of.push(default_task),
-                        }
-                        let mut mine = Own {
-                            row: i,
-                            tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
-                            data: None,
-                            tags: None,
-                            sources: None,
-                        };
-                        if let Some(d) = data_arg(py, get(DATA)?.as_ref())? {
-                            mine.data = Some(Utf8::of(d.bind(py).to_str()?));
-                            held.push(d.into_any());
-                        }
-                        for (f, name, slot) in
-                            [(TAGS, "tags", &mut mine.tags), (SOURCES, "sources", &mut mine.sources)]
-                        {
-                            if let Some(v) = get(f)? {
-                                let t = str_tuple(py, Some(&v), name)?;
-                                *slot = Some(tuple_views(t.bind(py))?);
-                                held.push(t.into_any());
-                            }
-                        }
-                        if mine.tier.is_some()
-                            || mine.data.is_some()
-                            || mine.tags.is_some()
-                            || mine.sources.is_some()
-                        {
-                            own.push(mine);
-                        }
-                        if let Some(v) = get(VECTOR)? {
-                            // Rows before the first with a vector have none.
-                            vectors.resize(i, None);
-                            vectors.push(Some(get_vector(&v, "vector")?));
-                        }
-                        Ok(())
-                    })();
-                    checked.map_err(|e| at(py, &where_(), e))?;
-                }
-                Ok(())
-            })();
-            stop.store(true, Ordering::Relaxed);
-            read
+                    }
+                    if mine.tier.is_some()
+                        || mine.data.is_some()
+                        || mine.tags.is_some()
+                        || mine.sources.is_some()
+                    {
+                        own.push(mine);
+                    }
+                    if let Some(v) = get(VECTOR)? {
+                        // Rows before the first with a vector have none.
+                        vectors.resize(i, None);
+                        vectors.push(Some(get_vector(&v, "vector")?));
+                    }
+                    Ok(())
+                })();
+                checked.map_err(|e| at(py, &where_(), e))?;
+            }
+            Ok(())
         })?;
         held.push(rows.into_any().unbind());
         held.append(&mut dict_values);

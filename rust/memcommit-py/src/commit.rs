@@ -272,6 +272,23 @@ impl Commit {
         Ok(())
     }
 
+    /// Room in the index for the records of a bulk call given `items` (a list or a tuple of
+    /// them; an iterator's length is not known before it is read), made now by a store's
+    /// commit: see `Log::make_room`. A commit that only checks operations (a remote store's)
+    /// is never written here, and makes none.
+    fn room_for(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> Room {
+        let n = match (items.cast::<PyList>(), items.cast::<PyTuple>()) {
+            (Ok(l), _) => l.len(),
+            (_, Ok(t)) => t.len(),
+            _ => 0,
+        };
+        match self.native.get().log() {
+            // The GIL let go: growing a large index's id table takes a while.
+            Ok(log) if self.require_with && n >= POPULATE_FROM => gate::detach(py, || log.make_room(n)),
+            _ => Room::new(),
+        }
+    }
+
     /// Push every operation into the begun commit `c` on `log`, reading each operation's
     /// strings in place, then finish it and wait for durability without the GIL. Returns the
     /// first and last LSN written, if any.
@@ -675,8 +692,9 @@ impl Commit {
             PutArgs::put_many_keywords(texts, fields)?;
         let shared =
             Shared::from_keywords(py, tier.as_ref(), data.as_ref(), tags.as_ref(), sources.as_ref())?;
+        let room = self.room_for(py, &texts);
         let (mut bulk, ids) =
-            Bulk::columns(py, self.id_ms, &texts, ids.as_ref(), kind.as_ref(), task.as_ref(), shared)?;
+            Bulk::columns(py, self.id_ms, &texts, ids.as_ref(), kind.as_ref(), task.as_ref(), shared, room)?;
         if let Some(v) = vectors {
             bulk.set_vectors(vectors_arg(&v, bulk.len())?);
         }
@@ -711,18 +729,7 @@ impl Commit {
     ) -> PyResult<Py<PyList>> {
         let py = rows.py();
         self.check_open()?;
-        // A store's commit makes room in the index now (see `Bulk::rows`); a commit that only
-        // checks operations (a remote store's) is never written here.
-        let n = match (rows.cast::<PyList>(), rows.cast::<PyTuple>()) {
-            (Ok(l), _) => l.len(),
-            (_, Ok(t)) => t.len(),
-            _ => 0, // an iterator: not known before it is read
-        };
-        let room = match self.native.get().log() {
-            // The GIL let go: growing a large index's id table takes a while.
-            Ok(log) if self.require_with && n >= POPULATE_FROM => gate::detach(py, || log.make_room(n)),
-            _ => Room::new(),
-        };
+        let room = self.room_for(py, rows);
         let (bulk, ids) =
             Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources, room)?;
         self.add(Op::Bulk(Box::new(bulk)))?;

@@ -71,7 +71,7 @@ fn main() {
             .collect();
         let t = Instant::now();
         let mut c = log.begin(None, 1, n).expect("begin");
-        c.push_puts(&puts).expect("push_puts");
+        c.push_puts(puts.as_slice()).expect("push_puts");
         let pushed = t.elapsed().as_secs_f64();
         let done = c.finish().expect("finish").expect("a commit");
         let finished = t.elapsed().as_secs_f64();

@@ -115,7 +115,7 @@ fn write_both(
                 c.push(cmd).unwrap();
             }
             if bulk {
-                c.push_puts(run).unwrap();
+                c.push_puts(run.as_slice()).unwrap();
             } else {
                 for p in run {
                     c.push(&Command::Put(p.clone())).unwrap();
@@ -203,7 +203,7 @@ fn a_refused_bulk_run_leaves_nothing() {
     cmds[4_321].kind = "";
     {
         let mut c = log.begin(None, AT + 5, cmds.len()).unwrap();
-        let err = c.push_puts(&cmds).unwrap_err();
+        let err = c.push_puts(cmds.as_slice()).unwrap_err();
         assert!(err.to_string().contains("kind"), "{err}");
     }
     // A guard after a run that was already written out refuses the commit: the run's chunks
@@ -211,7 +211,7 @@ fn a_refused_bulk_run_leaves_nothing() {
     let cmds = puts.commands(&[], false);
     {
         let mut c = log.begin(None, AT + 6, cmds.len()).unwrap();
-        c.push_puts(&cmds).unwrap();
+        c.push_puts(cmds.as_slice()).unwrap();
         let guard = memcommit_core::Expect { id: "keep", exists: Some(false), ..Default::default() };
         assert!(c.push(&Command::Expect(guard)).is_err());
     }
@@ -254,7 +254,7 @@ fn kinds_and_tasks_are_told_apart_by_their_bytes_wherever_they_lie() {
         let (_, log) = log_at(dir.path(), if bulk { "bulk.log" } else { "each.log" });
         let mut c = log.begin(None, AT, puts.len()).unwrap();
         if bulk {
-            c.push_puts(&puts).unwrap();
+            c.push_puts(puts.as_slice()).unwrap();
         } else {
             for p in &puts {
                 c.push(&Command::Put(p.clone())).unwrap();

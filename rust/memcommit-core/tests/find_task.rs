@@ -88,7 +88,7 @@ fn run(log: &Log, steps: &[Step]) {
                     })
                     .collect();
                 let mut c = log.begin(None, T0, run.len()).unwrap();
-                c.push_puts(&run).unwrap();
+                c.push_puts(run.as_slice()).unwrap();
                 let done = c.finish().unwrap().unwrap();
                 log.wait_durable(done.end).unwrap();
             }

@@ -362,7 +362,7 @@ fn push_put_run(py: Python<'_>, ops: &[Op], c: &mut memcommit_core::Commit<'_>) 
             .zip(&lists)
             .map(|(op, (tags, sources))| put_command(py, op, views(tags)?, views(sources)?))
             .collect::<PyResult<Vec<_>>>()?;
-        release(py, || c.push_puts(&cmds))?;
+        release(py, || c.push_puts(cmds.as_slice()))?;
     }
     Ok(())
 }

@@ -459,35 +459,47 @@ pub fn encode_record(
     key: &[u8],
     payload: impl FnOnce(&mut Vec<u8>),
 ) -> std::ops::Range<usize> {
-    let r = encode_record_unsummed(out, op, flags, durable_gap, salt, lsn, at, key, payload);
+    let r = encode_record_unsummed(out, RecordHead { op, flags, durable_gap, salt, lsn, at }, key, payload);
     sum_record(out, r.clone());
     r
 }
 
+/// The fields of a record's header that its writer chooses (the rest are the magic and the
+/// lengths).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordHead {
+    /// The operation.
+    pub op: Op,
+    /// The flags (`FLAG_COMMIT_END` and the like).
+    pub flags: u8,
+    /// The `durable_gap` (see [`durable_gap`]).
+    pub durable_gap: u16,
+    /// The store's salt.
+    pub salt: u32,
+    /// The record's LSN.
+    pub lsn: u64,
+    /// Its commit's time, microseconds since the epoch.
+    pub at: i64,
+}
+
 /// [`encode_record`] with the checksum left zero, for [`sum_record`] or [`sum_records3`]
 /// to write.
-#[allow(clippy::too_many_arguments)] // the header's fields, written in order
 pub fn encode_record_unsummed(
     out: &mut Vec<u8>,
-    op: Op,
-    flags: u8,
-    durable_gap: u16,
-    salt: u32,
-    lsn: u64,
-    at: i64,
+    head: RecordHead,
     key: &[u8],
     payload: impl FnOnce(&mut Vec<u8>),
 ) -> std::ops::Range<usize> {
     debug_assert!(key.len() <= MAX_KEY_LEN);
     let start = out.len();
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
-    out.push(op as u8);
-    out.push(flags);
-    out.extend_from_slice(&salt.to_le_bytes());
-    out.extend_from_slice(&lsn.to_le_bytes());
-    out.extend_from_slice(&at.to_le_bytes());
+    out.push(head.op as u8);
+    out.push(head.flags);
+    out.extend_from_slice(&head.salt.to_le_bytes());
+    out.extend_from_slice(&head.lsn.to_le_bytes());
+    out.extend_from_slice(&head.at.to_le_bytes());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&durable_gap.to_le_bytes());
+    out.extend_from_slice(&head.durable_gap.to_le_bytes());
     out.extend_from_slice(&[0, 0, 0, 0]);
     out.extend_from_slice(key);
     let payload_start = out.len();

@@ -29,7 +29,9 @@ use super::{gap_for, put_state, Commit, Outlet, CHUNK};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::memory::{self, PutCommand, PutState};
-use crate::format::{encode_record_unsummed, prefetch, sum_record, sum_records3, Op, RECORD_OVERHEAD};
+use crate::format::{
+    encode_record_unsummed, prefetch, sum_record, sum_records3, Op, RecordHead, RECORD_OVERHEAD,
+};
 use crate::state::index::PutApply;
 
 /// Runs shorter than this many puts take `push`, one by one: a second thread costs more than
@@ -121,24 +123,6 @@ pub trait PutRun: Sync {
 impl PutRun for [PutCommand<&str>] {
     fn len(&self) -> usize {
         <[_]>::len(self)
-    }
-
-    fn id(&self, i: usize) -> &str {
-        self[i].id
-    }
-
-    fn text(&self, i: usize) -> &str {
-        self[i].text
-    }
-
-    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
-        f(&self[i])
-    }
-}
-
-impl PutRun for Vec<PutCommand<&str>> {
-    fn len(&self) -> usize {
-        self.as_slice().len()
     }
 
     fn id(&self, i: usize) -> &str {
@@ -334,9 +318,8 @@ fn encode_chunk<R: PutRun + ?Sized>(
         let lsn = c.lsn + (i - c.first) as u64;
         unsummed[pending] = puts.with(i, |p| {
             let state = known.unwrap_or_else(|| PutState::new_memory(p.tier, at));
-            encode_record_unsummed(out, Op::Put, 0, gap, salt, lsn, at, p.id.as_bytes(), |o| {
-                memory::encode_put(o, state, p)
-            })
+            let head = RecordHead { op: Op::Put, flags: 0, durable_gap: gap, salt, lsn, at };
+            encode_record_unsummed(out, head, p.id.as_bytes(), |o| memory::encode_put(o, state, p))
         });
         pending += 1;
         if pending == 3 {

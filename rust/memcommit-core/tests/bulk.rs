@@ -108,7 +108,7 @@ fn write_both(
             if bulk {
                 // As the binding does while it reads a put_rows call's rows: room made in
                 // the index, faulted in. It changes no byte written.
-                log.make_room(run.len()).populate(&AtomicBool::new(false));
+                log.make_room(0, run.len()).populate(&AtomicBool::new(false));
             }
             let mut c = log.begin(None, at, run.len()).unwrap();
             for cmd in before {
@@ -288,14 +288,14 @@ fn kinds_and_tasks_are_told_apart_by_their_bytes_wherever_they_lie() {
 fn room_is_made_only_in_a_log_that_takes_writes() {
     let dir = tempfile::tempdir().unwrap();
     let (path, log) = log_at(dir.path(), "room.log");
-    assert!(!log.make_room(100_000).is_empty());
+    assert!(!log.make_room(0, 100_000).is_empty());
     log.close().unwrap();
     drop(log);
     let reader = Log::open(&path, Options { read_only: true, ..opts() }).unwrap();
-    assert!(reader.make_room(100_000).is_empty());
+    assert!(reader.make_room(0, 100_000).is_empty());
     // While a commit holds the state, making room does not wait for it.
     let (_path, log) = log_at(dir.path(), "busy.log");
     let c = log.begin(None, AT, 1).unwrap();
-    assert!(log.make_room(100_000).is_empty());
+    assert!(log.make_room(0, 100_000).is_empty());
     drop(c);
 }

@@ -211,7 +211,7 @@ impl Commit {
             self.embed_missing(py, &embed)?;
         }
         let at_us: i64 = self.clock.bind(py).call0()?.extract()?;
-        let hint: usize = self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len() } else { 1 }).sum();
+        let hint = self.puts();
         let native = self.native.get();
         let expect_lsn = self.expect_lsn;
         let bulk = self.ops.iter().any(|o| matches!(o, Op::Bulk(_)));
@@ -272,6 +272,12 @@ impl Commit {
         Ok(())
     }
 
+    /// How many records the operations so far write, at most (a bulk call's, one each for the
+    /// others).
+    fn puts(&self) -> usize {
+        self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len() } else { 1 }).sum()
+    }
+
     /// Room in the index for the records of a bulk call given `items` (a list or a tuple of
     /// them; an iterator's length is not known before it is read), made now by a store's
     /// commit: see `Log::make_room`. A commit that only checks operations (a remote store's)
@@ -283,8 +289,12 @@ impl Commit {
             _ => 0,
         };
         match self.native.get().log() {
-            // The GIL let go: growing a large index's id table takes a while.
-            Ok(log) if self.require_with && n >= POPULATE_FROM => gate::detach(py, || log.make_room(n)),
+            Ok(log) if self.require_with && n >= POPULATE_FROM => {
+                // Past the memories the commit's earlier operations may create.
+                let after = self.puts();
+                // The GIL let go: growing a large index's id table takes a while.
+                gate::detach(py, || log.make_room(after, n))
+            }
             _ => Room::new(),
         }
     }

@@ -95,18 +95,18 @@ impl Log {
 }
 
 impl Log {
-    /// Make room in the index for `puts` new memories, as `begin` does for a commit of that
-    /// many, ahead of it, and return the memory they will be written to, for
-    /// [`Room::populate`] on another thread while the caller gathers the puts. Empty, and
-    /// nothing done, when another thread holds the state (this never waits) or the log takes
-    /// no writes.
-    pub fn make_room(&self, puts: usize) -> Room {
+    /// Make room in the index for `puts` new memories that follow `after` others in a commit
+    /// to come, as `begin` does for a commit of that many, ahead of it, and return the memory
+    /// those `puts` will be written to, for [`Room::populate`] on another thread while the
+    /// caller gathers them. Empty, and nothing done, when another thread holds the state (this
+    /// never waits) or the log takes no writes.
+    pub fn make_room(&self, after: usize, puts: usize) -> Room {
         let mut room = Room::new();
         if let Some(mut st) = self.state.try_write() {
             if self.check_writer(&st).is_ok() {
-                let n = puts.min(1 << 24);
-                st.index.reserve(n);
-                st.index.add_room(n, &mut room);
+                let all = after.saturating_add(puts).min(1 << 24);
+                st.index.reserve(all);
+                st.index.add_room(after.min(all)..all, &mut room);
             }
         }
         room

@@ -656,10 +656,10 @@ impl Index {
         self.table.reserve(n);
     }
 
-    /// Add to `room` the memory the next `n` new memories write: their entries (as far as
-    /// reserved) and the id table's slots.
-    pub(crate) fn add_room(&self, n: usize, room: &mut Room) {
-        room.add(self.entries.room_for(n));
+    /// Add to `room` the memory new memories `next` (counted from the next one: `0..n` are
+    /// the next `n`) write: their entries (as far as reserved) and the id table's slots.
+    pub(crate) fn add_room(&self, next: std::ops::Range<usize>, room: &mut Room) {
+        room.add(self.entries.room_for(next));
         room.add(self.table.memory());
     }
 

@@ -270,12 +270,13 @@ impl<T: Copy> Slab<T> {
         at..at + len * std::mem::size_of::<T>()
     }
 
-    /// The addresses of the room for the next `n` values past the last one (as much of it as
-    /// is reserved), for a [`Room`](crate::state::room::Room).
-    pub(crate) fn room_for(&self, n: usize) -> std::ops::Range<usize> {
+    /// The addresses of the room for values `next` past the last one (`0..n`: the next `n`),
+    /// as much of it as is reserved, for a [`Room`](crate::state::room::Room).
+    pub(crate) fn room_for(&self, next: std::ops::Range<usize>) -> std::ops::Range<usize> {
         let (at, len, cap) = self.layout();
         let size = std::mem::size_of::<T>();
-        at + len * size..at + (len + n).min(cap) * size
+        let (from, to) = ((len + next.start).min(cap), (len + next.end).min(cap));
+        at + from * size..at + to * size
     }
 
     /// Remove and return the last value.
@@ -374,6 +375,19 @@ mod tests {
         let f = crate::vfs::Open::create_truncate().open(&dir.path().join("f")).unwrap();
         f.write_all_at(bytes, 0).unwrap();
         (dir, f)
+    }
+
+    #[test]
+    fn the_room_for_values_past_the_last_is_where_they_will_go_within_the_reserve() {
+        let mut slab: Slab<u64> = Slab::from(Vec::with_capacity(100));
+        for v in 0..10 {
+            slab.push(v);
+        }
+        let at = slab.addresses().start;
+        assert_eq!(slab.addresses(), at..at + 80);
+        assert_eq!(slab.room_for(5..20), at + 15 * 8..at + 30 * 8);
+        assert_eq!(slab.room_for(0..500), at + 80..at + slab.capacity() * 8);
+        assert!(slab.room_for(slab.capacity()..slab.capacity() + 9).is_empty());
     }
 
     #[test]

@@ -608,32 +608,21 @@ impl PutRun for Bulk {
         self.str(self.text[i])
     }
 
-    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
-        let strs = |views: &[Utf8]| views.iter().map(|v| self.str(*v)).collect::<Vec<&str>>();
-        let mut p = PutCommand {
-            id: self.str(self.id[i]),
-            text: self.str(self.text[i]),
-            kind: self.str(self.kind.at(i)),
-            task: self.task.at(i).map(|t| self.str(t)),
-            data: self.shared.data.map(|d| self.str(d)),
-            tier: Some(self.shared.tier),
-            tags: strs(&self.shared.tags),
-            sources: strs(&self.shared.sources),
-            vector: self.vectors.get(i).cloned().flatten(),
-        };
-        if let Some(o) = self.own_at.get(i).and_then(|&k| self.own.get(k as usize)) {
-            p.tier = Some(o.tier.unwrap_or(self.shared.tier));
-            if let Some(d) = o.data {
-                p.data = Some(self.str(d));
-            }
-            if let Some(t) = &o.tags {
-                p.tags = strs(t);
-            }
-            if let Some(s) = &o.sources {
-                p.sources = strs(s);
-            }
-        }
-        f(&p)
+    fn fill<'r>(&'r self, i: usize, p: &mut PutCommand<&'r str>) {
+        let own = self.own_at.get(i).and_then(|&k| self.own.get(k as usize));
+        p.id = self.str(self.id[i]);
+        p.text = self.str(self.text[i]);
+        p.kind = self.str(self.kind.at(i));
+        p.task = self.task.at(i).map(|t| self.str(t));
+        p.data = own.and_then(|o| o.data).or(self.shared.data).map(|d| self.str(d));
+        p.tier = Some(own.and_then(|o| o.tier).unwrap_or(self.shared.tier));
+        let tags = own.and_then(|o| o.tags.as_deref()).unwrap_or(&self.shared.tags);
+        p.tags.clear();
+        p.tags.extend(tags.iter().map(|v| self.str(*v)));
+        let sources = own.and_then(|o| o.sources.as_deref()).unwrap_or(&self.shared.sources);
+        p.sources.clear();
+        p.sources.extend(sources.iter().map(|v| self.str(*v)));
+        p.vector = self.vectors.get(i).cloned().flatten();
     }
 }
 

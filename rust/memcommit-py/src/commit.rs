@@ -437,7 +437,13 @@ fn each_command(
             let cmd = Command::Put(put_command(py, op, views(&tag_items)?, views(&source_items)?)?);
             f(&cmd, after)
         }
-        Op::Bulk(b) => (0..b.len()).try_for_each(|i| b.with(i, |p| f(&Command::Put(p.clone()), None))),
+        Op::Bulk(b) => {
+            let mut p = PutCommand::default();
+            (0..b.len()).try_for_each(|i| {
+                b.fill(i, &mut p);
+                f(&Command::Put(p.clone()), None)
+            })
+        }
         Op::Status { id, status, reason } => {
             f(&Command::SetStatus { id: s(py, id)?, status: *status, reason: so(py, reason)? }, after)
         }

@@ -116,8 +116,9 @@ pub trait PutRun: Sync {
     /// The text of put `i`.
     fn text(&self, i: usize) -> &str;
 
-    /// Call `f` with put `i`.
-    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R;
+    /// Make `p` put `i`, every field of it, in the memory `p`'s lists already have (a reader
+    /// fills one command over and over, allocating nothing once its lists are long enough).
+    fn fill<'r>(&'r self, i: usize, p: &mut PutCommand<&'r str>);
 }
 
 impl PutRun for [PutCommand<&str>] {
@@ -133,8 +134,14 @@ impl PutRun for [PutCommand<&str>] {
         self[i].text
     }
 
-    fn with<R>(&self, i: usize, f: impl FnOnce(&PutCommand<&str>) -> R) -> R {
-        f(&self[i])
+    fn fill<'r>(&'r self, i: usize, p: &mut PutCommand<&'r str>) {
+        let q = &self[i];
+        (p.id, p.kind, p.text, p.data, p.task, p.tier) = (q.id, q.kind, q.text, q.data, q.task, q.tier);
+        p.tags.clear();
+        p.tags.extend_from_slice(&q.tags);
+        p.sources.clear();
+        p.sources.extend_from_slice(&q.sources);
+        p.vector.clone_from(&q.vector);
     }
 }
 
@@ -144,21 +151,21 @@ impl Commit<'_> {
     /// must be dropped (which takes it back); a bad put is found before any is applied.
     pub fn push_puts<R: PutRun + ?Sized>(&mut self, puts: &R) -> Result<()> {
         let n = puts.len();
+        let mut p = PutCommand::default();
         if n < SMALL_RUN {
             for i in 0..n {
-                puts.with(i, |p| self.push(&memory::Command::Put(p.clone())))?;
+                puts.fill(i, &mut p);
+                self.push(&memory::Command::Put(p.clone()))?;
             }
             return Ok(());
         }
         let mut sizes = 0u64;
         for i in 0..n {
-            sizes += puts.with(i, |p| {
-                let len = self.log.validate_put(p)?;
-                if let Some(v) = &p.vector {
-                    self.check_dims(p.id, v.len())?;
-                }
-                Ok::<_, Error>(len as u64)
-            })?;
+            puts.fill(i, &mut p);
+            sizes += self.log.validate_put(&p)? as u64;
+            if let Some(v) = &p.vector {
+                self.check_dims(p.id, v.len())?;
+            }
         }
         // The records already in the buffer are not the commit's last: out they go first.
         if !self.st.buf.is_empty() {
@@ -242,29 +249,27 @@ impl Commit<'_> {
                         break;
                     }
                 }
-                let len = puts.with(i, |p| {
-                    let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(p);
-                    let slot = index.lookup_hashed(p.id.as_bytes(), hash);
-                    let state = put_state(index, slot, p, at);
-                    if slot.pos.is_some() {
-                        chunk.states.push((i, state));
-                    }
-                    let put = PutApply {
-                        key: p.id.as_bytes(),
-                        state,
-                        kind: p.kind,
-                        task: p.task,
-                        tags: &p.tags,
-                        lsn,
-                        at,
-                        off,
-                        len: len as u32,
-                    };
-                    let kind = kinds.of(p.kind, |k| index.intern_kind(k));
-                    let task = p.task.map_or(0, |t| tasks.of(t, |t| index.intern_task(t)));
-                    index.apply_put_interned(&put, kind, task, slot, Some(undo));
-                    len
-                });
+                puts.fill(i, &mut p);
+                let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(&p);
+                let slot = index.lookup_hashed(p.id.as_bytes(), hash);
+                let state = put_state(index, slot, &p, at);
+                if slot.pos.is_some() {
+                    chunk.states.push((i, state));
+                }
+                let put = PutApply {
+                    key: p.id.as_bytes(),
+                    state,
+                    kind: p.kind,
+                    task: p.task,
+                    tags: &p.tags,
+                    lsn,
+                    at,
+                    off,
+                    len: len as u32,
+                };
+                let kind = kinds.of(p.kind, |k| index.intern_kind(k));
+                let task = p.task.map_or(0, |t| tasks.of(t, |t| index.intern_task(t)));
+                index.apply_put_interned(&put, kind, task, slot, Some(undo));
                 off += len as u64;
                 lsn += 1;
                 chunk.bytes += len;
@@ -297,6 +302,7 @@ fn encode_chunk<R: PutRun + ?Sized>(
     at: i64,
 ) {
     let mut states = c.states.iter().peekable();
+    let mut p = PutCommand::default();
     // Records whose checksums are still to write, three at a time (`sum_records3`).
     let mut unsummed: [Range<usize>; 3] = [0..0, 0..0, 0..0];
     let mut pending = 0;
@@ -316,11 +322,11 @@ fn encode_chunk<R: PutRun + ?Sized>(
         };
         let gap = gap_for(medium, version, c.off + out.len() as u64);
         let lsn = c.lsn + (i - c.first) as u64;
-        unsummed[pending] = puts.with(i, |p| {
-            let state = known.unwrap_or_else(|| PutState::new_memory(p.tier, at));
-            let head = RecordHead { op: Op::Put, flags: 0, durable_gap: gap, salt, lsn, at };
-            encode_record_unsummed(out, head, p.id.as_bytes(), |o| memory::encode_put(o, state, p))
-        });
+        puts.fill(i, &mut p);
+        let state = known.unwrap_or_else(|| PutState::new_memory(p.tier, at));
+        let head = RecordHead { op: Op::Put, flags: 0, durable_gap: gap, salt, lsn, at };
+        unsummed[pending] =
+            encode_record_unsummed(out, head, p.id.as_bytes(), |o| memory::encode_put(o, state, &p));
         pending += 1;
         if pending == 3 {
             sum_records3(out, unsummed.clone());

@@ -280,8 +280,8 @@ impl Commit {
 
     /// Room in the index for the records of a bulk call given `items` (a list or a tuple of
     /// them; an iterator's length is not known before it is read), made now by a store's
-    /// commit: see `Log::make_room`. A commit that only checks operations (a remote store's)
-    /// is never written here, and makes none.
+    /// open commit: see `Log::make_room`. A commit that only checks operations (a remote
+    /// store's) is never written here, and makes none; nor does one that refuses operations.
     fn room_for(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> Room {
         let n = match (items.cast::<PyList>(), items.cast::<PyTuple>()) {
             (Ok(l), _) => l.len(),
@@ -289,7 +289,7 @@ impl Commit {
             _ => 0,
         };
         match self.native.get().log() {
-            Ok(log) if self.require_with && n >= POPULATE_FROM => {
+            Ok(log) if self.require_with && n >= POPULATE_FROM && self.check_open().is_ok() => {
                 // Past the memories the commit's earlier operations may create.
                 let after = self.puts();
                 // The GIL let go: growing a large index's id table takes a while.

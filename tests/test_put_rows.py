@@ -413,6 +413,25 @@ def test_a_guard_refusing_a_bulk_commit_leaves_nothing(path: str) -> None:
         assert (store.lsn, len(store)) == (lsn, 1)
 
 
+def test_a_record_over_max_record_bytes_late_in_a_run_leaves_nothing(path: str) -> None:
+    # Found when the commit applies the run, after megabytes of the rows before it were
+    # written to the log: those are cut off again, and the error names the memory.
+    rows = _rows(40_000)
+    rows[36_000] = ("too-big", "fact", None, "y" * 5_000)
+    with memcommit.open(path, max_record_bytes=4096) as store:
+        store.put("x", id="kept")
+        lsn, size = store.lsn, store.info()["bytes"]
+        with pytest.raises(ValueError, match=r'"too-big" would make.*max_record_bytes'):
+            with store.commit() as c:
+                c.put_rows(rows, fields=("id", "kind", "task", "text"))
+        assert (store.lsn, store.info()["bytes"], len(store)) == (lsn, size, 1)
+        assert "m000001" not in store
+        store.put("after", id="after")
+    with memcommit.open(path) as store:
+        assert (store.lsn, len(store)) == (lsn + 1, 2)
+        assert store.get("after").text == "after"
+
+
 def test_put_rows_outside_its_block_is_refused(path: str) -> None:
     with memcommit.open(path) as store:
         c = store.commit()

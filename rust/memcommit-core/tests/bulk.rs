@@ -197,15 +197,20 @@ fn a_refused_bulk_run_leaves_nothing() {
     .unwrap();
     let size = log.info().unwrap().bytes;
     let (lsn, len) = (log.lsn(), log.len().unwrap());
-    let puts = Puts::new(5_000, "never");
-    // A bad put late in the run (an empty kind) refuses it before any is applied.
+    let puts = Puts::new(20_000, "never");
+    // A bad put late in the run (an empty kind) refuses it with its own error, after the
+    // chunks before it were applied and written: dropping the commit takes them all back.
     let mut cmds = puts.commands(&[], false);
-    cmds[4_321].kind = "";
+    cmds[18_321].kind = "";
     {
         let mut c = log.begin(None, AT + 5, cmds.len()).unwrap();
         let err = c.push_puts(cmds.as_slice()).unwrap_err();
         assert!(err.to_string().contains("kind"), "{err}");
+        assert!(std::fs::metadata(&path).unwrap().len() > size + (3 << 20), "chunks were written");
     }
+    assert_eq!((log.lsn(), log.len().unwrap()), (lsn, len));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), log.info().unwrap().bytes);
+    assert!(log.get_many(&["never-0000001"]).unwrap()[0].is_none());
     // A guard after a run that was already written out refuses the commit: the run's chunks
     // are cut off again.
     let cmds = puts.commands(&[], false);

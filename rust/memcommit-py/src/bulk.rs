@@ -624,6 +624,10 @@ impl PutRun for Bulk {
         p.sources.extend(sources.iter().map(|v| self.str(*v)));
         p.vector = self.vectors.get(i).cloned().flatten();
     }
+
+    fn has_vectors(&self) -> bool {
+        !self.vectors.is_empty()
+    }
 }
 
 /// `fields=` of `put_rows`: the field each place of a tuple row holds (every field, in

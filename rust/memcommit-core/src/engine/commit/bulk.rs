@@ -5,11 +5,14 @@
 //! same LSNs, time, `durable_gap`, state fields and payload encoding (a test holds the two
 //! paths to that). What differs is who does the work:
 //!
-//! * the calling thread checks every put first (a bad one refuses the run before anything is
-//!   applied), then applies the puts to the index in order, as `push` does: that is the part
-//!   that must be sequential, since a put's state (a new memory, or the tier and creation of an
-//!   existing one, an earlier put of the run included) depends on the ones before it. The
-//!   record sizes are known without encoding, so it also knows each record's offset;
+//! * the calling thread checks each put and applies it to the index, in order, as `push` does:
+//!   that is the part that must be sequential, since a put's state (a new memory, or the tier
+//!   and creation of an existing one, an earlier put of the run included) depends on the ones
+//!   before it. The check gives the record's size without encoding it, so the pass also knows
+//!   each record's offset. A bad put ends the run with its error, as `push` would at that put:
+//!   the commit must then be dropped, which takes back what was applied and cuts off what was
+//!   written (a run with vectors checks them all, and their dimension, before it starts,
+//!   since that check needs the commit);
 //! * a second thread encodes the records and their CRC32Cs chunk by chunk, as the index pass
 //!   hands the chunks over, and writes each chunk to the log (starting its writeback) while
 //!   later ones are still being applied and encoded.
@@ -23,15 +26,14 @@
 //! and no command built for each put beforehand.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use super::{gap_for, put_state, Commit, Outlet, CHUNK};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::memory::{self, PutCommand, PutState};
-use crate::format::{
-    encode_record_unsummed, prefetch, sum_record, sum_records3, Op, RecordHead, RECORD_OVERHEAD,
-};
+use crate::format::{encode_record_unsummed, prefetch, sum_record, sum_records3, Op, RecordHead};
 use crate::state::index::PutApply;
 
 /// Runs shorter than this many puts take `push`, one by one: a second thread costs more than
@@ -119,6 +121,12 @@ pub trait PutRun: Sync {
     /// Make `p` put `i`, every field of it, in the memory `p`'s lists already have (a reader
     /// fills one command over and over, allocating nothing once its lists are long enough).
     fn fill<'r>(&'r self, i: usize, p: &mut PutCommand<&'r str>);
+
+    /// Whether any put of the run may have a vector (`true` unless the reader knows none
+    /// does): a run with vectors is checked whole before it is applied.
+    fn has_vectors(&self) -> bool {
+        true
+    }
 }
 
 impl PutRun for [PutCommand<&str>] {
@@ -143,12 +151,16 @@ impl PutRun for [PutCommand<&str>] {
         p.sources.extend_from_slice(&q.sources);
         p.vector.clone_from(&q.vector);
     }
+
+    fn has_vectors(&self) -> bool {
+        self.iter().any(|p| p.vector.is_some())
+    }
 }
 
 impl Commit<'_> {
     /// Push a run of puts, as `push` would push each of them in turn (the same records), with
     /// the encoding, the checksums and the writing on a second thread. On an error the commit
-    /// must be dropped (which takes it back); a bad put is found before any is applied.
+    /// must be dropped (which takes it back); the error is the first bad put's.
     pub fn push_puts<R: PutRun + ?Sized>(&mut self, puts: &R) -> Result<()> {
         let n = puts.len();
         let mut p = PutCommand::default();
@@ -159,12 +171,13 @@ impl Commit<'_> {
             }
             return Ok(());
         }
-        let mut sizes = 0u64;
-        for i in 0..n {
-            puts.fill(i, &mut p);
-            sizes += self.log.validate_put(&p)? as u64;
-            if let Some(v) = &p.vector {
-                self.check_dims(p.id, v.len())?;
+        if puts.has_vectors() {
+            for i in 0..n {
+                puts.fill(i, &mut p);
+                self.log.validate_put(&p)?;
+                if let Some(v) = &p.vector {
+                    self.check_dims(p.id, v.len())?;
+                }
             }
         }
         // The records already in the buffer are not the commit's last: out they go first.
@@ -181,11 +194,12 @@ impl Commit<'_> {
         index.reserve(n);
         let mut out = Outlet { medium, sparse, records };
         let (tx, rx) = mpsc::sync_channel::<Chunk>(4);
-        let (tail, written) = std::thread::scope(|s| {
+        // What the encoder wrote, even when the run fails: the commit's drop cuts it off.
+        let written = AtomicU64::new(0);
+        let result = std::thread::scope(|s| {
             let encoder = std::thread::Builder::new()
                 .name("memcommit-encode".into())
                 .spawn_scoped(s, || {
-                    let mut written = 0u64;
                     let mut enc = Vec::with_capacity(CHUNK + (CHUNK >> 2));
                     for c in rx {
                         enc.clear();
@@ -201,10 +215,10 @@ impl Commit<'_> {
                             ));
                         }
                         if c.last {
-                            return Ok((enc, written));
+                            return Ok(enc);
                         }
                         out.hand_over(c.off, &enc, true).map_err(|f| log.failed(f))?;
-                        written += enc.len() as u64;
+                        written.fetch_add(enc.len() as u64, Ordering::Relaxed);
                     }
                     Err(Error::invalid(
                         "record",
@@ -233,7 +247,7 @@ impl Commit<'_> {
             };
             let (mut off, mut lsn) = (base, first_lsn);
             let (mut kinds, mut tasks) = (Names::new(), Names::new());
-            let mut stopped = false;
+            let mut refused = None;
             for i in 0..n {
                 let hash = hashes[i % AHEAD];
                 if i + AHEAD < n {
@@ -245,12 +259,17 @@ impl Commit<'_> {
                     let next =
                         Chunk { first: i, end: 0, off, bytes: 0, lsn, states: Vec::new(), last: false };
                     if tx.send(std::mem::replace(&mut chunk, next)).is_err() {
-                        stopped = true; // the encoder stopped: its error says why
-                        break;
+                        break; // the encoder stopped: its error says why
                     }
                 }
                 puts.fill(i, &mut p);
-                let len = RECORD_OVERHEAD + p.id.len() + memory::put_payload_len(&p);
+                let len = match log.validate_put(&p) {
+                    Ok(len) => len,
+                    Err(e) => {
+                        refused = Some(e);
+                        break;
+                    }
+                };
                 let slot = index.lookup_hashed(p.id.as_bytes(), hash);
                 let state = put_state(index, slot, &p, at);
                 if slot.pos.is_some() {
@@ -274,16 +293,22 @@ impl Commit<'_> {
                 lsn += 1;
                 chunk.bytes += len;
             }
-            chunk.end = n;
-            chunk.last = true;
-            let _ = tx.send(chunk);
+            if refused.is_none() {
+                chunk.end = n;
+                chunk.last = true;
+                let _ = tx.send(chunk);
+            }
             drop(tx);
-            debug_assert!(stopped || off - base == sizes, "the sizes checked are the sizes applied");
-            encoder.join().unwrap_or_else(|_| {
+            let encoded = encoder.join().unwrap_or_else(|_| {
                 Err(Error::invalid("record", "internal error: the encoding thread panicked"))
-            })
-        })?;
-        self.flushed += written;
+            });
+            match refused {
+                Some(e) => Err(e),
+                None => encoded,
+            }
+        });
+        self.flushed += written.into_inner();
+        let tail = result?;
         self.lsn += n as u64;
         debug_assert!(self.st.buf.is_empty());
         self.st.buf = tail;

@@ -413,20 +413,32 @@ def test_a_guard_refusing_a_bulk_commit_leaves_nothing(path: str) -> None:
         assert (store.lsn, len(store)) == (lsn, 1)
 
 
-def test_a_record_over_max_record_bytes_late_in_a_run_leaves_nothing(path: str) -> None:
-    # Found when the commit applies the run, after megabytes of the rows before it were
-    # written to the log: those are cut off again, and the error names the memory.
+def test_a_record_over_the_limits_is_refused_by_the_call_that_gives_it(path: str) -> None:
+    # Key lengths and the record size are checked by the call, as the commit will check them:
+    # the error names the row, and nothing of the call joins the commit, which goes on.
     rows = _rows(40_000)
     rows[36_000] = ("too-big", "fact", None, "y" * 5_000)
+    long_id = [*_rows(3), ("i" * 2_000, "fact", None, "text")]
     with memcommit.open(path, max_record_bytes=4096) as store:
         store.put("x", id="kept")
         lsn, size = store.lsn, store.info()["bytes"]
-        with pytest.raises(ValueError, match=r'"too-big" would make.*max_record_bytes'):
-            with store.commit() as c:
+        with store.commit() as c:
+            with pytest.raises(
+                ValueError, match=r'rows\[36000\]: text: the memory "too-big" would'
+            ):
                 c.put_rows(rows, fields=("id", "kind", "task", "text"))
-        assert (store.lsn, store.info()["bytes"], len(store)) == (lsn, size, 1)
-        assert "m000001" not in store
-        store.put("after", id="after")
+            with pytest.raises(
+                ValueError, match=r"rows\[3\]: id: is 2000 bytes; the limit is 1024"
+            ):
+                c.put_rows(long_id, fields=("id", "kind", "task", "text"))
+            with pytest.raises(
+                ValueError, match=r"record 1 of put_many: text: .* max_record_bytes"
+            ):
+                c.put_many(["fine", "z" * 5_000])
+            c.put("after", id="after")
+        assert (store.lsn, len(store)) == (lsn + 1, 2)
+        assert store.info()["bytes"] > size
+        assert "m000001" not in store and "too-big" not in store
     with memcommit.open(path) as store:
         assert (store.lsn, len(store)) == (lsn + 1, 2)
         assert store.get("after").text == "after"

@@ -12,6 +12,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use memcommit_core::log::Log;
 use memcommit_core::{PutCommand, PutRun, Room, Tier};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -19,6 +20,8 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::commit::{data_arg, key_str, str_tuple, text_str, tier_arg};
 use crate::convert::{get_vector, items_of, type_error};
+use crate::errors::to_py;
+use crate::gate;
 use crate::store::IDS;
 
 /// The fields of a put, in the order of `store.put`'s wire form (`memcommit.ops.PUT`): the
@@ -195,6 +198,9 @@ fn at(py: Python<'_>, where_: &str, e: PyErr) -> PyErr {
     }
 }
 
+/// From this many records on, `Bulk::check` checks the second half on another thread.
+const CHECK_SPLIT: usize = 1 << 16;
+
 /// A row of `put_rows`, its kind found once.
 enum Row<'py> {
     Tuple(Bound<'py, PyTuple>),
@@ -350,6 +356,37 @@ impl Bulk {
             vectors: Vec::new(),
         };
         Ok((bulk, given))
+    }
+
+    /// Check every record now as `log`'s commit of it will (`Log::check_put`: its keys, its
+    /// vector's values, its size against `max_record_bytes`), so that a bad one is refused by
+    /// the call that gives it, named by `place(i)`, and not only when the commit is written.
+    /// With the GIL released, a large call's records on both cores; the error raised is the
+    /// first bad record's.
+    pub fn check(&self, py: Python<'_>, log: &Log, place: impl Fn(usize) -> String) -> PyResult<()> {
+        let first_bad = |records: std::ops::Range<usize>| {
+            let mut p = PutCommand::default();
+            records.into_iter().find_map(|i| {
+                self.fill(i, &mut p);
+                log.check_put(&p).err().map(|e| (i, e))
+            })
+        };
+        let n = self.len();
+        let bad = gate::detach(py, || {
+            if n < CHECK_SPLIT {
+                return first_bad(0..n);
+            }
+            std::thread::scope(|s| {
+                let second = s.spawn(|| first_bad(n / 2..n));
+                let first = first_bad(0..n / 2);
+                let second = second.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                first.or(second)
+            })
+        });
+        match bad {
+            Some((i, e)) => Err(at(py, &place(i), to_py(e))),
+            None => Ok(()),
+        }
     }
 
     /// Give the records vectors, one each (None: none), as many as there are records.

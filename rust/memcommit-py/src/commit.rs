@@ -278,6 +278,16 @@ impl Commit {
         self.ops.iter().map(|o| if let Op::Bulk(b) = o { b.len() } else { 1 }).sum()
     }
 
+    /// Check a bulk call's records as the store's commit will (`Bulk::check`), now. A commit
+    /// that only checks operations (a remote store's, whose server has limits of its own)
+    /// leaves that to the commit.
+    fn check_bulk(&self, py: Python<'_>, bulk: &Bulk, place: impl Fn(usize) -> String) -> PyResult<()> {
+        match self.native.get().log() {
+            Ok(log) if self.require_with => bulk.check(py, &log, place),
+            _ => Ok(()),
+        }
+    }
+
     /// Room in the index for the records of a bulk call given `items` (a list or a tuple of
     /// them; an iterator's length is not known before it is read), made now by a store's
     /// open commit: see `Log::make_room`. A commit that only checks operations (a remote
@@ -714,6 +724,7 @@ impl Commit {
         if let Some(v) = vectors {
             bulk.set_vectors(vectors_arg(&v, bulk.len())?);
         }
+        self.check_bulk(py, &bulk, |i| format!("record {i} of put_many"))?;
         self.add(Op::Bulk(Box::new(bulk)))?;
         Ok(ids)
     }
@@ -748,6 +759,7 @@ impl Commit {
         let room = self.room_for(py, rows);
         let (bulk, ids) =
             Bulk::rows(py, self.id_ms, rows, fields, kind, task, tier, data, tags, sources, room)?;
+        self.check_bulk(py, &bulk, |i| format!("rows[{i}]"))?;
         self.add(Op::Bulk(Box::new(bulk)))?;
         Ok(ids)
     }

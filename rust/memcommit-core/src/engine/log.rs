@@ -609,8 +609,11 @@ impl Log {
         Error::WriterFailed { path: self.display.clone(), reason, errno: f.errno }
     }
 
-    /// Check one put as `validate` does; returns the size of the record it makes.
-    pub(crate) fn validate_put<S: AsRef<str>>(&self, p: &PutCommand<S>) -> Result<usize> {
+    /// Check one put's input as a commit of it will, before anything is locked or written:
+    /// its id, kind, task, tags and sources as keys, its vector's values, and the size of the
+    /// record it makes against `max_record_bytes`. Returns that size. (Whether a vector has
+    /// the store's dimension is the commit's check.)
+    pub fn check_put<S: AsRef<str>>(&self, p: &PutCommand<S>) -> Result<usize> {
         check_key("id", p.id.as_ref())?;
         check_key("kind", p.kind.as_ref())?;
         if let Some(t) = &p.task {
@@ -649,7 +652,7 @@ impl Log {
     pub(crate) fn validate<S: AsRef<str>>(&self, cmd: &Command<S>) -> Result<()> {
         match cmd {
             Command::Put(p) => {
-                self.validate_put(p)?;
+                self.check_put(p)?;
             }
             Command::SetStatus { id, reason, .. } => {
                 check_key("id", id.as_ref())?;

@@ -174,7 +174,7 @@ impl Commit<'_> {
         if puts.has_vectors() {
             for i in 0..n {
                 puts.fill(i, &mut p);
-                self.log.validate_put(&p)?;
+                self.log.check_put(&p)?;
                 if let Some(v) = &p.vector {
                     self.check_dims(p.id, v.len())?;
                 }
@@ -263,7 +263,7 @@ impl Commit<'_> {
                     }
                 }
                 puts.fill(i, &mut p);
-                let len = match log.validate_put(&p) {
+                let len = match log.check_put(&p) {
                     Ok(len) => len,
                     Err(e) => {
                         refused = Some(e);

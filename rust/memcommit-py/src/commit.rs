@@ -280,10 +280,10 @@ impl Commit {
 
     /// Check a bulk call's records as the store's commit will (`Bulk::check`), now. A commit
     /// that only checks operations (a remote store's, whose server has limits of its own)
-    /// leaves that to the commit.
+    /// leaves that to the commit, and one that refuses operations need not check them.
     fn check_bulk(&self, py: Python<'_>, bulk: &Bulk, place: impl Fn(usize) -> String) -> PyResult<()> {
         match self.native.get().log() {
-            Ok(log) if self.require_with => bulk.check(py, &log, place),
+            Ok(log) if self.require_with && self.check_open().is_ok() => bulk.check(py, &log, place),
             _ => Ok(()),
         }
     }

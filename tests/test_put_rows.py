@@ -517,6 +517,13 @@ def test_a_remote_commit_takes_rows_and_the_server_writes_them(tmp_path: Path) -
             )
             with pytest.raises(TypeError, match=r"^rows\[0\]: text must be str, not int"):
                 c.put_rows([{"text": 1}])
+        # A key's length (and a record's size) is the server's to check, when it commits.
+        called = False
+        with pytest.raises(ValueError, match="id: is 2000 bytes; the limit is 1024"):
+            with remote.commit() as c:
+                c.put_rows([("i" * 2_000, "too long an id")], fields=("id", "text"))
+                called = True
+        assert called
         first, second = remote.get_many(ids)
         assert (first.id, first.kind, first.task, first.tier, first.text) == (
             "r1",

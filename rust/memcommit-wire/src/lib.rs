@@ -28,7 +28,7 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most headers an answer may carry.
@@ -159,8 +159,29 @@ impl Write for Stream {
 /// well-behaved server) and the server start that last answered on it.
 struct Connection {
     stream: Stream,
+    /// A second handle on the stream, made once when it connects, which [`Client::close`]
+    /// shuts down while a request waits on it (None if the handle could not be made).
+    shutter: Option<Arc<Stream>>,
+    /// The read and write timeout the stream has now, set again only when a request asks
+    /// for another.
+    timeout: Option<Duration>,
     buf: Vec<u8>,
     heard: Option<String>,
+}
+
+impl Connection {
+    fn new(stream: Stream) -> Connection {
+        let shutter = stream.try_clone().ok().map(Arc::new);
+        Connection { stream, shutter, timeout: None, buf: Vec::new(), heard: None }
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        if self.timeout != Some(timeout) {
+            self.stream.set_timeout(Some(timeout))?;
+            self.timeout = Some(timeout);
+        }
+        Ok(())
+    }
 }
 
 /// A pool of keep-alive connections to one server. See the crate documentation.
@@ -170,7 +191,7 @@ pub struct Client {
     fixed: String,
     idle: Mutex<Vec<Connection>>,
     /// A handle on the stream of each request in flight, so `close` can end them.
-    busy: Mutex<HashMap<u64, Stream>>,
+    busy: Mutex<HashMap<u64, Arc<Stream>>>,
     next: AtomicU64,
     closed: AtomicBool,
 }
@@ -237,7 +258,7 @@ impl Client {
                 Stream::Tcp(s)
             }
         };
-        Ok(Connection { stream, buf: Vec::new(), heard: None })
+        Ok(Connection::new(stream))
     }
 
     /// Send one request and read its answer.
@@ -263,12 +284,11 @@ impl Client {
             None => self.connect(timeout, &mut *on_signal)?,
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if let Ok(handle) = conn.stream.try_clone() {
-            self.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(id, handle);
+        if let Some(handle) = &conn.shutter {
+            self.busy.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::clone(handle));
         }
         let outcome = conn
-            .stream
-            .set_timeout(Some(timeout))
+            .set_timeout(timeout)
             .and_then(|()| self.exchange(&mut conn, method, path, headers, body, on_signal));
         self.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         let (answer, keep) = outcome.map_err(|e| {
@@ -686,6 +706,69 @@ mod tests {
         assert_eq!(seen[0].1, b"{}");
         assert!(seen[1].0.starts_with("GET /v1/info HTTP/1.1"));
         assert!(!client.hears("boot-1"), "closed");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A server on a Unix socket that answers the first `answered` requests of its one
+    /// connection and then reads on without answering.
+    fn silent_after(name: &str, answered: usize) -> (PathBuf, std::thread::JoinHandle<()>) {
+        use std::os::unix::net::UnixListener;
+        let dir = std::env::temp_dir().join(format!("memcommit-wire-{name}-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("s.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = Vec::new();
+            for _ in 0..answered {
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    fill(&mut s, &mut buf, "a request").unwrap();
+                }
+                buf.clear();
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").unwrap();
+            }
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        (path, server)
+    }
+
+    #[test]
+    fn close_ends_a_request_waiting_on_a_kept_connection() {
+        let (path, server) = silent_after("close", 1);
+        let client = std::sync::Arc::new(Client::new(Endpoint::Unix(path.clone()), &[]));
+        let wait = Duration::from_secs(30);
+        assert_eq!(client.request("GET", "/a", &[], b"", wait, &mut || true).unwrap().status, 200);
+        let closer = {
+            let client = std::sync::Arc::clone(&client);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                client.close();
+            })
+        };
+        let started = std::time::Instant::now();
+        let failure = client.request("GET", "/b", &[], b"", wait, &mut || true).unwrap_err();
+        assert!(matches!(failure, Failure::MaybeSent(_)), "{failure:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "ended by close, not by its timeout");
+        closer.join().unwrap();
+        server.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_kept_connection_takes_each_requests_own_timeout() {
+        let (path, server) = silent_after("timeout", 1);
+        let client = Client::new(Endpoint::Unix(path.clone()), &[]);
+        let long = Duration::from_secs(30);
+        assert_eq!(client.request("GET", "/a", &[], b"", long, &mut || true).unwrap().status, 200);
+        let started = std::time::Instant::now();
+        let failure =
+            client.request("GET", "/b", &[], b"", Duration::from_millis(300), &mut || true).unwrap_err();
+        assert!(matches!(failure, Failure::MaybeSent(_)), "{failure:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the second request's timeout, not the first's");
+        client.close();
+        server.join().unwrap();
         let _ = std::fs::remove_file(&path);
     }
 }

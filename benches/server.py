@@ -13,7 +13,7 @@ transaction. The refresh lag is the time from a commit's acknowledgement to a fo
 p50 (a 200-byte append, then fdatasync, in the same directory), the floor of a durable commit.
 
 Run: ``python benches/server.py`` (``--quick`` for a smoke run; ``--seconds``, ``--mode``,
-``--transport``, ``--clients``).
+``--transport``, ``--clients``, ``--max-in-flight``).
 """
 
 from __future__ import annotations
@@ -103,8 +103,12 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _remote(url: str) -> Callable[[int, int], None]:
-    store = memcommit.RemoteStore(url)
+def _remote(url: str, max_in_flight: int | None = None) -> Callable[[int, int], None]:
+    store = (
+        memcommit.RemoteStore(url)
+        if max_in_flight is None
+        else memcommit.RemoteStore(url, max_in_flight=max_in_flight)
+    )
     return lambda n, i: store.put(TEXT, kind="note", task=f"client-{n}")
 
 
@@ -119,7 +123,7 @@ def _sqlite_setup(path: str) -> None:
     setup.close()
 
 
-def _sqlite(path: str) -> Callable[[int, int], None]:
+def _sqlite(path: str, max_in_flight: int | None = None) -> Callable[[int, int], None]:
     local = threading.local()
 
     def commit(n: int, i: int) -> None:
@@ -136,17 +140,22 @@ def _sqlite(path: str) -> Callable[[int, int], None]:
     return commit
 
 
-_TARGETS: dict[str, Callable[[str], Callable[[int, int], None]]] = {
+_TARGETS: dict[str, Callable[[str, int | None], Callable[[int, int], None]]] = {
     "remote": _remote,
     "sqlite": _sqlite,
 }
 
 
 def _threads(
-    target: str, where: str, clients: int, seconds: float, ready: Callable[[], None] = lambda: None
+    target: str,
+    where: str,
+    clients: int,
+    seconds: float,
+    ready: Callable[[], None] = lambda: None,
+    max_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """`clients` threads of this process committing to `where` (a URL or a SQLite file)."""
-    commit = _TARGETS[target](where)
+    commit = _TARGETS[target](where, max_in_flight)
     cpu = _cpu_seconds()
     result = _drive(clients, seconds, commit, ready)
     result["cpu"] = _cpu_seconds() - cpu
@@ -154,22 +163,32 @@ def _threads(
 
 
 def _process_client(
-    target: str, where: str, threads: int, seconds: float, go: Any, out: Any
+    target: str,
+    where: str,
+    threads: int,
+    seconds: float,
+    go: Any,
+    out: Any,
+    max_in_flight: int | None,
 ) -> None:
     def ready() -> None:
         go.wait()  # every process starts its clock together
 
-    out.put(_threads(target, where, threads, seconds, ready))
+    out.put(_threads(target, where, threads, seconds, ready, max_in_flight))
 
 
-def _processes(target: str, where: str, clients: int, seconds: float) -> dict[str, Any]:
+def _processes(
+    target: str, where: str, clients: int, seconds: float, max_in_flight: int | None = None
+) -> dict[str, Any]:
     """`clients` threads over min(clients, 8) processes, each with its own store."""
     procs = min(clients, 8)
     per = clients // procs
     ctx = multiprocessing.get_context("spawn")
     out, go = ctx.Queue(), ctx.Barrier(procs)
     workers = [
-        ctx.Process(target=_process_client, args=(target, where, per, seconds, go, out))
+        ctx.Process(
+            target=_process_client, args=(target, where, per, seconds, go, out, max_in_flight)
+        )
         for _ in range(procs)
     ]
     for w in workers:
@@ -265,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("threads", "processes", "both"), default="both")
     parser.add_argument("--transport", choices=("tcp", "unix", "both"), default="both")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 0.5 s each")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=None,
+        help="each RemoteStore's max_in_flight (default: the store's own default)",
+    )
     args = parser.parse_args(argv)
     seconds = 0.5 if args.quick else args.seconds
     counts = [int(c) for c in args.clients.split(",")]
@@ -289,9 +314,19 @@ def main(argv: list[str] | None = None) -> int:
             for clients in counts:
                 for transport in transports:
                     for mode in modes:
-                        run = _threads if mode == "threads" else _processes
                         before = _process_cpu(server.pid)
-                        r = run("remote", urls[transport], clients, seconds)
+                        if mode == "threads":
+                            r = _threads(
+                                "remote",
+                                urls[transport],
+                                clients,
+                                seconds,
+                                max_in_flight=args.max_in_flight,
+                            )
+                        else:
+                            r = _processes(
+                                "remote", urls[transport], clients, seconds, args.max_in_flight
+                            )
                         server_cpu = _process_cpu(server.pid) - before
                         label = (
                             f"RemoteStore over {transport}, threads sharing one store"

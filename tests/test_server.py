@@ -261,6 +261,53 @@ def put_noting(store: memcommit.RemoteStore, text: str, outcomes: dict[str, str]
         outcomes[text] = type(e).__name__
 
 
+def test_a_stores_threads_share_one_request_in_flight_by_default(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one commit's request is in flight, the commits of the store's other threads
+    wait, then go together in the next request (max_in_flight=1, the default)."""
+    from memcommit.remote.pipeline import Http
+
+    real = Http.request
+    release, entered = threading.Event(), threading.Event()
+    bodies: list[bytes] = []
+
+    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
+        if path == "/v1/commit" and body is not None:
+            bodies.append(body)
+            if b"blocker" in body:
+                entered.set()
+                release.wait(30)
+        return real(self, method, path, body, *a)
+
+    monkeypatch.setattr(Http, "request", request)
+    outcomes: dict[str, str] = {}
+    with memcommit.RemoteStore(server.url) as store:
+        blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
+        blocker.start()
+        assert entered.wait(30)
+        riders = [
+            threading.Thread(target=put_noting, args=(store, f"rider {i}", outcomes))
+            for i in range(3)
+        ]
+        for t in riders:
+            t.start()
+        pipeline = store._engine._pipeline
+        deadline = time.monotonic() + 30
+        while len(pipeline._pipe) < 3:  # every rider queued, none sent
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert len(bodies) == 1
+        release.set()
+        for t in (blocker, *riders):
+            t.join(30)
+        assert set(outcomes.values()) == {"ok"} and len(outcomes) == 4
+        assert len(bodies) == 2, "the three riders went in one request"
+        assert all(f"rider {i}".encode() in bodies[1] for i in range(3))
+        texts = {m.text for m in store.find(kind="note", limit=None)}
+        assert {"blocker", "rider 0", "rider 1", "rider 2"} <= texts
+
+
 def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
     server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:

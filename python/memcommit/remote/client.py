@@ -39,8 +39,11 @@ class RemoteStore(MemoryStore):
             trust for ``https://``; the system's by default.
         follow: Keep a thread pulling commits as they happen, so reads stay current without
             calling :meth:`refresh`.
-        max_in_flight: Requests this store keeps in flight at once (commits from many threads
-            ride along in them).
+        max_in_flight: Requests this store keeps in flight at once. With 1, the default, the
+            commits its threads make while a request is in flight go together in the next
+            one: the fewest requests, so the least CPU a commit on both sides (the server's
+            group commit already overlaps many clients). More may shorten a commit's wait
+            where the round trip to the server is long against its fsync.
         embed: An embedder (see :func:`memcommit.open`): this client embeds its puts' texts
             before a commit is sent, and :meth:`search` runs on the replica.
 
@@ -62,7 +65,7 @@ class RemoteStore(MemoryStore):
         retry_seconds: float = 10.0,
         ca_file: str | None = None,
         follow: bool = False,
-        max_in_flight: int = 2,
+        max_in_flight: int = 1,
         embed: Embedder | None = None,
     ) -> None:
         pipeline = Pipeline(

@@ -642,14 +642,19 @@ mod tests {
         assert!(matches!(failure, Failure::NotSent(_)), "{failure:?}");
     }
 
-    #[test]
-    fn requests_travel_and_connections_are_reused_and_heard() {
-        use std::os::unix::net::UnixListener;
-        let dir = std::env::temp_dir().join(format!("memcommit-wire-t-{}", std::process::id()));
+    /// A Unix socket listening in a scratch directory of the test's own `name`, and its path.
+    fn listener(name: &str) -> (PathBuf, std::os::unix::net::UnixListener) {
+        let dir = std::env::temp_dir().join(format!("memcommit-wire-{name}-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let path = dir.join("s.sock");
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        (path, listener)
+    }
+
+    #[test]
+    fn requests_travel_and_connections_are_reused_and_heard() {
+        let (path, listener) = listener("t");
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
             let mut seen = Vec::new();
@@ -712,12 +717,7 @@ mod tests {
     /// A server on a Unix socket that answers the first `answered` requests of its one
     /// connection and then reads on without answering.
     fn silent_after(name: &str, answered: usize) -> (PathBuf, std::thread::JoinHandle<()>) {
-        use std::os::unix::net::UnixListener;
-        let dir = std::env::temp_dir().join(format!("memcommit-wire-{name}-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let path = dir.join("s.sock");
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).unwrap();
+        let (path, listener) = listener(name);
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
             let mut buf = Vec::new();

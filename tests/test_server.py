@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 
 import memcommit
 import memcommit.remote.replica
+from holding_proxy import HoldingProxy
 from memcommit.server import is_loopback
 from memcommit.testing import ServerProcess
 from memcommit.wire import CommitOutcomeUnknown, ServerError, ServerUnavailable
@@ -261,31 +262,25 @@ def put_noting(store: memcommit.RemoteStore, text: str, outcomes: dict[str, str]
         outcomes[text] = type(e).__name__
 
 
-def test_a_stores_threads_share_one_request_in_flight_by_default(
-    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def wait_for(what: Callable[[], bool]) -> None:
+    """Wait until `what()` holds (bounded, so a broken build fails instead of hanging)."""
+    deadline = time.monotonic() + 30
+    while not what():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+
+def test_a_stores_threads_share_one_request_in_flight_by_default(server: ServerProcess) -> None:
     """While one commit's request is in flight, the commits of the store's other threads
     wait, then go together in the next request (max_in_flight=1, the default)."""
-    from memcommit.remote.pipeline import Http
-
-    real = Http.request
-    release, entered = threading.Event(), threading.Event()
-    bodies: list[bytes] = []
-
-    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
-        if path == "/v1/commit" and body is not None:
-            bodies.append(body)
-            if b"blocker" in body:
-                entered.set()
-                release.wait(30)
-        return real(self, method, path, body, *a)
-
-    monkeypatch.setattr(Http, "request", request)
     outcomes: dict[str, str] = {}
-    with memcommit.RemoteStore(server.url) as store:
+    with (
+        HoldingProxy(server.url, hold=lambda body: b"blocker" in body) as proxy,
+        memcommit.RemoteStore(proxy.url) as store,
+    ):
         blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
         blocker.start()
-        assert entered.wait(30)
+        wait_for(lambda: len(proxy.held) == 1)
         riders = [
             threading.Thread(target=put_noting, args=(store, f"rider {i}", outcomes))
             for i in range(3)
@@ -293,98 +288,88 @@ def test_a_stores_threads_share_one_request_in_flight_by_default(
         for t in riders:
             t.start()
         pipeline = store._engine._pipeline
-        deadline = time.monotonic() + 30
-        while len(pipeline._pipe) < 3:  # every rider queued, none sent
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        assert len(bodies) == 1
-        release.set()
+        wait_for(lambda: pipeline.queued() == 3)  # every rider queued, none sent
+        assert len(proxy.bodies) == 1
+        proxy.release()
         for t in (blocker, *riders):
             t.join(30)
         assert set(outcomes.values()) == {"ok"} and len(outcomes) == 4
-        assert len(bodies) == 2, "the three riders went in one request"
-        assert all(f"rider {i}".encode() in bodies[1] for i in range(3))
+        assert len(proxy.bodies) == 2, "the three riders went in one request"
+        assert all(f"rider {i}".encode() in proxy.bodies[1] for i in range(3))
         texts = {m.text for m in store.find(kind="note", limit=None)}
         assert {"blocker", "rider 0", "rider 1", "rider 2"} <= texts
-
-
-def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(
-    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The thread whose request carries other threads' commits is interrupted (Ctrl-C): it
-    raises KeyboardInterrupt; the others learn their commits' outcome is unknown, and the
-    store goes on."""
-    from memcommit.remote.pipeline import Http
-
-    real = Http.request
-    release, entered = threading.Event(), threading.Event()
-
-    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
-        if path == "/v1/commit" and body is not None:
-            if b"blocker" in body:
-                entered.set()
-                release.wait(30)
-            elif body.count(b"rider") >= 2:
-                raise KeyboardInterrupt  # as Ctrl-C raises it in the thread sending
-        return real(self, method, path, body, *a)
-
-    monkeypatch.setattr(Http, "request", request)
-    outcomes: dict[str, str] = {}
-    with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
-        blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
-        blocker.start()
-        assert entered.wait(30)
-        riders = [
-            threading.Thread(target=put_noting, args=(store, f"rider {i}", outcomes))
-            for i in (1, 2)
-        ]
-        for t in riders:
-            t.start()
-        pipeline = store._engine._pipeline
-        deadline = time.monotonic() + 30
-        while len(pipeline._pipe) < 2:  # both riders queued behind the blocker's request
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        release.set()
-        for t in (blocker, *riders):
-            t.join(30)
-        assert outcomes["blocker"] == "ok"
-        assert sorted(outcomes[f"rider {i}"] for i in (1, 2)) == [
-            "CommitOutcomeUnknown",
-            "KeyboardInterrupt",
-        ]
-        store.put("after", kind="note")  # the pipeline was not left without a leader
-        assert [m.text for m in store.find(kind="note", limit=None)][-1] == "after"
 
 
 class _Stop(Exception):
     """What a test's signal handler raises."""
 
 
+def test_ctrl_c_in_a_leading_thread_is_that_threads_alone(server: ServerProcess) -> None:
+    """The thread whose request carries other threads' commits is interrupted (Ctrl-C) while
+    it waits for the answer: it raises KeyboardInterrupt; the others learn their commits'
+    outcome is unknown, and the store goes on."""
+
+    def hold(body: bytes) -> bool:
+        return b"blocker" in body or body.count(b"rider") >= 2
+
+    def ctrl_c(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    outcomes: dict[str, str] = {}
+    with (
+        HoldingProxy(server.url, hold=hold) as proxy,
+        memcommit.RemoteStore(proxy.url, max_in_flight=1) as store,
+    ):
+        pipeline = store._engine._pipeline
+        blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
+        rider = threading.Thread(target=put_noting, args=(store, "rider 2", outcomes))
+
+        def conduct() -> None:
+            """This (main) thread queues first, so it leads the next request; then the rider."""
+            wait_for(lambda: pipeline.queued() == 1)
+            rider.start()
+            wait_for(lambda: pipeline.queued() == 2)
+            proxy.release()  # the blocker's answer: the lead passes to this thread
+            wait_for(lambda: len(proxy.held) == 1)  # its request, with both riders, is held
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+
+        blocker.start()
+        wait_for(lambda: len(proxy.held) == 1)
+        conductor = threading.Thread(target=conduct)
+        previous = signal.signal(signal.SIGALRM, ctrl_c)
+        try:
+            conductor.start()
+            put_noting(store, "rider 1", outcomes)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+            proxy.release()
+        for t in (conductor, blocker, rider):
+            t.join(30)
+        assert outcomes == {
+            "blocker": "ok",
+            "rider 1": "KeyboardInterrupt",
+            "rider 2": "CommitOutcomeUnknown",
+        }
+        store.put("after", kind="note")  # the pipeline was not left without a leader
+        assert [m.text for m in store.find(kind="note", limit=None)][-1] == "after"
+
+
 def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
-    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+    server: ServerProcess,
 ) -> None:
     """A thread queued behind another's request that a signal handler interrupts (Ctrl-C)
     raises; its commit is never sent, and the commits queued after it still go."""
-    from memcommit.remote.pipeline import Http
-
-    real = Http.request
-    release = threading.Event()
-
-    def request(self: Http, method: str, path: str, body: bytes | None = None, *a: Any) -> Any:
-        if path == "/v1/commit" and body is not None and b"blocker" in body:
-            release.wait(30)
-        return real(self, method, path, body, *a)
-
-    monkeypatch.setattr(Http, "request", request)
     outcomes: dict[str, str] = {}
-    with memcommit.RemoteStore(server.url, max_in_flight=1) as store:
+    with (
+        HoldingProxy(server.url, hold=lambda body: b"blocker" in body) as proxy,
+        memcommit.RemoteStore(proxy.url, max_in_flight=1) as store,
+    ):
         pipeline = store._engine._pipeline
         late = threading.Thread(target=put_noting, args=(store, "late", outcomes))
 
         def stop(signum: int, frame: object) -> None:
-            if len(pipeline._pipe) < 2:  # not yet this thread queued and "late" behind it
-                if len(pipeline._pipe) == 1 and not late.is_alive():
+            if pipeline.queued() < 2:  # not yet this thread queued and "late" behind it
+                if pipeline.queued() == 1 and not late.is_alive():
                     late.start()
                 signal.setitimer(signal.ITIMER_REAL, 0.05)
                 return
@@ -392,10 +377,7 @@ def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
 
         blocker = threading.Thread(target=put_noting, args=(store, "blocker", outcomes))
         blocker.start()
-        deadline = time.monotonic() + 30
-        while pipeline._senders == 0:  # the blocker's request is in flight
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
+        wait_for(lambda: len(proxy.held) == 1)  # the blocker's request is in flight
         previous = signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, 0.05)
         try:
@@ -404,12 +386,13 @@ def test_ctrl_c_while_a_thread_waits_its_turn_takes_its_commit_back(
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-            release.set()
+            proxy.release()
         for t in (blocker, late):
             t.join(30)
         assert outcomes == {"blocker": "ok", "late": "ok"}
         texts = [m.text for m in store.find(kind="note", limit=None)]
         assert "late" in texts and "interrupted" not in texts
+        assert not any(b"interrupted" in body for body in proxy.bodies)
 
 
 def test_a_long_poll_hears_of_a_commit(server: ServerProcess) -> None:
@@ -788,29 +771,27 @@ def test_a_resend_from_before_a_restart_is_not_guessed(
     assert store.get(mid) is None
 
 
-def test_a_remote_store_resends_through_a_dropped_connection(store: memcommit.RemoteStore) -> None:
-    """The first attempt's answer is lost (the connection drops after the request went out)."""
-    real = store.engine.http.request
-    calls: list[str] = []
+def test_a_remote_store_resends_through_a_dropped_connection(server: ServerProcess) -> None:
+    """The first attempt's answer is lost (the connection drops after the request went out):
+    the commit is resent, naming the server start it may have reached, and applied once."""
+    lost: list[bytes] = []
 
-    def flaky(
-        method: str, path: str, body: bytes | None = None, timeout: float | None = None
-    ) -> Any:
-        answer = real(method, path, body, timeout)
-        if path == "/v1/commit" and not calls:
-            calls.append("dropped")
-            from memcommit.remote.pipeline import MaybeSent as _MaybeSent
+    def lose(body: bytes) -> bool:
+        if lost:
+            return False
+        lost.append(body)
+        return True
 
-            raise _MaybeSent("connection reset (injected)")
-        return answer
-
-    store.engine.http.request = flaky  # type: ignore[method-assign]
-    try:
+    with (
+        HoldingProxy(server.url, lose=lose) as proxy,
+        memcommit.RemoteStore(proxy.url) as store,
+    ):
         mid = store.put("sent twice, written once", id=f"flaky-{time.time_ns()}")
-    finally:
-        store.engine.http.request = real  # type: ignore[method-assign]
-    assert calls == ["dropped"]
-    assert len(store.history(mid)) == 1
+        assert len(lost) == 1 and len(proxy.bodies) == 2
+        first, resent = (json.loads(body) for body in proxy.bodies)
+        assert first["commits"] == resent["commits"]
+        assert first["retry_of"] is None and resent["retry_of"] == store.info()["server_boot"]
+        assert len(store.history(mid)) == 1
 
 
 # -- security --------------------------------------------------------------------------------

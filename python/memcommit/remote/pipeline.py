@@ -323,6 +323,11 @@ class Pipeline:
         self.closed = True
         self.http.close()
 
+    def queued(self) -> int:
+        """The commits and role calls queued and not yet sent."""
+        with self._pipe_lock:
+            return len(self._pipe)
+
     def _note(self, headers: Headers) -> None:
         boot = headers.get(wire.H_BOOT)
         if boot:

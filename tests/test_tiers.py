@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import memcommit
-from memcommit import Memory, MemoryStore
+from memcommit import Memory, MemoryStore, storage
 from memcommit.lineage import descendants, lineage
 from memcommit.summarize import ExtractiveSummarizer, default_summarizer
 from memcommit.testing import CLOCK_START as START
@@ -529,17 +529,26 @@ def test_lineage_and_descendants_cross_every_step(
     assert lineage(store, first[0]) == [] and descendants(store, long_) == []
 
 
-def test_lineage_survives_cycles_and_missing_sources(store: MemoryStore) -> None:
-    store.put("a", id="a", sources=("b", "never-written"))
-    store.put("b", id="b", sources=("a",))
-    assert [m.id for m in lineage(store, "a")] == ["b"]
-    assert [m.id for m in descendants(store, "a")] == ["b"]
-    with pytest.raises(ValueError, match="no memory 'zzz'"):
-        lineage(store, "zzz")
-    with pytest.raises(ValueError, match="no memory 'zzz'"):
-        descendants(store, "zzz")
-    with pytest.raises(TypeError, match="id"):
-        lineage(store, 3)  # type: ignore[arg-type]
+def test_lineage_survives_cycles_and_purged_sources(tmp_path: Path) -> None:
+    """A source retention purged is left out of the lineage (no Purged raised), and a cycle
+    of sources ends."""
+    clock = ControllableClock()
+    with memcommit.open(tmp_path / "memory.db", clock=clock) as store:
+        store.put("ran the job", id="t", kind="trace")
+        store.put("a", id="a", sources=("t",))
+        store.put("b", id="b", sources=("a",))
+        store.put("a again", id="a", sources=("b", "t"))  # a cycle: a <- b <- a
+        clock.advance(8 * DAY)
+        storage.compact(store, retention=storage.KindsAfter({"trace": 7 * DAY // 1000}))
+        assert store.is_purged("t") and store.get("a") is not None
+        assert [m.id for m in lineage(store, "a")] == ["b"]
+        assert [m.id for m in descendants(store, "a")] == ["b"]
+        with pytest.raises(ValueError, match="no memory 'zzz'"):
+            lineage(store, "zzz")
+        with pytest.raises(ValueError, match="no memory 'zzz'"):
+            descendants(store, "zzz")
+        with pytest.raises(TypeError, match="id"):
+            lineage(store, 3)  # type: ignore[arg-type]
 
 
 def test_compaction_survives_a_reopen(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ def lineage(store: MemoryStore, id: str) -> list[Memory]:
     """Every memory `id` was derived from, following `sources` recursively.
 
     Archived and stale memories are included: they are the record of where a memory came
-    from. Sources the store does not have (an id that was never written) are left out.
+    from. Sources the store does not have (one retention purged during log compaction, or,
+    in a log written before sources were checked, one never written) are left out.
 
     Args:
         store: The store to read.
@@ -57,7 +58,7 @@ def lineage(store: MemoryStore, id: str) -> list[Memory]:
         ids = list(dict.fromkeys(frontier))
         seen.update(ids)
         frontier = []
-        for m in store.get_many(ids):
+        for m in store.engine.get_many(ids):  # None for a purged id: no Purged raised
             if m is not None:
                 found.append(m)
                 frontier.extend(s for s in m.sources if s not in seen)

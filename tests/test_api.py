@@ -129,6 +129,34 @@ def test_tags_and_sources_accept_any_iterable_of_str(store: Any) -> None:
     assert store.get(mid).tags == ("a", "b")
 
 
+@pytest.mark.parametrize("rows", [3, 5_000], ids=["few", "a bulk run"])
+def test_a_source_the_store_never_held_is_refused_and_nothing_is_written(
+    store: Any, rows: int
+) -> None:
+    """`verify` would report the reference as forged, so the commit naming it is refused."""
+    real = store.put("real")
+    lsn = store.lsn
+    with pytest.raises(Rejected, match='sources name "typo-id"') as ei:
+        store.put("derived", id="derived", sources=(real, "typo-id"))
+    assert ei.value.guard is not None and ei.value.guard.id == "typo-id"
+    last = {"id": "last", "text": "x", "sources": ["typo-id"]}
+    with pytest.raises(Rejected, match="typo-id"):
+        with store.commit() as c:
+            c.put("first", id="first")
+            c.put_rows([{"id": f"r{i}", "text": f"row {i}"} for i in range(rows - 1)] + [last])
+    assert store.lsn == lsn
+    assert store.get("first") is None and store.get("derived") is None and store.get("last") is None
+    assert memcommit.verify(store).ok
+
+
+def test_a_source_made_later_in_the_same_commit_is_accepted(store: Any) -> None:
+    with store.commit() as c:
+        c.put("summary", id="s", sources=("t1", "t2"))
+        c.put_rows([("t1", "one"), ("t2", "two")])
+    assert store.get("s").sources == ("t1", "t2")
+    assert memcommit.verify(store).ok
+
+
 def test_generated_ids_sort_by_creation(store: Any) -> None:
     ids = [store.put(f"m{i}") for i in range(40)]
     with store.commit() as c:

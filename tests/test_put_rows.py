@@ -136,7 +136,7 @@ def test_long_runs_of_single_puts_write_what_short_runs_write(tmp_path: Path) ->
                 tier=(None, "mid", "long")[i % 3],
                 data={"i": i} if i % 5 == 0 else None,
                 tags=("a", "b")[: i % 3],
-                sources=(f"p{i - 1:06d}",) if i % 7 == 0 else (),
+                sources=(f"p{i - 1:06d}",) if i % 7 == 0 and i else (),
                 vector=[float(i % 3), 1.0] if i % 6 == 0 else None,
             )
 

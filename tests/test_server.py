@@ -130,6 +130,9 @@ def test_a_commit_is_all_or_nothing_with_guards(store: memcommit.RemoteStore) ->
     with pytest.raises(RuntimeError, match="boom"), store.commit() as c:
         c.put("dropped with the block")
         raise RuntimeError("boom")
+    with pytest.raises(memcommit.Rejected, match="typo-id") as refused:
+        store.put("derived from nothing", sources=(t1, "typo-id"))  # the server refuses it
+    assert refused.value.guard is not None and refused.value.guard.id == "typo-id"
     assert store.lsn == head + 3
 
 

@@ -31,6 +31,7 @@ from memcommit.cli._common import (
     writing_error,
 )
 from memcommit.cli.export_format import MAX_RECORD_BYTES, BadLine, Change, parse_line, record_line
+from memcommit.engine import LocalEngine
 from memcommit.errors import CommandError
 from memcommit.progress import Progress
 
@@ -378,6 +379,11 @@ def _run_import(args: argparse.Namespace) -> int:
             if records:  # a writer committed between the check and the open: leave it be
                 _refuse_a_store_with_records(path, records, store.lsn)
             first_lsn = store.lsn + 1
+            engine = store.engine
+            assert isinstance(engine, LocalEngine)  # memcommit.open of a path
+            # The records come in their log's order, which log compaction may have changed: a
+            # memory's last put (the one exported) can come after the puts naming it in sources.
+            engine.view().trust_sources(True)
             job = _Import(store=store, source=source)
             try:
                 for number, raw in enumerate(lines, start=1):

@@ -708,6 +708,12 @@ impl NativeLog {
         })
     }
 
+    /// Let puts name sources the store does not hold yet (`on`: an import replaying another
+    /// store's log), or check them again.
+    fn trust_sources(&self, py: Python<'_>, on: bool) -> PyResult<()> {
+        self.run(py, |log| log.len().map(|_| log.trust_sources(on)))
+    }
+
     /// Whether log compaction purged `id`.
     fn is_purged(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
         self.run(py, |log| log.len().map(|_| log.is_purged(id)))

@@ -54,6 +54,9 @@ pub struct Commit<'a> {
     arrival: Option<Arrival<'a>>,
     /// The dimension vectors must have, once this commit has looked it up (or set it).
     dims: Option<usize>,
+    /// (put id, source) of each source its put named before the store held it
+    /// ([`note_sources`]): the commit must make it.
+    unresolved: Vec<(String, String)>,
 }
 
 impl Log {
@@ -90,6 +93,7 @@ impl Log {
             done: false,
             arrival,
             dims: None,
+            unresolved: Vec::new(),
         })
     }
 }
@@ -132,7 +136,10 @@ impl Commit<'_> {
         let st = &mut *self.st;
         let (key, slot) = match cmd {
             Command::Expect(x) => return check_guard(st, x, self.log),
-            Command::Put(p) => (p.id.as_ref(), st.index.lookup(p.id.as_ref().as_bytes())),
+            Command::Put(p) => {
+                note_sources(&st.index, self.log, p, &mut self.unresolved);
+                (p.id.as_ref(), st.index.lookup(p.id.as_ref().as_bytes()))
+            }
             Command::SetStatus { id, .. } | Command::Move { id, .. } => {
                 let slot = st.index.lookup(id.as_ref().as_bytes());
                 if slot.pos.is_none() {
@@ -256,6 +263,7 @@ impl Commit<'_> {
     /// Mark the last record COMMIT_END, write what is left and publish the commit. Returns
     /// `None` for a commit that wrote nothing (only guards, which held).
     pub fn finish(mut self) -> Result<Option<Committed>> {
+        check_sources(&self.st.index, self.log, &self.unresolved)?;
         if self.flushed == 0 && self.st.buf.is_empty() {
             self.done = true;
             return Ok(None);
@@ -328,6 +336,51 @@ fn unknown(id: &str, what: &str, purged: bool) -> Error {
         reason: format!("cannot {what} memory {id:?}: {why}; nothing was written"),
         ..r
     })
+}
+
+/// Note the `sources` of put `p` that name no memory the store holds now and none log
+/// compaction purged: [`Commit::finish`] refuses the commit unless a later put of the same
+/// commit made them (`verify` would report any other as forged). Nothing to note while the
+/// log trusts sources ([`Log::trust_sources`]).
+pub(crate) fn note_sources<S: AsRef<str>>(
+    index: &Index,
+    log: &Log,
+    p: &memory::PutCommand<S>,
+    unresolved: &mut Vec<(String, String)>,
+) {
+    if p.sources.is_empty() || log.trusts_sources() {
+        return;
+    }
+    let id = p.id.as_ref();
+    for source in &p.sources {
+        let source = source.as_ref();
+        if source != id && index.position(source).is_none() && !log.is_purged(source) {
+            unresolved.push((id.to_owned(), source.to_owned()));
+        }
+    }
+}
+
+/// The first source noted by [`note_sources`] that the commit did not make, refused.
+fn check_sources(index: &Index, log: &Log, unresolved: &[(String, String)]) -> Result<()> {
+    for (id, source) in unresolved {
+        if index.position(source).is_some() || log.is_purged(source) {
+            continue;
+        }
+        let r = Rejection::new(
+            GuardKind::UnknownId,
+            Some(source),
+            GuardValue::Exists(true),
+            GuardValue::Exists(false),
+        );
+        return Err(Error::Rejected(Rejection {
+            reason: format!(
+                "cannot put memory {id:?}: its sources name {source:?}, but neither the store nor \
+                 this commit holds a memory with that id; nothing was written"
+            ),
+            ..r
+        }));
+    }
+    Ok(())
 }
 
 fn refuse(kind: GuardKind, id: &str, expected: GuardValue, actual: GuardValue) -> Error {

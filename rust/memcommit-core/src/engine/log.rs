@@ -154,6 +154,9 @@ pub struct Log {
     index_file_status: IndexFileStatus,
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
+    /// Whether a put may name sources the store does not hold yet (an import replaying a log
+    /// whose records compaction reordered); see [`Log::trust_sources`].
+    trusted_sources: AtomicBool,
     /// The search index, built on first use (`engine::search`). Taken after the state lock;
     /// queries share it, bringing it up to date takes it alone.
     pub(crate) search: RwLock<crate::search::SearchState>,
@@ -475,6 +478,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            trusted_sources: AtomicBool::new(false),
             search: RwLock::new(Default::default()),
             index_file_status,
         });
@@ -513,6 +517,7 @@ impl Log {
             auto_seal: Mutex::new(None),
             auto_seal_waits: AtomicU64::new(0),
             purged: Mutex::new(hashbrown::HashSet::new()),
+            trusted_sources: AtomicBool::new(false),
             search: RwLock::new(Default::default()),
             index_file_status: IndexFileStatus::NotUsed,
         }))
@@ -829,6 +834,18 @@ impl Log {
     pub fn add_purged<S: AsRef<str>>(&self, ids: &[S]) {
         let mut p = self.purged.lock();
         p.extend(ids.iter().map(|s| s.as_ref().to_string()));
+    }
+
+    /// Let puts name sources the store does not hold yet (`on`), or check them again: for an
+    /// import, which replays another store's records in their log's order, where a memory's
+    /// last put may come after the puts that name it.
+    pub fn trust_sources(&self, on: bool) {
+        self.trusted_sources.store(on, Ordering::Release);
+    }
+
+    /// Whether puts may name sources the store does not hold yet ([`Log::trust_sources`]).
+    pub fn trusts_sources(&self) -> bool {
+        self.trusted_sources.load(Ordering::Acquire)
     }
 
     /// Whether log compaction purged this id.

@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
-use super::{gap_for, put_state, Commit, Outlet, CHUNK};
+use super::{gap_for, note_sources, put_state, Commit, Outlet, CHUNK};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
 use crate::format::memory::{self, PutCommand, PutState};
@@ -188,7 +188,7 @@ impl Commit<'_> {
         let at = self.at;
         let first_lsn = self.lsn + 1;
         let base = self.base + self.flushed;
-        let Commit { st, records, .. } = self;
+        let Commit { st, records, unresolved, .. } = self;
         let State { header, medium, index, sparse, undo, .. } = &mut **st;
         let (salt, version) = (header.salt(), header.version);
         index.reserve(n);
@@ -270,6 +270,7 @@ impl Commit<'_> {
                         break;
                     }
                 };
+                note_sources(index, log, &p, unresolved);
                 let slot = index.lookup_hashed(p.id.as_bytes(), hash);
                 let state = put_state(index, slot, &p, at);
                 if slot.pos.is_some() {

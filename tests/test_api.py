@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -1123,6 +1124,34 @@ def test_opening_a_directory_is_refused_and_creates_nothing(tmp_path: Path) -> N
     with pytest.raises(IsADirectoryError):
         memcommit.open(str(target))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]
+
+
+def test_opening_a_fifo_or_a_device_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """A writer would have replaced it with a log file (a store is a regular file). A device
+    takes the same path as the FIFO, so no test risks one of the machine's."""
+    fifo = tmp_path / "a-fifo"
+    os.mkfifo(fifo)
+    for read_only in (False, True):
+        with pytest.raises(OSError, match="not a regular file"):
+            memcommit.open(str(fifo), read_only=read_only)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-fifo"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"clock": 5}, "clock: int has neither"),
+        ({"embed": 5}, "embed must be a callable"),
+        ({"read_only": "yes"}, "read_only must be a bool"),
+    ],
+)
+def test_a_bad_argument_to_open_creates_nothing(
+    tmp_path: Path, arguments: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(TypeError, match=error):
+        memcommit.open(str(tmp_path / "memory.db"), **arguments)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_put_many_takes_one_kind_and_task_per_text(store: Any) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._native import Memory, Record
-from .clock import Clock, SystemClock, to_microseconds
+from .clock import Clock, SystemClock, millisecond_reader, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import MemcommitError, NotSupported, Purged
@@ -587,6 +587,13 @@ def open(
     for label, given in (("store", store), ("schema", schema)):
         if given is not None and not isinstance(given, str):
             raise TypeError(f"{label} must be a str, not {type(given).__name__}")
+    if not isinstance(read_only, bool):
+        raise TypeError(f"read_only must be a bool, not {type(read_only).__name__}")
+    # Checked before anything is opened or created (the store checks them again).
+    if clock is not None:
+        millisecond_reader(clock)
+    if embed is not None and not callable(embed):
+        raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
     if is_connection_source(path):
         from .postgres.dsn import of_source
 

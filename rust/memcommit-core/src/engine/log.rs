@@ -351,6 +351,14 @@ impl Log {
             // Before anything is created beside it (the lock file).
             return Err(Error::io(&display, "open", io::Error::from_raw_os_error(21 /* EISDIR */)));
         }
+        if vfs::is_special(path) {
+            // A writer would replace a device or a FIFO with a log file of its own.
+            return Err(Error::io(
+                &display,
+                "open",
+                io::Error::other("not a regular file (a device, a FIFO or a socket); a store is a file"),
+            ));
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !vfs::is_dir(d)) {
             return Err(Error::io(
                 &display,

@@ -411,6 +411,16 @@ pub(crate) fn is_dir(path: &Path) -> bool {
     path.is_dir()
 }
 
+/// Whether `path` is there and is neither a regular file nor a directory (a device, a FIFO,
+/// a socket), following symbolic links.
+pub(crate) fn is_special(path: &Path) -> bool {
+    #[cfg(feature = "fault-injection")]
+    if sim::mounted(path).is_some() {
+        return false;
+    }
+    fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// The names in the directory that holds `path`.
 pub(crate) fn names_beside(path: &Path) -> io::Result<Vec<OsString>> {
     #[cfg(feature = "fault-injection")]

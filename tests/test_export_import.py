@@ -226,6 +226,33 @@ def test_a_refused_import_leaves_nothing_behind(
     assert sorted(tmp_path.iterdir()) == [dump]
 
 
+def test_an_import_of_a_file_of_no_records_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("")
+    assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 0
+    assert "nothing was written" in capsys.readouterr().out
+    assert sorted(tmp_path.iterdir()) == [dump]
+
+
+def test_export_and_snapshot_refuse_to_write_over_their_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "memory.db"
+    with memcommit.open(str(path)) as store:
+        store.put("kept")
+    before = path.read_bytes()
+    for argv in (
+        ["export", str(path), "--out", str(path)],
+        ["export", str(path), "--out", str(tmp_path / "." / "memory.db.lock")],
+        ["snapshot", str(path), str(path)],
+    ):
+        assert main(argv) == 1, argv
+        assert "writing there would replace it" in capsys.readouterr().err
+    assert path.read_bytes() == before
+
+
 def test_an_interrupted_import_of_nothing_leaves_nothing_behind(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -220,13 +220,30 @@ def open_writer(path: str) -> memcommit.MemoryStore:
     return memcommit.open(path)
 
 
-def check_out_file(out: str, option: str) -> None:
-    """Refuse an output path that cannot be written, naming it as the user gave it."""
+def check_out_file(out: str, option: str, store: str) -> None:
+    """Refuse an output path that cannot be written, naming it as the user gave it.
+
+    The log `store` and the files beside it are refused too: writing there would replace it.
+    """
+    beside = (store, lock_path(store), f"{store}.index", f"{store}.manifest")
+    if any(_same_file(out, name) for name in beside):
+        raise CommandError(
+            f"{option}{out}: is the store {store} or a file of it; writing there would "
+            "replace it: give another file"
+        )
     if os.path.isdir(out):
         raise CommandError(f"{option}{out}: is a directory; give the name of a file to write")
     directory = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(directory):
         raise CommandError(f"{option}{out}: the directory {directory} does not exist")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths `a` and `b` name one file (links followed; either may not exist yet)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def writing_error(out: str, error: OSError) -> CommandError:

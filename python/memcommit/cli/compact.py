@@ -145,7 +145,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     """
     path: str = args.path
     out: str = args.out
-    check_out_file(out, "")
+    check_out_file(out, "", path)
     with open_read_only(path, "snapshot") as store:
         try:
             store.save_snapshot(out)

@@ -89,7 +89,7 @@ def _run_export(args: argparse.Namespace) -> int:
     path: str = args.path
     target: str | None = args.out
     if target is not None:
-        check_out_file(target, "--out ")
+        check_out_file(target, "--out ", path)
     with open_read_only(path, "export") as store:
         total = as_int(store.info().get("records", 0), "records")
         if target is None:
@@ -403,6 +403,8 @@ def _run_import(args: argparse.Namespace) -> int:
                     _discard_new_files(path, existed)
                 raise
             lsn = store.lsn
+            if not job.imported:  # a file of no records: nothing is left at PATH either
+                _discard_new_files(path, existed)
     finally:
         close()
     if job.imported:
@@ -412,5 +414,8 @@ def _run_import(args: argparse.Namespace) -> int:
             f"(LSN {first_lsn:,}..{lsn:,})"
         )
     else:
-        print(f"imported 0 records from {source} into {path}: the file holds no records")
+        print(
+            f"imported 0 records from {source}: the file holds no records, so nothing was "
+            f"written to {path}"
+        )
     return EXIT_OK

@@ -76,10 +76,18 @@ impl Rejection {
                     id: id.map(str::to_string),
                     expected,
                     actual,
-                    reason: format!(
-                        "the store's LSN is {have} but the commit expected {want}: another commit came \
-                         first; read again and retry"
-                    ),
+                    reason: if want > have {
+                        format!(
+                            "the store's LSN is {have} but the commit expected {want}: the store has \
+                             not reached that LSN (one read from another store, or a later state?); \
+                             read the store's lsn again"
+                        )
+                    } else {
+                        format!(
+                            "the store's LSN is {have} but the commit expected {want}: another commit \
+                             came first; read again and retry"
+                        )
+                    },
                 };
             }
             (_, _, V::Purged) => {

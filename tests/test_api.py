@@ -512,6 +512,40 @@ def test_commit_is_all_or_nothing_with_consecutive_lsns(store: Any) -> None:
     assert store.get(s).sources == (t1, t2)
 
 
+def test_expect_lsn_behind_or_ahead_of_the_store_says_which(store: Any) -> None:
+    store.put("one")
+    store.put("two")
+    with pytest.raises(Rejected, match="another commit came first"):
+        with store.commit(expect_lsn=1) as c:
+            c.put("x")
+    with pytest.raises(Rejected, match="has not reached that LSN"):
+        with store.commit(expect_lsn=999) as c:
+            c.put("x")
+    assert store.lsn == 2
+
+
+def test_put_many_names_the_text_it_refuses(store: Any) -> None:
+    lsn = store.lsn
+    with pytest.raises(TypeError, match=r"texts\[3\] must be str, not int"):
+        with store.commit() as c:
+            c.put_many(["a", "b", "c", 4])
+    assert store.lsn == lsn
+
+
+def test_a_guard_with_no_field_is_that_the_memory_exists(store: Any) -> None:
+    there = store.put("there")
+    with store.commit() as c:
+        c.expect(there)
+        c.put("written")
+    lsn = store.lsn
+    with pytest.raises(Rejected) as refused:
+        with store.commit() as c:
+            c.put("not written")
+            c.expect("does-not-exist")
+    assert refused.value.guard is not None and refused.value.guard.kind == "exists"
+    assert store.lsn == lsn
+
+
 def test_guard_lsn_sees_the_commits_own_records(store: Any) -> None:
     mid = store.put("x")
     with store.commit() as c:

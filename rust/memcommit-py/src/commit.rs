@@ -794,7 +794,7 @@ impl Commit {
     /// Guard: refuse the whole commit unless the memory matches every given field.
     ///
     /// `exists` (must exist, or must not), `status`, `tier`, and `lsn` (the LSN of the newest
-    /// record that touched it: compare-and-set).
+    /// record that touched it: compare-and-set). With no field given, the memory must exist.
     #[pyo3(signature = (id, *, exists=None, status=None, tier=None, lsn=None))]
     fn expect(
         &mut self,
@@ -824,6 +824,8 @@ impl Commit {
             _ => None,
         };
         let lsn = get_opt_u64(lsn, "lsn")?;
+        // No field given: the guard is that the memory exists.
+        let exists = exists.or((status.is_none() && tier.is_none() && lsn.is_none()).then_some(true));
         self.add(Op::Expect { id, exists, status, tier, lsn })
     }
 

@@ -846,6 +846,26 @@ def test_a_token_is_required_and_checked(tmp_path: Path) -> None:
             assert "x" not in remote
 
 
+def test_a_tls_file_that_cannot_be_read_or_loaded_is_refused_by_name(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    for cert, key, named in (
+        (tmp_path / "missing.pem", junk, "--tls-cert"),
+        (junk, tmp_path, "--tls-key"),
+        (junk, junk, "not a PEM certificate chain"),
+    ):
+        serve = [sys.executable, "-m", "memcommit", "serve", str(tmp_path / "tls.db")]
+        done = subprocess.run(
+            [*serve, "--port", "0", "--tls-cert", str(cert), "--tls-key", str(key)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert named in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["junk.pem"], "no store was made"
+
+
 def test_tls(tmp_path: Path) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")

@@ -51,8 +51,9 @@ def check_access(host: str, token: str | None, tls_cert: str | None, tls_key: st
     """Refuse a server that would be open to others, or half configured for TLS.
 
     Raises:
-        ValueError: A short token, a non-loopback `host` without a token, or one of
-            `tls_cert` and `tls_key` without the other.
+        ValueError: A short token, a non-loopback `host` without a token, one of `tls_cert`
+            and `tls_key` without the other, or a certificate or key that cannot be read or
+            loaded (the message names the file).
     """
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ValueError(
@@ -66,6 +67,30 @@ def check_access(host: str, token: str | None, tls_cert: str | None, tls_key: st
         )
     if (tls_cert is None) != (tls_key is None):
         raise ValueError("tls: give both --tls-cert and --tls-key, or neither")
+    if tls_cert is not None and tls_key is not None:
+        _check_tls(tls_cert, tls_key)
+
+
+def _check_tls(cert: str, key: str) -> None:
+    """Load the certificate chain and its key: a bad one is refused now, by name.
+
+    Now is before anything is opened, not when the server starts listening.
+    """
+    import ssl
+
+    for option, name in (("--tls-cert", cert), ("--tls-key", key)):
+        try:
+            with open(name, "rb"):
+                pass
+        except OSError as e:
+            raise ValueError(f"{option} {name}: cannot read it: {e.strerror or e}") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        raise ValueError(
+            f"--tls-cert {cert} and --tls-key {key}: not a PEM certificate chain and its "
+            f"private key ({e.reason or e})"
+        ) from None
 
 
 def token_digest(token: str | None) -> bytes | None:

@@ -17,7 +17,7 @@ from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
 from .http import TEST_CLOCK_START, MemoryServer
-from .listen import CannotListen
+from .listen import CannotListen, check_unix
 
 __all__ = ["add_serve_command"]
 
@@ -140,10 +140,13 @@ def _run_serve(args: argparse.Namespace) -> int:
             "every memory in clear text; use --tls-cert/--tls-key",
             file=sys.stderr,
         )
-    # Open the store before binding, so a locked or damaged log fails as a one-line error.
-    with open_store(args.path, durability="none"):
-        pass
     try:
+        # The socket's path is checked before the store is opened (which creates a new one),
+        # and the store before binding, so a locked or damaged log fails as a one-line error.
+        if args.socket is not None:
+            check_unix(args.socket)
+        with open_store(args.path, durability="none"):
+            pass
         server.run()
     except CannotListen as e:
         raise _refuse(str(e)) from None

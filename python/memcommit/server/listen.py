@@ -24,7 +24,7 @@ from typing import Any
 
 from .auth import App
 
-__all__ = ["CannotListen", "bind_unix", "serve"]
+__all__ = ["CannotListen", "bind_unix", "check_unix", "serve"]
 
 SOCKET_MODE = 0o600
 """The mode of the server's Unix socket: only its owner may connect."""
@@ -34,25 +34,40 @@ class CannotListen(Exception):
     """The server cannot listen where it was told to; the message names the address."""
 
 
+def check_unix(path: str) -> bool:
+    """Refuse a Unix socket path :func:`bind_unix` could not bind.
+
+    Returns whether a socket that a server now gone left is there (bind_unix replaces it).
+
+    Raises:
+        CannotListen: As :func:`bind_unix`, for all but a failing bind; the message names
+            `path`.
+    """
+    if len(os.fsencode(path)) >= 104:  # sun_path holds 104 bytes on macOS, 108 on Linux
+        raise CannotListen(f"--socket {path}: too long for a Unix socket (at most 103 bytes)")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CannotListen(f"--socket {path}: the directory {directory} does not exist")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(mode):
+        raise CannotListen(f"--socket {path}: exists and is not a socket; choose another path")
+    if _listening(path):
+        raise CannotListen(f"--socket {path}: a running server is listening on it")
+    return True
+
+
 def bind_unix(path: str) -> socket.socket:
     """A listening Unix domain socket at `path`, owner-only.
 
     Raises:
-        CannotListen: `path` is too long for a Unix socket, exists and is not a socket, is a
-            socket another server is listening on, or cannot be bound (its directory is
-            missing, say); the message names `path`.
+        CannotListen: `path` is too long for a Unix socket, is in a directory that does not
+            exist, exists and is not a socket, is a socket another server is listening on,
+            or cannot be bound; the message names `path`.
     """
-    if len(os.fsencode(path)) >= 104:  # sun_path holds 104 bytes on macOS, 108 on Linux
-        raise CannotListen(f"--socket {path}: too long for a Unix socket (at most 103 bytes)")
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        pass
-    else:
-        if not stat.S_ISSOCK(mode):
-            raise CannotListen(f"--socket {path}: exists and is not a socket; choose another path")
-        if _listening(path):
-            raise CannotListen(f"--socket {path}: a running server is listening on it")
+    if check_unix(path):
         os.unlink(path)  # left by a server that is gone
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o777 & ~SOCKET_MODE)

@@ -449,6 +449,31 @@ def test_compact_prints_the_report_and_old_anchors_are_superseded(
     assert "superseded: 1" in capsys.readouterr().out
 
 
+def test_ctrl_c_after_the_compaction_says_it_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the store closes (its index file written) comes after the new log
+    replaced the old: the report is printed and the message says the compaction stands."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(str(path)) as store:
+        for i in range(5):
+            store.put(f"note {i}", id="same")
+    close = memcommit.MemoryStore.close
+
+    def close_then_ctrl_c(self: memcommit.MemoryStore) -> None:
+        close(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(memcommit.MemoryStore, "close", close_then_ctrl_c)
+    assert main(["compact", str(path)]) == 130
+    captured = capsys.readouterr()
+    assert _fields(captured.out)["records"].startswith("5 -> ")
+    assert "the compaction stands" in captured.err
+    monkeypatch.undo()
+    with memcommit.open(str(path), read_only=True) as store:
+        assert store.generation == 1 and store.get("same").text == "note 4"
+
+
 def test_compact_refuses_bad_ages_and_horizons(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -39,6 +39,7 @@ import memcommit
 from memcommit.cli import bench, compact, demo, info, migrate, repair, seal, transfer
 from memcommit.cli._common import (
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         _fail(command, "interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _fail(command: str, message: str) -> None:

@@ -25,6 +25,7 @@ from memcommit.progress import Progress
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 
 
 class Subcommands(Protocol):

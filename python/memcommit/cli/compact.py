@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from memcommit.cli._common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     Subcommands,
     add_store_command,
@@ -20,7 +22,13 @@ from memcommit.cli._common import (
 from memcommit.errors import CommandError
 from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
-from memcommit.storage import ArchivedOlderThan, KindsAfter, RetentionPolicy, compact
+from memcommit.storage import (
+    ArchivedOlderThan,
+    CompactionReport,
+    KindsAfter,
+    RetentionPolicy,
+    compact,
+)
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -110,20 +118,40 @@ def _run_compact(args: argparse.Namespace) -> int:
     retention = retention_from(args)
     dry_run: bool = args.dry_run
     opened = open_read_only(path, "compact") if dry_run else open_writer(path)
-    with opened as store:
-        if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
-            raise CommandError(
-                f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
-            )
-        total = as_int(store.info()["bytes"], "bytes")
-        with Progress(total, "compact", unit="bytes") as bar:
-            report = compact(
-                store,
-                retention=retention,
-                horizon=args.horizon,
-                progress=progress_to(bar),
-                dry_run=dry_run,
-            )
+    done: list[CompactionReport] = []
+    try:
+        with opened as store:
+            if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
+                raise CommandError(
+                    f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
+                )
+            total = as_int(store.info()["bytes"], "bytes")
+            with Progress(total, "compact", unit="bytes") as bar:
+                done.append(
+                    compact(
+                        store,
+                        retention=retention,
+                        horizon=args.horizon,
+                        progress=progress_to(bar),
+                        dry_run=dry_run,
+                    )
+                )
+    except KeyboardInterrupt:
+        if not done:
+            raise  # stopped before the new log replaced the old: the old is as it was
+        # Stopped while the store closed (its index file written): the compaction stands.
+        _print_report(path, done[0], dry_run)
+        print(
+            f"memcommit compact: interrupted after {path} was compacted (the compaction "
+            "stands; its index file is written again at the next open if it was not now)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    _print_report(path, done[0], dry_run)
+    return EXIT_OK
+
+
+def _print_report(path: str, report: CompactionReport, dry_run: bool) -> None:
     if dry_run:
         print(f"dry run: {path} (nothing written; would make generation {report.generation})")
     else:
@@ -133,7 +161,6 @@ def _run_compact(args: argparse.Namespace) -> int:
     print(f"horizon: {report.horizon}")
     print(f"purged: {len(report.purged)}")
     print(f"seconds: {report.seconds:.3f}")
-    return EXIT_OK
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:

@@ -901,6 +901,14 @@ def test_tls(tmp_path: Path) -> None:
             assert remote.get(remote.put("over TLS")).text == "over TLS"  # type: ignore[union-attr]
         with pytest.raises(ServerUnavailable):
             memcommit.RemoteStore(secure.url, retry_seconds=0.1)  # the system CAs do not trust it
+        # A client's idle keep-alive TLS connection never answers a TLS close: SIGTERM does
+        # not wait for it (the TLS close's own limit is 30 s).
+        idle = memcommit.RemoteStore(secure.url, ca_file=str(cert))
+        try:
+            idle.put("then idle")
+            assert secure.terminate(timeout=15) == -signal.SIGTERM
+        finally:
+            idle.close()
 
 
 # -- life: restarts, SIGTERM, kill -9 ----------------------------------------------------------

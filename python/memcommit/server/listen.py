@@ -13,6 +13,7 @@ then uvicorn re-raises the signal, so a supervisor sees the usual exit status fo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
@@ -152,9 +153,32 @@ def serve(
                 on_listening()
 
         async def shutdown(self, sockets: Any = None) -> None:
-            await super().shutdown(sockets=sockets)
+            cut = asyncio.ensure_future(self._cut_closing()) if tls_cert is not None else None
+            try:
+                await super().shutdown(sockets=sockets)
+            finally:
+                if cut is not None:
+                    cut.cancel()
             # Before uvicorn re-raises the signal, which ends the process.
             _remove(unix_socket)
+
+        async def _cut_closing(self) -> None:
+            """Drop each TLS connection that is closing and has sent all it had to send.
+
+            Closing a TLS connection waits (up to 30 s) for the client's close_notify, and
+            a client's idle keep-alive connection reads nothing, so never sends it: the
+            server would wait that long to stop. Nothing is lost by not waiting.
+            """
+            while True:
+                await asyncio.sleep(0.1)
+                for connection in list(self.server_state.connections):
+                    transport = getattr(connection, "transport", None)
+                    if (
+                        transport is not None
+                        and transport.is_closing()
+                        and transport.get_write_buffer_size() == 0
+                    ):
+                        transport.abort()
 
     server = Server(config)
     sockets: list[socket.socket] = []

@@ -52,15 +52,18 @@ impl Puts {
     /// an earlier commit created (`old`).
     fn commands<'a>(&'a self, old: &'a [String], dups: bool) -> Vec<PutCommand<&'a str>> {
         const TAGS: [&str; 3] = ["alpha", "beta", "gamma"];
+        let id_of = |i: usize| {
+            if dups && i % 97 == 5 && i >= 1000 {
+                self.ids[i - 1000].as_str()
+            } else if i % 89 == 3 && !old.is_empty() {
+                old[i % old.len()].as_str()
+            } else {
+                self.ids[i].as_str()
+            }
+        };
         (0..self.ids.len())
             .map(|i| {
-                let id = if dups && i % 97 == 5 && i >= 1000 {
-                    self.ids[i - 1000].as_str()
-                } else if i % 89 == 3 && !old.is_empty() {
-                    old[i % old.len()].as_str()
-                } else {
-                    self.ids[i].as_str()
-                };
+                let id = id_of(i);
                 PutCommand {
                     id,
                     kind: ["trace", "fact", "note"][i % 3],
@@ -69,7 +72,8 @@ impl Puts {
                     task: (i % 4 != 0).then(|| self.tasks[i % self.tasks.len()].as_str()),
                     tier: [None, Some(Tier::Mid), Some(Tier::Long)][i % 3],
                     tags: TAGS[..i % 4].to_vec(),
-                    sources: if i % 11 == 0 { vec![self.ids[i / 2].as_str()] } else { vec![] },
+                    // An earlier put of the run (the writer refuses a source no put made).
+                    sources: if i % 11 == 0 { vec![id_of(i / 2)] } else { vec![] },
                     vector: None,
                 }
             })

@@ -40,6 +40,8 @@ fn put(id: &str, text: &str) -> Command {
     Command::Put(PutCommand { id: id.into(), kind: "note".into(), text: text.into(), ..Default::default() })
 }
 
+/// A put with every field in use. Its sources name ids no put made, as an import's may: the
+/// logs it goes to trust their sources (`Log::trust_sources`).
 fn full_put(id: &str, n: usize) -> PutCommand {
     PutCommand {
         id: id.into(),
@@ -97,6 +99,7 @@ fn key_of(rec: &[u8]) -> &str {
 #[test]
 fn round_trip_every_op_survives_reopen() {
     let (_dir, path, log) = durable_log("rt.log");
+    log.trust_sources(true);
     let mut at = T0;
     let mut tick = || {
         at += 1_000;
@@ -272,6 +275,7 @@ struct Boundary {
 /// (the first boundary is the end of the header).
 fn build_torn_source(path: &Path) -> (Vec<u8>, Vec<Boundary>) {
     let log = writer(path).unwrap();
+    log.trust_sources(true);
     let mut bounds = vec![Boundary { end: HEADER_LEN as u64, records: 0 }];
     for i in 0..30 {
         let at = T0 + i as i64 * 1_000;
@@ -471,6 +475,7 @@ fn every_single_bit_flip_is_detected() {
     // Durable commits: each one's records say the commits before it were durable when it was
     // written, so a flip before the last commit is damage in committed data.
     let log = Log::open(&src, opts(Durability::Commit)).unwrap();
+    log.trust_sources(true);
     let mut at = T0;
     let mut c = |cmds: &[Command]| {
         at += 1;

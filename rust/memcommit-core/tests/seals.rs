@@ -173,6 +173,10 @@ fn a_source_that_never_existed_is_a_forged_reference() {
         sources: vec!["a".into(), "ghost".into()],
         ..PutCommand::default()
     });
+    // The writer refuses such a source; only a log written trusting its sources (an import)
+    // or altered holds one.
+    assert!(matches!(log.commit(std::slice::from_ref(&derived), None, T0), Err(Error::Rejected(_))));
+    log.trust_sources(true);
     log.commit(&[derived], None, T0).unwrap();
     match log.verify(None, None) {
         Err(Error::ForgedReference { id, by, lsn, .. }) => {

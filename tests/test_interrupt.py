@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from forging import put_unchecked
 from memcommit import ForgedReference, verify
 from memcommit.storage import compact
 
@@ -32,7 +33,9 @@ def big_log(tmp_path: Path) -> Path:
         for _ in range(4):
             with store.commit() as c:
                 c.put_many([text] * 25)
-        store.put("names a memory that never was", sources=("01NEVERWRITTEN0000000000000",))
+        put_unchecked(
+            store, "names a memory that never was", sources=("01NEVERWRITTEN0000000000000",)
+        )
     return path
 
 
@@ -71,7 +74,9 @@ def many_records_log(tmp_path: Path) -> Path:
         for _ in range(50):
             with store.commit() as c:
                 c.put_many(["y" * 60] * 20_000)
-        store.put("names a memory that never was", sources=("01NEVERWRITTEN0000000000000",))
+        put_unchecked(
+            store, "names a memory that never was", sources=("01NEVERWRITTEN0000000000000",)
+        )
     return path
 
 

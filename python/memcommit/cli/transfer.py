@@ -380,10 +380,10 @@ def _run_import(args: argparse.Namespace) -> int:
                 _refuse_a_store_with_records(path, records, store.lsn)
             first_lsn = store.lsn + 1
             engine = store.engine
-            assert isinstance(engine, LocalEngine)  # memcommit.open of a path
-            # The records come in their log's order, which log compaction may have changed: a
-            # memory's last put (the one exported) can come after the puts naming it in sources.
-            engine.view().trust_sources(True)
+            if isinstance(engine, LocalEngine):  # a log file (a store in PostgreSQL checks)
+                # The records come in their log's order, which log compaction may have changed:
+                # a memory's last put (the one exported) can follow the puts naming it.
+                engine.view().trust_sources(True)
             job = _Import(store=store, source=source)
             try:
                 for number, raw in enumerate(lines, start=1):

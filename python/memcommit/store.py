@@ -57,8 +57,7 @@ class MemoryStore(Roles):
     def __init__(
         self, engine: Engine, *, clock: Clock | None = None, embed: Embedder | None = None
     ) -> None:
-        if embed is not None and not callable(embed):
-            raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
+        _check_embed(embed)
         self._engine = engine
         self._embed = embed
         if embed is not None:
@@ -526,6 +525,12 @@ def _purged(id: str) -> Purged:
     )
 
 
+def _check_embed(embed: object) -> None:
+    """Refuse an `embed` that is neither None nor callable."""
+    if embed is not None and not callable(embed):
+        raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
+
+
 def open(
     path: str | os.PathLike[str] | Any,
     *,
@@ -592,8 +597,7 @@ def open(
     # Checked before anything is opened or created (the store checks them again).
     if clock is not None:
         millisecond_reader(clock)
-    if embed is not None and not callable(embed):
-        raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
+    _check_embed(embed)
     if is_connection_source(path):
         from .postgres.dsn import of_source
 

@@ -118,7 +118,7 @@ def _run_compact(args: argparse.Namespace) -> int:
     retention = retention_from(args)
     dry_run: bool = args.dry_run
     opened = open_read_only(path, "compact") if dry_run else open_writer(path)
-    done: list[CompactionReport] = []
+    report: CompactionReport | None = None
     try:
         with opened as store:
             if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
@@ -127,27 +127,25 @@ def _run_compact(args: argparse.Namespace) -> int:
                 )
             total = as_int(store.info()["bytes"], "bytes")
             with Progress(total, "compact", unit="bytes") as bar:
-                done.append(
-                    compact(
-                        store,
-                        retention=retention,
-                        horizon=args.horizon,
-                        progress=progress_to(bar),
-                        dry_run=dry_run,
-                    )
+                report = compact(
+                    store,
+                    retention=retention,
+                    horizon=args.horizon,
+                    progress=progress_to(bar),
+                    dry_run=dry_run,
                 )
     except KeyboardInterrupt:
-        if not done:
+        if report is None:
             raise  # stopped before the new log replaced the old: the old is as it was
         # Stopped while the store closed (its index file written): the compaction stands.
-        _print_report(path, done[0], dry_run)
+        _print_report(path, report, dry_run)
         print(
             f"memcommit compact: interrupted after {path} was compacted (the compaction "
             "stands; its index file is written again at the next open if it was not now)",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    _print_report(path, done[0], dry_run)
+    _print_report(path, report, dry_run)
     return EXIT_OK
 
 

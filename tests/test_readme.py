@@ -105,3 +105,21 @@ def test_python_blocks_run_in_order_in_one_directory(
             # Where a block shows what a print prints, the print prints that.
             for shown in re.findall(r"^\s*print\(report\)\s+#\s*(.+)$", code, re.MULTILINE):
                 assert shown.strip() in out.getvalue().splitlines(), (line, out.getvalue())
+
+
+def test_layout_table_names_every_crate_and_only_paths_that_exist() -> None:
+    section = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        path.rstrip("/")
+        for row in section.splitlines()
+        if row.startswith("| `")
+        for path in re.findall(r"`([^`]+)`", row.split("|")[1])
+    }
+    assert listed, "the README's Layout table lists no paths"
+    for path in listed:
+        assert (ROOT / path).exists(), f"README.md's Layout names {path}, which is not there"
+    workspace = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    members = re.search(r"members\s*=\s*\[([^\]]*)\]", workspace)
+    assert members is not None
+    crates = set(re.findall(r'"([^"]+)"', members.group(1)))
+    assert crates and crates <= listed, f"crates missing from README.md's Layout: {crates - listed}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -111,6 +112,32 @@ def test_info_of_missing_file_fails_naming_it(
     assert str(missing) in captured.err
     assert "Traceback" not in captured.err
     assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["info"],
+        ["verify"],
+        ["export"],
+        ["repair"],
+        ["compact", "--archived-older-than", "1d", "--dry-run"],
+        ["snapshot", "OUT"],
+    ],
+)
+def test_a_fifo_given_as_the_store_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """A reader must not wait on it forever, nor call it an empty store."""
+    fifo = tmp_path / "a-fifo"
+    os.mkfifo(fifo)
+    arguments = [command[0], str(fifo), *command[1:]]
+    arguments = [str(tmp_path / "out") if a == "OUT" else a for a in arguments]
+    assert main(arguments) == 1
+    err = capsys.readouterr().err
+    assert f"{fifo}: not a regular file" in err
+    assert "empty" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-fifo"]
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -92,11 +93,19 @@ def as_int(value: object, name: str) -> int:
 
 
 def require_file(path: str, what: str = "store") -> None:
-    """Refuse a `path` that is a directory or does not exist, calling it a `what` file."""
+    """Refuse a `path` that is a directory or does not exist, calling it a `what` file.
+
+    A store or log must also be a regular file: a device, FIFO or socket is refused by name
+    (other inputs, such as an import's file, may be a pipe).
+    """
     if os.path.isdir(path):
         raise CommandError(f"{path}: is a directory, not a {what} file")
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such {what} file")
+    if what in ("store", "log") and not stat.S_ISREG(os.stat(path).st_mode):
+        raise CommandError(
+            f"{path}: not a regular file (a device, a FIFO or a socket); a {what} is a file"
+        )
 
 
 def lock_path(path: str) -> str:

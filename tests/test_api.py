@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -1214,3 +1215,33 @@ def test_opening_in_a_missing_directory_names_it(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no-such-dir does not exist"):
         memcommit.open(str(missing / "memory.db"))
     assert not missing.exists()
+
+
+def test_after_a_kill_the_open_cuts_only_the_zeros_written_ahead(path: str) -> None:
+    """README: after a kill -9, `recovered_bytes` counts the zeros the writer wrote ahead of
+    its commits (at most 2 MiB), and no byte of an acknowledged commit."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys, memcommit\n"
+            "s = memcommit.open(sys.argv[1])\n"
+            "for i in range(50):\n"
+            "    s.put(f'note {i}', id=f'n{i}')\n"
+            "print(s.info()['bytes'], flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n",
+            path,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    end = int(child.stdout)
+    left = os.path.getsize(path)
+    assert left > end  # the zeros written ahead are still there
+    with memcommit.open(path) as store:
+        assert store.recovered_bytes == left - end
+        assert 0 < store.recovered_bytes <= 2 * 1024 * 1024
+        assert [store.get(f"n{i}").text for i in range(50)] == [f"note {i}" for i in range(50)]
+        assert store.info()["bytes"] == end

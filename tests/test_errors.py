@@ -243,3 +243,34 @@ def test_an_error_without_fields_takes_several_arguments_as_exception_does() -> 
         assert err.args == ("a", 2)
         assert str(err) == str(Exception("a", 2)) == err.message
         assert isinstance(err, memcommit.MemcommitError)
+
+
+def test_a_bad_argument_is_a_memcommit_error_and_the_builtin_error(tmp_path: Any) -> None:
+    """Every error derives from MemcommitError and carries a code (SPEC 10, ROLES 12); a bad
+    argument is also the TypeError or ValueError Python code expects, raised by the Python
+    layer or by the Rust binding alike, and nothing is written."""
+    with memcommit.open(str(tmp_path / "m.db")) as store:
+        locks, state = store.locks, store.state
+        cases: list[tuple[type[Exception], type[Exception], Any, str]] = [
+            (memcommit.InvalidType, TypeError, lambda: store.put(5), "text"),
+            (memcommit.InvalidValue, ValueError, lambda: store.put("x", tier="nope"), "tier"),
+            (memcommit.InvalidValue, ValueError, lambda: store.put("x", id=""), "id"),
+            (memcommit.InvalidType, TypeError, lambda: _put_many(store, "abc"), "texts"),
+            (memcommit.InvalidValue, ValueError, lambda: locks.acquire("k", "o", 0), "ttl_ms"),
+            (memcommit.InvalidType, TypeError, lambda: state.put(("a",), "k", {1, 2}), "set"),
+        ]
+        for cls, builtin, call, named in cases:
+            with pytest.raises(builtin) as caught:
+                call()
+            assert isinstance(caught.value, cls), (named, type(caught.value))
+            assert isinstance(caught.value, memcommit.MemcommitError)
+            assert caught.value.code == cls.code
+            assert named in str(caught.value)
+            back = errors.from_wire(errors.to_wire(caught.value))
+            assert type(back) is cls and str(back) == str(caught.value)
+        assert store.lsn == 0
+
+
+def _put_many(store: Any, texts: Any) -> None:
+    with store.commit() as c:
+        c.put_many(texts)

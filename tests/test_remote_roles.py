@@ -142,8 +142,17 @@ def test_role_errors_cross_the_wire_as_the_same_class(served: Served) -> None:
         with pytest.raises(memcommit.VersionConflictError) as conflict:
             store.state.put(ns, "k", 2, expected_version=7)
         assert (conflict.value.expected, conflict.value.actual) == (7, 1)
-        with pytest.raises(TypeError, match="tuples are not JSON"):
+        with pytest.raises(TypeError, match="tuples are not JSON") as bad_type:
             store.state.put(ns, "k", (1, 2))
+        # A bad argument is a MemcommitError too, with its code, on both sides of the wire.
+        assert isinstance(bad_type.value, memcommit.InvalidType)
+        assert bad_type.value.code == "invalid_type"
+        with pytest.raises(ValueError, match="ttl_ms") as bad_value:
+            store.locks.acquire(f"lock-{ns[1]}", "owner", 0)
+        assert isinstance(bad_value.value, memcommit.InvalidValue)
+        assert isinstance(bad_value.value, memcommit.MemcommitError)
+        assert bad_value.value.code == "invalid_value"
+        assert store.locks.get(f"lock-{ns[1]}") is None
 
 
 def test_role_writes_reach_every_replica_as_log_records(served: Served) -> None:

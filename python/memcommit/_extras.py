@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import NotSupported
+from .errors import InvalidValue, NotSupported
 
 __all__ = ["EXTRAS", "MissingExtra", "require"]
 
@@ -67,7 +67,7 @@ def require(extra: str, *modules: str) -> None:
     """
     if extra not in EXTRAS:
         known = ", ".join(sorted(EXTRAS))
-        raise ValueError(f"extra: {extra!r} is not one of memcommit's extras ({known})")
+        raise InvalidValue(f"extra: {extra!r} is not one of memcommit's extras ({known})")
     missing: list[str] = []
     reason = ""
     for module in modules or EXTRAS[extra]:

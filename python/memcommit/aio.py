@@ -39,6 +39,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from ._native import Record
 from .commit import Commit
 from .engine import Engine
+from .errors import InvalidType, InvalidValue
 from .roles.roleset import ROLE_NAMES
 from .seals import AutoSeal, Seal
 from .search import Embedder
@@ -183,11 +184,11 @@ class AsyncMemoryStore:
 
     def __init__(self, store: MemoryStore, *, readers: int = 4) -> None:
         if not isinstance(store, MemoryStore):
-            raise TypeError(
+            raise InvalidType(
                 f"store must be a MemoryStore or RemoteStore, not {type(store).__name__}"
             )
         if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
-            raise ValueError(f"readers: must be a positive int, got {readers!r}")
+            raise InvalidValue(f"readers: must be a positive int, got {readers!r}")
         self.store = store
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="memcommit-commit")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="memcommit-read")

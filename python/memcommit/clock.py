@@ -14,6 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Protocol, runtime_checkable
 
+from .errors import InvalidType, InvalidValue
+
 __all__ = ["Clock", "SystemClock", "millisecond_reader", "to_microseconds", "to_milliseconds"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -61,7 +63,7 @@ def to_microseconds(when: datetime) -> int:
         ValueError: `when` is naive (has no time zone), so the instant it means is unknown.
     """
     if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError(
+        raise InvalidValue(
             f"clock: {when!r} is a naive datetime; a clock must return aware datetimes"
         )
     return (when - _EPOCH) // _MICROSECOND
@@ -91,4 +93,4 @@ def millisecond_reader(clock: object) -> Callable[[], int]:
     now = getattr(clock, "now", None)
     if callable(now):
         return lambda: to_milliseconds(now())
-    raise TypeError(f"clock: {type(clock).__name__} has neither now_ms() nor now()")
+    raise InvalidType(f"clock: {type(clock).__name__} has neither now_ms() nor now()")

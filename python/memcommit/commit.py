@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._native import Commit
+from .errors import InvalidType, InvalidValue
 
 __all__ = ["MAX_U64", "TIERS", "Commit", "as_str_tuple", "check_ids", "check_u64", "encode_data"]
 
@@ -36,21 +37,21 @@ def encode_data(data: Mapping[str, Any] | None) -> str | None:
     if data is None:
         return None
     if not isinstance(data, Mapping):
-        raise TypeError(f"data must be a JSON object (a dict) or None, not {type(data).__name__}")
+        raise InvalidType(f"data must be a JSON object (a dict) or None, not {type(data).__name__}")
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         same = json.loads(text) == data
     except TypeError as e:
-        raise TypeError(f"data is not JSON: {e}") from None
+        raise InvalidType(f"data is not JSON: {e}") from None
     except RecursionError:
-        raise ValueError(
+        raise InvalidValue(
             "data: nested too deeply to store (Python's JSON gives up at its recursion limit, "
             f"about {sys.getrecursionlimit()} levels); flatten it"
         ) from None
     except ValueError as e:
-        raise ValueError(f"data is not JSON: {e}") from None
+        raise InvalidValue(f"data is not JSON: {e}") from None
     if not same:
-        raise ValueError(
+        raise InvalidValue(
             "data does not survive a JSON round trip unchanged "
             "(keys must be str; use lists, not tuples or sets)"
         )
@@ -62,19 +63,23 @@ def as_str_tuple(value: Sequence[str], field: str) -> tuple[str, ...]:
     if type(value) is tuple:
         return value
     if isinstance(value, str):
-        raise TypeError(f"{field} must be a sequence of str, not a single str (wrap it in a tuple)")
+        raise InvalidType(
+            f"{field} must be a sequence of str, not a single str (wrap it in a tuple)"
+        )
     try:
         return tuple(value)
     except TypeError:
-        raise TypeError(f"{field} must be a sequence of str, not {type(value).__name__}") from None
+        raise InvalidType(
+            f"{field} must be a sequence of str, not {type(value).__name__}"
+        ) from None
 
 
 def check_id(id: object, field: str = "id") -> str:
     """Return `id` if it is a non-empty str, else raise."""
     if not isinstance(id, str):
-        raise TypeError(f"{field} must be str, not {type(id).__name__}")
+        raise InvalidType(f"{field} must be str, not {type(id).__name__}")
     if not id:
-        raise ValueError(f"{field}: must not be empty")
+        raise InvalidValue(f"{field}: must not be empty")
     return id
 
 
@@ -87,9 +92,11 @@ def check_ids(ids: object, field: str = "ids") -> list[str]:
         ValueError: An entry is empty.
     """
     if isinstance(ids, str):
-        raise TypeError(f"{field} must be a sequence of ids, not a single str (wrap it in a list)")
+        raise InvalidType(
+            f"{field} must be a sequence of ids, not a single str (wrap it in a list)"
+        )
     if not isinstance(ids, Iterable):
-        raise TypeError(f"{field} must be a sequence of ids, not {type(ids).__name__}")
+        raise InvalidType(f"{field} must be a sequence of ids, not {type(ids).__name__}")
     out = list(ids)
     for i, id in enumerate(out):
         if type(id) is not str or not id:
@@ -113,9 +120,11 @@ def check_u64(value: object, field: str) -> int:
         ValueError: `value` is negative or above :data:`MAX_U64`.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+        raise InvalidType(f"{field} must be an int, not {type(value).__name__}")
     if value < 0:
-        raise ValueError(f"{field}: must not be negative, got {_show_int(value)}")
+        raise InvalidValue(f"{field}: must not be negative, got {_show_int(value)}")
     if value > MAX_U64:
-        raise ValueError(f"{field}: must be at most {MAX_U64} (2**64 - 1), got {_show_int(value)}")
+        raise InvalidValue(
+            f"{field}: must be at most {MAX_U64} (2**64 - 1), got {_show_int(value)}"
+        )
     return int(value)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from . import ops
 from .clock import SystemClock
 from .commit import Commit
+from .errors import InvalidType
 
 if TYPE_CHECKING:
     from . import _native
@@ -163,7 +164,7 @@ def _operation(op: ops.Operation) -> Callable[..., Any]:
     signature = inspect.signature(checked)
     params = list(signature.parameters.values())[1:]  # after self
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-        raise TypeError(f"Commit.{op.name} must name every parameter")
+        raise InvalidType(f"Commit.{op.name} must name every parameter")
     # What signature.bind would give for a call the native check accepted, without binding
     # each call: the defaults, then the positional values by name, then the keywords.
     names = [p.name for p in params]

@@ -30,6 +30,8 @@ import memcommit
 from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
+from .errors import InvalidValue
+
 __all__ = [
     "DURABILITY_NOTES",
     "DemoOptions",
@@ -555,9 +557,9 @@ def _check_options(options: DemoOptions) -> None:
     for name in ("agents", "tasks", "memories"):
         value = getattr(options, name)
         if value < 1:
-            raise ValueError(f"--{name} must be at least 1, got {value}")
+            raise InvalidValue(f"--{name} must be at least 1, got {value}")
     if options.durability not in DURABILITY_NOTES:
-        raise ValueError(
+        raise InvalidValue(
             f"durability must be one of {', '.join(DURABILITY_NOTES)}, got {options.durability!r}"
         )
 

@@ -3,7 +3,9 @@
 Every error of the library derives from :class:`MemcommitError`, and every message names the
 thing involved (an id, an LSN, a path, a byte offset) and what the user can do about it. The
 Rust core raises these same classes, so code catching them never needs to know which side
-raised. :class:`CommandError` is the commands' one-line failure, not a library error.
+raised. :class:`CommandError` is the commands' one-line failure, not a library error. A bad argument
+is :class:`InvalidType` or :class:`InvalidValue`, a :class:`TypeError` or :class:`ValueError`
+as well.
 
 **One declaration per error.** A class states its stable ``code`` (for the wire and for logs)
 in its header, its fields as annotations (a default makes one optional; they are keyword-only
@@ -53,6 +55,8 @@ __all__ = [
     "IdempotencyConflictError",
     "IntegrityError",
     "InvalidStateError",
+    "InvalidType",
+    "InvalidValue",
     "LeaseError",
     "LeaseLostError",
     "LostReason",
@@ -86,8 +90,9 @@ __all__ = [
 
 _REQUIRED: Any = object()
 
-# Every error class the wire can name, by code, and back. The built-in errors a check raises
-# (a bad argument is a TypeError or ValueError on both sides of the wire) travel by these codes.
+# Every error class the wire can name, by code, and back. memcommit's own checks raise
+# InvalidType and InvalidValue (declared below); the built-in errors something else raises
+# (Python binding a call, a user's callback) travel by these codes.
 _BY_CODE: dict[str, type[BaseException]] = {
     "type_error": TypeError,
     "value_error": ValueError,
@@ -269,6 +274,29 @@ def from_wire(wire: Mapping[str, Any]) -> BaseException:
 
 class MemcommitError(_Declared, code="memcommit_error", kw_only=False):
     """The base of every error memcommit raises on purpose."""
+
+    message: str | None = None
+
+
+class InvalidValue(MemcommitError, ValueError, code="invalid_value", kw_only=False):
+    """An argument memcommit refuses for its value: out of range, malformed, or unknown.
+
+    A :class:`ValueError` too (``except ValueError`` works), and a :class:`MemcommitError`.
+    The message names the argument (or the field, row or line) and the value. Nothing of the
+    call was written.
+    """
+
+    message: str | None = None
+
+
+class InvalidType(MemcommitError, TypeError, code="invalid_type", kw_only=False):
+    """An argument of a type memcommit does not take.
+
+    A :class:`TypeError` too (``except TypeError`` works), and a :class:`MemcommitError`. The
+    message names the argument and the type given. Nothing of the call was written. (A call
+    Python itself cannot bind, with an unknown keyword say, raises Python's own
+    ``TypeError``.)
+    """
 
     message: str | None = None
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ._native import Memory
 from .commit import check_id
+from .errors import InvalidValue
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -107,5 +108,5 @@ def descendants(store: MemoryStore, id: str) -> list[Memory]:
 def _get(store: MemoryStore, id: str) -> Memory:
     m = store.get(check_id(id))
     if m is None:
-        raise ValueError(f"id: the store has no memory {id!r}")
+        raise InvalidValue(f"id: the store has no memory {id!r}")
     return m

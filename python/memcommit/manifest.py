@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .errors import InvalidValue
 from .files import replace_durably
 
 __all__ = ["ManifestEntry", "manifest_path", "read_manifest", "reconcile", "write_manifest"]
@@ -43,10 +44,10 @@ def read_manifest(log_path: str) -> list[ManifestEntry]:
     except FileNotFoundError:
         return []
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: the compaction manifest is not valid JSON ({e})") from None
+        raise InvalidValue(f"{path}: the compaction manifest is not valid JSON ({e})") from None
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ValueError(f"{path}: the compaction manifest has no list of entries")
+        raise InvalidValue(f"{path}: the compaction manifest has no list of entries")
     return entries
 
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from .commit import encode_data
+from .errors import InvalidType, InvalidValue
 
 __all__ = [
     "EXPECT",
@@ -166,7 +167,7 @@ def embed_missing(wire_ops: list[list[Any]], embed: Callable[[list[str]], Any]) 
         return
     vectors = list(embed(texts))
     if len(vectors) != len(texts):
-        raise ValueError(
+        raise InvalidValue(
             f"embed: the embedder returned {len(vectors)} vectors for {len(texts)} texts"
         )
     for (where, i), v in zip(wanted, vectors, strict=True):
@@ -181,13 +182,13 @@ def check_wire(op: object, where: str) -> Operation:
             operation's number of values; the message names `where` and says which.
     """
     if not isinstance(op, list) or not op or not isinstance(op[0], str) or op[0] not in _BY_NAME:
-        raise ValueError(f"{where} must be a list starting with one of {sorted(_BY_NAME)}")
+        raise InvalidValue(f"{where} must be a list starting with one of {sorted(_BY_NAME)}")
     spec = _BY_NAME[op[0]]
     if not spec.least <= len(op) - 1 <= spec.arity:
         takes = f"{spec.least} values"
         if spec.optional:
             takes += f" ({spec.arity} with {', '.join(spec.fields[spec.least :])})"
-        raise ValueError(f"{where}: {op[0]!r} takes {takes}, not {len(op) - 1}")
+        raise InvalidValue(f"{where}: {op[0]!r} takes {takes}, not {len(op) - 1}")
     return spec
 
 
@@ -210,13 +211,13 @@ def _data(text: Any) -> Any:
     if text is None:
         return None
     if not isinstance(text, str):
-        raise TypeError(f"data must travel as JSON text, not {type(text).__name__}")
+        raise InvalidType(f"data must travel as JSON text, not {type(text).__name__}")
     try:
         return json.loads(text)
     except ValueError as e:
-        raise ValueError(f"data is not JSON: {e}") from None
+        raise InvalidValue(f"data is not JSON: {e}") from None
     except RecursionError:
-        raise ValueError(
+        raise InvalidValue(
             "data: nested too deeply to store (Python's JSON gives up at its recursion limit); "
             "flatten it"
         ) from None

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
 from .commit import check_u64
-from .errors import SealMismatch
+from .errors import InvalidType, InvalidValue, SealMismatch
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -96,9 +96,9 @@ class Seal:
         try:
             d = json.loads(text) if isinstance(text, (str, bytes)) else dict(text)
             if not isinstance(d, dict):
-                raise ValueError(f"expected a JSON object, got {type(d).__name__}")
+                raise InvalidValue(f"expected a JSON object, got {type(d).__name__}")
             if d.get("memcommit_seal") != 1:
-                raise ValueError("it has no memcommit_seal: 1 field")
+                raise InvalidValue("it has no memcommit_seal: 1 field")
             return cls(
                 lsn=_int(d["lsn"], "lsn"),
                 hash=_hex64(d["hash"]),
@@ -109,18 +109,18 @@ class Seal:
                 generation=_int(d["generation"], "generation"),
             )
         except (KeyError, TypeError, json.JSONDecodeError, ValueError) as e:
-            raise ValueError(f"anchor: not a memcommit seal ({e})") from None
+            raise InvalidValue(f"anchor: not a memcommit seal ({e})") from None
 
 
 def _int(v: object, field: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"{field} must be a non-negative int, not {v!r}")
+        raise InvalidValue(f"{field} must be a non-negative int, not {v!r}")
     return v
 
 
 def _hex64(v: object) -> str:
     if not isinstance(v, str) or len(v) != 64 or any(c not in "0123456789abcdef" for c in v):
-        raise ValueError(f"hash must be 64 lower-case hex digits, not {v!r}")
+        raise InvalidValue(f"hash must be 64 lower-case hex digits, not {v!r}")
     return v
 
 
@@ -160,7 +160,7 @@ def _key(key: bytes | str | None) -> bytes | None:
         return key
     if isinstance(key, str):
         return key.encode()
-    raise TypeError(f"key must be bytes, str or None, not {type(key).__name__}")
+    raise InvalidType(f"key must be bytes, str or None, not {type(key).__name__}")
 
 
 def _seal(store: MemoryStore, t: _SealTuple) -> Seal:
@@ -180,7 +180,7 @@ def _store(store: object) -> MemoryStore:
     # Checked by what a store has (its engine and clock), so this module needs the store
     # module only for types: the store's seals() calls into here, not the other way round.
     if not all(hasattr(store, a) for a in ("engine", "now_us", "store_id", "generation")):
-        raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
+        raise InvalidType(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
     return cast("MemoryStore", store)
 
 
@@ -372,10 +372,10 @@ class AutoSeal:
         """
         self._store = _store(store)
         if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
-            raise ValueError(f"every must be a positive int, not {every!r}")
+            raise InvalidValue(f"every must be a positive int, not {every!r}")
         check_u64(every, "every")
         if _ATTACHED.get(self._store) is not None:
-            raise ValueError("store already has an AutoSeal attached; close() it first")
+            raise InvalidValue("store already has an AutoSeal attached; close() it first")
         self.every = every
         self._key = _key(key)
         self._store.engine.set_auto_seal(every, self._key)

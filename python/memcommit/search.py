@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple, cast
 
 from ._native import Memory
+from .errors import InvalidType, InvalidValue
 
 __all__ = ["Embedder", "SearchHit", "SearchMode", "embed_one", "query_parts"]
 
@@ -71,7 +72,7 @@ def embed_one(embed: Embedder, text: str) -> list[float]:
     """
     out = embed([text])
     if len(out) != 1:
-        raise ValueError(f"embed: the embedder returned {len(out)} vectors for 1 text")
+        raise InvalidValue(f"embed: the embedder returned {len(out)} vectors for 1 text")
     return list(out[0])
 
 
@@ -89,19 +90,21 @@ def query_parts(
             or ``mode="text"`` with a vector.
     """
     if mode not in _MODES:
-        raise ValueError(f"mode: {mode!r} is not a mode; use 'hybrid', 'vector' or 'text'")
+        raise InvalidValue(f"mode: {mode!r} is not a mode; use 'hybrid', 'vector' or 'text'")
     if isinstance(query, str):
         if mode == "text" or embed is None:
             if mode == "vector":
-                raise ValueError(
+                raise InvalidValue(
                     "query: mode='vector' with a string needs an embedder: open the store "
                     "with memcommit.open(path, embed=fn), or pass the query's vector"
                 )
             return query, None
         return query, embed_one(embed, query)
     if isinstance(query, (bytes, bytearray)) or not hasattr(query, "__iter__"):
-        raise TypeError(f"query must be a str or a sequence of numbers, not {type(query).__name__}")
+        raise InvalidType(
+            f"query must be a str or a sequence of numbers, not {type(query).__name__}"
+        )
     if mode == "text":
-        raise ValueError("query: mode='text' ranks by words; give the query as a string")
+        raise InvalidValue("query: mode='text' ranks by words; give the query as a string")
     # The core reads the numbers in one pass and names any that is not one (query[i]).
     return None, cast("Sequence[float]", query)

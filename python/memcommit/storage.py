@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from . import manifest as _manifest
 from ._native import Memory
 from .engine import CompactionPlan
-from .errors import NotSupported
+from .errors import InvalidType, InvalidValue, NotSupported
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -54,9 +54,9 @@ def _seconds(value: object, name: str) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be seconds (int or float) or a timedelta, not {value!r}")
+        raise InvalidType(f"{name} must be seconds (int or float) or a timedelta, not {value!r}")
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+        raise InvalidValue(f"{name} must be a finite number of seconds >= 0, not {value!r}")
     return float(value)
 
 
@@ -98,13 +98,13 @@ class KindsAfter(RetentionPolicy):
 
     def __post_init__(self) -> None:
         if not isinstance(self.ages, Mapping) or not self.ages:
-            raise TypeError(
+            raise InvalidType(
                 f"ages must be a non-empty mapping of kind to seconds, not {self.ages!r}"
             )
         clean: dict[str, float] = {}
         for kind, age in self.ages.items():
             if not isinstance(kind, str) or not kind:
-                raise TypeError(f"ages: a kind must be a non-empty str, not {kind!r}")
+                raise InvalidType(f"ages: a kind must be a non-empty str, not {kind!r}")
             clean[kind] = _seconds(age, f"ages[{kind!r}]")
         object.__setattr__(self, "ages", clean)
 
@@ -124,7 +124,7 @@ class AnyOf(RetentionPolicy):
         """Combine `policies`."""
         for p in policies:
             if not isinstance(p, RetentionPolicy):
-                raise TypeError(f"AnyOf takes RetentionPolicy objects, not {type(p).__name__}")
+                raise InvalidType(f"AnyOf takes RetentionPolicy objects, not {type(p).__name__}")
         self.policies = tuple(q for p in policies for q in _parts(p))
 
     def selects(self, memory: Memory, now: datetime) -> bool:
@@ -211,7 +211,7 @@ def compact(
     from .store import MemoryStore
 
     if not isinstance(store, MemoryStore):
-        raise TypeError(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
+        raise InvalidType(f"store must be a memcommit.MemoryStore, not {type(store).__name__}")
     if "remote" in store.capabilities:
         raise NotSupported(
             "compact: a RemoteStore's log belongs to its server; stop the server, run "
@@ -220,13 +220,13 @@ def compact(
     if "compact" not in store.capabilities:
         raise NotSupported("compact: a store in RAM keeps no log file to compact")
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)):
-        raise TypeError(f"horizon must be an int LSN or None, not {horizon!r}")
+        raise InvalidType(f"horizon must be an int LSN or None, not {horizon!r}")
     if horizon is not None and horizon < 0:
-        raise ValueError(f"horizon must be >= 0, not {horizon}")
+        raise InvalidValue(f"horizon must be >= 0, not {horizon}")
     if not isinstance(dry_run, bool):
-        raise TypeError(f"dry_run must be a bool, not {dry_run!r}")
+        raise InvalidType(f"dry_run must be a bool, not {dry_run!r}")
     if retention is not None and not isinstance(retention, RetentionPolicy):
-        raise TypeError(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
+        raise InvalidType(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
     now = _EPOCH + timedelta(microseconds=store.now_us())
     archived: float | None = None
     kinds: dict[str, float] = {}

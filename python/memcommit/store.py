@@ -13,7 +13,7 @@ from ._native import Memory, Record
 from .clock import Clock, SystemClock, millisecond_reader, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
-from .errors import MemcommitError, NotSupported, Purged
+from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported, Purged
 from .files import replace_durably
 from .postgres.dsn import Target, is_connection_source, is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
@@ -334,9 +334,9 @@ class MemoryStore(Roles):
                 store's vectors; ``mode="vector"`` with words and no embedder.
         """
         if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int, not {type(k).__name__}")
+            raise InvalidType(f"k must be an int, not {type(k).__name__}")
         if k < 0:
-            raise ValueError(f"k: must be 0 or more, got {k}")
+            raise InvalidValue(f"k: must be 0 or more, got {k}")
         text, vector = query_parts(query, mode, self._embed)
         found = self._engine.view().search(mode, text, vector, k, tier, kind, task, status, tags)
         return [SearchHit(memory, score) for memory, score in found]
@@ -528,7 +528,7 @@ def _purged(id: str) -> Purged:
 def _check_embed(embed: object) -> None:
     """Refuse an `embed` that is neither None nor callable."""
     if embed is not None and not callable(embed):
-        raise TypeError(f"embed must be a callable, not {type(embed).__name__}")
+        raise InvalidType(f"embed must be a callable, not {type(embed).__name__}")
 
 
 def open(
@@ -582,18 +582,18 @@ def open(
         NotSupported: `snapshot` or `read_only` for a store in RAM.
     """
     if durability not in _DURABILITIES:
-        raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
+        raise InvalidValue(f"durability: {durability!r} is not a mode; use commit, batch or none")
     for name, value in (
         ("flush_interval_ms", flush_interval_ms),
         ("max_record_bytes", max_record_bytes),
     ):
         if check_u64(value, name) == 0:
-            raise ValueError(f"{name}: must be positive, got 0")
+            raise InvalidValue(f"{name}: must be positive, got 0")
     for label, given in (("store", store), ("schema", schema)):
         if given is not None and not isinstance(given, str):
-            raise TypeError(f"{label} must be a str, not {type(given).__name__}")
+            raise InvalidType(f"{label} must be a str, not {type(given).__name__}")
     if not isinstance(read_only, bool):
-        raise TypeError(f"read_only must be a bool, not {type(read_only).__name__}")
+        raise InvalidType(f"read_only must be a bool, not {type(read_only).__name__}")
     # Checked before anything is opened or created (the store checks them again).
     if clock is not None:
         millisecond_reader(clock)
@@ -606,13 +606,13 @@ def open(
             target, snapshot, clock, durability, read_only, max_record_bytes, embed
         )
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
+        raise InvalidType(
             "path must be str or os.PathLike[str] (or a psycopg connection or pool), not "
             f"{type(path).__name__}"
         )
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
-        raise TypeError(f"path must be str or os.PathLike[str], not {type(path).__name__}")
+        raise InvalidType(f"path must be str or os.PathLike[str], not {type(path).__name__}")
     if is_postgres_url(fspath):
         from .postgres.dsn import with_names
 
@@ -622,7 +622,7 @@ def open(
         )
     for label, given in (("store", store), ("schema", schema)):
         if given is not None:
-            raise ValueError(
+            raise InvalidValue(
                 f"{label}: {given!r}: only a store in PostgreSQL has a {label} name (open a "
                 "postgresql:// URL, a psycopg connection or a pool)"
             )
@@ -664,7 +664,7 @@ def _open_postgres(
     from .postgres.engine import PostgresEngine
 
     if durability != "commit":
-        raise ValueError(
+        raise InvalidValue(
             f"durability: {durability!r}: a store in PostgreSQL is durable at every commit "
             "(the database's own); leave durability at 'commit'"
         )

@@ -34,6 +34,7 @@ from itertools import chain, repeat
 from operator import attrgetter
 
 from ._native import Memory
+from .errors import InvalidType, InvalidValue
 
 __all__ = ["PURPOSES", "ExtractiveSummarizer", "Summarizer", "default_summarizer"]
 
@@ -108,9 +109,9 @@ class ExtractiveSummarizer:
 
     def __init__(self, max_chars: int = 600) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int):
-            raise TypeError(f"max_chars must be int, not {type(max_chars).__name__}")
+            raise InvalidType(f"max_chars must be int, not {type(max_chars).__name__}")
         if max_chars < 20:
-            raise ValueError(f"max_chars: must be at least 20, got {max_chars}")
+            raise InvalidValue(f"max_chars: must be at least 20, got {max_chars}")
         self.max_chars = max_chars
 
     def __repr__(self) -> str:

@@ -50,7 +50,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ._native import Memory
-from .errors import Rejected
+from .errors import InvalidType, InvalidValue, Rejected
 from .summarize import Summarizer, default_summarizer
 
 if TYPE_CHECKING:
@@ -89,11 +89,11 @@ def _duration(value: object, name: str) -> timedelta:
     if isinstance(value, timedelta):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
+        raise InvalidType(
             f"{name} must be a timedelta or a number of seconds, not {type(value).__name__}"
         )
     if not math.isfinite(value):
-        raise ValueError(f"{name}: must be a finite number of seconds, got {value!r}")
+        raise InvalidValue(f"{name}: must be a finite number of seconds, got {value!r}")
     return timedelta(seconds=value)
 
 
@@ -130,9 +130,9 @@ class TierPolicy:
         cold = _duration(cold_after, "cold_after")
         win = _duration(window, "window")
         if cold < timedelta(0):
-            raise ValueError(f"cold_after: must not be negative, got {cold}")
+            raise InvalidValue(f"cold_after: must not be negative, got {cold}")
         if win // _US <= 0:
-            raise ValueError(f"window: must be at least one microsecond, got {win}")
+            raise InvalidValue(f"window: must be at least one microsecond, got {win}")
         object.__setattr__(self, "cold_after", cold)
         object.__setattr__(self, "window", win)
 
@@ -307,15 +307,15 @@ def compact_memory(
         TypeError: `store`, `policy` or `summarizer` has the wrong type.
     """
     if not all(hasattr(store, a) for a in ("find", "commit", "is_task_finished", "now_us")):
-        raise TypeError(f"store must be a MemoryStore, not {type(store).__name__}")
+        raise InvalidType(f"store must be a MemoryStore, not {type(store).__name__}")
     if policy is None:
         policy = TierPolicy()
     elif not isinstance(policy, TierPolicy):
-        raise TypeError(f"policy must be a TierPolicy or None, not {type(policy).__name__}")
+        raise InvalidType(f"policy must be a TierPolicy or None, not {type(policy).__name__}")
     if summarizer is None:
         summarizer = default_summarizer
     elif not callable(summarizer):
-        raise TypeError(f"summarizer must be callable, not {type(summarizer).__name__}")
+        raise InvalidType(f"summarizer must be callable, not {type(summarizer).__name__}")
     made_by = _name_of(summarizer)
     now_us = store.now_us()
     fold = _Step(store, "fold", "working", summarizer, made_by).run(_fold_groups(store))
@@ -538,13 +538,13 @@ def context(
         ValueError: `budget_chars` is negative.
     """
     if task is not None and not isinstance(task, str):
-        raise TypeError(f"task must be str or None, not {type(task).__name__}")
+        raise InvalidType(f"task must be str or None, not {type(task).__name__}")
     if isinstance(budget_chars, bool) or not isinstance(budget_chars, int):
-        raise TypeError(f"budget_chars must be int, not {type(budget_chars).__name__}")
+        raise InvalidType(f"budget_chars must be int, not {type(budget_chars).__name__}")
     if budget_chars < 0:
-        raise ValueError(f"budget_chars: must not be negative, got {budget_chars}")
+        raise InvalidValue(f"budget_chars: must not be negative, got {budget_chars}")
     if query is not None and not isinstance(query, str):
-        raise TypeError(f"query must be str or None, not {type(query).__name__}")
+        raise InvalidType(f"query must be str or None, not {type(query).__name__}")
     left = budget_chars
     chosen: list[Memory] = []
     for tier in _VISIBLE:

@@ -15,6 +15,8 @@ from typing import Any
 import memcommit
 from memcommit import ops
 
+from ..errors import InvalidType
+
 # The largest record the importing store takes (memcommit.open's default), and the longest
 # key of a record (the format's limit): entity lines are checked against them before any of
 # their batch is written.
@@ -27,7 +29,7 @@ def _json_default(value: object) -> object:
         return value.isoformat()
     if isinstance(value, tuple | frozenset | set):
         return list(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    raise InvalidType(f"cannot write {type(value).__name__} as JSON")
 
 
 def record_line(record: memcommit.Record) -> str:

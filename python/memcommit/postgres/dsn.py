@@ -18,6 +18,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidType, InvalidValue
+
 __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_STORE",
@@ -96,7 +98,7 @@ def of_source(
     """
     name = type(source).__name__
     if name.startswith("Async"):
-        raise TypeError(
+        raise InvalidType(
             f"{name}: memcommit.open takes a psycopg Connection or ConnectionPool (sync); "
             "wrap the store in memcommit.AsyncMemoryStore for asyncio"
         )
@@ -142,7 +144,7 @@ def with_names(url: str, store: str | None, schema: str | None) -> Target:
         if value is None:
             continue
         if key in query:
-            raise ValueError(
+            raise InvalidValue(
                 f"{key}: given both in the URL ({query[key]!r}) and as {key}={value!r}; "
                 "give it once"
             )
@@ -167,7 +169,7 @@ def parse(url: str) -> Target:
     for key, value in query:
         if key in ("store", "schema", "migrate"):
             if key in seen:
-                raise ValueError(f"{key}: given twice in {_hide_password(url)!r}")
+                raise InvalidValue(f"{key}: given twice in {_hide_password(url)!r}")
             seen.add(key)
             if key == "store":
                 store = value
@@ -176,15 +178,15 @@ def parse(url: str) -> Target:
             elif value.lower() in ("true", "1", "yes", "false", "0", "no"):
                 migrate = value.lower() in ("true", "1", "yes")
             else:
-                raise ValueError(f"migrate: {value!r} is not true or false")
+                raise InvalidValue(f"migrate: {value!r} is not true or false")
         else:
             rest.append((key, value))
     if not store or len(store) > _MAX_STORE or "\x00" in store:
-        raise ValueError(
+        raise InvalidValue(
             f"store: {store!r} is not a store name (1 to {_MAX_STORE} characters, no NUL)"
         )
     if not _SCHEMA_NAME.fullmatch(schema):
-        raise ValueError(
+        raise InvalidValue(
             f"schema: {schema!r} is not a schema name (a letter or _, then letters, digits or _; "
             "at most 63)"
         )

@@ -57,6 +57,7 @@ from ..engine import CompactionPlan, LocalEngine, SealTuple
 from ..errors import (
     CommitOutcomeUnknown,
     CorruptLog,
+    InvalidValue,
     NotSupported,
     ReadOnlyStore,
     Rejected,
@@ -373,7 +374,7 @@ class PostgresEngine:
             # the caller's put back when it is given back.
             if conn.info.transaction_status != self._pg.pq.TransactionStatus.IDLE:
                 if self._pool is None:  # the caller's own work: not ours to roll back
-                    raise ValueError(
+                    raise InvalidValue(
                         f"{self._target.shown}: the connection given is in a transaction; "
                         "commit or roll it back before opening a store on it"
                     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidType
 from ..prometheus import CONTENT_TYPE, Exposition, Histogram
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def metrics(store: MemoryStore) -> str:
     """
     engine: Any = getattr(store, "engine", None)
     if not isinstance(getattr(engine, "counters", None), Counters):  # a PostgresEngine's
-        raise TypeError(
+        raise InvalidType(
             f"metrics: {store!r} is not a store in PostgreSQL (a file store's writer is in "
             "this process; `memcommit serve` has /v1/metrics)"
         )

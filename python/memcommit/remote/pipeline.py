@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from .. import _native, wire
-from ..errors import StoreClosed
+from ..errors import InvalidType, InvalidValue, StoreClosed
 
 __all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
 
@@ -94,13 +94,13 @@ class Http:
         unix: str | None = None
         if parts.scheme == "unix":
             if parts.netloc or not parts.path or parts.query or parts.fragment:
-                raise ValueError(
+                raise InvalidValue(
                     f"url: {url!r} is not a Unix socket URL; write unix:///absolute/path "
                     "or unix:relative/path"
                 )
             unix = os.path.abspath(urllib.parse.unquote(parts.path))
         elif parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
+            raise InvalidValue(
                 f"url: {url!r} is not an http://, https:// or unix:// (Unix socket) URL"
             )
         self.url = url.rstrip("/") if unix is None else f"unix://{unix}"
@@ -289,9 +289,9 @@ class Pipeline:
         on_answer: Callable[[Headers], None] | None = None,
     ) -> None:
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
-            raise TypeError(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
+            raise InvalidType(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
         if max_in_flight < 1:
-            raise ValueError(f"max_in_flight: must be at least 1, got {max_in_flight}")
+            raise InvalidValue(f"max_in_flight: must be at least 1, got {max_in_flight}")
         self.http = Http(url, token, timeout, ca_file)
         self.new_id = CommitIds()
         self.boot: str | None = None

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from .. import _native, wire
+from ..errors import InvalidValue
 from .pipeline import Headers, Pipeline
 
 __all__ = ["Replica"]
@@ -235,7 +236,7 @@ class Replica:
         """Pull the server's new commits, as :meth:`memcommit.RemoteStore.refresh` documents."""
         self._pipeline.check_open()
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-            raise ValueError(f"wait: must be a number of seconds >= 0, got {wait!r}")
+            raise InvalidValue(f"wait: must be a number of seconds >= 0, got {wait!r}")
         return self._pull(None, float(wait))
 
     def follow(self) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
-from ..errors import NotSupported
+from ..errors import InvalidType, NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError, VersionConflictError
 from .medium import (
     Change,
@@ -285,9 +285,9 @@ class RunLinked(RoleBase):
     ) -> None:
         super().__init__(clock=clock, medium=medium)
         if has_run is not None and not callable(has_run):
-            raise TypeError(f"has_run must be callable, not {type(has_run).__name__}")
+            raise InvalidType(f"has_run must be callable, not {type(has_run).__name__}")
         if check_claim is not None and not callable(check_claim):
-            raise TypeError(f"check_claim must be callable, not {type(check_claim).__name__}")
+            raise InvalidType(f"check_claim must be callable, not {type(check_claim).__name__}")
         self._has_run = has_run
         self._check_claim = check_claim
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import InvalidType
 from ._base import RunLinked, check_optional_token
 from .errors import (
     ConversationAlreadyExistsError,
@@ -201,10 +202,10 @@ def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
     elif isinstance(turn, Mapping):
         unknown = set(turn) - {"role", "content", "metadata"}
         if unknown or "role" not in turn:
-            raise TypeError(f"{field}: a turn mapping has role, content and metadata keys")
+            raise InvalidType(f"{field}: a turn mapping has role, content and metadata keys")
         role, content, metadata = turn["role"], turn.get("content"), turn.get("metadata")
     else:
-        raise TypeError(f"{field} must be a NewTurn, not {type(turn).__name__}")
+        raise InvalidType(f"{field} must be a NewTurn, not {type(turn).__name__}")
     return (
         check_text(role, f"{field}.role"),
         check_json(content, f"{field}.content"),
@@ -275,7 +276,7 @@ class MemoryConversationRepository(RunLinked):
     ) -> builtins.list[Turn]:
         """Append turns atomically. See :meth:`ConversationRepository.append`."""
         if isinstance(turns, (str, bytes, Mapping, NewTurn)) or not isinstance(turns, Sequence):
-            raise TypeError(f"turns must be a list of NewTurn, not {type(turns).__name__}")
+            raise InvalidType(f"turns must be a list of NewTurn, not {type(turns).__name__}")
         new_turns = [_new_turn(turn, f"turns[{i}]") for i, turn in enumerate(turns)]
         run_id = check_text(run_id, "run_id")
         expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
@@ -320,7 +321,7 @@ class MemoryConversationRepository(RunLinked):
         """Return turns in order. See :meth:`ConversationRepository.list_turns`."""
         if last is not None:
             if isinstance(last, bool) or not isinstance(last, int):
-                raise TypeError(f"last must be int, not {type(last).__name__}")
+                raise InvalidType(f"last must be int, not {type(last).__name__}")
         # Keys hold the sequence number zero-padded, so key order is turn order.
         states = self._states(TURN, conversation_id)
         if after_seq is not None:

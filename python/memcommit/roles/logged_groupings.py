@@ -26,6 +26,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidType
 from .groupings import Grouper
 from .medium import Change, State
 
@@ -54,7 +55,7 @@ def _rank_text(rank: Any) -> str:
         return rank
     if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 10**20:
         return f"{rank:020d}"
-    raise TypeError(f"a kept grouping ranks by str or non-negative int, not {rank!r}")
+    raise InvalidType(f"a kept grouping ranks by str or non-negative int, not {rank!r}")
 
 
 def entry_key(grouper: Grouper, key: str, state: State | None) -> str | None:
@@ -64,7 +65,7 @@ def entry_key(grouper: Grouper, key: str, state: State | None) -> str | None:
         return None
     group, rank = placed
     if not isinstance(group, str):
-        raise TypeError(f"a kept grouping groups by str, not {group!r}")
+        raise InvalidType(f"a kept grouping groups by str, not {group!r}")
     return group + _SEP + _rank_text(rank) + _SEP + key
 
 

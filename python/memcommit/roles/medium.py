@@ -107,6 +107,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring as _quote
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from ..errors import InvalidValue
 from .groupings import Grouper, Grouping, Groupings
 from .values import Json
 
@@ -186,7 +187,7 @@ def _part(part: str | int | tuple[str, ...]) -> str:
         return "[" + ",".join(_quote(label) for label in part) + "]"
     if isinstance(part, int) and not isinstance(part, bool) and part >= 0:
         return f'"{part:020d}"'
-    raise ValueError(f"key part: {part!r} is not a str, a tuple of str or an int >= 0")
+    raise InvalidValue(f"key part: {part!r} is not a str, a tuple of str or an int >= 0")
 
 
 def entity_key(*parts: str | int | tuple[str, ...]) -> str:

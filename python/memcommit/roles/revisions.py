@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
+from ..errors import InvalidValue
 from ._base import RoleBase
 from .errors import (
     InvalidStateError,
@@ -331,7 +332,7 @@ class MemoryAgentRevisionRepository(RoleBase):
     ) -> builtins.list[Revision]:
         """Return the agent's revisions. See :meth:`RevisionRepository.list`."""
         if status is not None and status not in _STATUSES:
-            raise ValueError(f"status: {status!r} is not one of {sorted(_STATUSES)}")
+            raise InvalidValue(f"status: {status!r} is not one of {sorted(_STATUSES)}")
         states = self._states(REVISION, agent_id)
         if status is not None:
             states = [s for s in states if s["status"] == status]

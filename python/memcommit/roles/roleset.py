@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from ..clock import Clock, SystemClock
+from ..errors import InvalidType
 from .artifacts import MemoryArtifactRepository
 from .checkpoints import MemoryCheckpointRepository
 from .conversations import MemoryConversationRepository
@@ -119,7 +120,7 @@ class RoleSet(Roles):
         """
         unknown = sorted(set(roles) - set(ROLE_NAMES))
         if unknown:
-            raise TypeError(f"replace: {unknown} are not roles; the roles are {ROLE_NAMES}")
+            raise InvalidType(f"replace: {unknown} are not roles; the roles are {ROLE_NAMES}")
         out = copy.copy(self)
         for name, role in roles.items():
             setattr(out, name, role)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
+from ..errors import InvalidType, InvalidValue
 from ._base import RoleBase, Token, check_token
 from .errors import (
     AlreadyClaimedError,
@@ -311,11 +312,11 @@ def _statuses(status: object) -> frozenset[str] | None:
         return None
     values = [status] if isinstance(status, str) else status
     if not isinstance(values, Iterable):
-        raise TypeError(f"status must be a str or an iterable of str, not {status!r}")
+        raise InvalidType(f"status must be a str or an iterable of str, not {status!r}")
     out = set()
     for value in values:
         if value not in _STATUSES:
-            raise ValueError(f"status: {value!r} is not one of {sorted(_STATUSES)}")
+            raise InvalidValue(f"status: {value!r} is not one of {sorted(_STATUSES)}")
         out.add(str(value))
     return frozenset(out)
 

@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeAlias, TypeVar, cast
 
+from ..errors import InvalidType, InvalidValue
+
 __all__ = [
     "MAX_TTL_MS",
     "Check",
@@ -65,11 +67,11 @@ Namespace: TypeAlias = tuple[str, ...]
 
 def _check_str_value(value: str, where: str) -> str:
     if "\x00" in value:
-        raise ValueError(f'{where}: strings must not contain "\\x00" (SQL text refuses it)')
+        raise InvalidValue(f'{where}: strings must not contain "\\x00" (SQL text refuses it)')
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{where}: a lone surrogate is not UTF-8") from None
+        raise InvalidValue(f"{where}: a lone surrogate is not UTF-8") from None
     # A str subclass (a str Enum) is stored as the plain string it holds.
     return value if type(value) is str else value[:]
 
@@ -87,9 +89,9 @@ def check_text(value: object, field: str, *, empty: bool = False) -> str:
         ValueError: `value` is empty (unless allowed), or holds a NUL (U+0000) or a lone surrogate.
     """
     if not isinstance(value, str):
-        raise TypeError(f"{field} must be str, not {type(value).__name__}")
+        raise InvalidType(f"{field} must be str, not {type(value).__name__}")
     if not value and not empty:
-        raise ValueError(f"{field}: must not be empty")
+        raise InvalidValue(f"{field}: must not be empty")
     return _check_str_value(value, field)
 
 
@@ -107,13 +109,13 @@ def _copy_in(value: object, where: str) -> Json:
         return _check_str_value(value, where)  # type: ignore[arg-type]
     if kind is float:
         if not math.isfinite(value):  # type: ignore[arg-type]
-            raise ValueError(f"{where}: {value!r} is not a JSON number")
+            raise InvalidValue(f"{where}: {value!r} is not a JSON number")
         return value
     if isinstance(value, dict):
         out: dict[str, Json] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise TypeError(
+                raise InvalidType(
                     f"{where}: dict keys must be str, not {type(key).__name__} ({key!r})"
                 )
             key = _check_str_value(key, f"{where} key {key!r}")
@@ -130,8 +132,8 @@ def _copy_in(value: object, where: str) -> Json:
     if isinstance(value, str):
         return _check_str_value(value, where)
     if isinstance(value, tuple):
-        raise TypeError(f"{where}: tuples are not JSON; pass a list")
-    raise TypeError(f"{where}: {type(value).__name__} is not a JSON value")
+        raise InvalidType(f"{where}: tuples are not JSON; pass a list")
+    raise InvalidType(f"{where}: {type(value).__name__} is not a JSON value")
 
 
 def check_json(value: object, field: str) -> Json:
@@ -149,7 +151,7 @@ def check_metadata(value: object, field: str = "metadata") -> dict[str, Json]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise TypeError(f"{field} must be a dict or None, not {type(value).__name__}")
+        raise InvalidType(f"{field} must be a dict or None, not {type(value).__name__}")
     copied: dict[str, Json] = _copy_in(value, field)
     return copied
 
@@ -213,12 +215,12 @@ def check_ttl(ttl_ms: object, field: str = "ttl_ms") -> int:
         ValueError: `ttl_ms` is 0 or negative, or longer than 100 years.
     """
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
-        raise TypeError(f"{field} must be an int of milliseconds, not {ttl_ms!r}")
+        raise InvalidType(f"{field} must be an int of milliseconds, not {ttl_ms!r}")
     if ttl_ms <= 0:
-        raise ValueError(f"{field}: must be positive, not {ttl_ms}")
+        raise InvalidValue(f"{field}: must be positive, not {ttl_ms}")
     if ttl_ms > MAX_TTL_MS:
         shown = ttl_ms if ttl_ms.bit_length() <= 256 else f"an int of {ttl_ms.bit_length()} bits"
-        raise ValueError(
+        raise InvalidValue(
             f"{field}: must be at most {MAX_TTL_MS} (100 years of milliseconds), not {shown}"
         )
     return int(ttl_ms)
@@ -227,9 +229,9 @@ def check_ttl(ttl_ms: object, field: str = "ttl_ms") -> int:
 def check_count(value: object, field: str, *, minimum: int = 0) -> int:
     """Return `value` if it is an int (not a bool) of at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{field} must be int, not {type(value).__name__}")
+        raise InvalidType(f"{field} must be int, not {type(value).__name__}")
     if value < minimum:
-        raise ValueError(f"{field}: must be at least {minimum}, not {value}")
+        raise InvalidValue(f"{field}: must be at least {minimum}, not {value}")
     return int(value)
 
 
@@ -252,9 +254,9 @@ def check_namespace(value: object, field: str = "namespace", *, empty: bool = Fa
             a NUL (U+0000).
     """
     if not isinstance(value, (tuple, list)):
-        raise TypeError(f"{field} must be a tuple of str, not {type(value).__name__}")
+        raise InvalidType(f"{field} must be a tuple of str, not {type(value).__name__}")
     if not value and not empty:
-        raise ValueError(f"{field}: must have at least one label")
+        raise InvalidValue(f"{field}: must have at least one label")
     return tuple(check_text(label, f"{field}[{i}]") for i, label in enumerate(value))
 
 
@@ -264,7 +266,7 @@ def check_bytes(value: object, field: str) -> bytes:
         return bytes(value)
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
-    raise TypeError(f"{field} must be bytes, not {type(value).__name__}")
+    raise InvalidType(f"{field} must be bytes, not {type(value).__name__}")
 
 
 def canonical_json(value: Json) -> str:
@@ -324,7 +326,7 @@ def checked(method: _Method) -> _Method:
     params = list(inspect.signature(method).parameters.values())[1:]  # after self
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     if any(p.kind not in kinds for p in params):
-        raise TypeError(f"@checked {method.__qualname__}: only named parameters can be checked")
+        raise InvalidType(f"@checked {method.__qualname__}: only named parameters can be checked")
     positional = sum(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
     plan: list[tuple[str, int, Any, Callable[[Any, str], Any]]] = []
     for index, p in enumerate(params):

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .. import wire
+from ..errors import InvalidValue
 
 __all__ = [
     "MIN_TOKEN_CHARS",
@@ -56,17 +57,17 @@ def check_access(host: str, token: str | None, tls_cert: str | None, tls_key: st
             loaded (the message names the file).
     """
     if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise ValueError(
+        raise InvalidValue(
             f"token: {len(token)} characters is too short; use at least {MIN_TOKEN_CHARS} "
             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     if not is_loopback(host) and token is None:
-        raise ValueError(
+        raise InvalidValue(
             f"host: {host!r} is not a loopback address; serving it needs a token "
             "(--token-file), or bind 127.0.0.1"
         )
     if (tls_cert is None) != (tls_key is None):
-        raise ValueError("tls: give both --tls-cert and --tls-key, or neither")
+        raise InvalidValue("tls: give both --tls-cert and --tls-key, or neither")
     if tls_cert is not None and tls_key is not None:
         _check_tls(tls_cert, tls_key)
 
@@ -83,11 +84,11 @@ def _check_tls(cert: str, key: str) -> None:
             with open(name, "rb"):
                 pass
         except OSError as e:
-            raise ValueError(f"{option} {name}: cannot read it: {e.strerror or e}") from None
+            raise InvalidValue(f"{option} {name}: cannot read it: {e.strerror or e}") from None
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
     except ssl.SSLError as e:
-        raise ValueError(
+        raise InvalidValue(
             f"--tls-cert {cert} and --tls-key {key}: not a PEM certificate chain and its "
             f"private key ({e.reason or e})"
         ) from None

@@ -21,7 +21,7 @@ from typing import Any
 from .. import wire
 from .._extras import require
 from ..clock import Clock, to_microseconds
-from ..errors import MemcommitError
+from ..errors import InvalidValue, MemcommitError
 from ..store import Durability, MemoryStore
 from ..store import open as open_store
 from . import listen
@@ -109,21 +109,23 @@ class MemoryServer:
         require("server")  # starlette and uvicorn: the 'server' extra
         check_access(host, token, tls_cert, tls_key)
         if durability not in ("commit", "batch", "none"):
-            raise ValueError(f"durability: {durability!r} is not a mode; use commit, batch or none")
+            raise InvalidValue(
+                f"durability: {durability!r} is not a mode; use commit, batch or none"
+            )
         if test_clock:
             from ..testing.clock import ControllableClock
 
             if clock is None:
                 clock = ControllableClock(datetime.fromisoformat(TEST_CLOCK_START))
             if not isinstance(clock, ControllableClock):
-                raise ValueError("test_clock: the clock must be a ControllableClock")
+                raise InvalidValue("test_clock: the clock must be a ControllableClock")
         for name, value in (("max_request_bytes", max_request_bytes), ("remember", remember)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: must be a positive int, got {value!r}")
+                raise InvalidValue(f"{name}: must be a positive int, got {value!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port: must be an int from 0 to 65535, got {port!r}")
+            raise InvalidValue(f"port: must be an int from 0 to 65535, got {port!r}")
         if not tcp and unix_socket is None:
-            raise ValueError("tcp=False needs unix_socket: the server must listen somewhere")
+            raise InvalidValue("tcp=False needs unix_socket: the server must listen somewhere")
         self.path = os.fspath(path)
         self.host = host
         self.port = port

@@ -6,6 +6,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 from ..clock import to_microseconds
+from ..errors import InvalidType, InvalidValue
 
 __all__ = ["CLOCK_START", "ControllableClock"]
 
@@ -18,10 +19,10 @@ def _instant_us(value: object, field: str) -> int:
     """Return `value` (an aware datetime or epoch milliseconds) in epoch microseconds."""
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"{field}: {value!r} is naive; pass an aware datetime")
+            raise InvalidValue(f"{field}: {value!r} is naive; pass an aware datetime")
         return to_microseconds(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
+        raise InvalidType(
             f"{field} must be an aware datetime or int epoch milliseconds, "
             f"not {type(value).__name__}"
         )
@@ -79,11 +80,11 @@ class ControllableClock:
         if isinstance(ms, timedelta):
             step = ms // timedelta(microseconds=1)
         elif isinstance(ms, bool) or not isinstance(ms, int):
-            raise TypeError(f"ms must be an int of milliseconds or a timedelta, not {ms!r}")
+            raise InvalidType(f"ms must be an int of milliseconds or a timedelta, not {ms!r}")
         else:
             step = ms * 1000
         if step < 0:
-            raise ValueError(f"ms: cannot advance by a negative amount ({ms})")
+            raise InvalidValue(f"ms: cannot advance by a negative amount ({ms})")
         with self._lock:
             self._us += step
 
@@ -97,7 +98,7 @@ class ControllableClock:
         target = _instant_us(when, "when")
         with self._lock:
             if target < self._us:
-                raise ValueError(
+                raise InvalidValue(
                     f"when: {when!r} is before the clock's time {self.now().isoformat()}; "
                     "this clock never goes back"
                 )

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..errors import InvalidType, InvalidValue
+
 __all__ = ["race"]
 
 T = TypeVar("T")
@@ -35,9 +37,9 @@ def race(n: int, fn: Callable[[int], T], *, timeout: float = 30.0) -> list[T | E
         [0, 2, 4]
     """
     if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"n must be int, not {type(n).__name__}")
+        raise InvalidType(f"n must be int, not {type(n).__name__}")
     if n < 1:
-        raise ValueError(f"n: must be at least 1, not {n}")
+        raise InvalidValue(f"n: must be at least 1, not {n}")
     barrier = threading.Barrier(n)
     results: list[T | Exception | None] = [None] * n
     done = [False] * n

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from .. import roles
-from ..errors import Guard
+from ..errors import Guard, InvalidValue
 
 __all__ = ["decode_value", "encode_value"]
 
@@ -112,7 +112,7 @@ def decode_value(data: Any) -> Any:
     if kind is list:
         return [decode_value(item) for item in data]
     if kind is not dict:
-        raise ValueError(f"value: {kind.__name__} is not a wire value")
+        raise InvalidValue(f"value: {kind.__name__} is not a wire value")
     tag = data.get(_TAG)
     if tag is None:
         return {k: decode_value(v) for k, v in data.items()}
@@ -130,20 +130,20 @@ def decode_value(data: Any) -> Any:
         if tag == "float":
             text = data["v"]
             if text not in ("nan", "inf", "-inf"):
-                raise ValueError(f"value: {text!r} is not a float the wire tags")
+                raise InvalidValue(f"value: {text!r} is not a float the wire tags")
             return float(text)
         if tag == "map":
             return {decode_value(k): decode_value(v) for k, v in data["v"]}
         if tag == "dc":
             cls = _dataclasses().get(data["c"])
             if cls is None:
-                raise ValueError(f"value: {data['c']!r} is not a type the wire carries")
+                raise InvalidValue(f"value: {data['c']!r} is not a type the wire carries")
             return cls(**{str(k): decode_value(v) for k, v in data["v"].items()})
         if tag == "opaque":
             name = data["c"]
             if not isinstance(name, str) or not name.isidentifier():
-                raise ValueError(f"value: {name!r} is not a type name")
+                raise InvalidValue(f"value: {name!r} is not a type name")
             return _opaque(name)
     except (KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"value: a malformed {tag!r} value ({e})") from None
-    raise ValueError(f"value: {tag!r} is not a wire tag")
+        raise InvalidValue(f"value: a malformed {tag!r} value ({e})") from None
+    raise InvalidValue(f"value: {tag!r} is not a wire tag")

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::commit::{data_arg, key_str, str_tuple, text_str, tier_arg};
 use crate::convert::{get_vector, items_of, type_error};
-use crate::errors::to_py;
+use crate::errors::{to_py, InvalidType, InvalidValue};
 use crate::gate;
 use crate::store::IDS;
 
@@ -189,10 +189,10 @@ struct Own {
 fn at(py: Python<'_>, where_: &str, e: PyErr) -> PyErr {
     let msg = e.value(py).to_string();
     let ty = e.get_type(py);
-    if ty.is(py.get_type::<PyTypeError>()) {
-        PyTypeError::new_err(format!("{where_}: {msg}"))
-    } else if ty.is(py.get_type::<PyValueError>()) {
-        PyValueError::new_err(format!("{where_}: {msg}"))
+    if ty.is_subclass_of::<PyTypeError>().unwrap_or(false) {
+        InvalidType::new_err(format!("{where_}: {msg}"))
+    } else if ty.is_subclass_of::<PyValueError>().unwrap_or(false) {
+        InvalidValue::new_err(format!("{where_}: {msg}"))
     } else {
         e
     }
@@ -254,7 +254,7 @@ fn column(
     }
     let list = items_of(obj, |_| type_error(field, "a str or a list of str", obj))?;
     if list.len() != n {
-        return Err(PyValueError::new_err(format!("{field}: {} values for {n} texts", list.len())));
+        return Err(InvalidValue::new_err(format!("{field}: {} values for {n} texts", list.len())));
     }
     let mut views = Vec::with_capacity(n);
     for (i, item) in list.iter().enumerate() {
@@ -291,7 +291,7 @@ impl Bulk {
         later: Room,
     ) -> PyResult<(Bulk, Py<PyList>)> {
         if texts.is_instance_of::<PyString>() {
-            return Err(PyTypeError::new_err("texts must be a sequence of str, not a single str"));
+            return Err(InvalidType::new_err("texts must be a sequence of str, not a single str"));
         }
         // Copies of the caller's lists: a list changed after the call changes nothing here.
         let texts = items_of(texts, |e| e)?;
@@ -300,7 +300,7 @@ impl Bulk {
             Some(i) => {
                 let l = items_of(i, |e| e)?;
                 if l.len() != n {
-                    return Err(PyValueError::new_err(format!("ids: {} ids for {n} texts", l.len())));
+                    return Err(InvalidValue::new_err(format!("ids: {} ids for {n} texts", l.len())));
                 }
                 l
             }
@@ -473,7 +473,7 @@ impl Bulk {
                 };
                 if let Row::Tuple(t) = &row {
                     if t.len() > order.len() {
-                        return Err(PyValueError::new_err(format!(
+                        return Err(InvalidValue::new_err(format!(
                             "{}: {} values for the {} fields ({})",
                             where_(),
                             t.len(),
@@ -488,7 +488,7 @@ impl Bulk {
                             .ok()
                             .and_then(|k| k.to_str().ok().filter(|k| FIELDS.contains(k)));
                         if known.is_none() {
-                            return Err(PyValueError::new_err(format!(
+                            return Err(InvalidValue::new_err(format!(
                                 "{}: {} is not a field of a put (the fields are {})",
                                 where_(),
                                 k.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into()),
@@ -511,7 +511,7 @@ impl Bulk {
                             text.push(Utf8::of(text_str(&t, "text")?));
                             hold(&t);
                         }
-                        None => return Err(PyValueError::new_err("text: a row must give a text")),
+                        None => return Err(InvalidValue::new_err("text: a row must give a text")),
                     }
                     match get(ID)? {
                         Some(i) => {
@@ -685,19 +685,19 @@ fn places_of(
     for (p, name) in names.bind(py).iter().enumerate() {
         let name = name.cast::<PyString>()?.to_str()?.to_owned();
         let Some(f) = FIELDS.iter().position(|n| *n == name) else {
-            return Err(PyValueError::new_err(format!(
+            return Err(InvalidValue::new_err(format!(
                 "fields: {name:?} is not a field of a put (the fields are {})",
                 FIELDS.join(", ")
             )));
         };
         if places[f].is_some() {
-            return Err(PyValueError::new_err(format!("fields: {name:?} is named twice")));
+            return Err(InvalidValue::new_err(format!("fields: {name:?} is named twice")));
         }
         places[f] = Some(p);
         order.push(FIELDS[f]);
     }
     if places[TEXT].is_none() {
-        return Err(PyValueError::new_err("fields: must name \"text\" (every put has a text)"));
+        return Err(InvalidValue::new_err("fields: must name \"text\" (every put has a text)"));
     }
     Ok((places, order))
 }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use memcommit_core::Log;
 use memcommit_core::{Command, Expect, PutCommand, PutRun, Room, Status, Tier};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::bulk::{Bulk, Shared, POPULATE_FROM};
 use crate::convert::{get_opt_u64, get_vector, items_of, status_from, tier_from, type_error};
-use crate::errors::to_py;
+use crate::errors::{to_py, InvalidType, InvalidValue};
 use crate::gate::{self, release};
 use crate::store::IDS;
 
@@ -104,7 +104,7 @@ fn helpers(py: Python<'_>) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
 /// The text of a str argument, refusing what UTF-8 cannot hold (lone surrogates).
 fn utf8<'a>(s: &'a Bound<'_, PyString>, field: &str) -> PyResult<&'a str> {
     s.to_str().map_err(|_| {
-        PyValueError::new_err(format!(
+        InvalidValue::new_err(format!(
             "{field}: holds a lone surrogate (as from a bad decode), which cannot be stored as UTF-8 text"
         ))
     })
@@ -114,7 +114,7 @@ fn utf8<'a>(s: &'a Bound<'_, PyString>, field: &str) -> PyResult<&'a str> {
 pub fn key_str<'a>(obj: &'a Bound<'_, PyAny>, field: &str) -> PyResult<&'a str> {
     let t = text_str(obj, field)?;
     if t.is_empty() {
-        return Err(PyValueError::new_err(format!("{field}: must not be empty")));
+        return Err(InvalidValue::new_err(format!("{field}: must not be empty")));
     }
     Ok(t)
 }
@@ -525,7 +525,7 @@ impl<'py> PutArgs<'py> {
     /// `NativeLog.put`'s arguments: the text, then up to seven fields in `PUT_FIELDS` order.
     pub fn positional(text: Bound<'py, PyAny>, fields: &Bound<'py, PyTuple>) -> PyResult<Self> {
         if fields.len() > PUT_FIELDS.len() {
-            return Err(PyTypeError::new_err(format!(
+            return Err(InvalidType::new_err(format!(
                 "put() takes the text and at most {} fields, got {}",
                 PUT_FIELDS.len(),
                 fields.len()
@@ -554,7 +554,7 @@ impl<'py> PutArgs<'py> {
                 other => args.slot(other),
             };
             let Some(slot) = slot else {
-                return Err(PyTypeError::new_err(format!(
+                return Err(InvalidType::new_err(format!(
                     "put_many() got an unexpected keyword argument '{name}'"
                 )));
             };
@@ -568,7 +568,7 @@ impl<'py> PutArgs<'py> {
 fn vectors_arg(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<Option<Arc<[f32]>>>> {
     let list = items_of(obj, |_| type_error("vectors", "a list of vectors", obj))?;
     if list.len() != n {
-        return Err(PyValueError::new_err(format!("vectors: {} vectors for {n} texts", list.len())));
+        return Err(InvalidValue::new_err(format!("vectors: {} vectors for {n} texts", list.len())));
     }
     list.iter()
         .enumerate()
@@ -614,7 +614,7 @@ pub fn embed_texts(
     let got = embed.call1((PyList::new(embed.py(), texts)?,))?;
     let items = items_of(&got, |_| type_error("the embedder's result", "a list of vectors", &got))?;
     if items.len() != n {
-        return Err(PyValueError::new_err(format!(
+        return Err(InvalidValue::new_err(format!(
             "embed: the embedder returned {} vectors for {n} texts",
             items.len()
         )));

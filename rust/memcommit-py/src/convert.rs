@@ -1,13 +1,14 @@
 //! Reading Python arguments into core values, with errors that name the argument.
 
 use memcommit_core::{Query, Status, Tier};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString};
 
+use crate::errors::{InvalidType, InvalidValue};
+
 pub fn type_error(field: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
     let name = got.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    PyTypeError::new_err(format!("{field} must be {want}, not {name}"))
+    InvalidType::new_err(format!("{field} must be {want}, not {name}"))
 }
 
 /// The items of `obj` as a new list, which a call keeps (later changes to `obj` change
@@ -42,7 +43,7 @@ pub fn get_opt_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Option<Strin
 
 pub fn get_strs(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<String>> {
     if obj.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidType::new_err(format!(
             "{field} must be a sequence of str, not a single str (wrap it in a tuple)"
         )));
     }
@@ -59,13 +60,13 @@ pub fn get_tier(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
 
 pub fn tier_from(s: &str) -> PyResult<Tier> {
     Tier::parse(s).ok_or_else(|| {
-        PyValueError::new_err(format!("tier: {s:?} is not a tier; use one of working, mid, long, archive"))
+        InvalidValue::new_err(format!("tier: {s:?} is not a tier; use one of working, mid, long, archive"))
     })
 }
 
 pub fn status_from(s: &str) -> PyResult<Status> {
     Status::parse(s)
-        .ok_or_else(|| PyValueError::new_err(format!("status: {s:?} is not a status; use active or stale")))
+        .ok_or_else(|| InvalidValue::new_err(format!("status: {s:?} is not a status; use active or stale")))
 }
 
 pub fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
@@ -89,10 +90,10 @@ fn u64_arg(obj: &Bound<'_, PyAny>, field: &str, want: &str) -> PyResult<u64> {
         return Err(type_error(field, want, obj));
     }
     if obj.lt(0)? {
-        return Err(PyValueError::new_err(format!("{field}: must not be negative, got {}", show_int(obj))));
+        return Err(InvalidValue::new_err(format!("{field}: must not be negative, got {}", show_int(obj))));
     }
     obj.extract::<u64>().map_err(|_| {
-        PyValueError::new_err(format!(
+        InvalidValue::new_err(format!(
             "{field}: must be at most {} (2**64 - 1), got {}",
             u64::MAX,
             show_int(obj)

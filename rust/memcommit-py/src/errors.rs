@@ -1,7 +1,7 @@
 //! One mapping from core errors to the exception classes of `memcommit.errors`.
 
 use memcommit_core::error::{Error, Rejection};
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -15,6 +15,8 @@ pyo3::import_exception!(memcommit.errors, CorruptLog);
 pyo3::import_exception!(memcommit.errors, SealMismatch);
 pyo3::import_exception!(memcommit.errors, ForgedReference);
 pyo3::import_exception!(memcommit.errors, SnapshotMismatch);
+pyo3::import_exception!(memcommit.errors, InvalidValue);
+pyo3::import_exception!(memcommit.errors, InvalidType);
 
 /// The OS errors that mean the disk failed, filled up or went read-only: an I/O error with one
 /// of them is a `StorageError` (`memcommit.files` raises it for the same list, `_native.STORAGE_ERRNOS`).
@@ -46,7 +48,7 @@ pub fn to_py(err: Error) -> PyErr {
         }
         Error::SnapshotMismatch { .. } => SnapshotMismatch::new_err(msg),
         Error::Rejected(r) => rejected(r),
-        Error::Invalid { .. } => PyValueError::new_err(msg),
+        Error::Invalid { .. } => InvalidValue::new_err(msg),
         Error::Closed { .. } => StoreClosed::new_err(msg),
         Error::ReadOnly { .. } => ReadOnlyStore::new_err(msg),
     }

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use memcommit_wire::{Client, Endpoint, Failure};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::errors::InvalidValue;
 use crate::gate;
 
 /// A pool of keep-alive HTTP/1.1 connections to one server, over TCP or a Unix socket.
@@ -35,7 +35,7 @@ impl HttpClient {
         let endpoint = match (host, unix_path) {
             (Some(host), None) => Endpoint::Tcp { host, port },
             (None, Some(path)) => Endpoint::Unix(path),
-            _ => return Err(PyValueError::new_err("HttpClient: give either host and port or unix_path")),
+            _ => return Err(InvalidValue::new_err("HttpClient: give either host and port or unix_path")),
         };
         Ok(HttpClient { client: Client::new(endpoint, &headers) })
     }
@@ -53,7 +53,7 @@ impl HttpClient {
         headers: Vec<(String, String)>,
     ) -> PyResult<(u16, Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
         let timeout = Duration::try_from_secs_f64(timeout)
-            .map_err(|_| PyValueError::new_err(format!("timeout: {timeout} is not a number of seconds")))?;
+            .map_err(|_| InvalidValue::new_err(format!("timeout: {timeout} is not a number of seconds")))?;
         let body = body.unwrap_or_default();
         let mut raised = None;
         let answer = gate::detach(py, || {

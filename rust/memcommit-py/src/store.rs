@@ -7,13 +7,12 @@ use memcommit_core::compact::{Compacted, Hooks, Plan, Retention};
 use memcommit_core::log::AutoSeal;
 use memcommit_core::seal::{self, Checked, SealEntry};
 use memcommit_core::{Durability, Log, Options};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::commit::PutArgs;
 use crate::convert::{get_opt_u64, get_str, Filters};
-use crate::errors::to_py;
+use crate::errors::{to_py, InvalidValue};
 use crate::gate::{self, release};
 use crate::values::{memory_from_read, record_from_bytes, Memory, Record};
 
@@ -164,7 +163,7 @@ impl NativeLog {
         snapshot: Option<PathBuf>,
     ) -> PyResult<Self> {
         let durability = Durability::parse(durability).ok_or_else(|| {
-            PyValueError::new_err(format!(
+            InvalidValue::new_err(format!(
                 "durability: {durability:?} is not a mode; use commit, batch or none"
             ))
         })?;
@@ -333,19 +332,19 @@ impl NativeLog {
         tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<(Memory, f64)>> {
         let mode = memcommit_core::search::Mode::parse(mode).ok_or_else(|| {
-            PyValueError::new_err(format!("mode: {mode:?} is not a mode; use 'hybrid', 'vector' or 'text'"))
+            InvalidValue::new_err(format!("mode: {mode:?} is not a mode; use 'hybrid', 'vector' or 'text'"))
         })?;
         let vector =
             vector.filter(|v| !v.is_none()).map(|v| crate::convert::get_vector(v, "query")).transpose()?;
         if let Some(v) = &vector {
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-                return Err(PyValueError::new_err(format!(
+                return Err(InvalidValue::new_err(format!(
                     "query: value {i} is {}, not a finite number",
                     v[i]
                 )));
             }
             if v.is_empty() {
-                return Err(PyValueError::new_err("query: an empty vector"));
+                return Err(InvalidValue::new_err("query: an empty vector"));
             }
         }
         let k = get_opt_u64(Some(k), "k")?.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
@@ -817,7 +816,7 @@ fn seal_tuple(s: &SealEntry) -> SealTuple {
 /// The seal key for a secret (None: unkeyed).
 fn seal_key(secret: Option<&[u8]>) -> PyResult<Option<seal::SealKey>> {
     match secret {
-        Some([]) => Err(PyValueError::new_err(
+        Some([]) => Err(InvalidValue::new_err(
             "key: the secret is empty; pass at least one byte (32 random bytes is best)",
         )),
         Some(s) => Ok(Some(seal::derive_key(s))),

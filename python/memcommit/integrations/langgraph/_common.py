@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ...errors import NotSupported
+from ...errors import InvalidValue, NotSupported
 from ...store import open as open_store
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
         return value is MISSING or not json_equal(value, operand)
     if operator in ("$gt", "$gte", "$lt", "$lte"):
         return value is not MISSING and _ordered(value, operator, operand)
-    raise ValueError(f"filter: unsupported operator {operator!r}; use $eq $ne $gt $gte $lt $lte")
+    raise InvalidValue(f"filter: unsupported operator {operator!r}; use $eq $ne $gt $gte $lt $lte")
 
 
 def _matches(value: Any, wanted: Any) -> bool:

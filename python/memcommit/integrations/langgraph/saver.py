@@ -53,6 +53,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ...errors import InvalidValue
 from ...roles.medium import Change, State, child_prefix, entity_key
 from ...roles.values import copy_json
 from ._common import (
@@ -497,7 +498,7 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
             ValueError: `strategy` is neither of those.
         """
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"strategy: {strategy!r} is not keep_latest or delete")
+            raise InvalidValue(f"strategy: {strategy!r} is not keep_latest or delete")
         with self._medium.lock:
             changes: builtins.list[Change] = []
             for thread_id in dict.fromkeys(str(t) for t in thread_ids):

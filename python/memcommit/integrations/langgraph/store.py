@@ -116,6 +116,7 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
+from ...errors import InvalidType, InvalidValue
 from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
 from ...roles.values import copy_json
 from ._common import compile_store_filter, medium_of, opened, writes_block
@@ -237,13 +238,13 @@ def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     elif condition.match_type == "suffix":
         pairs = zip(reversed(namespace), reversed(path), strict=False)
     else:
-        raise ValueError(f"Unsupported match type: {condition.match_type}")
+        raise InvalidValue(f"Unsupported match type: {condition.match_type}")
     return all(p == "*" or n == p for n, p in pairs)
 
 
 def _json_value(value: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"value must be a mapping (a JSON object), not {type(value).__name__}")
+        raise InvalidType(f"value must be a mapping (a JSON object), not {type(value).__name__}")
     copied = json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
     assert isinstance(copied, dict)
     return copied
@@ -288,7 +289,7 @@ def _field_paths(value: object, what: str) -> list[str]:
         TypeError: `value` is not a list of str.
     """
     if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
-        raise TypeError(f"{what} must be a list of field paths (str), not {value!r}")
+        raise InvalidType(f"{what} must be a list of field paths (str), not {value!r}")
     return list(value)
 
 
@@ -400,12 +401,12 @@ class MemcommitStore(BaseStore):
         self._fields: list[tuple[str, str | list[str]]] = []
         if index is not None:
             if not isinstance(index, dict):
-                raise TypeError(f"index must be a dict (IndexConfig), not {type(index).__name__}")
+                raise InvalidType(f"index must be a dict (IndexConfig), not {type(index).__name__}")
             dims = index.get("dims")
             if dims is not None and (
                 isinstance(dims, bool) or not isinstance(dims, int) or dims < 1
             ):
-                raise ValueError(f"index: dims must be a positive int, not {dims!r}")
+                raise InvalidValue(f"index: dims must be a positive int, not {dims!r}")
             fields = index.get("fields")
             self._fields = _tokenized(
                 ["$"] if not fields else _field_paths(fields, "index: fields")
@@ -528,14 +529,14 @@ class MemcommitStore(BaseStore):
                 # the vectors' commit: refuse it before anything is written.
                 size = len(f"{ITEM}\x00{key}".encode())
                 if size > _MAX_KEY_BYTES:
-                    raise ValueError(
+                    raise InvalidValue(
                         f"namespace and key: the item's entity key would be {size} bytes; "
                         f"the log takes at most {_MAX_KEY_BYTES}"
                     )
                 value = None if op.value is None else _json_value(op.value)
                 puts[key] = _Put(op, namespace, value, self._texts(op, value))
             else:
-                raise ValueError(f"Unknown operation type: {type(op)}")
+                raise InvalidValue(f"Unknown operation type: {type(op)}")
         texts = dict.fromkeys(text for put in puts.values() for text in put.texts.values())
         return _Plan(ops, puts, list(texts), list(queries))
 
@@ -563,13 +564,13 @@ class MemcommitStore(BaseStore):
                 vector whose length is not ``dims``.
         """
         if len(vectors) != len(texts):
-            raise ValueError(
+            raise InvalidValue(
                 f"index: the embedder returned {len(vectors)} vectors for {len(texts)} texts"
             )
         if self._dims is not None:
             for vector in vectors:
                 if len(vector) != self._dims:
-                    raise ValueError(
+                    raise InvalidValue(
                         f"index: the embedder returned a vector of {len(vector)} numbers; "
                         f"the index's dims is {self._dims}"
                     )

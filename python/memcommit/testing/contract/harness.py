@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import NotSupported
+from ...errors import InvalidType, NotSupported
 from ..clock import CLOCK_START, ControllableClock
 
 __all__ = [
@@ -107,7 +107,7 @@ class Backend:
             with made as entered:
                 yield _checked(self.name, entered)
         else:
-            raise TypeError(
+            raise InvalidType(
                 f"backend {self.name!r}: make() returned {type(made).__name__}, not a Harness, "
                 "a generator or a context manager"
             )
@@ -115,7 +115,7 @@ class Backend:
 
 def _checked(name: str, harness: object) -> Harness:
     if not isinstance(harness, Harness):
-        raise TypeError(f"backend {name!r}: yielded {type(harness).__name__}, not a Harness")
+        raise InvalidType(f"backend {name!r}: yielded {type(harness).__name__}, not a Harness")
     return harness
 
 
@@ -124,7 +124,7 @@ def as_backend(factory: Backend | HarnessFactory, name: str | None = None) -> Ba
     if isinstance(factory, Backend):
         return factory
     if not callable(factory):
-        raise TypeError(f"factory must be a Backend or callable, not {type(factory).__name__}")
+        raise InvalidType(f"factory must be a Backend or callable, not {type(factory).__name__}")
     return Backend(name or str(getattr(factory, "__name__", "backend")), factory)
 
 

@@ -9,6 +9,7 @@ twice: clients on TCP, then on the server's Unix socket (``--socket``).
 
 from __future__ import annotations
 
+import enum
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -161,3 +162,22 @@ def test_role_writes_reach_every_replica_as_log_records(served: Served) -> None:
         writer.runs.create(agent_id="agent-x")
         assert reader.refresh() >= 1
         assert [r.op for r in reader.records(after=before)][-1] == "entity"
+
+
+def test_a_str_enum_is_sent_as_the_string_it_holds(served: Served) -> None:
+    """As every store keeps it (the roles' values rule), not as the enum member's name."""
+
+    class Agent(str, enum.Enum):
+        A = "agent-a"
+
+    run_id = f"enum-{datetime.now().timestamp()}"
+    with memcommit.RemoteStore(served.url) as store:
+        run = store.runs.create(agent_id=Agent.A, run_id=run_id)
+        assert run.agent_id == "agent-a"
+        assert run_id in [r.run_id for r in store.runs.list(agent_id="agent-a")]
+        ns = ("enum", run_id)
+        assert store.state.put(ns, "k", {"who": Agent.A}).value == {"who": "agent-a"}
+        lease = store.locks.acquire(Agent.A, run_id, 1_000)
+        assert lease and lease.name == "agent-a"
+        assert store.locks.get("agent-a") == lease
+        assert store.locks.release("agent-a", token=lease.token)

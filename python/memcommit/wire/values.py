@@ -71,7 +71,7 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
-        return str(value)
+        return str.__str__(value)  # the string it holds: a str Enum's str() is its name
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):

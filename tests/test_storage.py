@@ -465,6 +465,24 @@ def test_archived_older_than_takes_a_timedelta(path: Path, clock: ControllableCl
         assert compact(store, retention=policy).purged == ("a",)
 
 
+@pytest.mark.parametrize("age", [1e13, 1e20, 1e300 * DAY_S / 1e10, 1.7e308])
+def test_an_age_longer_than_the_calendar_purges_nothing(
+    path: Path, clock: ControllableClock, age: float
+) -> None:
+    """Nothing is that old: the same answer as any long age, in Rust and in Python."""
+    with memcommit.open(path, clock=clock, durability="none") as store:
+        store.put("t", id="old-trace", kind="trace", tier="archive")
+        clock.advance(400 * DAY_MS)
+        policies = [ArchivedOlderThan(seconds=age), KindsAfter({"trace": age})]
+        m = store.get("old-trace")
+        assert m is not None
+        for policy in policies:
+            assert policy.selects(m, clock.now()) is False
+            assert compact(store, retention=policy, dry_run=True).purged == ()
+            assert compact(store, retention=policy).purged == ()
+        assert store.get("old-trace") is not None
+
+
 def test_kinds_after_counts_from_creation(path: Path, clock: ControllableClock) -> None:
     with memcommit.open(path, clock=clock, durability="none") as store:
         store.put("t", id="trace-old", kind="trace")

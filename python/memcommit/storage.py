@@ -76,6 +76,28 @@ class RetentionPolicy:
         return AnyOf(self, other)
 
 
+def _at_least(seconds: float, when: datetime, now: datetime) -> bool:
+    """Whether `when` is at least `seconds` before `now`.
+
+    An age longer than the calendar reaches back is longer than any memory's.
+    """
+    try:
+        return when <= now - timedelta(seconds=seconds)
+    except OverflowError:
+        return False
+
+
+def _age_us(seconds: float, now: datetime) -> int:
+    """An age in microseconds for the core.
+
+    One longer than the time since the epoch (before any memory) is cut to just past it, which
+    selects nothing, as any longer age would.
+    """
+    past_all = _us(now) + 1
+    age_us = seconds * 1e6  # may be inf for a finite but huge age
+    return round(age_us) if age_us < past_all else past_all
+
+
 @dataclass(frozen=True)
 class ArchivedOlderThan(RetentionPolicy):
     """Memories in the archive tier whose last move is at least `seconds` old."""
@@ -87,7 +109,7 @@ class ArchivedOlderThan(RetentionPolicy):
 
     def selects(self, memory: Memory, now: datetime) -> bool:
         """The same rule in Python (compaction evaluates it in Rust): counted from the last move."""
-        return memory.tier == "archive" and memory.moved_at <= now - timedelta(seconds=self.seconds)
+        return memory.tier == "archive" and _at_least(self.seconds, memory.moved_at, now)
 
 
 @dataclass(frozen=True)
@@ -111,7 +133,7 @@ class KindsAfter(RetentionPolicy):
     def selects(self, memory: Memory, now: datetime) -> bool:
         """Evaluated in Rust during compaction; this is the same rule in Python."""
         age = self.ages.get(memory.kind)
-        return age is not None and memory.created_at <= now - timedelta(seconds=age)
+        return age is not None and _at_least(age, memory.created_at, now)
 
     def __hash__(self) -> int:
         return hash(tuple(sorted(self.ages.items())))
@@ -276,8 +298,8 @@ def compact(
     started = time.perf_counter()
     plan = CompactionPlan(
         horizon=horizon,
-        archived_older_than_us=None if archived is None else round(archived * 1e6),
-        kinds_after_us=[(k, round(v * 1e6)) for k, v in kinds.items()],
+        archived_older_than_us=None if archived is None else _age_us(archived, now),
+        kinds_after_us=[(k, _age_us(v, now)) for k, v in kinds.items()],
         ids=ids,
         now_us=_us(now),
         at_us=store.now_us(),

@@ -29,6 +29,7 @@ from memcommit import (
     SnapshotMismatch,
     StoreLocked,
 )
+from memcommit.storage import compact
 from memcommit.testing import CLOCK_START as START
 from memcommit.testing import ControllableClock
 
@@ -736,6 +737,49 @@ def test_second_writer_in_process_gets_store_locked(path: str) -> None:
         first.close()
     with memcommit.open(path) as again:  # released by close
         assert again.lsn == 2
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_second_name_for_the_log_file_gets_store_locked_too(
+    path: str, tmp_path: Path, link: str
+) -> None:
+    """A link has a lock file of its own name, but the log is one file: one writer."""
+    other = str(tmp_path / "other-name.db")
+    with memcommit.open(path) as first:
+        first.put("one", id="one")
+        (os.symlink if link == "symbolic" else os.link)(path, other)
+        with pytest.raises(StoreLocked):
+            memcommit.open(other)
+        res = run_python(
+            "import sys, memcommit\n"
+            "try:\n    memcommit.open(sys.argv[1])\n"
+            "except memcommit.StoreLocked:\n    print('LOCKED')\n",
+            other,
+        )
+        assert res.stdout.strip() == "LOCKED", res.stdout + res.stderr
+        first.put("two", id="two")
+    with memcommit.open(other) as again:  # the first writer let go of both names
+        assert [again.get(i).text for i in ("one", "two")] == ["one", "two"]
+        again.put("three", id="three")
+        if link == "symbolic":
+            assert again.path == os.path.realpath(path)
+    with memcommit.open(path) as store:
+        assert store.lsn == 3 and store.recovered_bytes == 0
+
+
+def test_compaction_through_a_symbolic_link_replaces_the_file_it_names(
+    path: str, tmp_path: Path
+) -> None:
+    link = str(tmp_path / "link.db")
+    with memcommit.open(path) as store:
+        store.put("kept", id="kept")
+    os.symlink(path, link)
+    with memcommit.open(link) as store:
+        compact(store)
+        store.put("after", id="after")
+    assert os.path.islink(link)
+    with memcommit.open(path) as store:
+        assert store.generation == 1 and store.get("after").text == "after"
 
 
 def run_python(code: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -309,3 +309,25 @@ def test_a_refused_snapshot_is_named_in_the_message(tmp_path: Path) -> None:
     log, snap, data = _tamper_setup(tmp_path)
     data["memories"]["tier"][0] = 3
     assert _refused(log, snap, _with_checksum(data)).startswith(f"{snap}:")
+
+
+@pytest.mark.parametrize(
+    "name", ["the log", ".lock", ".index", ".manifest", ".tmp-manifest", "a link to the log"]
+)
+def test_a_snapshot_over_the_store_or_a_file_of_it_is_refused(tmp_path: Path, name: str) -> None:
+    path = str(tmp_path / "m.db")
+    target = {"the log": path, "a link to the log": str(tmp_path / "link")}.get(name, path + name)
+    if name == "a link to the log":
+        os.symlink(path, target)
+    with memcommit.open(path) as store:
+        ids = _fill(store, 5)
+        compact(store)  # a manifest to lose
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        with pytest.raises(ValueError, match=r"path: .* is the store .* give another file"):
+            store.save_snapshot(target)
+        after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+        assert after == before
+        store.put("still writable", id="later")
+    with memcommit.open(path) as store:
+        assert [m.id for m in store.get_many([*ids, "later"]) if m] == [*ids, "later"]
+        assert len(store.manifest()) == 1

@@ -24,6 +24,29 @@ def space_needed(bytes_: int) -> str:
     )
 
 
+def is_store_file(path: str, log: str) -> bool:
+    """Whether writing `path` would replace the log `log` or a file of it.
+
+    Those are the log, its lock file, index file and manifest (links followed; either may not
+    exist yet), and the names the writer's open removes as a crash's leftovers (``<log>.tmp-*``).
+    """
+    real, real_log = os.path.realpath(path), os.path.realpath(log)
+    if os.path.dirname(real) == os.path.dirname(real_log) and os.path.basename(real).startswith(
+        os.path.basename(real_log) + ".tmp-"
+    ):
+        return True
+    return any(
+        _same_file(path, name) for name in (log, f"{log}.lock", f"{log}.index", f"{log}.manifest")
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def sync_directory(path: str) -> None:
     """Sync the directory holding `path` to disk, so that its entries survive a power loss."""
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)

@@ -14,7 +14,7 @@ from .clock import Clock, SystemClock, millisecond_reader, to_microseconds
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported, Purged
-from .files import replace_durably
+from .files import is_store_file, replace_durably
 from .postgres.dsn import Target, is_connection_source, is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
@@ -245,8 +245,16 @@ class MemoryStore(Roles):
 
         Raises:
             NotSupported: The store is in RAM (a snapshot points into a log file).
+            ValueError: `path` is the store's log or a file beside it (lock, index file,
+                manifest), which the snapshot would replace.
         """
         target = os.fspath(path)
+        log = self.path
+        if log is not None and is_store_file(target, log):
+            raise InvalidValue(
+                f"path: {target} is the store {log} or a file of it; writing the snapshot "
+                "there would replace it: give another file"
+            )
         text = self._engine.snapshot_json()
         replace_durably(target, f"{target}.tmp-{os.getpid()}", text.encode("utf-8"))
 
@@ -638,6 +646,10 @@ def open(
                 "writer; open a log file to read it beside its writer"
             )
         return MemoryStore(LocalEngine.memory(max_record_bytes), clock=clock, embed=embed)
+    if os.path.islink(fspath):
+        # A symbolic link opens the file it names, whose lock file, index file and manifest
+        # those are, and which log compaction replaces (not the link).
+        fspath = os.path.realpath(fspath)
     engine = LocalEngine.open(
         fspath, durability, read_only, flush_interval_ms, max_record_bytes, snapshot_path
     )

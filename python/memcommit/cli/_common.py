@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import memcommit
 from memcommit import _native
 from memcommit.errors import CommandError
+from memcommit.files import is_store_file
 from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
@@ -235,8 +236,7 @@ def check_out_file(out: str, option: str, store: str) -> None:
 
     The log `store` and the files beside it are refused too: writing there would replace it.
     """
-    beside = (store, lock_path(store), f"{store}.index", f"{store}.manifest")
-    if any(_same_file(out, name) for name in beside):
+    if is_store_file(out, store):
         raise CommandError(
             f"{option}{out}: is the store {store} or a file of it; writing there would "
             "replace it: give another file"
@@ -246,14 +246,6 @@ def check_out_file(out: str, option: str, store: str) -> None:
     directory = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(directory):
         raise CommandError(f"{option}{out}: the directory {directory} does not exist")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether paths `a` and `b` name one file (links followed; either may not exist yet)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def writing_error(out: str, error: OSError) -> CommandError:

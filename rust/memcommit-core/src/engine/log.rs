@@ -137,6 +137,9 @@ pub struct Log {
     poisoned: Mutex<Option<(String, Option<i32>)>>,
     is_poisoned: AtomicBool,
     lock_file: Mutex<Option<File>>,
+    /// The writer's `flock` on the log file itself, on a handle of its own: a second name for
+    /// the same file (a hard link) has a lock file of its own, but not a file of its own.
+    file_lock: Mutex<Option<File>>,
     flusher: Mutex<Option<Flusher>>,
     pub(crate) opts: Options,
     path: Option<PathBuf>,
@@ -252,6 +255,18 @@ fn lock_writer(path: &Path, display: &str) -> Result<WriterLock> {
         }
     }
     Err(Error::Locked { path: display.to_string() })
+}
+
+/// Take the writer's `flock` on the log file itself too, at once or not at all: the lock file
+/// is named after the path, so two names of one file (hard links) would otherwise each get a
+/// writer. A handle of its own, read-write (an exclusive lock over NFS needs one).
+fn lock_log_file(path: &Path, display: &str) -> Result<File> {
+    let f = Open::read_write().open(path).map_err(|e| Error::io(display, "open", e))?;
+    match f.try_lock() {
+        Locked::Taken => Ok(f),
+        Locked::Busy => Err(Error::Locked { path: display.to_string() }),
+        Locked::Failed(e) => Err(Error::io(display, "lock", e)),
+    }
 }
 
 /// The header of the log file `file` and its bytes, or `Corrupt` for a file that does not
@@ -398,8 +413,9 @@ impl Log {
             if empty {
                 create_log_file(path, &display)?;
             }
-            Some(f)
+            Some((f, lock_log_file(path, &display)?))
         };
+        let (lock_file, file_lock) = lock_file.unzip();
         let file = Open::writable(!opts.read_only).open(path).map_err(|e| Error::io(&display, "open", e))?;
         let file_len = file.len().map_err(|e| Error::io(&display, "stat", e))?;
         let (header, hb) = read_header(&file, &display)?;
@@ -476,6 +492,7 @@ impl Log {
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
             lock_file: Mutex::new(lock_file.map(WriterLock::keep)),
+            file_lock: Mutex::new(file_lock),
             flusher: Mutex::new(None),
             opts,
             path: Some(path.to_path_buf()),
@@ -515,6 +532,7 @@ impl Log {
             poisoned: Mutex::new(None),
             is_poisoned: AtomicBool::new(false),
             lock_file: Mutex::new(None),
+            file_lock: Mutex::new(None),
             flusher: Mutex::new(None),
             opts: Options { durability: Durability::None, ..opts },
             path: None,
@@ -823,8 +841,9 @@ impl Log {
         st.index = Index::new();
         *self.search.write() = Default::default();
         drop(st);
-        // Dropping the lock file's handle releases the OS lock.
+        // Dropping the lock file's handle, and the log file's own, releases the OS locks.
         self.lock_file.lock().take();
+        self.file_lock.lock().take();
         result
     }
 
@@ -1191,6 +1210,7 @@ pub fn truncate_expecting(path: &Path, good_end: u64, expect_len: u64) -> Result
 fn cut(path: &Path, good_end: u64, expect_len: Option<u64>) -> Result<()> {
     let display = path.display().to_string();
     let lock = lock_writer(path, &display)?;
+    let _file_lock = lock_log_file(path, &display)?;
     if good_end < HEADER_LEN as u64 {
         return Err(Error::invalid("good_end", format!("{good_end} would cut into the log header")));
     }

@@ -281,6 +281,25 @@ def test_the_first_commit_sets_the_length_for_the_store(store: memcommit.MemoryS
         store.put("a", id="a", vector=[1, 2])
 
 
+def test_the_length_is_the_held_vectors_before_and_after_a_reopen(tmp_path: Path) -> None:
+    """Once no memory holds a vector any length may come next: the same answer a store opened
+    from the log (which builds its vectors from each memory's last put) gives."""
+    path = str(tmp_path / "m.db")
+    with memcommit.open(path) as store:
+        store.put("a", id="a", vector=[1, 0])
+        store.put("b", id="b", vector=[0, 1])
+        store.put("a again", id="a")  # "b" still holds one: 2 stays the length
+        with pytest.raises(ValueError, match="have 2"):
+            store.put("c", id="c", vector=[1, 0, 0])
+        store.put("b again", id="b")  # none held now
+        store.put("c", id="c", vector=[1, 0, 0])
+        assert [m.id for m, _ in store.search([1, 0, 0], mode="vector")] == ["c"]
+    with memcommit.open(path) as store:
+        with pytest.raises(ValueError, match="have 3"):
+            store.put("d", id="d", vector=[1, 0])
+        assert [m.id for m, _ in store.search([1, 0, 0], mode="vector")] == ["c"]
+
+
 @pytest.mark.parametrize(
     ("vector", "error", "match"),
     [

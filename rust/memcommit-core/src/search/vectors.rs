@@ -181,6 +181,13 @@ impl Vectors {
                 self.entry_of_row[old as usize] = NONE;
                 self.free.push(old);
                 self.live -= 1;
+                if self.live == 0 {
+                    // No memory holds a vector now, so the next may have any length: what a
+                    // store opened now, which builds this from each memory's last put, takes.
+                    self.ann.get_mut().cancel();
+                    *self = Vectors { approximate_from: self.approximate_from, ..Vectors::default() };
+                    return true;
+                }
                 let live = self.live;
                 // Below half the threshold the approximate index is let go (and built again
                 // from the threshold): apart from it so a store that hovers there does not

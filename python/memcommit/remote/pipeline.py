@@ -6,6 +6,12 @@
   (:meth:`Pipeline.request`); commits and role calls from many threads of one process are
   pipelined (:meth:`Pipeline.submit`): the ones queued together travel in one request, and
   the server fsyncs them together.
+* Sharing a request never changes a commit's outcome: the commits of one request are kept
+  within the server's ``--max-request-bytes`` (its ``/v1/info`` says how many; asked once per
+  server start, and only for a request that could be over the limit), and a request of
+  several commits that the server refuses as a whole (400 or 413: refused before anything in
+  it ran) is sent again split, down to one commit a request, so that each commit gets the
+  answer it would have got alone.
 * A commit whose answer is lost (a reset connection, a timeout) is resent with the same
   commit id and is not applied twice: the resend names the server start it may have reached
   (``retry_of``), and a server started since then answers
@@ -36,6 +42,9 @@ __all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
 
 _MAX_BATCH = 512  # commits per request from one store
 _MAX_USERS = 4096  # threads a pipeline remembers having sent through it
+_ASK_BYTES = 1024 * 1024  # a request of several commits under this goes without asking the limit
+_ENVELOPE = len(b'{"commits":[],"retry_of":}') + 64  # a request body's bytes besides its commits
+_REFUSED = (400, 413)  # refused as a whole, before anything in it ran (requests.BadRequest)
 
 
 class NotSent(Exception):
@@ -232,19 +241,53 @@ class _Pending:
     the fields after waking anyway.
     """
 
-    __slots__ = ("error", "gate", "leader", "result", "spec")
+    __slots__ = ("error", "gate", "leader", "result", "sent", "spec")
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.gate = threading.Lock()
         self.gate.acquire()
         self.leader = False
+        self.sent = False  # a request carrying it was started (set for requests of several)
         self.result: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
     def wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # already open: the sleeper will see the news
             self.gate.release()
+
+
+class _Refused(Exception):
+    """A request of several commits refused as a whole (400 or 413): none of them ran."""
+
+    def __init__(self, status: int, retry_of: str | None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.retry_of = retry_of
+
+
+def _body(parts: list[bytes], retry_of: str | None) -> bytes:
+    """The body of a commit request whose commits are encoded in `parts`.
+
+    The same bytes as ``wire.dumps({"commits": specs, "retry_of": retry_of})``.
+    """
+    return b'{"commits":[' + b",".join(parts) + b'],"retry_of":' + wire.dumps(retry_of) + b"}"
+
+
+def _runs(sizes: list[int], limit: int) -> list[slice]:
+    """Consecutive runs of commits (of encoded `sizes`) each within a body of `limit` bytes.
+
+    A commit over the limit by itself goes alone (the server answers it as it would alone).
+    """
+    runs: list[slice] = []
+    start, size = 0, _ENVELOPE - 1  # the first commit needs no comma
+    for i, n in enumerate(sizes):
+        if i > start and size + 1 + n > limit:
+            runs.append(slice(start, i))
+            start, size = i, _ENVELOPE - 1
+        size += 1 + n
+    runs.append(slice(start, len(sizes)))
+    return runs
 
 
 class CommitIds:
@@ -307,6 +350,8 @@ class Pipeline:
         # The threads that have sent through this pipeline (at most _MAX_USERS remembered):
         # once all of them are queued, no other commit can join the next request.
         self._users: set[int] = set()
+        # The server's --max-request-bytes, and the server start (boot) that said it.
+        self._limit: tuple[str | None, int] | None = None
 
     @property
     def url(self) -> str:
@@ -471,24 +516,125 @@ class Pipeline:
 
     def _send(self, batch: list[_Pending], leader: _Pending) -> None:
         try:
-            results = self._post_commits([p.spec for p in batch])
-            for pending, result in zip(batch, results, strict=True):
-                pending.result = result
+            if len(batch) == 1:
+                results = self._post_commits([p.spec for p in batch])
+                for pending, result in zip(batch, results, strict=True):
+                    pending.result = result
+            else:
+                self._send_several(batch)
         except Exception as e:
             for pending in batch:
-                pending.error = e
+                if pending.result is None and pending.error is None:
+                    pending.error = e
         except BaseException as e:
             # Ctrl-C (or SystemExit) in the leader's thread: that thread raises it, not the
-            # threads whose commits rode along, which may have been sent.
+            # threads whose commits rode along, which may have been sent. Those answered
+            # already keep their answers; those never sent go back to the queue.
+            unsent = []
             for pending in batch:
-                pending.error = e if pending is leader else self._interrupted(pending, e)
-            if leader not in batch:  # still queued: it must not be sent after its thread gave up
-                with self._pipe_lock:
-                    if leader in self._pipe:
-                        self._pipe.remove(leader)
+                if pending is leader:
+                    pending.error = e
+                elif pending.result is not None or pending.error is not None:
+                    continue
+                elif len(batch) > 1 and not pending.sent:
+                    unsent.append(pending)
+                else:
+                    pending.error = self._interrupted(pending, e)
+            with self._pipe_lock:
+                self._pipe[0:0] = unsent
+                if leader not in batch and leader in self._pipe:
+                    # still queued: it must not be sent after its thread gave up
+                    self._pipe.remove(leader)
+            if leader not in batch:
                 leader.error = e
         for pending in batch:
             pending.wake()
+
+    def _send_several(self, batch: list[_Pending]) -> None:
+        """Send the commits of `batch` (more than one), setting each one's result or error.
+
+        They go in as few requests as the server's request limit allows; each commit ends
+        as it would have ended sent alone.
+        """
+        deadline = time.monotonic() + self._retry_seconds
+        group: list[_Pending] = []
+        parts: list[bytes] = []
+        for pending in batch:
+            try:
+                parts.append(wire.dumps(pending.spec))
+            except Exception as e:  # what it would have raised alone
+                pending.error = e
+            else:
+                group.append(pending)
+        if not group:
+            return
+        sizes = [len(part) for part in parts]
+        limit = self._known_limit()
+        if limit is None and _ENVELOPE + sum(sizes) + len(sizes) > _ASK_BYTES:
+            limit = self._ask_limit()
+        runs = [slice(0, len(group))] if limit is None else _runs(sizes, limit)
+        for run in runs:
+            self._send_run(group[run], parts[run], None, deadline)
+
+    def _send_run(
+        self, group: list[_Pending], parts: list[bytes], retry_of: str | None, deadline: float
+    ) -> None:
+        """Send `group` (commits encoded in `parts`) in one request; split it if refused."""
+        for pending in group:
+            pending.sent = True
+        try:
+            results = self._post_commits(
+                [p.spec for p in group], parts, retry_of=retry_of, deadline=deadline
+            )
+        except _Refused as refused:
+            # Nothing in it ran: send its commits again in smaller requests (the same ids,
+            # and the same retry_of, should it have been a resend), down to one a request.
+            runs: list[slice] = []
+            if refused.status == 413:  # over the limit (the server may have a new one)
+                self._limit = None
+                runs = _runs([len(part) for part in parts], self._ask_limit())
+            if len(runs) < 2:
+                half = len(group) // 2
+                runs = [slice(0, half), slice(half, len(group))]
+            for run in runs:
+                self._send_run(group[run], parts[run], refused.retry_of, deadline)
+            return
+        except Exception as e:
+            for pending in group:
+                pending.error = e
+            return
+        for pending, result in zip(group, results, strict=True):
+            pending.result = result
+
+    def _known_limit(self) -> int | None:
+        """The largest request body the server takes, if known for the server start now."""
+        known = self._limit
+        if known is not None and known[0] == self.boot:
+            return known[1]
+        return None
+
+    def _ask_limit(self) -> int:
+        """The largest request body the server takes: its ``/v1/info`` says (asked once)."""
+        known = self._known_limit()
+        if known is not None:
+            return known
+        try:
+            status, headers, data = self.http.request("GET", "/v1/info")
+        except (NotSent, MaybeSent):
+            return wire.DEFAULT_MAX_REQUEST_BYTES  # the commit request will say what is wrong
+        if status == 503:
+            return wire.DEFAULT_MAX_REQUEST_BYTES
+        self._note(headers)
+        limit = wire.DEFAULT_MAX_REQUEST_BYTES
+        if status == 200:
+            try:
+                said = wire.loads(data)["max_request_bytes"]
+                if isinstance(said, int) and not isinstance(said, bool) and said > 0:
+                    limit = said
+            except (ValueError, KeyError, TypeError):
+                pass
+        self._limit = (headers.get(wire.H_BOOT) or None, limit)
+        return limit
 
     def _interrupted(self, pending: _Pending, e: BaseException) -> wire.CommitOutcomeUnknown:
         """What a commit learns when the request carrying it was interrupted in another thread."""
@@ -500,12 +646,30 @@ class Pipeline:
             url=self.url,
         )
 
-    def _post_commits(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + self._retry_seconds
+    def _post_commits(
+        self,
+        specs: list[dict[str, Any]],
+        parts: list[bytes] | None = None,
+        *,
+        retry_of: str | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Send `specs` (encoded in `parts`, if given) in one request; their results.
+
+        Resent while the server is away, until `deadline` (default: the retry window from
+        now); `retry_of` names the server start an earlier request with them may have reached.
+
+        Raises:
+            _Refused: Several commits, refused as a whole (400 or 413): none of them ran.
+        """
+        if deadline is None:
+            deadline = time.monotonic() + self._retry_seconds
         delay = 0.02
-        retry_of: str | None = None
         while True:
-            body = wire.dumps({"commits": specs, "retry_of": retry_of})
+            if parts is None:
+                body = wire.dumps({"commits": specs, "retry_of": retry_of})
+            else:
+                body = _body(parts, retry_of)
             try:
                 status, headers, data = self.http.request("POST", "/v1/commit", body)
             except NotSent as e:
@@ -525,6 +689,8 @@ class Pipeline:
                             url=self.url,
                         )
                     return cast(list[dict[str, Any]], results)
+                if status in _REFUSED and len(specs) > 1:
+                    raise _Refused(status, retry_of)
                 if status != 503:
                     raise self.error(status, data)
                 failure = self.error(status, data)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -751,6 +752,19 @@ def test_commits_of_other_clients_during_compactions_are_all_kept(pg_url: str) -
         for mid, text in newest.items():
             assert fresh.get(mid).text == text
         assert memcommit.seals.verify(fresh).ok
+
+
+def test_the_compaction_seal_is_stamped_by_the_stores_clock(pg_url: str) -> None:
+    """As on a log file: a clock given to open() stamps every record, compaction's seal too."""
+    from memcommit.testing import ControllableClock
+
+    clock = ControllableClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    with memcommit.open(pg_url, clock=clock) as store:
+        store.put("x")
+        compact(store)
+        store.put("y")
+        assert {r.at for r in store.records()} == {clock.now()}
+        assert [s.at for s in store.seals()] == [clock.now()]
 
 
 def test_a_compaction_dry_run_writes_nothing(pg_url: str) -> None:

@@ -1223,7 +1223,7 @@ class PostgresEngine:
                     except (CorruptLog, ValueError):
                         return None  # the records since H do not follow on: run locked
                     new.add_purged([*self._purged_ids(conn), *purged])
-                    sealed = new.seal(self.clock.now_us())
+                    sealed = new.seal(plan.at_us)  # the store's clock, as a log file's compaction
                     commit_id = uuid.uuid4().hex
                     self._fill_rows(cur, self._partition(generation), new, kept, commit_id)
                     self._swap_partition(cur, generation)

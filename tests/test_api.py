@@ -1289,3 +1289,25 @@ def test_after_a_kill_the_open_cuts_only_the_zeros_written_ahead(path: str) -> N
         assert 0 < store.recovered_bytes <= 2 * 1024 * 1024
         assert [store.get(f"n{i}").text for i in range(50)] == [f"note {i}" for i in range(50)]
         assert store.info()["bytes"] == end
+
+
+@pytest.mark.parametrize("form", ["now_ms", "now"])
+def test_a_clock_with_either_form_of_the_time_stamps_every_write(tmp_path: Path, form: str) -> None:
+    """open() takes a clock with now_ms() or now() alone; memories, records and leases then
+    all carry its time (a clock with only now_ms() is read in whole milliseconds)."""
+    instant = datetime(2026, 1, 1, 12, 0, 0, 123000, tzinfo=timezone.utc)
+
+    class OneForm:
+        pass
+
+    clock = OneForm()
+    if form == "now_ms":
+        clock.now_ms = lambda: 1767268800123  # type: ignore[attr-defined]
+    else:
+        clock.now = lambda: instant  # type: ignore[attr-defined]
+    with memcommit.open(str(tmp_path / "m.db"), clock=clock) as store:  # type: ignore[arg-type]
+        mid = store.put("x")
+        assert store.get(mid).created_at == instant
+        assert [r.at for r in store.records()] == [instant]
+        lease = store.locks.acquire("job", "me", 1_000)
+        assert lease and lease.acquired_at_ms == 1767268800123

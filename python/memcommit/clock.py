@@ -94,3 +94,20 @@ def millisecond_reader(clock: object) -> Callable[[], int]:
     if callable(now):
         return lambda: to_milliseconds(now())
     raise InvalidType(f"clock: {type(clock).__name__} has neither now_ms() nor now()")
+
+
+def microsecond_reader(clock: object) -> Callable[[], int]:
+    """Return a function reading `clock` in epoch microseconds (what a record's time is).
+
+    From ``now()``; a clock with only :meth:`Clock.now_ms` is read in whole milliseconds.
+
+    Raises:
+        TypeError: `clock` has neither ``now()`` nor ``now_ms()``.
+    """
+    now = getattr(clock, "now", None)
+    if callable(now):
+        return lambda: to_microseconds(now())
+    now_ms = getattr(clock, "now_ms", None)
+    if callable(now_ms):
+        return lambda: int(now_ms()) * 1000
+    raise InvalidType(f"clock: {type(clock).__name__} has neither now_ms() nor now()")

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._native import Memory, Record
-from .clock import Clock, SystemClock, millisecond_reader, to_microseconds
+from .clock import Clock, SystemClock, microsecond_reader, millisecond_reader
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported, Purged
@@ -65,6 +65,7 @@ class MemoryStore(Roles):
         self._clock: Clock = clock if clock is not None else SystemClock()
         # The system clock has a cheaper path than building a datetime per commit.
         self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
+        self._clock_us = microsecond_reader(self._clock)
         # A put without a time is stamped by the engine: with the system clock (natively), or
         # with the engine's own clock, read inside the write (a database's: after the catch-up
         # that floors it at the store's newest record).
@@ -108,7 +109,7 @@ class MemoryStore(Roles):
         """The store's clock, in microseconds since the Unix epoch (what commits record)."""
         if self._system_clock is not None:
             return self._system_clock.now_us()
-        return to_microseconds(self._clock.now())
+        return self._clock_us()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ class MemoryStore(Roles):
             ValueError: An argument has a bad value (a vector of another length than the
                 store's names the memory); nothing was written.
         """
-        at = None if self._engine_stamps else to_microseconds(self._clock.now())
+        at = None if self._engine_stamps else self._clock_us()
         return self._engine.put(at, text, kind, id, task, tier, data, tags, sources, vector)
 
     def _one(self, c: Commit) -> int:

@@ -761,10 +761,16 @@ def test_purged_ids_read_and_write(path: Path, clock: ControllableClock) -> None
                     c.put("would be written", id="other")
                     c.expect("gone", **guard)
                 assert "purged" in ei.value.reason
+                assert ei.value.guard is not None and ei.value.guard.expected is True
             assert store.lsn == head  # nothing written
             assert "other" not in store
     with memcommit.open(path, read_only=True) as ro:
         _check_purged(ro)
+    with memcommit.open(path, clock=clock) as store:  # a purged memory does not exist
+        with store.commit() as c:
+            c.expect("gone", exists=False)
+            c.put("again", id="gone")
+        assert store.get("gone").text == "again"
 
 
 def test_references_to_purged_ids_verify_and_forged_ones_do_not(

@@ -390,7 +390,10 @@ fn refuse(kind: GuardKind, id: &str, expected: GuardValue, actual: GuardValue) -
 fn check_guard<S: AsRef<str>>(st: &State, x: &memory::Expect<S>, log: &Log) -> Result<()> {
     let id = x.id.as_ref();
     let e = st.index.get(id);
-    if e.is_none() && log.is_purged(id) {
+    // A purged memory does not exist: `exists=False` alone holds for it, and any other guard
+    // fails saying it was purged.
+    let absent_only = x.exists == Some(false) && x.status.is_none() && x.tier.is_none() && x.lsn.is_none();
+    if e.is_none() && !absent_only && log.is_purged(id) {
         return Err(refuse(GuardKind::Exists, id, GuardValue::Exists(true), GuardValue::Purged));
     }
     if let Some(want) = x.exists {

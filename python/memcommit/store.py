@@ -508,7 +508,7 @@ class MemoryStore(Roles):
         self._engine.flush()
 
     def close(self) -> None:
-        """Flush (unless durability is ``"none"``) and release the log. Safe to call twice.
+        """Sync the log (in every durability mode) and release it. Safe to call twice.
 
         When it returns the file is released: its lock, and every descriptor of the log, its
         index file and any snapshot it was opened from are closed (the store object may live

@@ -736,7 +736,7 @@ impl NativeLog {
         self.run(py, |log| log.flush())
     }
 
-    /// Flush (unless durability is "none"), release the file and let go of the log: its
+    /// Sync the log (in every durability mode), release the file and let go of the log: its
     /// descriptor is closed when this returns (or, if another thread's call is still running
     /// on it, when that call ends). Safe to call twice.
     fn close(&self, py: Python<'_>) -> PyResult<()> {

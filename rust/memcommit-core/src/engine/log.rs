@@ -785,7 +785,7 @@ impl Log {
         self.sync_to(u64::MAX)
     }
 
-    /// Flush (unless durability is `None`), stop the timer, release the lock. Idempotent.
+    /// Sync (in every durability mode), stop the timer, release the lock. Idempotent.
     pub fn close(&self) -> Result<()> {
         if let Some((handle, stop)) = self.flusher.lock().take() {
             *stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;

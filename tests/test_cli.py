@@ -514,6 +514,14 @@ def test_compact_refuses_bad_ages_and_horizons(
         assert message in capsys.readouterr().err
     with memcommit.open(str(path), read_only=True) as store:
         assert store.generation == 0
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert main(["compact", str(empty), "--horizon", "5"]) == 1
+    assert "--horizon 5" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("empty")) == [
+        "empty.db"
+    ]
+    assert empty.stat().st_size == 0  # the refused command made no log of it
 
 
 def test_snapshot_writes_a_file_the_store_opens_with(

@@ -1582,3 +1582,14 @@ def test_puts_racing_log_compaction_wait_and_go_on_in_the_new_generation(tmp_pat
             _race_compaction(tmp_path / f"race{round_}.db")
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def test_a_progress_that_cannot_be_called_is_refused_by_name(path: Path) -> None:
+    with memcommit.open(path) as store:
+        store.put("x")
+        head = store.lsn
+        with pytest.raises(TypeError, match="progress must be a callable or None, not int"):
+            compact(store, progress=5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="progress must be a callable or None, not int"):
+            verify(store, progress=5)  # type: ignore[arg-type]
+        assert store.lsn == head and store.generation == 0

@@ -263,6 +263,8 @@ def verify(
         CorruptLog: A record is damaged or out of order.
     """
     s = _store(store)
+    if progress is not None and not callable(progress):
+        raise InvalidType(f"progress must be a callable or None, not {type(progress).__name__}")
     wanted = [a if isinstance(a, Seal) else Seal.from_json(a) for a in anchors]
     r = s.engine.view().verify(_key(key), progress)
     found = {(t[0], t[5], t[4]) for t in r["seals"]}

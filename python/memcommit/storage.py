@@ -247,6 +247,8 @@ def compact(
         raise InvalidValue(f"horizon must be >= 0, not {horizon}")
     if not isinstance(dry_run, bool):
         raise InvalidType(f"dry_run must be a bool, not {dry_run!r}")
+    if progress is not None and not callable(progress):
+        raise InvalidType(f"progress must be a callable or None, not {type(progress).__name__}")
     if retention is not None and not isinstance(retention, RetentionPolicy):
         raise InvalidType(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
     now = _EPOCH + timedelta(microseconds=store.now_us())

@@ -115,6 +115,11 @@ def _run_compact(args: argparse.Namespace) -> int:
     path: str = args.path
     if not is_postgres_url(path):
         require_file(path)
+        if args.horizon and os.path.getsize(path) == 0:  # refused before a writer makes it a log
+            raise CommandError(
+                f"--horizon {args.horizon}: must be between 0 and the newest LSN 0 ({path} is "
+                "an empty file)"
+            )
     retention = retention_from(args)
     dry_run: bool = args.dry_run
     opened = open_read_only(path, "compact") if dry_run else open_writer(path)

@@ -518,9 +518,7 @@ def test_compact_refuses_bad_ages_and_horizons(
     empty.touch()
     assert main(["compact", str(empty), "--horizon", "5"]) == 1
     assert "--horizon 5" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("empty")) == [
-        "empty.db"
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("empty")) == ["empty.db"]
     assert empty.stat().st_size == 0  # the refused command made no log of it
 
 

@@ -1311,3 +1311,23 @@ def test_a_clock_with_either_form_of_the_time_stamps_every_write(tmp_path: Path,
         assert [r.at for r in store.records()] == [instant]
         lease = store.locks.acquire("job", "me", 1_000)
         assert lease and lease.acquired_at_ms == 1767268800123
+
+
+def test_a_record_too_large_names_the_field_that_makes_it_so(tmp_path: Path) -> None:
+    with memcommit.open(str(tmp_path / "m.db"), max_record_bytes=1024) as store:
+        store.put("x", id="m")
+        for fields, field in (
+            ({"data": {"blob": "y" * 4000}}, "data"),
+            ({"tags": [f"tag-{i:04}" for i in range(300)]}, "tags"),
+            ({}, "text"),
+        ):
+            text = "x" * 4000 if field == "text" else "x"
+            with pytest.raises(ValueError, match=rf'^{field}: the memory "d" would make a'):
+                store.put(text, id="d", **fields)
+        with pytest.raises(ValueError, match=r'^reason: the status change of memory "m" would'):
+            store.stale("m", reason="r" * 4000)
+        with pytest.raises(TypeError, match="task must be a str, not NoneType"):
+            store.is_task_finished(None)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="value 0 is inf as a 32-bit float"):
+            store.put("v", vector=[1e300])
+        assert store.lsn == 1

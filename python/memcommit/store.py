@@ -395,6 +395,8 @@ class MemoryStore(Roles):
 
     def is_task_finished(self, task: str) -> bool:
         """Return whether `task` was marked finished."""
+        if not isinstance(task, str):
+            raise InvalidType(f"task must be a str, not {type(task).__name__}")
         return self._engine.view().is_task_finished(task)
 
     @property

@@ -667,10 +667,20 @@ impl Log {
         }
         let size = format::RECORD_OVERHEAD + p.id.as_ref().len() + memory::put_payload_len(p);
         if size > self.opts.max_record_bytes {
+            // Named after the field that takes the most of the record.
+            let parts = [
+                ("text", p.text.as_ref().len()),
+                ("data", p.data.as_ref().map_or(0, |d| d.as_ref().len())),
+                ("tags", p.tags.iter().map(|t| 2 + t.as_ref().len()).sum()),
+                ("sources", p.sources.iter().map(|s| 2 + s.as_ref().len()).sum()),
+                ("vector", p.vector.as_ref().map_or(0, |v| 4 * v.len())),
+            ];
+            let (field, bytes) = parts.into_iter().max_by_key(|&(_, n)| n).unwrap_or(("text", 0));
             return Err(Error::invalid(
-                "text",
+                field,
                 format!(
-                    "the memory {:?} would make a {size}-byte record; max_record_bytes is {}",
+                    "the memory {:?} would make a {size}-byte record ({bytes} bytes of it its \
+                     {field}); max_record_bytes is {}",
                     p.id.as_ref(),
                     self.opts.max_record_bytes
                 ),
@@ -688,10 +698,18 @@ impl Log {
             Command::SetStatus { id, reason, .. } => {
                 check_key("id", id.as_ref())?;
                 if let Some(r) = reason {
-                    if r.as_ref().len() + format::RECORD_OVERHEAD + id.as_ref().len() + 6
-                        > self.opts.max_record_bytes
-                    {
-                        return Err(Error::invalid("reason", "is longer than max_record_bytes allows"));
+                    let size = r.as_ref().len() + format::RECORD_OVERHEAD + id.as_ref().len() + 6;
+                    if size > self.opts.max_record_bytes {
+                        return Err(Error::invalid(
+                            "reason",
+                            format!(
+                                "the status change of memory {:?} would make a {size}-byte record \
+                                 ({} bytes of it its reason); max_record_bytes is {}",
+                                id.as_ref(),
+                                r.as_ref().len(),
+                                self.opts.max_record_bytes
+                            ),
+                        ));
                     }
                 }
             }
@@ -1274,7 +1292,15 @@ fn check_vector(id: &str, v: &[f32]) -> Result<()> {
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
         return Err(Error::invalid(
             "vector",
-            format!("the memory {id:?} has a vector whose value {i} is {}, not a finite number", v[i]),
+            if v[i].is_nan() {
+                format!("the memory {id:?} has a vector whose value {i} is NaN, not a finite number")
+            } else {
+                format!(
+                    "the memory {id:?} has a vector whose value {i} is {} as a 32-bit float, not a \
+                     finite number (vectors are stored as 32-bit floats, which reach about 3.4e38)",
+                    v[i]
+                )
+            },
         ));
     }
     Ok(())

@@ -4,6 +4,8 @@
 log compaction: its time, horizon, record and byte counts, the ids retention purged, and the old
 log's chain (generation, last LSN, final hash and its seals), so a later reference to a purged
 memory is known to be deliberate and an old seal can be recognised as superseded.
+``memcommit import`` of an export that lists purged ids adds one entry of another shape for
+them: ``generation``, ``at``, ``imported_from`` (the file) and ``purged``, no counts or chain.
 
 The manifest is replaced whole, durably (temp file, fsync, rename, fsync of the directory),
 and before the compacted log replaces the old one. A crash between the two leaves an entry
@@ -23,7 +25,8 @@ __all__ = ["ManifestEntry", "manifest_path", "read_manifest", "reconcile", "writ
 
 ManifestEntry = dict[str, Any]
 """One compaction: ``generation``, ``at``, ``horizon``, ``before``, ``after``,
-``bytes_before``, ``bytes_after``, ``purged`` and ``old_chain``."""
+``bytes_before``, ``bytes_after``, ``purged`` and ``old_chain``; or an import's purged ids:
+``generation``, ``at``, ``imported_from`` and ``purged``."""
 
 
 def manifest_path(log_path: str) -> str:

@@ -1,7 +1,9 @@
 """The export file's format: a record as one JSON line, and a line checked back into a change.
 
-``memcommit export`` writes what :func:`record_line` makes; ``memcommit import`` reads it
-back with :func:`parse_line`, which checks every field before anything is written.
+``memcommit export`` writes what :func:`record_line` makes, after one line that
+:func:`purged_line` makes when log compaction purged memories of the store; ``memcommit
+import`` reads them back with :func:`parse_line`, which checks every field before anything is
+written.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ def record_line(record: memcommit.Record) -> str:
         separators=(",", ":"),
         default=_json_default,
     )
+
+
+def purged_line(ids: list[str]) -> str:
+    """The line that lists the ids the store's log compactions purged (without its newline).
+
+    ``{"purged": [...]}``, before the records: a record's ``sources`` may name one of them
+    (a reference to a purged memory is deliberate), so the importing store must know them.
+    """
+    return json.dumps({"purged": ids}, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Purged:
+    """The purged ids an export file lists (its ``{"purged": [...]}`` line)."""
+
+    line: int
+    ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -112,11 +131,31 @@ def _entity_payload(state: Any) -> bytes | None:
     return payload
 
 
-def parse_line(raw: bytes, line: int) -> Change | None:
+def _purged(ids: Any, line: int) -> Purged:
+    """The ids of a ``{"purged": [...]}`` line, checked as the keys of memory records."""
+    if not isinstance(ids, list):
+        raise BadLine(f"'purged' must be a list of ids, got {type(ids).__name__}")
+    for index, id in enumerate(ids):
+        if not isinstance(id, str) or not id:
+            raise BadLine(f"purged[{index}] must be a non-empty string, got {id!r:.100}")
+        try:
+            id_bytes = len(id.encode())
+        except UnicodeEncodeError:
+            raise BadLine(f"purged[{index}] is not valid Unicode (a lone surrogate)") from None
+        if id_bytes > _MAX_KEY_BYTES:
+            raise BadLine(
+                f"purged[{index}] is {id_bytes:,} bytes; a memory's id is at most "
+                f"{_MAX_KEY_BYTES:,}"
+            )
+    return Purged(line=line, ids=tuple(ids))
+
+
+def parse_line(raw: bytes, line: int) -> Change | Purged | None:
     """Check one line of an export file; returns None for a blank line or a seal.
 
     The fields of each kind of record are checked as :data:`memcommit.ops.RECORDS` declares
-    them.
+    them. The line that lists the purged ids (an object with ``purged`` and no ``op``) is
+    returned as :class:`Purged`.
     """
     if not raw.strip():
         return None
@@ -126,6 +165,8 @@ def parse_line(raw: bytes, line: int) -> Change | None:
         raise BadLine(f"not valid JSON ({error})") from None
     if not isinstance(obj, dict):
         raise BadLine(f"expected a JSON object, got {type(obj).__name__}")
+    if "purged" in obj and "op" not in obj:
+        return _purged(obj["purged"], line)
     kind = ops.record_kind(obj.get("op"))
     if kind is not None and not kind.imported:
         return None

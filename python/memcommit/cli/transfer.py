@@ -10,11 +10,14 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import IO, Any, NoReturn
 
 import memcommit
+from memcommit import _native
 from memcommit.cli._common import (
     EXIT_OK,
     Subcommands,
@@ -30,9 +33,20 @@ from memcommit.cli._common import (
     require_file,
     writing_error,
 )
-from memcommit.cli.export_format import MAX_RECORD_BYTES, BadLine, Change, parse_line, record_line
+from memcommit.cli.export_format import (
+    MAX_RECORD_BYTES,
+    BadLine,
+    Change,
+    Purged,
+    parse_line,
+    purged_line,
+    record_line,
+)
 from memcommit.engine import LocalEngine
-from memcommit.errors import CommandError
+from memcommit.errors import CommandError, MemcommitError
+from memcommit.files import replace_durably
+from memcommit.manifest import ManifestEntry, manifest_path, read_manifest, write_manifest
+from memcommit.postgres.engine import PostgresEngine
 from memcommit.progress import Progress
 
 # Records per commit during import: large enough that the per-commit fsync is noise,
@@ -63,7 +77,17 @@ def add_commands(commands: Subcommands) -> None:
     )
 
 
-def _write_records(store: memcommit.MemoryStore, out: IO[bytes], bar: Progress) -> int:
+def _purged_ids(store: memcommit.MemoryStore) -> list[str]:
+    """Every id the store's log compactions purged (what its manifest lists), sorted."""
+    return sorted({str(id) for entry in store.manifest() for id in entry.get("purged", ())})
+
+
+def _write_records(
+    store: memcommit.MemoryStore, out: IO[bytes], bar: Progress, purged: list[str]
+) -> int:
+    """Write the line of purged ids (if any), then every record; returns the records written."""
+    if purged:
+        out.write((purged_line(purged) + "\n").encode())
     count = 0
     chunk: list[str] = []
     for record in store.records():
@@ -84,7 +108,9 @@ def _run_export(args: argparse.Namespace) -> int:
     """Write every record as JSON lines.
 
     Write every record of the store, in LSN order, as one JSON object per line: lsn, op, at
-    (ISO-8601, UTC), key and fields.
+    (ISO-8601, UTC), key and fields. If log compaction purged memories, a first line lists
+    their ids ({"purged": [...]}), so that the importing store knows that sources naming
+    them are deliberate.
     """
     path: str = args.path
     target: str | None = args.out
@@ -92,6 +118,7 @@ def _run_export(args: argparse.Namespace) -> int:
         check_out_file(target, "--out ", path)
     with open_read_only(path, "export") as store:
         total = as_int(store.info().get("records", 0), "records")
+        purged = _purged_ids(store)
         if target is None:
             # Draw no bar over records printed to the same terminal.
             enabled = None if not sys.stdout.isatty() else False
@@ -99,7 +126,7 @@ def _run_export(args: argparse.Namespace) -> int:
             out = sys.stdout.buffer
             try:
                 with Progress(total, "export", unit="records", enabled=enabled) as bar:
-                    _write_records(store, out, bar)
+                    _write_records(store, out, bar, purged)
                 out.flush()
             except BrokenPipeError:
                 raise
@@ -115,7 +142,7 @@ def _run_export(args: argparse.Namespace) -> int:
                 open(partial, "wb") as out_file,
                 Progress(total, "export", unit="records") as bar,
             ):
-                count = _write_records(store, out_file, bar)
+                count = _write_records(store, out_file, bar, purged)
                 out_file.flush()
                 os.fsync(out_file.fileno())
             os.replace(partial, target)
@@ -126,8 +153,13 @@ def _run_export(args: argparse.Namespace) -> int:
                 # Name the file the user asked for, not the temp file beside it.
                 raise writing_error(target, error) from error
             raise
-    print(f"exported {count:,} records from {path} to {target}")
+    print(f"exported {count:,} records{_purged_note(len(purged))} from {path} to {target}")
     return EXIT_OK
+
+
+def _purged_note(count: int) -> str:
+    """What an export or import says of the purged ids it carried ("" for none)."""
+    return f" and {count:,} purged id{'s' if count != 1 else ''}" if count else ""
 
 
 # A memory's (tier, status), as the import has left it so far.
@@ -143,6 +175,32 @@ class _Import:
     imported: int = 0
     commits: int = 0
     batch: list[Change] = field(default_factory=list)
+    # The ids the file lists as purged (its first line), and whether a record was read yet.
+    purged: set[str] = field(default_factory=set)
+    read_records: bool = False
+    # Whether puts may name sources the store does not hold (yet): the view trusting them.
+    trust: bool = False
+    trusted: _native.NativeLog | None = None
+    # Takes the purged ids back out of the store (set once they are in it).
+    unmark: Callable[[], None] | None = None
+
+    def read(self, raw: bytes, number: int) -> Change | None:
+        """Line `number` as a change to apply (None: nothing to apply), or raise naming it.
+
+        The purged ids it lists are kept in :attr:`purged`; they come before the records.
+        """
+        try:
+            parsed = parse_line(raw, number)
+        except BadLine as error:
+            raise self.fail(number, str(error)) from None
+        if isinstance(parsed, Purged):
+            if self.read_records:
+                raise self.fail(number, "the line of purged ids must come before the records")
+            self.purged.update(parsed.ids)
+            return None
+        if parsed is not None:
+            self.read_records = True
+        return parsed
 
     def fail(self, line: int, problem: str) -> CommandError:
         first = self.batch[0].line if self.batch else line
@@ -166,6 +224,7 @@ class _Import:
         """
         if not self.batch:
             return
+        self._prepare()
         memories = [change for change in self.batch if change.op != "entity"]
         entities = [change for change in self.batch if change.op == "entity"]
         if memories:
@@ -184,6 +243,19 @@ class _Import:
             self.commits += 1
         self.imported += len(self.batch)
         self.batch.clear()
+
+    def _prepare(self) -> None:
+        """Before a commit: the store knows the purged ids, and trusts sources if it may.
+
+        The view is looked at each time: a store in PostgreSQL starts a new one (its follower)
+        if it must read the store again.
+        """
+        if self.purged and self.unmark is None:
+            self.unmark = _mark_purged(self.store, sorted(self.purged), self.source)
+        view = _view(self.store)
+        if self.trust and view is not None and view is not self.trusted:
+            view.trust_sources(True)
+            self.trusted = view
 
     def _commit_memories(self, changes: list[Change]) -> None:
         current = 0
@@ -312,13 +384,110 @@ def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | N
         commit.restore(key)
 
 
-def _read_lines(source: str) -> tuple[Iterator[bytes], int, Callable[[], None]]:
-    """Open the import source; returns its lines, its size (0 if unknown) and a closer."""
+def _open_source(source: str, closing: contextlib.ExitStack) -> tuple[IO[bytes], int]:
+    """Open the import source; returns it and its size (0 if unknown)."""
     if source == "-":
-        return iter(sys.stdin.buffer), 0, lambda: None
+        return sys.stdin.buffer, 0
     require_file(source, "import")
-    handle = open(source, "rb")
-    return iter(handle), os.fstat(handle.fileno()).st_size, handle.close
+    handle = closing.enter_context(open(source, "rb"))
+    return handle, os.fstat(handle.fileno()).st_size
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _view(store: memcommit.MemoryStore) -> _native.NativeLog | None:
+    """The native log the store's commits run on (None: not one this process runs)."""
+    engine = store.engine
+    return engine.view() if isinstance(engine, LocalEngine | PostgresEngine) else None
+
+
+def _mark_purged(store: memcommit.MemoryStore, ids: list[str], source: str) -> Callable[[], None]:
+    """Keep `ids` in `store` as ids log compaction purged; returns what takes them out again.
+
+    They go in as a compaction manifest entry of the store's generation that says it came from
+    an import (``imported_from``): for a log file, appended to ``<log>.manifest`` (the open
+    log marks them now, as its open marks the manifest's); for a store in PostgreSQL, as the
+    manifest row of its generation. So ``verify``, ``is_purged``, ``get`` and ``lineage`` treat
+    them as the exported store did, now and at every later open.
+    """
+    entry: ManifestEntry = {
+        "generation": as_int(store.info()["generation"], "generation"),
+        "at": (_EPOCH + timedelta(microseconds=store.now_us())).isoformat(),
+        "imported_from": "<stdin>" if source == "-" else source,
+        "purged": ids,
+    }
+    engine = store.engine
+    if isinstance(engine, PostgresEngine):
+        engine.set_import_entry(entry)
+        return lambda: engine.set_import_entry(None)
+    log = engine.path if isinstance(engine, LocalEngine) else None
+    view = _view(store)
+    if log is None or view is None:  # import opens a log file or a store in PostgreSQL
+        raise CommandError(f"{store!r} keeps no compaction manifest for the purged ids")
+    path = manifest_path(log)
+    try:
+        with open(path, "rb") as f:
+            before: bytes | None = f.read()
+    except FileNotFoundError:
+        before = None
+    write_manifest(log, store.store_id, [*read_manifest(log), entry])
+    view.add_purged(ids)
+
+    def unmark() -> None:
+        if before is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        else:
+            replace_durably(path, f"{log}.tmp-manifest", before)
+
+    return unmark
+
+
+def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[bytes]:
+    """Read the whole file before anything is written; returns it to read again from the start.
+
+    For a store in PostgreSQL, whose commits check every put's sources: after log compaction
+    a memory's last put (the one exported) may come after the puts naming it, in a later
+    batch, so the import trusts sources (as a log file's import does) once this check has
+    found that each one is put somewhere in the file, or listed as purged. A line that
+    cannot be imported is refused here too. A source that cannot be read twice (a pipe) is
+    copied to a temporary file as it is read.
+    """
+    start = source.tell() if source.seekable() else None
+    copy = None if start is not None else tempfile.TemporaryFile()
+    put: set[str] = set()
+    ahead: dict[str, tuple[int, str]] = {}  # a source named before its put: (line, by)
+    try:
+        for number, raw in enumerate(source, start=1):
+            bar.update(len(raw))
+            if copy is not None:
+                copy.write(raw)
+            change = job.read(raw, number)
+            if change is None or change.op != "put":
+                continue
+            for name in change.sources:
+                if name not in put and name != change.key:
+                    ahead.setdefault(name, (number, change.key))
+            put.add(change.key)
+        for name, (number, by) in ahead.items():
+            if name not in put and name not in job.purged:
+                raise job.fail(
+                    number,
+                    f"memory {by!r} names {name!r} among its sources, but the file neither "
+                    "puts a memory with that id nor lists it as purged",
+                )
+    except BaseException:
+        if copy is not None:
+            copy.close()
+        raise
+    job.read_records = False  # read again from the start
+    if copy is None:
+        assert start is not None
+        source.seek(start)
+        return source
+    copy.seek(0)
+    return copy
 
 
 def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
@@ -364,52 +533,61 @@ def _run_import(args: argparse.Namespace) -> int:
     exported. A store that holds records is refused. Records are committed in batches; a bad
     line stops the import and nothing of its batch is written, and if nothing was imported
     nothing is left at PATH. The store assigns new LSNs and timestamps (a memory's created_at
-    is the time of its import).
+    is the time of its import). The ids the file lists as purged by log compaction are kept in
+    the new store's compaction manifest (an entry marked imported_from), so sources naming them
+    are deliberate there too. An import into PostgreSQL reads the whole file first: a bad line,
+    or a source the file neither puts nor lists as purged, is refused before anything is
+    written.
     """
     path: str = args.path
     source: str = args.file
     batch_size: int = args.batch
     _check_import_target(path)
-    lines, size, close = _read_lines(source)
-    existed = {name for name in (path, lock_path(path)) if os.path.lexists(name)}
-    try:
-        store = memcommit.open(path, max_record_bytes=MAX_RECORD_BYTES)
-        with store, Progress(size, "import", unit="bytes") as bar:
-            records = as_int(store.info()["records"], "records")
-            if records:  # a writer committed between the check and the open: leave it be
-                _refuse_a_store_with_records(path, records, store.lsn)
-            first_lsn = store.lsn + 1
-            engine = store.engine
-            if isinstance(engine, LocalEngine):  # a log file (a store in PostgreSQL checks)
-                # The records come in their log's order, which log compaction may have changed:
-                # a memory's last put (the one exported) can follow the puts naming it.
-                engine.view().trust_sources(True)
-            job = _Import(store=store, source=source)
-            try:
+    with contextlib.ExitStack() as closing:
+        given, size = _open_source(source, closing)
+        lines = given
+        existed = {name for name in (path, lock_path(path)) if os.path.lexists(name)}
+        store = closing.enter_context(memcommit.open(path, max_record_bytes=MAX_RECORD_BYTES))
+        records = as_int(store.info()["records"], "records")
+        if records:  # a writer committed between the check and the open: leave it be
+            _refuse_a_store_with_records(path, records, store.lsn)
+        first_lsn = store.lsn + 1
+        # A log file's import trusts its records' sources (`verify` checks them afterwards):
+        # the records come in their log's order, which log compaction may have changed, so a
+        # memory's last put (the one exported) can follow the puts naming it. A store in
+        # PostgreSQL trusts them once the whole file was read and each was found in it.
+        job = _Import(store=store, source=source, trust=isinstance(store.engine, LocalEngine))
+        try:
+            if isinstance(store.engine, PostgresEngine):
+                with Progress(size, "check", unit="bytes") as bar:
+                    lines = _check_whole_file(job, given, bar)
+                if lines is not given:  # its copy in a temporary file
+                    closing.enter_context(lines)
+                job.trust = True
+            with Progress(size, "import", unit="bytes") as bar:
                 for number, raw in enumerate(lines, start=1):
                     bar.update(len(raw))
-                    try:
-                        change = parse_line(raw, number)
-                    except BadLine as error:
-                        raise job.fail(number, str(error)) from None
+                    change = job.read(raw, number)
                     if change is None:
                         continue
                     job.batch.append(change)
                     if len(job.batch) >= batch_size:
                         job.flush()
                 job.flush()
-            except BaseException:
-                if not job.imported:
-                    _discard_new_files(path, existed)
-                raise
-            lsn = store.lsn
-            if not job.imported:  # a file of no records: nothing is left at PATH either
+        except BaseException:
+            if not job.imported:
+                if job.unmark is not None:
+                    with contextlib.suppress(MemcommitError, OSError):
+                        job.unmark()
                 _discard_new_files(path, existed)
-    finally:
-        close()
+            raise
+        lsn = store.lsn
+        if not job.imported:  # a file of no records: nothing is left at PATH either
+            _discard_new_files(path, existed)
     if job.imported:
         print(
-            f"imported {job.imported:,} records from {source} into {path} "
+            f"imported {job.imported:,} records{_purged_note(len(job.purged))} from {source} "
+            f"into {path} "
             f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
             f"(LSN {first_lsn:,}..{lsn:,})"
         )

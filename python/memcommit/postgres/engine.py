@@ -938,6 +938,68 @@ class PostgresEngine:
         self._manifest = (generation, entries)
         return entries
 
+    def set_import_entry(self, entry: ManifestEntry | None) -> None:
+        """Keep `entry`, an import's purged ids, as the manifest row of the store's generation.
+
+        ``memcommit import`` writes it before the first record, so that every client's
+        follower (which reads the purged ids of every manifest row) knows that a record's
+        ``sources`` name them deliberately; this client's follower marks them now. In one
+        transaction holding the store's lock, refused while the store holds records; a row
+        an earlier import left (one that wrote nothing) is replaced. None drops the row again
+        (an import that wrote nothing: its purged ids stay marked in this follower, which
+        the import closes).
+
+        Raises:
+            InvalidValue: The store holds records, or a log compaction's row is there.
+        """
+        from psycopg.types.json import Jsonb
+
+        if self._read_only:
+            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+        store = self._target.store
+        imported = "entry ? 'imported_from'"  # an import's row, not a compaction's
+        with self._section.bare:
+            generation = self._generation
+            conn = self._connection()
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
+                    )
+                    if entry is None:
+                        cur.execute(
+                            f"DELETE FROM {self._manifest_table} WHERE store = %s "
+                            f"AND generation = %s AND {imported}",
+                            (store, generation),
+                        )
+                    else:
+                        cur.execute(
+                            f"SELECT 1 FROM {self._records} WHERE store = %s LIMIT 1", (store,)
+                        )
+                        if cur.fetchone() is not None:
+                            raise InvalidValue(
+                                f"{self._target.shown}: store {store} holds records (written "
+                                "since the import began); nothing was written"
+                            )
+                        cur.execute(
+                            f"INSERT INTO {self._manifest_table} AS m (store, generation, entry) "
+                            "VALUES (%s, %s, %s) ON CONFLICT (store, generation) DO UPDATE "
+                            f"SET entry = EXCLUDED.entry WHERE m.{imported}",
+                            (store, generation, Jsonb({**entry, "generation": generation})),
+                        )
+                        if cur.rowcount != 1:
+                            raise InvalidValue(
+                                f"{self._target.shown}: store {store}'s generation {generation} "
+                                "has the manifest row of a log compaction; nothing was written"
+                            )
+            except self._pg.Error as e:
+                self._abandon()
+                raise self._unavailable(e) from None
+            finally:
+                self._manifest = None  # read again
+            if entry is not None:
+                self._follower.add_purged(list(entry["purged"]))
+
     def get(self, id: str) -> _native.Memory | None:
         """``view().get(id)``."""
         return self._follower.get(id)

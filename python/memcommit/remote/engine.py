@@ -18,9 +18,10 @@ from .._native import Memory
 from ..clock import Clock
 from ..commit import Commit
 from ..engine import CompactionPlan, SealTuple
-from ..errors import NotSupported
+from ..errors import InvalidValue, NotSupported
 from ..manifest import ManifestEntry
 from ..roles.roleset import ROLE_NAMES, Roles
+from ..roles.values import MAX_JSON_DEPTH
 from .commit import RemoteCommit
 from .pipeline import Headers, Http, Pipeline
 from .replica import Replica
@@ -28,6 +29,7 @@ from .roles import remote_role
 
 __all__ = ["RemoteEngine"]
 
+_CALL_ENVELOPE = 4  # levels a request body adds around a role call's spec (with room to spare)
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 
@@ -172,15 +174,28 @@ class RemoteEngine:
         self._refuse("wait_durable", "flush() has the server make its log durable")
 
     def _call(self, role: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run a role method on the server and return what it returned."""
-        result = self._send(
-            {
+        """Run a role method on the server and return what it returned.
+
+        An argument nested too deeply for a request is refused here, as the same
+        :class:`~memcommit.InvalidValue` an embedded store's role raises for it (the roles'
+        values nest at most ``MAX_JSON_DEPTH`` levels; the server checks that bound itself).
+        """
+        try:
+            spec = {
                 "role": role,
                 "method": method,
                 "args": [wire.encode_value(a) for a in args],
                 "kwargs": {k: wire.encode_value(v) for k, v in kwargs.items()},
             }
-        )
+            too_deep = wire.too_deep(spec, wire.MAX_DEPTH - _CALL_ENVELOPE)
+        except RecursionError:
+            too_deep = True
+        if too_deep:
+            raise InvalidValue(
+                f"{role}.{method}: an argument is nested more than {MAX_JSON_DEPTH} levels deep "
+                "(lists and objects); a role's value nests at most that: flatten it"
+            )
+        result = self._send(spec)
         return wire.decode_value(result.get("value"))
 
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:

@@ -27,6 +27,7 @@ from typing import Annotated, Any, TypeAlias, TypeVar, cast
 from ..errors import InvalidType, InvalidValue
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "MAX_TTL_MS",
     "Check",
     "Count",
@@ -100,7 +101,13 @@ def check_optional_text(value: object, field: str, *, empty: bool = False) -> st
     return None if value is None else check_text(value, field, empty=empty)
 
 
-def _copy_in(value: object, where: str) -> Json:
+MAX_JSON_DEPTH = 128
+"""How deeply a role's JSON value may nest lists and objects: every store takes the same
+values, a remote one included (its requests may nest :data:`memcommit.wire.MAX_DEPTH` levels,
+the call around the value included)."""
+
+
+def _copy_in(value: object, where: str, depth: int = 1) -> Json:
     # Exact types first: they are what nearly every call passes.
     kind = type(value)
     if value is None or kind is bool or kind is int:
@@ -111,6 +118,11 @@ def _copy_in(value: object, where: str) -> Json:
         if not math.isfinite(value):  # type: ignore[arg-type]
             raise InvalidValue(f"{where}: {value!r} is not a JSON number")
         return value
+    if isinstance(value, (dict, list)) and depth > MAX_JSON_DEPTH:
+        raise InvalidValue(
+            f"{where}: nested more than {MAX_JSON_DEPTH} levels deep (lists and objects); "
+            "a role's value nests at most that: flatten it"
+        )
     if isinstance(value, dict):
         out: dict[str, Json] = {}
         for key, item in value.items():
@@ -119,16 +131,16 @@ def _copy_in(value: object, where: str) -> Json:
                     f"{where}: dict keys must be str, not {type(key).__name__} ({key!r})"
                 )
             key = _check_str_value(key, f"{where} key {key!r}")
-            out[key] = _copy_in(item, f"{where}[{key!r}]")
+            out[key] = _copy_in(item, f"{where}[{key!r}]", depth + 1)
         return out
     if isinstance(value, list):
-        return [_copy_in(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return [_copy_in(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return _copy_in(float(value), where)
+        return _copy_in(float(value), where, depth)
     if isinstance(value, str):
         return _check_str_value(value, where)
     if isinstance(value, tuple):
@@ -141,7 +153,8 @@ def check_json(value: object, field: str) -> Json:
 
     Raises:
         TypeError: A tuple, set, bytes or other object, or a non-str dict key, anywhere in it.
-        ValueError: NaN or an infinity, a NUL (U+0000) or a lone surrogate in a string, anywhere.
+        ValueError: NaN or an infinity, a NUL (U+0000) or a lone surrogate in a string, anywhere;
+            lists and objects nested more than :data:`MAX_JSON_DEPTH` levels deep.
     """
     return _copy_in(value, field)
 

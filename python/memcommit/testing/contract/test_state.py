@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ...roles import StateEntry, VersionConflictError
+from ...roles.values import MAX_JSON_DEPTH
 from ..race import race
 from .harness import Harness, fresh_id
 
@@ -120,3 +121,22 @@ class TestState:
         for wrong in ("agent", ("a", 1), None):
             with pytest.raises(TypeError):
                 store.state.put(wrong, "k", 1)
+
+    def test_a_value_nests_at_most_max_json_depth_levels(self, harness: Harness) -> None:
+        store = harness.store
+        ns = ("agent", fresh_id("a"))
+
+        def nested(levels: int) -> object:
+            value: object = 1
+            for _ in range(levels):
+                value = [value]
+            return value
+
+        deepest = nested(MAX_JSON_DEPTH)
+        assert store.state.put(ns, "k", deepest).value == deepest
+        for levels in (MAX_JSON_DEPTH + 1, 300, 2000):  # the same refusal on every store
+            with pytest.raises(ValueError, match=f"more than {MAX_JSON_DEPTH} levels") as caught:
+                store.state.put(ns, "k", nested(levels))
+            assert getattr(caught.value, "code", None) == "invalid_value"
+        entry = store.state.get(ns, "k")
+        assert entry is not None and entry.version == 1

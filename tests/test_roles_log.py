@@ -7,6 +7,7 @@ through the log engine, and the durable backend's reopen test replays them.
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,46 @@ def test_the_log_medium_scans_by_key_with_what_it_has_not_read_yet(tmp_path: Pat
         assert medium.scan("k") == want
         assert medium.scan("k2") == [("a", {"other": True})]
         assert medium.get("k", "c") is None
+
+
+class _TickingClock:
+    """A clock that moves one millisecond at every reading, and counts them."""
+
+    def __init__(self) -> None:
+        self.ms = 1_767_225_600_000
+        self.reads = 0
+
+    def now_ms(self) -> int:
+        self.reads += 1
+        self.ms += 1
+        return self.ms
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.now_ms() / 1000, timezone.utc)
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_role_write_reads_the_clock_once_and_its_record_carries_that_time(
+    tmp_path: Path, where: str
+) -> None:
+    """ROLES.md: each operation reads the clock once; the commit records that reading."""
+    clock = _TickingClock()
+    store = (
+        memcommit.open(str(tmp_path / "m.db"), clock=clock)  # type: ignore[arg-type]
+        if where == "file"
+        else memcommit.create_memory_store(clock=clock)  # type: ignore[arg-type]
+    )
+    with store:
+        for write in (
+            lambda: store.locks.acquire("job", "me", 1_000),
+            lambda: store.state.put(("ns",), "k", 1),
+            lambda: store.runs.create(agent_id="a", run_id="r"),
+        ):
+            before, lsn = clock.reads, store.lsn
+            made = write()
+            assert clock.reads == before + 1
+            stamp = getattr(made, "acquired_at_ms", None) or getattr(made, "updated_at_ms", None)
+            stamp = stamp or getattr(made, "created_at_ms", None)
+            assert stamp == clock.ms
+            ats = {r.at for r in store.records(after=lsn)}
+            assert ats == {datetime.fromtimestamp(clock.ms / 1000, timezone.utc)}

@@ -124,6 +124,7 @@ class _Section(DurableLock):
         self._local.depth -= 1
         try:
             if self._local.depth == 0:
+                self._local.stamp = None
                 self._engine.end_section()
         finally:
             self._lock.release()

@@ -158,8 +158,10 @@ class RoleBase:
 
     def __init__(self, *, clock: Clock | None = None, medium: Medium | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self._now = millisecond_reader(self.clock)
         self._medium: Medium = medium if medium is not None else MemoryMedium()
+        # A medium whose writes record a time reads the clock itself, once an operation.
+        reads = getattr(self._medium, "now_ms", None)
+        self._now = reads if callable(reads) else millisecond_reader(self.clock)
 
     @property
     def medium(self) -> Medium:

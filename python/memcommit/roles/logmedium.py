@@ -60,6 +60,7 @@ class DurableLock:
         if self._local.depth == 0:
             end = getattr(self._local, "end", 0)
             self._local.end = 0
+            self._local.stamp = None
         self._lock.release()
         if end:
             self._wait(end)
@@ -77,6 +78,18 @@ class DurableLock:
     def release(self) -> None:
         """Let go of the lock; the outermost release waits for durability."""
         self.__exit__()
+
+    def stamp(self, at_us: int) -> None:
+        """Keep the time this thread's operation read, for its commit to record.
+
+        Held until the outermost release: one operation, one reading of the clock.
+        """
+        if getattr(self._local, "depth", 0) > 0:
+            self._local.stamp = at_us
+
+    def stamped(self) -> int | None:
+        """The time :meth:`stamp` kept for this thread's operation, if any."""
+        return getattr(self._local, "stamp", None) if getattr(self._local, "depth", 0) else None
 
     def written(self, end: int) -> None:
         """A commit ending at log offset `end` was queued by this thread."""
@@ -125,6 +138,16 @@ class LogMedium:
     def lock(self) -> DurableLock:
         """The store's one re-entrant lock (waits for durability when released)."""
         return self._lock
+
+    def now_ms(self) -> int:
+        """Read the store's clock for a role's operation, in milliseconds.
+
+        The reading is kept for the operation's commit to record (in microseconds), so an
+        operation reads the clock once, as the roles promise.
+        """
+        at_us = self._now_us()
+        self._lock.stamp(at_us)
+        return at_us // 1000
 
     def rebind(self, native: _native.NativeLog) -> None:
         """Continue on `native` (the store reopened after log compaction)."""
@@ -217,7 +240,8 @@ class LogMedium:
             )
             for kind, key, state in written
         ]
-        end = self._native.write_entities(self._now_us(), items)
+        at_us = self._lock.stamped()
+        end = self._native.write_entities(self._now_us() if at_us is None else at_us, items)
         cache, groupings = self._cache, self._groupings
         for (full_key, _), (kind, key, state) in zip(items, changes, strict=False):
             cache[full_key] = state

@@ -585,6 +585,20 @@ def clock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
         yield p
 
 
+def test_the_test_clock_answers_the_time_it_is_never_one_it_did_not_set(
+    clock_server: ServerProcess,
+) -> None:
+    now = json.loads(raw(clock_server.url, "GET", "/v1/test/clock")[2])["now_us"]
+    back = json.dumps({"now_us": now - 10_000_000}).encode()
+    status, _, answer = raw(clock_server.url, "POST", "/v1/test/clock", back)
+    assert status == 200 and json.loads(answer)["now_us"] == now  # never moved back
+    ahead = json.dumps({"now_us": now + 5_000_000}).encode()
+    status, _, answer = raw(clock_server.url, "POST", "/v1/test/clock", ahead)
+    assert status == 200 and json.loads(answer)["now_us"] == now + 5_000_000
+    current = json.loads(raw(clock_server.url, "GET", "/v1/test/clock")[2])["now_us"]
+    assert current == now + 5_000_000
+
+
 @pytest.mark.parametrize(("path", "template", "depth"), NESTED_CASES)
 def test_a_deeply_nested_body_gets_400_and_changes_nothing(
     clock_server: ServerProcess, path: str, template: str, depth: int

@@ -552,7 +552,8 @@ class MemoryServer:
                 clock.set(when)
         except ValueError as e:
             return self._error(400, "bad_request", str(e))
-        return self._json(200, {"now_us": now_us})
+        # The clock as it now is: never moved back, so an earlier time leaves it where it was.
+        return self._json(200, {"now_us": to_microseconds(clock.now())})
 
     async def _metrics_endpoint(self, request: Any) -> Any:
         from starlette.responses import Response

@@ -1229,3 +1229,29 @@ def test_crash_after_auto_seals_leaves_a_valid_store(path: Path) -> None:
         assert newest.record_lsn > 14 and newest.lsn >= 14
         assert verify(store).seals_checked == 3
         assert check_seal(store).seal == newest
+
+
+def test_verify_names_the_seal_when_a_changed_id_stops_the_open(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sealed put's id changed under a recomputed checksum: a later status record then names
+    a memory the log never created, so the open refuses the log (CorruptLog); `memcommit
+    verify` still reports the seal whose range holds the change, from the bytes."""
+    from memcommit.cli import main
+
+    with memcommit.open(path, durability="none") as s:
+        s.put("first", id="m000")
+        s.stale("m000")
+        sealed_at = seal(s)
+    log = read_log(path)
+    log.by_lsn(1).replace(b"m000", b"n000")
+    log.by_lsn(1).fix_crc()
+    write_log(path, log)
+    with pytest.raises(CorruptLog):
+        memcommit.open(path, read_only=True)
+    assert main(["verify", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "SealMismatch" in err and f"the seal at LSN {sealed_at.record_lsn}" in err
+    with pytest.raises(SealMismatch) as ei:
+        memcommit._native.check_log_seals(str(path))
+    assert ei.value.lsn == sealed_at.record_lsn and ei.value.after_lsn == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import memcommit
+from memcommit import _native
 from memcommit.cli._common import (
     EXIT_OK,
     Subcommands,
@@ -16,6 +17,7 @@ from memcommit.cli._common import (
     require_file,
 )
 from memcommit.errors import CommandError
+from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
 
@@ -80,7 +82,15 @@ def _run_verify(args: argparse.Namespace) -> int:
                 anchors.append(memcommit.Seal.from_json(f.read()))
             except ValueError as error:
                 raise CommandError(f"{anchor}: {error}") from None
-    with open_read_only(path, "verify") as store:
+    try:
+        opened = open_read_only(path, "verify")
+    except memcommit.CorruptLog:
+        # A record that does not apply behind a valid checksum: an edit a seal may cover. The
+        # seals, checked against the bytes without replaying them, say which (SealMismatch).
+        if not is_postgres_url(path):
+            _native.check_log_seals(path, key)
+        raise
+    with opened as store:
         total = as_int(store.info()["bytes"], "bytes")
         with Progress(total, "verify", unit="bytes") as bar:
             report = memcommit.verify(store, key=key, anchors=anchors, progress=progress_to(bar))

@@ -48,7 +48,7 @@ pub use engine::log::{
 pub use engine::search::SearchQuery;
 pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
-pub use recovery::{inspect, Inspection};
+pub use recovery::{check_file_seals, inspect, Inspection};
 pub use state::index::{Entry, Query};
 pub use state::room::Room;
 

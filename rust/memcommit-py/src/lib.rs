@@ -24,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<values::Record>()?;
     m.add_class::<http::HttpClient>()?;
     m.add_function(wrap_pyfunction!(store::inspect_log, m)?)?;
+    m.add_function(wrap_pyfunction!(store::check_log_seals, m)?)?;
     m.add_function(wrap_pyfunction!(store::truncate_log, m)?)?;
     m.add_function(wrap_pyfunction!(store::new_ids, m)?)?;
     m.add("FORMAT_VERSION", memcommit_core::format::FORMAT_VERSION)?;

@@ -787,6 +787,21 @@ pub fn inspect_log<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, P
     Ok(d)
 }
 
+/// Check the seals of the log file at `path` against its bytes without replaying it (what
+/// `memcommit verify` falls back on for a log an open refuses): the report `verify` gives,
+/// or `SealMismatch` naming the first seal the chain disagrees with.
+#[pyfunction]
+#[pyo3(signature = (path, key=None))]
+pub fn check_log_seals<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    key: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let key = seal_key(key)?;
+    let done = release(py, || memcommit_core::check_file_seals(&path, key.as_ref()))?;
+    report(py, &done)
+}
+
 /// Cut a log file at `good_end` and fsync it (after a backup; used by `memcommit repair`);
 /// with `expect_len`, only if the file still has that length, checked under the writer's lock.
 #[pyfunction]

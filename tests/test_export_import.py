@@ -265,3 +265,30 @@ def test_an_interrupted_import_of_nothing_leaves_nothing_behind(
     monkeypatch.setattr("memcommit.cli.transfer._Import.flush", interrupted)
     assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 130
     assert sorted(tmp_path.iterdir()) == [dump]
+
+
+def test_an_import_interrupted_after_a_batch_says_what_it_left_and_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memcommit.cli.transfer import _Import
+
+    dump = tmp_path / "dump.jsonl"
+    lines = [json.dumps({"op": "put", "key": f"m{i}", "fields": {"text": "x"}}) for i in range(3)]
+    dump.write_text("\n".join(lines) + "\n")
+    flush = _Import.flush
+    calls = []
+
+    def interrupted_second_time(self: _Import) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        flush(self)
+
+    monkeypatch.setattr("memcommit.cli.transfer._Import.flush", interrupted_second_time)
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump), "--batch", "1"]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted after 1 record was imported into {target} (LSN 1..1)" in err
+    assert "partial import: remove it" in err
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 1

@@ -19,6 +19,7 @@ from typing import IO, Any, NoReturn
 import memcommit
 from memcommit import _native
 from memcommit.cli._common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     Subcommands,
     add_command,
@@ -490,6 +491,14 @@ def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[byte
     return copy
 
 
+def _undo(job: _Import, path: str, existed: set[str]) -> None:
+    """Leave nothing of an import that imported nothing: its purged ids, its new files."""
+    if job.unmark is not None:
+        with contextlib.suppress(MemcommitError, OSError):
+            job.unmark()
+    _discard_new_files(path, existed)
+
+
 def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
     raise CommandError(
         f"{path} already holds {records:,} records (LSN {lsn:,}); import restores an export "
@@ -574,12 +583,21 @@ def _run_import(args: argparse.Namespace) -> int:
                     if len(job.batch) >= batch_size:
                         job.flush()
                 job.flush()
+        except KeyboardInterrupt:
+            if not job.imported:
+                _undo(job, path, existed)
+                raise  # nothing was written: "interrupted" says it all
+            print(
+                f"memcommit import: interrupted after {job.imported:,} "
+                f"record{'s were' if job.imported != 1 else ' was'} imported into {path} "
+                f"(LSN {first_lsn:,}..{store.lsn:,}); it holds a partial import: "
+                "remove it (and its .lock, .index and .manifest files) and import again",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
         except BaseException:
             if not job.imported:
-                if job.unmark is not None:
-                    with contextlib.suppress(MemcommitError, OSError):
-                        job.unmark()
-                _discard_new_files(path, existed)
+                _undo(job, path, existed)
             raise
         lsn = store.lsn
         if not job.imported:  # a file of no records: nothing is left at PATH either

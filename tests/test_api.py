@@ -1331,3 +1331,12 @@ def test_a_record_too_large_names_the_field_that_makes_it_so(tmp_path: Path) -> 
         with pytest.raises(ValueError, match="value 0 is inf as a 32-bit float"):
             store.put("v", vector=[1e300])
         assert store.lsn == 1
+
+
+def test_data_may_be_any_mapping_and_is_stored_as_the_object_it_stands_for() -> None:
+    """put's data is typed Mapping[str, Any]: a read-only mapping is a JSON object too."""
+    import types
+
+    with memcommit.open(":memory:") as store:
+        mid = store.put("x", data=types.MappingProxyType({"a": 1, "b": [2]}))
+        assert store.get(mid).data == {"a": 1, "b": [2]}

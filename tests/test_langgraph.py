@@ -541,6 +541,23 @@ def test_batch_put_ops(store: MemcommitStore) -> None:
     assert store.get(("test",), "key3") is None
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [({"x": float("nan")}, ValueError), ({"x": {1, 2}}, TypeError), ("text", TypeError)],
+)
+def test_a_value_that_is_not_json_names_the_item_and_writes_nothing(
+    store: MemcommitStore, value: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=r"item 'bad' in namespace \('test',\)"):
+        store.batch(
+            [
+                PutOp(namespace=("test",), key="good", value={"ok": 1}),
+                PutOp(namespace=("test",), key="bad", value=value),
+            ]
+        )
+    assert store.get(("test",), "good") is None
+
+
 def test_batch_search_ops(store: MemcommitStore) -> None:
     # langgraph-checkpoint-sqlite tests/test_store.py::test_batch_search_ops
     for namespace, key, value in [

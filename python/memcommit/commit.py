@@ -38,6 +38,8 @@ def encode_data(data: Mapping[str, Any] | None) -> str | None:
         return None
     if not isinstance(data, Mapping):
         raise InvalidType(f"data must be a JSON object (a dict) or None, not {type(data).__name__}")
+    if not isinstance(data, dict):  # another mapping: its items, as the object it stands for
+        data = dict(data)
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         same = json.loads(text) == data

@@ -242,10 +242,20 @@ def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     return all(p == "*" or n == p for n, p in pairs)
 
 
-def _json_value(value: Mapping[str, Any]) -> dict[str, Any]:
+def _json_value(value: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A copy of an item's value, checked to be JSON; errors name the item (`where`)."""
     if not isinstance(value, Mapping):
-        raise InvalidType(f"value must be a mapping (a JSON object), not {type(value).__name__}")
-    copied = json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
+        raise InvalidType(
+            f"{where}: value must be a mapping (a JSON object), not {type(value).__name__}"
+        )
+    try:
+        copied = json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
+    except TypeError as e:
+        raise InvalidType(f"{where}: value is not JSON: {e}") from None
+    except ValueError as e:  # NaN or an infinity
+        raise InvalidValue(f"{where}: value is not JSON: {e}") from None
+    except RecursionError:
+        raise InvalidValue(f"{where}: value is nested too deeply to store; flatten it") from None
     assert isinstance(copied, dict)
     return copied
 
@@ -533,7 +543,8 @@ class MemcommitStore(BaseStore):
                         f"namespace and key: the item's entity key would be {size} bytes; "
                         f"the log takes at most {_MAX_KEY_BYTES}"
                     )
-                value = None if op.value is None else _json_value(op.value)
+                where = f"item {op.key!r} in namespace {namespace!r}"
+                value = None if op.value is None else _json_value(op.value, where)
                 puts[key] = _Put(op, namespace, value, self._texts(op, value))
             else:
                 raise InvalidValue(f"Unknown operation type: {type(op)}")

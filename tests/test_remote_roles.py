@@ -181,3 +181,13 @@ def test_a_str_enum_is_sent_as_the_string_it_holds(served: Served) -> None:
         assert lease and lease.name == "agent-a"
         assert store.locks.get("agent-a") == lease
         assert store.locks.release("agent-a", token=lease.token)
+
+
+def test_a_remote_stores_clock_is_the_servers(served: Served) -> None:
+    """now_us() is what the store's commits record: the server's clock, not the client's."""
+    served.set_us(served.now_us() + 86_400_000_000)  # a day ahead of the client's
+    with memcommit.RemoteStore(served.url) as store:
+        now = served.now_us()
+        assert store.now_us() == now
+        mid = store.put("stamped by the server")
+        assert store.get(mid).created_at == _EPOCH + timedelta(microseconds=now)

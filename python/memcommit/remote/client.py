@@ -78,7 +78,7 @@ class RemoteStore(MemoryStore):
         )
         self._remote = RemoteEngine(pipeline, follow=follow)
         try:
-            super().__init__(self._remote, embed=embed)
+            super().__init__(self._remote, clock=self._remote.clock, embed=embed)
         except BaseException:
             pipeline.close()
             raise

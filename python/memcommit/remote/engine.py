@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
 from .. import _native, wire
@@ -27,8 +28,9 @@ from .pipeline import Headers, Http, Pipeline
 from .replica import Replica
 from .roles import remote_role
 
-__all__ = ["RemoteEngine"]
+__all__ = ["RemoteEngine", "ServerClock"]
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _CALL_ENVELOPE = 4  # levels a request body adds around a role call's spec (with room to spare)
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
@@ -37,6 +39,31 @@ _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector"
 def _unread_clock() -> int:
     """The clock of a remote commit: never read (the server's clock times the commit)."""
     raise AssertionError("a remote commit is timed by the server's clock")
+
+
+class ServerClock:
+    """The server's clock, the one its commits record: each reading asks the server."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def now_us(self) -> int:
+        """The server's time, in microseconds since the Unix epoch (one request)."""
+        _, _, data = self._pipeline.request("GET", "/v1/clock")
+        now_us = wire.loads(data).get("now_us")
+        if isinstance(now_us, bool) or not isinstance(now_us, int):
+            raise wire.ServerError(
+                f"{self._pipeline.url}: /v1/clock answered without a time", url=self._pipeline.url
+            )
+        return now_us
+
+    def now(self) -> datetime:
+        """The server's time, as an aware UTC datetime."""
+        return _EPOCH + timedelta(microseconds=self.now_us())
+
+    def now_ms(self) -> int:
+        """The server's time, in milliseconds since the Unix epoch."""
+        return self.now_us() // 1000
 
 
 class RemoteEngine:
@@ -53,6 +80,8 @@ class RemoteEngine:
 
     def __init__(self, pipeline: Pipeline, *, follow: bool = False) -> None:
         self._pipeline = pipeline
+        self.clock = ServerClock(pipeline)
+        """The server's clock: what the store's ``now_us()`` reads and its commits record."""
         self._replica: Replica | None = None
         pipeline.on_answer = self._note
         self.scratch = _native.NativeLog.memory()

@@ -293,6 +293,7 @@ class MemoryServer:
         routes = [
             Route("/v1/health", self._health, methods=["GET"]),
             Route("/v1/info", self._info, methods=["GET"]),
+            Route("/v1/clock", self._now, methods=["GET"]),
             # Reached only by other methods (405): `app` below answers POST before Starlette.
             Route("/v1/commit", _AsgiEndpoint(self._commit_asgi), methods=["POST"]),
             Route("/v1/log", self._log, methods=["GET"]),
@@ -337,6 +338,11 @@ class MemoryServer:
         if failed or self._closing:
             return self._json(503, {"status": "failed" if failed else "stopping"})
         return self._json(200, {"status": "ok"})
+
+    async def _now(self, request: Any) -> Any:
+        if self._store is None:
+            return self._error(503, "starting", "the server is not ready")
+        return self._json(200, {"now_us": self._store.now_us()})
 
     async def _info(self, request: Any) -> Any:
         ident = self._identity

@@ -655,6 +655,23 @@ def _rows(pg_url: str, table: str = "records") -> int:
         return int(row.fetchone()[0])  # type: ignore[index]
 
 
+def test_a_row_changed_in_the_database_is_reported_naming_the_store(pg_url: str) -> None:
+    import psycopg
+
+    with memcommit.open(pg_url) as store:
+        store.put("secret A", id="a")
+    dsn, name = pg_url.split("?store=")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE memcommit.records SET bytes = overlay(bytes PLACING 'Z'::bytea FROM "
+            "position('secret A'::bytea IN bytes) + 7 FOR 1) WHERE store = %s",
+            (name,),
+        )
+    with pytest.raises(memcommit.CorruptLog) as caught:
+        memcommit.open(pg_url)
+    assert f"(store {name})" in str(caught.value) and ":memory:" not in str(caught.value)
+
+
 def _state(store: memcommit.MemoryStore) -> list[tuple[str, str, str, str, str]]:
     return sorted((m.id, m.text, m.kind, m.status, m.tier) for m in store.find(status=None))
 

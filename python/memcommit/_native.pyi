@@ -230,7 +230,10 @@ class NativeLog:
     def seals(self) -> list[tuple[int, int, int, int, bool, str, str]]: ...
     @staticmethod
     def replica(
-        header: bytes, max_record_bytes: int = 16777216, writable: bool = False
+        header: bytes,
+        max_record_bytes: int = 16777216,
+        writable: bool = False,
+        name: str | None = None,
     ) -> NativeLog: ...
     @staticmethod
     def follower_with_snapshot(

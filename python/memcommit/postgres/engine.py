@@ -1350,7 +1350,10 @@ class PostgresEngine:
     def _follower_of(self, image: bytes) -> _native.NativeLog:
         """A follower holding `image`: a header, then records (none: an empty follower)."""
         follower = _native.NativeLog.replica(
-            image[:_HEADER_LEN], self._max_record_bytes, writable=True
+            image[:_HEADER_LEN],
+            self._max_record_bytes,
+            writable=True,
+            name=f"{self._target.shown} (store {self._target.store})",
         )
         if self.embedder is not None:
             follower.set_embedder(self.embedder)

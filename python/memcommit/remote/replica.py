@@ -87,7 +87,9 @@ class Replica:
             )
             identity = (str(headers[wire.H_STORE]), int(headers[wire.H_GENERATION]))
             head = int(headers[wire.H_LSN])
-            replica = _native.NativeLog.replica(data[:64])
+            replica = _native.NativeLog.replica(
+                data[:64], name=f"the replica of {self._pipeline.url}"
+            )
             try:
                 if len(data) > 64:
                     replica.apply_raw(data[64:])

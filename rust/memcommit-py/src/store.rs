@@ -177,11 +177,16 @@ impl NativeLog {
 
     /// A read-only replica in RAM of the log whose header is `header` (fed with `apply_raw`);
     /// `writable`: one that also takes commits of its own (a follower: see the core's
-    /// `Log::follower`).
+    /// `Log::follower`); `name`: what its errors call it (default `:memory:`).
     #[staticmethod]
-    #[pyo3(signature = (header, max_record_bytes=16_777_216, writable=false))]
-    fn replica(header: &[u8], max_record_bytes: usize, writable: bool) -> PyResult<Self> {
-        let opts = Options { max_record_bytes, ..Options::default() };
+    #[pyo3(signature = (header, max_record_bytes=16_777_216, writable=false, name=None))]
+    fn replica(
+        header: &[u8],
+        max_record_bytes: usize,
+        writable: bool,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let opts = Options { max_record_bytes, name, ..Options::default() };
         let log =
             if writable { Log::follower(header, opts) } else { Log::replica(header, opts) }.map_err(to_py)?;
         Ok(NativeLog::new(log))

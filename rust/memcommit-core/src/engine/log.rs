@@ -79,6 +79,9 @@ pub struct Options {
     /// searches are answered by the exact scan until it is ready (12 s at 100,000 vectors,
     /// minutes at 1,000,000: BENCHMARKS.md); commits never wait for it.
     pub approximate_from: Option<usize>,
+    /// What errors call a log in RAM (default `:memory:`): a replica names the store it
+    /// copies (a store in a database, say), so that damage found in its records says whose.
+    pub name: Option<String>,
 }
 
 impl Default for Options {
@@ -90,6 +93,7 @@ impl Default for Options {
             read_only: false,
             index_file_every: 100_000,
             approximate_from: Some(crate::search::vectors::ANN_FROM),
+            name: None,
         }
     }
 }
@@ -534,9 +538,9 @@ impl Log {
             lock_file: Mutex::new(None),
             file_lock: Mutex::new(None),
             flusher: Mutex::new(None),
+            display: opts.name.clone().unwrap_or_else(|| ":memory:".to_string()),
             opts: Options { durability: Durability::None, ..opts },
             path: None,
-            display: ":memory:".to_string(),
             recovered_bytes: 0,
             chainer: OnceLock::new(),
             ram_chain: Mutex::new((HEADER_LEN as u64, chain::start(&hb))),

@@ -102,6 +102,18 @@ def _lines(dump: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
 
 
+def _moves_on(source: Source, store: str, tmp_path: Path) -> None:
+    """Export `store` (a path or URL) again: the same purged ids, and a file imported from it
+    holds what the source does."""
+    again = tmp_path / "again.jsonl"
+    assert main(["export", store, "--out", str(again)]) == 0
+    assert _lines(again)[0] == {"purged": sorted(source.traces)}
+    third = tmp_path / "third.db"
+    assert main(["import", str(third), str(again)]) == 0
+    with memcommit.open(str(third), read_only=True) as store_:
+        source.check(store_)
+
+
 # -- the export ---------------------------------------------------------------------------------
 
 
@@ -150,13 +162,7 @@ def test_an_import_into_a_file_keeps_the_purged_ids(
         source.check(store)
         assert len(store.manifest()) == 2
     # And the next export lists the same ids: the store moves on again.
-    again = tmp_path / "again.jsonl"
-    assert main(["export", str(copy), "--out", str(again)]) == 0
-    assert _lines(again)[0] == {"purged": sorted(source.traces)}
-    third = tmp_path / "third.db"
-    assert main(["import", str(third), str(again)]) == 0
-    with memcommit.open(str(third), read_only=True) as store:
-        source.check(store)
+    _moves_on(source, str(copy), tmp_path)
 
 
 def test_without_the_purged_line_verify_still_reports_the_reference(
@@ -263,13 +269,7 @@ def test_an_import_into_postgres_keeps_the_purged_ids(
     with memcommit.open(pg_store) as store:  # a new client: its follower reads the manifest
         source.check(store)
     # From PostgreSQL back to a file, by the same path.
-    back = tmp_path / "back.jsonl"
-    assert main(["export", pg_store, "--out", str(back)]) == 0
-    assert _lines(back)[0] == {"purged": sorted(source.traces)}
-    copy = tmp_path / "copy.db"
-    assert main(["import", str(copy), str(back)]) == 0
-    with memcommit.open(str(copy), read_only=True) as store:
-        source.check(store)
+    _moves_on(source, pg_store, tmp_path)
 
 
 def test_an_import_into_postgres_takes_a_source_put_in_a_later_batch(

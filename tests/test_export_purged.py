@@ -214,16 +214,24 @@ def test_a_purged_line_after_a_record_is_refused(
     assert sorted(tmp_path.iterdir()) == [dump]
 
 
+_FAILING = [
+    {"purged": ["gone"]},
+    {"op": "put", "key": "m0", "fields": {"text": "x", "sources": ["gone"]}},
+    {"op": "status", "key": "never-put", "fields": {"status": "stale"}},  # refused: no memory
+]
+
+
+def _failing_dump(tmp_path: Path) -> Path:
+    """A dump whose purged line and first put are good and whose last line is refused."""
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in _FAILING))
+    return dump
+
+
 def test_an_import_that_writes_nothing_leaves_no_manifest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dump = tmp_path / "dump.jsonl"
-    records = [
-        {"purged": ["gone"]},
-        {"op": "put", "key": "m0", "fields": {"text": "x", "sources": ["gone"]}},
-        {"op": "status", "key": "never-put", "fields": {"status": "stale"}},
-    ]
-    dump.write_text("".join(json.dumps(r) + "\n" for r in records))
+    dump = _failing_dump(tmp_path)
     assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 1
     assert "nothing was imported" in capsys.readouterr().err
     assert sorted(tmp_path.iterdir()) == [dump]  # no log, lock file or manifest
@@ -325,19 +333,13 @@ def test_an_import_into_postgres_refuses_a_forged_source_before_writing(
 def test_an_import_into_postgres_that_writes_nothing_takes_its_entry_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], pg_store: str
 ) -> None:
-    dump = tmp_path / "dump.jsonl"
-    records = [
-        {"purged": ["gone"]},
-        {"op": "put", "key": "m0", "fields": {"text": "x", "sources": ["gone"]}},
-        {"op": "status", "key": "never-put", "fields": {"status": "stale"}},
-    ]
-    dump.write_text("".join(json.dumps(r) + "\n" for r in records))
+    dump = _failing_dump(tmp_path)
     assert main(["import", pg_store, str(dump)]) == 1
     assert "nothing was imported" in capsys.readouterr().err
     with memcommit.open(pg_store) as store:
         assert store.lsn == 0 and store.manifest() == [] and not store.is_purged("gone")
     # The store is still empty: the import can be run again, with a good file.
-    dump.write_text("".join(json.dumps(r) + "\n" for r in records[:2]))
+    dump.write_text("".join(json.dumps(r) + "\n" for r in _FAILING[:2]))
     assert main(["import", pg_store, str(dump)]) == 0
     with memcommit.open(pg_store) as store:
         assert store.is_purged("gone") and store.get("m0").sources == ("gone",)

@@ -83,3 +83,37 @@ def test_after_a_failed_write_every_read_and_write_is_refused(tmp_path: Path) ->
     with memcommit.open(path) as store:
         assert store.get(out["before"]).text == "acknowledged before the failure"
         assert store.locks.get("job") is not None
+
+
+SMALL_CHILD = r"""
+import json, resource, signal, sys
+import memcommit
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+store = memcommit.open(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))  # less than the zeros ahead
+acked, failure = 0, None
+try:
+    for i in range(10_000):
+        store.put("x" * 200, id=f"m{i}")
+        acked += 1
+except memcommit.WriterFailed as e:
+    failure = str(e)
+print(json.dumps({"acked": acked, "failure": failure}))
+"""
+
+
+def test_under_a_file_size_limit_small_commits_fill_it_before_one_fails(tmp_path: Path) -> None:
+    """The zeros written ahead of small commits are only a saving: past the process's file
+    size limit (EFBIG), as on a full disk, the commits go on into the room that is left."""
+    path = tmp_path / "memory.db"
+    done = subprocess.run(
+        [sys.executable, "-c", SMALL_CHILD, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["acked"] > 1_000 and out["failure"] is not None, out  # ~280 bytes a commit
+    with memcommit.open(str(path)) as store:
+        assert [m is not None for m in store.get_many([f"m{i}" for i in range(out["acked"])])] == [
+            True
+        ] * out["acked"]

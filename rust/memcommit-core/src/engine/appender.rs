@@ -194,9 +194,12 @@ impl FileAppender {
                     let to = (end / PREALLOCATE + 2) * PREALLOCATE;
                     match self.zero_fill(allocated, to) {
                         Ok(()) => self.allocated.store(to, Ordering::Release),
-                        // Writing zeros ahead is only a saving: on a full disk the commit is
-                        // written without them, into whatever room is left.
-                        Err((reached, e)) if crate::vfs::no_space(&e) => {
+                        // Writing zeros ahead is only a saving: on a full disk (or past the
+                        // process's file size limit) the commit is written without them, into
+                        // whatever room is left.
+                        Err((reached, e))
+                            if crate::vfs::no_space(&e) || e.raw_os_error() == Some(libc::EFBIG) =>
+                        {
                             self.allocated.store(reached.max(end), Ordering::Release)
                         }
                         Err((_, e)) => return Err(Failure::new("write", &e, None)),

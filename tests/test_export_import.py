@@ -8,6 +8,8 @@ refused import leaves nothing behind.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +294,23 @@ def test_an_import_interrupted_after_a_batch_says_what_it_left_and_what_to_do(
     assert "partial import: remove it" in err
     with memcommit.open(str(target), read_only=True) as store:
         assert store.lsn == 1
+
+
+def test_an_export_piped_into_an_import_without_a_file_name(tmp_path: Path) -> None:
+    """`memcommit export PATH | memcommit import TARGET`: with no FILE, import reads stdin."""
+    source, target = tmp_path / "memory.db", tmp_path / "copy.db"
+    with memcommit.open(str(source)) as store:
+        ids = [store.put(f"note {i}") for i in range(3)]
+    memcommit_cli = [sys.executable, "-m", "memcommit"]
+    exported = subprocess.run(
+        [*memcommit_cli, "export", str(source)], capture_output=True, check=True, timeout=60
+    )
+    imported = subprocess.run(
+        [*memcommit_cli, "import", str(target)],
+        input=exported.stdout,
+        capture_output=True,
+        timeout=60,
+    )
+    assert imported.returncode == 0, imported.stderr
+    with memcommit.open(str(target), read_only=True) as store:
+        assert [m.text for m in store.get_many(ids)] == ["note 0", "note 1", "note 2"]

@@ -68,7 +68,14 @@ def add_commands(commands: Subcommands) -> None:
     load.add_argument(
         "path", metavar="PATH", help="the store file: new (created), empty, or a log of no records"
     )
-    load.add_argument("file", metavar="FILE", help="the JSON-lines file; '-' for stdin")
+    load.add_argument(
+        "file",
+        metavar="FILE",
+        nargs="?",
+        default="-",
+        help="the JSON-lines file; '-' or none for stdin (memcommit export PATH | memcommit "
+        "import URL)",
+    )
     load.add_argument(
         "--batch",
         type=positive_count,
@@ -388,6 +395,11 @@ def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | N
 def _open_source(source: str, closing: contextlib.ExitStack) -> tuple[IO[bytes], int]:
     """Open the import source; returns it and its size (0 if unknown)."""
     if source == "-":
+        if sys.stdin.isatty():  # nothing piped in: do not wait on the terminal
+            raise CommandError(
+                "no FILE given and nothing piped in: give the export file, or pipe one in "
+                "(memcommit export PATH | memcommit import TARGET)"
+            )
         return sys.stdin.buffer, 0
     require_file(source, "import")
     handle = closing.enter_context(open(source, "rb"))

@@ -31,7 +31,6 @@ from .roles import remote_role
 __all__ = ["RemoteEngine", "ServerClock"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_CALL_ENVELOPE = 4  # levels a request body adds around a role call's spec (with room to spare)
 _PUT_FIELDS = ("kind", "id", "task", "tier", "data", "tags", "sources", "vector")
 """The fields of an engine's put after its text, in their order."""
 
@@ -205,9 +204,9 @@ class RemoteEngine:
     def _call(self, role: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run a role method on the server and return what it returned.
 
-        An argument nested too deeply for a request is refused here, as the same
-        :class:`~memcommit.InvalidValue` an embedded store's role raises for it (the roles'
-        values nest at most ``MAX_JSON_DEPTH`` levels; the server checks that bound itself).
+        The server checks the arguments (a value nested more than ``MAX_JSON_DEPTH`` levels is
+        its role's :class:`~memcommit.InvalidValue`, one too deep for a request a 400); one
+        too deep to encode at all is refused here, with the same InvalidValue.
         """
         try:
             spec = {
@@ -216,14 +215,11 @@ class RemoteEngine:
                 "args": [wire.encode_value(a) for a in args],
                 "kwargs": {k: wire.encode_value(v) for k, v in kwargs.items()},
             }
-            too_deep = wire.too_deep(spec, wire.MAX_DEPTH - _CALL_ENVELOPE)
         except RecursionError:
-            too_deep = True
-        if too_deep:
             raise InvalidValue(
                 f"{role}.{method}: an argument is nested more than {MAX_JSON_DEPTH} levels deep "
                 "(lists and objects); a role's value nests at most that: flatten it"
-            )
+            ) from None
         result = self._send(spec)
         return wire.decode_value(result.get("value"))
 

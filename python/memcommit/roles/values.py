@@ -101,10 +101,10 @@ def check_optional_text(value: object, field: str, *, empty: bool = False) -> st
     return None if value is None else check_text(value, field, empty=empty)
 
 
-MAX_JSON_DEPTH = 128
+MAX_JSON_DEPTH = 190
 """How deeply a role's JSON value may nest lists and objects: every store takes the same
-values, a remote one included (its requests may nest :data:`memcommit.wire.MAX_DEPTH` levels,
-the call around the value included)."""
+values, a remote one included (a request may nest :data:`memcommit.wire.MAX_DEPTH` levels,
+200, the call around the value included; a request nested deeper is refused with a 400)."""
 
 
 def _copy_in(value: object, where: str, depth: int = 1) -> Json:

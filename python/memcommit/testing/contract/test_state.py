@@ -134,7 +134,7 @@ class TestState:
 
         deepest = nested(MAX_JSON_DEPTH)
         assert store.state.put(ns, "k", deepest).value == deepest
-        for levels in (MAX_JSON_DEPTH + 1, 300, 2000):  # the same refusal on every store
+        for levels in (MAX_JSON_DEPTH + 1, 2000):  # the same refusal on every store
             with pytest.raises(ValueError, match=f"more than {MAX_JSON_DEPTH} levels") as caught:
                 store.state.put(ns, "k", nested(levels))
             assert getattr(caught.value, "code", None) == "invalid_value"

@@ -557,6 +557,16 @@ class Pipeline:
         as it would have ended sent alone.
         """
         deadline = time.monotonic() + self._retry_seconds
+        # The common case, as cheap as one commit's: the batch encoded at once, well within
+        # the limit. Only a batch that may be over it, or holds a commit that cannot be
+        # encoded, is encoded commit by commit (to cut it, or to tell which one fails).
+        try:
+            body = wire.dumps({"commits": [p.spec for p in batch], "retry_of": None})
+        except Exception:
+            body = None
+        if body is not None and len(body) <= (self._known_limit() or _ASK_BYTES):
+            self._send_run(batch, None, None, deadline, body)
+            return
         group: list[_Pending] = []
         parts: list[bytes] = []
         for pending in batch:
@@ -577,18 +587,29 @@ class Pipeline:
             self._send_run(group[run], parts[run], None, deadline)
 
     def _send_run(
-        self, group: list[_Pending], parts: list[bytes], retry_of: str | None, deadline: float
+        self,
+        group: list[_Pending],
+        parts: list[bytes] | None,
+        retry_of: str | None,
+        deadline: float,
+        body: bytes | None = None,
     ) -> None:
-        """Send `group` (commits encoded in `parts`) in one request; split it if refused."""
+        """Send `group` in one request; split it if refused.
+
+        Its commits are encoded in `parts`, or all together in `body` (then encoded one by one
+        only if the request is refused).
+        """
         for pending in group:
             pending.sent = True
         try:
             results = self._post_commits(
-                [p.spec for p in group], parts, retry_of=retry_of, deadline=deadline
+                [p.spec for p in group], parts, retry_of=retry_of, deadline=deadline, body=body
             )
         except _Refused as refused:
             # Nothing in it ran: send its commits again in smaller requests (the same ids,
             # and the same retry_of, should it have been a resend), down to one a request.
+            if parts is None:
+                parts = [wire.dumps(p.spec) for p in group]
             runs: list[slice] = []
             if refused.status == 413:  # over the limit (the server may have a new one)
                 self._limit = None
@@ -653,11 +674,13 @@ class Pipeline:
         *,
         retry_of: str | None = None,
         deadline: float | None = None,
+        body: bytes | None = None,
     ) -> list[dict[str, Any]]:
         """Send `specs` (encoded in `parts`, if given) in one request; their results.
 
         Resent while the server is away, until `deadline` (default: the retry window from
         now); `retry_of` names the server start an earlier request with them may have reached.
+        `body`: the request's body already encoded, with no `retry_of`.
 
         Raises:
             _Refused: Several commits, refused as a whole (400 or 413): none of them ran.
@@ -666,10 +689,11 @@ class Pipeline:
             deadline = time.monotonic() + self._retry_seconds
         delay = 0.02
         while True:
-            if parts is None:
-                body = wire.dumps({"commits": specs, "retry_of": retry_of})
-            else:
-                body = _body(parts, retry_of)
+            if body is None or retry_of is not None:  # else the caller's body still holds
+                if parts is None:
+                    body = wire.dumps({"commits": specs, "retry_of": retry_of})
+                else:
+                    body = _body(parts, retry_of)
             try:
                 status, headers, data = self.http.request("POST", "/v1/commit", body)
             except NotSent as e:

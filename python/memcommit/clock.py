@@ -99,11 +99,16 @@ def millisecond_reader(clock: object) -> Callable[[], int]:
 def microsecond_reader(clock: object) -> Callable[[], int]:
     """Return a function reading `clock` in epoch microseconds (what a record's time is).
 
-    From ``now()``; a clock with only :meth:`Clock.now_ms` is read in whole milliseconds.
+    From the clock's own ``now_us()`` if it has one (:class:`SystemClock`, a database's or a
+    server's clock), else ``now()``; a clock with only :meth:`Clock.now_ms` is read in whole
+    milliseconds.
 
     Raises:
         TypeError: `clock` has neither ``now()`` nor ``now_ms()``.
     """
+    now_us = getattr(clock, "now_us", None)
+    if callable(now_us) and callable(getattr(clock, "now", None)):
+        return now_us  # type: ignore[no-any-return]
     now = getattr(clock, "now", None)
     if callable(now):
         return lambda: to_microseconds(now())

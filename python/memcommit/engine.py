@@ -22,6 +22,7 @@ what it can do in :attr:`Engine.capabilities`, and is handed to ``MemoryStore(en
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,7 +31,7 @@ from . import _native
 from .clock import Clock
 from .commit import Commit
 from .errors import MemcommitError, NotSupported
-from .manifest import ManifestEntry, reconcile
+from .manifest import ManifestEntry, manifest_path, read_manifest, reconcile, write_manifest
 from .roles.logmedium import LogMedium
 from .roles.roleset import Roles, RoleSet
 
@@ -440,6 +441,35 @@ class LocalEngine:
         if self._path is not None and self._manifest_generation != self._log.info()["generation"]:
             self._load_manifest()
         return self._manifest
+
+    def set_import_entry(self, entry: ManifestEntry | None) -> None:
+        """Keep `entry`, an import's purged ids, as a manifest entry of this generation.
+
+        ``memcommit import`` writes it before the first record, so that a record's ``sources``
+        naming those ids are deliberate here too (the log marks them now, and every later
+        open from the manifest); an entry an earlier import left is replaced. None takes it
+        out again (an import that wrote nothing; the ids stay marked in this open log, which
+        the import closes). As :meth:`memcommit.postgres.PostgresEngine.set_import_entry`.
+
+        Raises:
+            NotSupported: The store is in RAM (it keeps no manifest).
+        """
+        if self._path is None:
+            raise NotSupported("a store in RAM keeps no compaction manifest")
+        generation = int(self._log.info()["generation"])
+        entries = [
+            e
+            for e in read_manifest(self._path)
+            if not ("imported_from" in e and e.get("generation") == generation)
+        ]
+        if entry is not None:
+            entries.append({**entry, "generation": generation})
+        if entries:
+            write_manifest(self._path, str(self._log.info()["store_id"]), entries)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(manifest_path(self._path))
+        self._load_manifest()
 
     def view(self) -> _native.NativeLog:
         """The native log (the generation now open): its reads are the store's."""

@@ -63,14 +63,15 @@ class MemoryStore(Roles):
         if embed is not None:
             engine.set_embedder(embed)
         self._clock: Clock = clock if clock is not None else SystemClock()
-        # The system clock has a cheaper path than building a datetime per commit.
-        self._system_clock = self._clock if isinstance(self._clock, SystemClock) else None
+        # Read by its own now_us() when it has one (the system clock does): no datetime a read.
         self._clock_us = microsecond_reader(self._clock)
         # A put without a time is stamped by the engine: with the system clock (natively), or
         # with the engine's own clock, read inside the write (a database's: after the catch-up
         # that floors it at the store's newest record).
         own = getattr(engine, "clock", None)
-        self._engine_stamps = self._clock is own if own is not None else bool(self._system_clock)
+        self._engine_stamps = (
+            self._clock is own if own is not None else isinstance(self._clock, SystemClock)
+        )
         roles = engine.roles(self._clock, self.now_us)
         for name in ROLE_NAMES:
             setattr(self, name, getattr(roles, name))
@@ -107,8 +108,6 @@ class MemoryStore(Roles):
 
     def now_us(self) -> int:
         """The store's clock, in microseconds since the Unix epoch (what commits record)."""
-        if self._system_clock is not None:
-            return self._system_clock.now_us()
         return self._clock_us()
 
     # -- writing -------------------------------------------------------------------------

@@ -45,8 +45,6 @@ from memcommit.cli.export_format import (
 )
 from memcommit.engine import LocalEngine
 from memcommit.errors import CommandError, MemcommitError
-from memcommit.files import replace_durably
-from memcommit.manifest import ManifestEntry, manifest_path, read_manifest, write_manifest
 from memcommit.postgres.engine import PostgresEngine
 from memcommit.progress import Progress
 
@@ -419,42 +417,22 @@ def _mark_purged(store: memcommit.MemoryStore, ids: list[str], source: str) -> C
     """Keep `ids` in `store` as ids log compaction purged; returns what takes them out again.
 
     They go in as a compaction manifest entry of the store's generation that says it came from
-    an import (``imported_from``): for a log file, appended to ``<log>.manifest`` (the open
-    log marks them now, as its open marks the manifest's); for a store in PostgreSQL, as the
-    manifest row of its generation. So ``verify``, ``is_purged``, ``get`` and ``lineage`` treat
-    them as the exported store did, now and at every later open.
+    an import (``imported_from``): appended to ``<log>.manifest`` for a log file, the manifest
+    row of its generation for a store in PostgreSQL (each engine's ``set_import_entry``). So
+    ``verify``, ``is_purged``, ``get`` and ``lineage`` treat them as the exported store did,
+    now and at every later open.
     """
-    entry: ManifestEntry = {
-        "generation": as_int(store.info()["generation"], "generation"),
-        "at": (_EPOCH + timedelta(microseconds=store.now_us())).isoformat(),
-        "imported_from": "<stdin>" if source == "-" else source,
-        "purged": ids,
-    }
     engine = store.engine
-    if isinstance(engine, PostgresEngine):
-        engine.set_import_entry(entry)
-        return lambda: engine.set_import_entry(None)
-    log = engine.path if isinstance(engine, LocalEngine) else None
-    view = _view(store)
-    if log is None or view is None:  # import opens a log file or a store in PostgreSQL
+    if not isinstance(engine, LocalEngine | PostgresEngine):  # import opens one of the two
         raise CommandError(f"{store!r} keeps no compaction manifest for the purged ids")
-    path = manifest_path(log)
-    try:
-        with open(path, "rb") as f:
-            before: bytes | None = f.read()
-    except FileNotFoundError:
-        before = None
-    write_manifest(log, store.store_id, [*read_manifest(log), entry])
-    view.add_purged(ids)
-
-    def unmark() -> None:
-        if before is None:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-        else:
-            replace_durably(path, f"{log}.tmp-manifest", before)
-
-    return unmark
+    engine.set_import_entry(
+        {
+            "at": (_EPOCH + timedelta(microseconds=store.now_us())).isoformat(),
+            "imported_from": "<stdin>" if source == "-" else source,
+            "purged": ids,
+        }
+    )
+    return lambda: engine.set_import_entry(None)
 
 
 def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[bytes]:

@@ -130,18 +130,7 @@ impl Log {
     }
 
     fn failure(&self, f: Failure) -> Error {
-        match f {
-            Failure::Io(e) => Error::io(&self.display, "read", e),
-            Failure::Stopped(e) => e,
-            Failure::Corrupt { offset, lsn, reason } => self.damaged(offset, lsn, &reason),
-            Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
-                path: self.display.clone(),
-                lsn: seal.record_lsn,
-                offset: seal.offset,
-                after_lsn,
-                reason,
-            },
-        }
+        f.into_error(&self.display, |offset, lsn, reason| self.damaged(offset, lsn, &reason))
     }
 
     /// Run a check from `start` to `end` with the state lock released (a file) or held (RAM).

@@ -239,18 +239,12 @@ pub fn check_file_seals(path: &Path, key: Option<&crate::format::seal::SealKey>)
         version: header.version,
     };
     let start = verify::Start { offset: HEADER_LEN as u64, value: format::chain::start(&hb), lsn: 0 };
-    verify::check(&source, start, verify::CheckOptions { key, ..Default::default() }).map_err(|f| match f {
-        verify::Failure::Io(e) => Error::io(&display, "read", e),
-        verify::Failure::Stopped(e) => e,
-        verify::Failure::Corrupt { offset, lsn, reason } => {
-            Error::Corrupt { path: display.clone(), offset, lsn, reason }
-        }
-        verify::Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
+    verify::check(&source, start, verify::CheckOptions { key, ..Default::default() }).map_err(|f| {
+        f.into_error(&display, |offset, lsn, reason| Error::Corrupt {
             path: display.clone(),
-            lsn: seal.record_lsn,
-            offset: seal.offset,
-            after_lsn,
+            offset,
+            lsn,
             reason,
-        },
+        })
     })
 }

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Instant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::chain::{self, ChainValue, Scheme};
 use crate::format::memory;
 use crate::format::seal::{decode, mac, SealEntry, SealKey, SEAL_WINDOW};
@@ -83,6 +83,25 @@ pub enum Failure {
     },
     /// The caller's progress callback stopped the check (an interrupt), with its error.
     Stopped(crate::error::Error),
+}
+
+impl Failure {
+    /// The error this failure is for the log `display`; `damaged` words a damaged record (its
+    /// offset, the LSN expected there, what is wrong).
+    pub(crate) fn into_error(self, display: &str, damaged: impl FnOnce(u64, u64, String) -> Error) -> Error {
+        match self {
+            Failure::Io(e) => Error::io(display, "read", e),
+            Failure::Stopped(e) => e,
+            Failure::Corrupt { offset, lsn, reason } => damaged(offset, lsn, reason),
+            Failure::Mismatch { seal, reason, after_lsn } => Error::SealMismatch {
+                path: display.to_string(),
+                lsn: seal.record_lsn,
+                offset: seal.offset,
+                after_lsn,
+                reason,
+            },
+        }
+    }
 }
 
 impl From<io::Error> for Failure {

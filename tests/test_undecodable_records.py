@@ -113,6 +113,39 @@ def test_an_entity_that_does_not_decode_is_corrupt_log_at_open(
     assert_repair_finds(path, off, capsys)
 
 
+def test_a_record_that_does_not_apply_is_found_and_cut_by_repair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A status record whose id was changed under a recomputed checksum decodes, but names a
+    memory the log never created: the open refuses the log and says `memcommit repair` can
+    cut it there, so repair must find it (it said the log was healthy) and cut it, after which
+    the store opens with the commits before it."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(path) as store:
+        store.put("kept", id="aaaa")
+        store.stale("aaaa")
+        store.put("after the damage", id="bbbb")
+    log = read_log(path)
+    off = log.by_lsn(2).offset
+    log.by_lsn(2).replace(b"aaaa", b"zzzz")
+    log.by_lsn(2).fix_crc()
+    write_log(path, log)
+    with pytest.raises(memcommit.CorruptLog) as err:
+        memcommit.open(path, read_only=True)
+    assert_names(err.value, path, off, 2)
+    assert f"memcommit repair {path}" in str(err.value)
+    assert_repair_finds(path, off, capsys)
+    assert cli.main(["repair", "--yes", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"cut {log.end - off:,} bytes" in out
+    with memcommit.open(path, read_only=True) as store:
+        assert store.lsn == 1
+        kept = store.get("aaaa")
+        assert kept is not None and kept.status == "active"
+        assert store.get("bbbb") is None
+    assert cli.main(["verify", str(path)]) == 0
+
+
 @pytest.mark.parametrize(
     "content",
     [b"not a log at all, and long enough to hold a header" * 3, b"MEMCMLOG" + b"\x00" * 120],

@@ -45,10 +45,11 @@ pub use engine::commit::{Commit, Committed, PutRun};
 pub use engine::log::{
     truncate, truncate_expecting, AutoSeal, Durability, Log, LogInfo, MemoryRead, Options,
 };
+pub use engine::replay::inspect;
 pub use engine::search::SearchQuery;
 pub use error::{Error, GuardKind, GuardValue, Rejection, Result};
 pub use format::memory::{Command, Expect, PutCommand, Status, Tier};
-pub use recovery::{check_file_seals, inspect, Inspection};
+pub use recovery::{check_file_seals, Inspection};
 pub use state::index::{Entry, Query};
 pub use state::room::Room;
 

@@ -2,14 +2,29 @@
 //! no record follows, `recovery::judge_spot` says what the spot is, the same rule `inspect`
 //! uses.
 
+use std::path::Path;
+
 use crate::engine::state::{State, SPARSE_EVERY};
 use crate::error::{Error, Result};
 use crate::format;
 use crate::recovery::scan::{Item, Scanner, Stop};
-use crate::recovery::{describe, judge_spot, lsn_follows, mid_log_hint, not_following};
+use crate::recovery::{
+    describe, inspect_file, judge_spot, lsn_follows, mid_log_hint, not_following, Inspection,
+};
+use crate::state::index::Index;
 
 /// How many bytes of records replay applies between two calls of its `between`.
 const STEP: u64 = 4 << 20;
+
+/// Read a log file without opening a store and without changing it (`recovery::inspect_file`):
+/// how far it is good, and where and how it is damaged. Damage is what an open refuses: a
+/// record that does not parse, does not decode, or does not apply to the state the records
+/// before it make (a status record of a memory the log never created), so that `repair`
+/// finds what an open names.
+pub fn inspect(path: &Path) -> Result<Inspection> {
+    let mut index = Index::new();
+    inspect_file(path, Some(&mut |rec, off| index.apply(rec, off, None)))
+}
 
 /// Apply records from `start` to `file_len` onto the state. Records of a commit that did not
 /// finish are taken back. Damage followed by any valid record is `Corrupt`. `between` is

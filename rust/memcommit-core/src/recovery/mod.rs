@@ -110,9 +110,16 @@ pub(crate) fn mid_log_hint(display: &str) -> String {
     )
 }
 
+/// A further check of each record whose framing, checksum and contents are good, in log order,
+/// given its offset: the engine's, whether it applies to the state the records before it make.
+/// An error is damage at that record.
+pub type RecordCheck<'a> =
+    &'a mut dyn FnMut(&format::RecordView<'_>, u64) -> std::result::Result<(), &'static str>;
+
 /// Read a log file without opening a store and without changing it: how far it is good,
-/// and where and how it is damaged.
-pub fn inspect(path: &Path) -> Result<Inspection> {
+/// and where and how it is damaged, each whole record also passed through `check` when given
+/// (`engine::inspect` gives the index's: what replay refuses).
+pub fn inspect_file(path: &Path, mut check: Option<RecordCheck<'_>>) -> Result<Inspection> {
     let display = path.display().to_string();
     let file = crate::vfs::Open::read().open(path).map_err(|e| Error::io(&display, "open", e))?;
     let len = file.len().map_err(|e| Error::io(&display, "stat", e))?;
@@ -158,7 +165,9 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
                 (off, reason, ahead)
             }
             Item::Record(off, rec) => {
-                if let Err(reason) = memory::check_contents(&rec) {
+                let unfit = memory::check_contents(&rec)
+                    .and_then(|()| check.as_mut().map_or(Ok(()), |c| c(&rec, off)));
+                if let Err(reason) = unfit {
                     // Valid framing and checksum over contents that do not decode: damage in
                     // committed data, whatever follows it.
                     out.damage_offset = Some(off);
@@ -213,7 +222,9 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
 /// name the seal whose range the change is in.
 pub fn check_file_seals(path: &Path, key: Option<&crate::format::seal::SealKey>) -> Result<verify::Checked> {
     let display = path.display().to_string();
-    let inspected = inspect(path)?;
+    // Up to the first record that does not parse or decode: one whose id was changed under a
+    // recomputed checksum is in the range its seal covers, and the check names that seal.
+    let inspected = inspect_file(path, None)?;
     if !inspected.header_ok {
         return Err(Error::Corrupt {
             path: display,

@@ -163,3 +163,10 @@ def test_a_hot_standby_serves_a_reader_in_lsn_order(hosts: Hosts) -> None:
             with pytest.raises(memcommit.ReadOnlyStore):
                 reader.put("a standby takes no writes")
             reader.close()
+            # A writer there is refused at open, told the server takes no writes and where to
+            # go instead (not to check the host and port, which are right).
+            with pytest.raises(memcommit.ServerUnavailable) as refused:
+                memcommit.open(f"{standby.dsn}?store={store_name}")
+            message = str(refused.value)
+            assert "takes no writes" in message and "primary" in message
+            assert "read_only=True" in message and "host, port" not in message

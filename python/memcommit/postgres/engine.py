@@ -309,6 +309,8 @@ class PostgresEngine:
         default clock."""
         conn = self._connection()
         try:
+            if not read_only:
+                self._check_takes_writes(conn)
             if (target.migrate if migrate is None else migrate) and not read_only:
                 schema_.migrate(conn, target.schema)
             elif schema_.pending(conn, target.schema):
@@ -443,6 +445,8 @@ class PostgresEngine:
                 url=host,
                 code="forbidden",
             )
+        if isinstance(e, self._pg.errors.ReadOnlySqlTransaction):
+            return self._takes_no_writes(str(e).strip())
         return ServerUnavailable(
             f"{host}: the PostgreSQL server cannot be used ({str(e).strip() or type(e).__name__}); "
             "check that it is running, that the host, port, user and database in the URL are "
@@ -450,6 +454,27 @@ class PostgresEngine:
             url=host,
             code="unavailable",
         )
+
+    def _takes_no_writes(self, detail: str) -> ServerUnavailable:
+        """The error for a writer on a server that takes no writes, and never will: a hot
+        standby, or a database set read-only (`detail` says what the server said)."""
+        return ServerUnavailable(
+            f"{self._target.shown}: the PostgreSQL server takes no writes ({detail}): it is a "
+            "read-only hot standby, or the database is set read-only; open a writer on the "
+            "primary, or open this store with read_only=True to read it here",
+            url=self._target.shown,
+            code="unavailable",
+        )
+
+    def _check_takes_writes(self, conn: Any) -> None:
+        """Refuse a writer on a server whose transactions are read-only (a hot standby) at
+        open, rather than at its first write."""
+        with conn.cursor() as cur:
+            cur.execute("SELECT current_setting('transaction_read_only'), pg_is_in_recovery()")
+            row = cur.fetchone()
+        if row is not None and (row[0] == "on" or row[1]):
+            why = "a server in recovery" if row[1] else "transaction_read_only is on"
+            raise self._takes_no_writes(why)
 
     def _check_may_flush(self, conn: Any) -> None:
         """Refuse a writer whose database user may not run the WAL flush commits end with."""

@@ -224,6 +224,46 @@ def test_put_many_and_ids_made_by_the_client(store: memcommit.RemoteStore) -> No
     assert store.get(ids[1]).kind == "fact"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "error", "names"),
+    [
+        ({"url": 3}, memcommit.InvalidType, "url"),
+        ({"timeout": "a"}, memcommit.InvalidType, "timeout"),
+        ({"timeout": 0}, memcommit.InvalidValue, "timeout"),
+        ({"timeout": float("nan")}, memcommit.InvalidValue, "timeout"),
+        ({"retry_seconds": "a"}, memcommit.InvalidType, "retry_seconds"),
+        ({"retry_seconds": -1}, memcommit.InvalidValue, "retry_seconds"),
+        ({"follow": "no"}, memcommit.InvalidType, "follow"),
+        ({"token": 7}, memcommit.InvalidType, "token"),
+        ({"token": "secret\r\nX-Injected: 1"}, memcommit.InvalidValue, "token"),
+        ({"token": ""}, memcommit.InvalidValue, "token"),
+        ({"ca_file": 5}, memcommit.InvalidType, "ca_file"),
+    ],
+)
+def test_a_remote_stores_arguments_are_checked_before_it_connects(
+    arguments: dict[str, Any], error: type[Exception], names: str
+) -> None:
+    """Each refused with the argument named, before a request is sent: nothing listens on
+    the URL, so a request would fail otherwise (a token with a line break would have put a
+    header of its own into every request)."""
+    given: dict[str, Any] = {"url": "http://127.0.0.1:9", "retry_seconds": 0.1, **arguments}
+    url = given.pop("url")
+    with pytest.raises(error) as refused:
+        memcommit.RemoteStore(url, **given)
+    assert str(refused.value).startswith(names)
+
+
+def test_bad_reads_name_their_argument(store: memcommit.RemoteStore) -> None:
+    with pytest.raises(memcommit.InvalidType, match="^wait must be a number of seconds"):
+        store.refresh(wait="a")  # type: ignore[arg-type]
+    with pytest.raises(memcommit.InvalidValue, match="^wait: must be a finite number"):
+        store.refresh(wait=-1)
+    with pytest.raises(memcommit.InvalidType, match="^id must be str, not int"):
+        store.is_purged(1)  # type: ignore[arg-type]
+    with pytest.raises(memcommit.InvalidType, match="^id must be str, not int"):
+        memcommit.open(":memory:").is_purged(1)  # type: ignore[arg-type]
+
+
 def test_other_clients_see_commits_after_refresh(server: ServerProcess) -> None:
     with memcommit.RemoteStore(server.url) as a, memcommit.RemoteStore(server.url) as b:
         b.refresh()

@@ -259,7 +259,13 @@ class MemoryStore(Roles):
         replace_durably(target, f"{target}.tmp-{os.getpid()}", text.encode("utf-8"))
 
     def is_purged(self, id: str) -> bool:
-        """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`)."""
+        """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`).
+
+        Raises:
+            TypeError: `id` is not a str.
+        """
+        if not isinstance(id, str):
+            raise InvalidType(f"id must be str, not {type(id).__name__}")
         return self._engine.is_purged(id)
 
     def manifest(self) -> list[dict[str, Any]]:

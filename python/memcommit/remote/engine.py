@@ -19,7 +19,7 @@ from .._native import Memory
 from ..clock import Clock
 from ..commit import Commit
 from ..engine import CompactionPlan, SealTuple
-from ..errors import InvalidValue, NotSupported
+from ..errors import InvalidType, InvalidValue, NotSupported
 from ..manifest import ManifestEntry
 from ..roles.roleset import ROLE_NAMES, Roles
 from ..roles.values import MAX_JSON_DEPTH
@@ -78,6 +78,9 @@ class RemoteEngine:
     """
 
     def __init__(self, pipeline: Pipeline, *, follow: bool = False) -> None:
+        if not isinstance(follow, bool):
+            pipeline.close()
+            raise InvalidType(f"follow must be True or False, not {type(follow).__name__}")
         self._pipeline = pipeline
         self.clock = ServerClock(pipeline)
         """The server's clock: what the store's ``now_us()`` reads and its commits record."""

@@ -38,7 +38,7 @@ from typing import Any, cast
 from .. import _native, wire
 from ..errors import InvalidType, InvalidValue, StoreClosed
 
-__all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline"]
+__all__ = ["CommitIds", "Http", "MaybeSent", "NotSent", "Pipeline", "seconds_arg"]
 
 _MAX_BATCH = 512  # commits per request from one store
 _MAX_USERS = 4096  # threads a pipeline remembers having sent through it
@@ -63,6 +63,33 @@ class _TlsConnection(http.client.HTTPSConnection):
     """An HTTPS keep-alive connection that remembers which server start last answered on it."""
 
     heard: str | None = None
+
+
+def seconds_arg(value: object, field: str, *, zero: bool = True) -> float:
+    """A number of seconds a caller gave as `field`, checked.
+
+    An int or float, finite, at least 0 (above 0 unless `zero`).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidType(f"{field} must be a number of seconds, not {type(value).__name__}")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        least = "0 or more" if zero else "more than 0"
+        raise InvalidValue(f"{field}: must be a finite number of seconds, {least}, got {value!r}")
+    return float(value)
+
+
+def _token_arg(token: object) -> str | None:
+    """The bearer token, checked: it goes into a header line as it is."""
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        raise InvalidType(f"token must be str or None, not {type(token).__name__}")
+    if not token or any(c < " " or c == "\x7f" for c in token) or not token.isascii():
+        raise InvalidValue(
+            "token: must be non-empty ASCII text without control characters (a header "
+            "carries it as it is: a line break would end the header)"
+        )
+    return token
 
 
 def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
@@ -99,6 +126,12 @@ class Http:
     """
 
     def __init__(self, url: str, token: str | None, timeout: float, ca_file: str | None) -> None:
+        if not isinstance(url, str):
+            raise InvalidType(f"url must be str, not {type(url).__name__}")
+        token = _token_arg(token)
+        timeout = seconds_arg(timeout, "timeout", zero=False)
+        if ca_file is not None and not isinstance(ca_file, (str, os.PathLike)):
+            raise InvalidType(f"ca_file must be a path or None, not {type(ca_file).__name__}")
         parts = urllib.parse.urlsplit(url)
         unix: str | None = None
         if parts.scheme == "unix":
@@ -335,6 +368,7 @@ class Pipeline:
             raise InvalidType(f"max_in_flight must be int, not {type(max_in_flight).__name__}")
         if max_in_flight < 1:
             raise InvalidValue(f"max_in_flight: must be at least 1, got {max_in_flight}")
+        retry_seconds = seconds_arg(retry_seconds, "retry_seconds")
         self.http = Http(url, token, timeout, ca_file)
         self.new_id = CommitIds()
         self.boot: str | None = None

@@ -24,8 +24,7 @@ import time
 from typing import Any
 
 from .. import _native, wire
-from ..errors import InvalidValue
-from .pipeline import Headers, Pipeline
+from .pipeline import Headers, Pipeline, seconds_arg
 
 __all__ = ["Replica"]
 
@@ -237,9 +236,7 @@ class Replica:
     def refresh(self, wait: float = 0.0) -> int:
         """Pull the server's new commits, as :meth:`memcommit.RemoteStore.refresh` documents."""
         self._pipeline.check_open()
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-            raise InvalidValue(f"wait: must be a number of seconds >= 0, got {wait!r}")
-        return self._pull(None, float(wait))
+        return self._pull(None, seconds_arg(wait, "wait"))
 
     def follow(self) -> None:
         """Pull commits as they happen until the pipeline closes (a follower thread's loop)."""

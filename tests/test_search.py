@@ -243,6 +243,27 @@ def test_an_embedder_that_fails_or_lies_writes_nothing(tmp_path: Path) -> None:
         memcommit.open(str(tmp_path / "m.db"), embed=42)  # type: ignore[arg-type]
 
 
+def test_a_query_the_embedder_gives_zeros_is_ranked_by_words() -> None:
+    """An embedder that finds nothing of a query to place (a word it does not know) gives a
+    vector of zeros, which has no direction: hybrid search (and `context`) then ranks by the
+    words alone, as without an embedder; only `mode="vector"` refuses it."""
+
+    def embed(texts: list[str]) -> list[list[float]]:  # the README's example embedder
+        words = ("refund", "deploy", "rounding", "friday")
+        return [[float(t.lower().count(w)) for w in words] for t in texts]
+
+    store = memcommit.open(":memory:", embed=embed)
+    fact = store.put("Deploys happen on Friday after the freeze.", kind="fact")
+    store.put("Refunds are rounded to the cent.", kind="fact")
+    assert [h.id for h in store.search("freeze")] == [fact]
+    assert [h.id for h in store.search("freeze", mode="text")] == [fact]
+    assert [m.id for m in store.context(query="freeze")][0] == fact
+    with pytest.raises(memcommit.InvalidValue, match="vector of zeros"):
+        store.search("freeze", mode="vector")
+    with pytest.raises(memcommit.InvalidValue, match="vector of zeros"):
+        store.search([0.0, 0.0, 0.0, 0.0])
+
+
 def test_vector_mode_with_words_needs_an_embedder(store: memcommit.MemoryStore) -> None:
     _animals(store)
     with pytest.raises(ValueError, match="needs an embedder"):

@@ -10,8 +10,8 @@
 * ``mode="hybrid"`` (the default): both rankings fused by reciprocal rank: a memory ranked
   ``r`` (from 1) by a ranking scores ``1 / (60 + r)`` from it, summed over the two, each
   ranking its best ``max(4 k, 100)`` matches first. A query with no vector (a string, and the
-  store has no embedder) is ranked by text alone, and a query given as a vector by vectors
-  alone.
+  store has no embedder, or its embedder gives the string a vector of zeros) is ranked by
+  text alone, and a query given as a vector by vectors alone.
 
 The filters (`kind`, `tier`, `task`, `status`, `tags`) are tested on each candidate as it is
 scored, so `k` memories come back whenever `k` match; a stale memory (unless asked for), one
@@ -99,7 +99,12 @@ def query_parts(
                     "with memcommit.open(path, embed=fn), or pass the query's vector"
                 )
             return query, None
-        return query, embed_one(embed, query)
+        vector = embed_one(embed, query)
+        if mode == "hybrid" and all(x == 0 for x in vector):
+            # The embedder found nothing in it to place (a word it does not know): a vector
+            # of zeros has no direction, so the words alone rank, as with no embedder.
+            return query, None
+        return query, vector
     if isinstance(query, (bytes, bytearray)) or not hasattr(query, "__iter__"):
         raise InvalidType(
             f"query must be a str or a sequence of numbers, not {type(query).__name__}"

@@ -7,13 +7,13 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import memcommit
@@ -752,3 +752,113 @@ def test_the_store_methods_are_the_module_functions() -> None:
     assert [m.id for m in store.context(task="t")] == [summary]
     assert {m.id for m in store.lineage(summary)} == {a, b}
     assert [m.id for m in store.descendants(a)] == [summary]
+
+
+# -- policies beyond the calendar, and the summary's budget ------------------------------
+
+
+def test_a_cold_after_beyond_the_calendar_makes_nothing_cold(
+    store: MemoryStore, clock: ControllableClock
+) -> None:
+    """A cutoff before the earliest datetime is one no memory is older than: nothing
+    consolidates, and the fold and merge steps run as usual."""
+    older = store.put("An older summary of t.", kind="summary", task="t", tier="mid")
+    note = store.put("A loose mid note.", tier="mid")
+    ids = traces(store, "t", 2)
+    store.finish_task("t")
+    clock.advance(365 * DAY)
+    beyond: tuple[timedelta | float, ...] = (timedelta.max, timedelta(days=999_999_999), 8e13)
+    for n, cold_after in enumerate(beyond):
+        lsn = store.lsn
+        report = compact_memory(store, TierPolicy(cold_after=cold_after), joined)
+        assert report.consolidate.replaced == () and report.consolidate.skipped == ()
+        if n == 0:
+            (fold,) = report.fold.replaced
+            assert fold.sources == tuple(ids)
+            (merge,) = report.merge.replaced
+            assert merge.sources == (older, fold.created)
+        else:
+            assert not report.wrote and store.lsn == lsn
+    m = store.get(note)
+    assert m is not None and m.tier == "mid"
+    # A cold_after the calendar holds still consolidates.
+    clock.advance(1)
+    assert len(compact_memory(store, TierPolicy(cold_after=0)).consolidate.created) == 2
+
+
+@pytest.mark.parametrize("name", ["cold_after", "window"])
+@pytest.mark.parametrize("seconds", [1e300, -1e300, 1e15, 2**70, -(2**70)])
+def test_policy_durations_a_timedelta_cannot_hold_are_invalid_values(
+    store: MemoryStore, name: str, seconds: float
+) -> None:
+    with pytest.raises(memcommit.InvalidValue, match=name):
+        TierPolicy(**{name: seconds})
+    assert store.lsn == 0
+
+
+def test_a_window_reaching_before_the_calendar_starts_at_its_first_day() -> None:
+    """A task-less memory from before 1970 in a window longer than the calendar reaches
+    back: the window is reported as starting at the earliest datetime."""
+    clock = ControllableClock(datetime(1960, 1, 1, tzinfo=timezone.utc))
+    with memcommit.create_memory_store(clock=clock) as store:
+        note = store.put("A note from 1960.", tier="mid")
+        clock.set(START)
+        report = compact_memory(store, TierPolicy(cold_after=0, window=timedelta.max), joined)
+        (r,) = report.consolidate.replaced
+        first = datetime.min.replace(tzinfo=timezone.utc)
+        assert r.sources == (note,) and r.window == first
+        m = store.get(r.created)
+        assert m is not None and m.data is not None and m.data["window"] == first.isoformat()
+
+
+def test_default_summary_keeps_every_sentence_when_they_fit() -> None:
+    pair = ["Deploy failed.", "Deploy failed again."]
+    assert ExtractiveSummarizer(35).summarize(pair) == "Deploy failed. Deploy failed again."
+    bare = ["Deploy failed", "Deploy failed again"]  # a full stop is added to each
+    assert ExtractiveSummarizer(35).summarize(bare) == "Deploy failed. Deploy failed again."
+    full = " ".join(STEPS)
+    assert ExtractiveSummarizer(len(full)).summarize(STEPS) == full
+    assert len(ExtractiveSummarizer(len(full) - 1).summarize(STEPS)) < len(full)
+
+
+_WORDS = ["deploy", "failed", "again", "the", "cache", "ok", "Retry", "v1.2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(tuple),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda s: tuple(w.lower() for w in s[0]),
+    ),
+    st.integers(min_value=0, max_value=3),
+)
+def test_default_summary_keeps_all_exactly_when_all_fits(
+    sentences: list[tuple[tuple[str, ...], bool]], spare: int
+) -> None:
+    texts = [" ".join(words) + ("." if stop else "") for words, stop in sentences]
+    everything = " ".join(t if t.endswith(".") else t + "." for t in texts)
+    budget = max(20, len(everything) + spare)
+    assert ExtractiveSummarizer(budget).summarize(texts) == everything
+
+
+def test_the_placeholder_for_memories_without_text_fits_max_chars() -> None:
+    assert ExtractiveSummarizer(20).summarize(["...", "!!"]) == "(no text.)"
+    assert ExtractiveSummarizer(23).summarize([""]) == "(no text.)"
+    assert ExtractiveSummarizer(24).summarize([""]) == "(1 memory without text.)"
+    assert ExtractiveSummarizer(26).summarize(["...", "!!"]) == "(2 memories without text.)"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab .!?…\n", max_size=30), max_size=8),
+    st.integers(min_value=20, max_value=60),
+)
+def test_default_summary_never_exceeds_max_chars(texts: list[str], max_chars: int) -> None:
+    summary = ExtractiveSummarizer(max_chars).summarize(texts)
+    assert len(summary) <= max_chars
+    assert bool(summary) == bool(texts)

@@ -8,8 +8,8 @@ model. `purpose` says which step of :func:`memcommit.tiers.compact_memory` asks:
 * ``"merge"``: several summaries of one task.
 
 The default, :class:`ExtractiveSummarizer`, needs no model and gives the same text for the
-same memories every time. It keeps whole sentences, never invents any, and treats every
-purpose alike.
+same memories every time. It keeps whole sentences, never invents any (its one text of its
+own is a placeholder for memories that hold no words), and treats every purpose alike.
 
 Example:
     >>> import memcommit
@@ -44,6 +44,9 @@ Summarizer = Callable[[Sequence[Memory], str], str]
 #: The purposes memory compaction passes to a summarizer, one per step.
 PURPOSES = ("fold", "consolidate", "merge")
 
+# The summary of memories none of which holds a word, when "(N memories without text.)" is
+# longer than max_chars (which is at least 20).
+_NO_TEXT = "(no text.)"
 # What ends a sentence, besides a line break.
 _SENTENCE_ENDS = ".!?…"
 # What separates words: every ASCII punctuation character but "_", and common typographic ones.
@@ -96,8 +99,11 @@ class ExtractiveSummarizer:
     original order. Nothing is rewritten: each sentence is one a memory holds, with a full
     stop added where it had none.
 
-    The result is deterministic and never empty while any memory has text; when not even the
-    best sentence fits, it is cut at a word and ends with "…". `purpose` is not used.
+    The result is deterministic and never empty while there are memories; when not even the
+    best sentence fits, it is cut at a word and ends with "…". When no memory holds a word
+    (all blank, or punctuation alone), the summary is a placeholder, "(2 memories without
+    text.)", or "(no text.)" where that does not fit in `max_chars`: the one text not taken
+    from the memories. `purpose` is not used.
 
     Args:
         max_chars: The longest summary, in characters (default 600).
@@ -137,7 +143,8 @@ class ExtractiveSummarizer:
         n = len(sentences)
         if n == 0:
             count = len(texts)
-            return f"({count} {'memory' if count == 1 else 'memories'} without text.)"
+            text = f"({count} {'memory' if count == 1 else 'memories'} without text.)"
+            return text if len(text) <= self.max_chars else _NO_TEXT
         # How many sentences use each word, counted over at most _SAMPLE of them spread evenly
         # (a bound on the work for large groups) and scaled to all; a word the sample missed
         # is taken to be in one sentence. Counting the same str objects the scores look up
@@ -161,8 +168,15 @@ class ExtractiveSummarizer:
     def _fit(self, order: list[int], sentences: list[str], words: list[list[str]]) -> str:
         """Keep sentences in `order` of preference while they fit; join them in text order."""
         budget = self.max_chars
-        if sum(map(len, sentences)) + 2 * len(sentences) <= budget:
-            # Everything fits: keep it all, repeats of words included.
+        # Everything fits: keep it all, repeats of words included. Each sentence costs at least
+        # two characters (a word and a space or full stop), so a group that does not fit is
+        # found so once at most budget / 2 sentences are measured.
+        size = -1  # no space before the first sentence
+        for sentence in sentences:
+            size += len(_ended(sentence.strip())) + 1
+            if size > budget:
+                break
+        else:
             return _joined(sentences, range(len(sentences)), budget)
         kept: list[int] = []
         covered: set[str] = set()

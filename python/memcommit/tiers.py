@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# The earliest time a datetime holds: where a window reaching back further is said to start.
+_FIRST = datetime.min.replace(tzinfo=timezone.utc)
 _ID = attrgetter("id")
 _US = timedelta(microseconds=1)
 # The tiers an agent reads, in the order it reads them.
@@ -94,7 +96,13 @@ def _duration(value: object, name: str) -> timedelta:
         )
     if not math.isfinite(value):
         raise InvalidValue(f"{name}: must be a finite number of seconds, got {value!r}")
-    return timedelta(seconds=value)
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:
+        raise InvalidValue(
+            f"{name}: {value!r} seconds is out of range "
+            f"(a timedelta holds at most {timedelta.max.days} days)"
+        ) from None
 
 
 @dataclass(frozen=True, init=False)
@@ -104,14 +112,16 @@ class TierPolicy:
     Args:
         cold_after: A mid-term segment is cold, and consolidates into long-term memory, once
             the newest record of each of its memories is older than this (a timedelta or
-            seconds; default 7 days; zero allowed).
+            seconds; default 7 days; zero allowed). One reaching back before the earliest
+            datetime (``timedelta.max``, say) makes nothing cold.
         window: Mid-term memories without a task are grouped into segments by when they were
             created, in windows of this length counted from the Unix epoch (a timedelta or
             seconds; default 1 day).
 
     Raises:
         TypeError: A field is neither a timedelta nor a number.
-        ValueError: `cold_after` is negative, or `window` is not positive.
+        ValueError: `cold_after` is negative, `window` is not positive, or a number of
+            seconds is more than a timedelta holds.
 
     Example:
         >>> policy = TierPolicy(cold_after=3600, window=timedelta(hours=6))
@@ -317,10 +327,10 @@ def compact_memory(
     elif not callable(summarizer):
         raise InvalidType(f"summarizer must be callable, not {type(summarizer).__name__}")
     made_by = _name_of(summarizer)
-    now_us = store.now_us()
+    cutoff = _cutoff(store.now_us(), policy.cold_after)
     fold = _Step(store, "fold", "working", summarizer, made_by).run(_fold_groups(store))
     consolidate = _Step(store, "consolidate", "mid", summarizer, made_by).run(
-        _cold_segments(store, policy, now_us)
+        _cold_segments(store, policy, cutoff)
     )
     merge = _Step(store, "merge", "mid", summarizer, made_by).run(_merge_groups(store))
     return MemoryCompactionReport(fold, consolidate, merge)
@@ -340,9 +350,21 @@ def _fold_groups(store: MemoryStore) -> list[_Group]:
     return [_Group(ms, t) for t, ms in by_task.items() if store.is_task_finished(t)]
 
 
-def _cold_segments(store: MemoryStore, policy: TierPolicy, now_us: int) -> list[_Group]:
-    """The active mid-tier segments whose every memory was last written before the cutoff."""
-    cutoff = _EPOCH + (now_us * _US - policy.cold_after)
+def _cutoff(now_us: int, cold_after: timedelta) -> datetime | None:
+    """`cold_after` before now: a memory last written before then is cold.
+
+    None when that is before the earliest datetime: no memory is older, so none is cold.
+    """
+    try:
+        return _EPOCH + (now_us * _US - cold_after)
+    except OverflowError:
+        return None
+
+
+def _cold_segments(store: MemoryStore, policy: TierPolicy, cutoff: datetime | None) -> list[_Group]:
+    """The active mid-tier segments whose every memory was last written before `cutoff`."""
+    if cutoff is None:
+        return []
     window_us = policy.window // _US
     segments: dict[str | int, list[Memory]] = {}
     for m in store.find(tier="mid"):
@@ -354,12 +376,21 @@ def _cold_segments(store: MemoryStore, policy: TierPolicy, now_us: int) -> list[
         else:
             members.append(m)
     return [
-        _Group(ms, None, _EPOCH + key * window_us * _US)
-        if isinstance(key, int)
-        else _Group(ms, key)
+        _Group(ms, None, _window_start(key, window_us)) if isinstance(key, int) else _Group(ms, key)
         for key, ms in segments.items()
         if all(m.updated_at < cutoff for m in ms)
     ]
+
+
+def _window_start(key: int, window_us: int) -> datetime:
+    """The start of time window `key`, counted from the epoch.
+
+    The earliest datetime for a window of memories from before 1970 that reaches back further.
+    """
+    try:
+        return _EPOCH + key * window_us * _US
+    except OverflowError:
+        return _FIRST
 
 
 def _merge_groups(store: MemoryStore) -> list[_Group]:

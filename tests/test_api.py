@@ -112,6 +112,19 @@ def test_put_get_round_trips_every_field(path: str, clock: ControllableClock) ->
         assert m.created_at == START + timedelta(milliseconds=1_500)
 
 
+def test_a_clock_before_1970_writes_commits_and_puts(tmp_path: Any) -> None:
+    """Times before the epoch are recorded as they are; the ids made then carry the epoch's
+    millisecond (an id's time counts from 1970), and still sort by creation."""
+    clock = ControllableClock(datetime(1960, 5, 1, tzinfo=timezone.utc))
+    with memcommit.open(tmp_path / "old.db", clock=clock) as store:
+        with store.commit() as c:
+            first = c.put("in a commit")
+        second = store.put("on its own")
+        assert first < second
+        assert store.get(first).created_at == datetime(1960, 5, 1, tzinfo=timezone.utc)
+        assert store.get(second).created_at.year == 1960
+
+
 def test_put_defaults(store: Any) -> None:
     mid = store.put("plain")
     m = store.get(mid)

@@ -481,7 +481,10 @@ class LocalEngine:
 
     def begin(self, expect_lsn: int | None, now_us: Callable[[], int]) -> Commit:
         """A native commit on the log, refused outside its ``with`` block."""
-        return Commit(self._log, now_us, expect_lsn, now_us() // 1000, require_with=True)
+        # Ids carry the time in milliseconds since the epoch, from 0: a clock set before 1970
+        # makes ids of the epoch's first millisecond.
+        id_ms = max(now_us() // 1000, 0)
+        return Commit(self._log, now_us, expect_lsn, id_ms, require_with=True)
 
     def set_embedder(self, embed: Callable[[list[str]], Sequence[Sequence[float]]]) -> None:
         """The native log calls `embed` for the puts of a commit that carry no vector."""

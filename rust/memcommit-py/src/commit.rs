@@ -633,7 +633,8 @@ pub fn put_one(
     at_us: i64,
     args: PutArgs<'_>,
 ) -> PyResult<Py<PyString>> {
-    let (id, mut op) = put_op(py, (at_us / 1000) as u64, args)?;
+    // Ids carry milliseconds since the epoch, from 0 (a clock before 1970: the epoch's).
+    let (id, mut op) = put_op(py, (at_us.max(0) / 1000) as u64, args)?;
     if let (Some(embed), Op::Put { text, vector: v @ None, .. }) = (native.embedder(py), &mut op) {
         *v = embed_texts(embed, vec![text.bind(py).clone()])?.pop().flatten();
     }

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import memcommit
 from memcommit.aio import AsyncMemoryStore, AsyncRole
+from memcommit.errors import to_wire
 from memcommit.store import MemoryStore
 from memcommit.testing import ControllableClock, ServerProcess
 
@@ -207,5 +208,217 @@ def test_an_async_remote_store(server: ServerProcess, tmp_path: Path) -> None:
             assert not await astore.is_purged(ids[0])
             with pytest.raises(memcommit.NotSupported):
                 await astore.save_snapshot(tmp_path / "remote.json")
+
+    run(main())
+
+
+def stalled_puts(store: MemoryStore) -> tuple[threading.Event, threading.Event, threading.Event]:
+    """Make `store.put` wait for the `release` event (`started` is set as it waits).
+
+    `closed` is set once `store.close()` returned (``store.closed`` is True a little before:
+    as the close begins).
+    """
+    started, release, closed = threading.Event(), threading.Event(), threading.Event()
+    original_put, original_close = store.put, store.close
+
+    def slow_put(*args: object, **kwargs: object) -> str:
+        started.set()
+        release.wait(30)
+        return original_put(*args, **kwargs)  # type: ignore[arg-type]
+
+    def close() -> None:
+        original_close()
+        closed.set()
+
+    store.put = slow_put  # type: ignore[method-assign]
+    store.close = close  # type: ignore[method-assign]
+    return started, release, closed
+
+
+async def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("where", ["file", "ram"])
+def test_every_call_on_a_closed_facade_raises_store_closed(tmp_path: Path, where: str) -> None:
+    """As on the sync store: StoreClosed (not the executor's RuntimeError), naming the store."""
+    store = memcommit.open(tmp_path / "closed.db" if where == "file" else ":memory:")
+    mid = store.put("kept")
+    store.close()
+    with pytest.raises(memcommit.StoreClosed) as sync:
+        store.get(mid)
+    with pytest.raises(memcommit.StoreClosed, match="is closed"):
+        AsyncMemoryStore(store)  # a facade over a closed store
+    reopened = memcommit.open(tmp_path / "closed.db" if where == "file" else ":memory:")
+
+    async def main() -> None:
+        astore = AsyncMemoryStore(reopened)
+        await astore.close()
+        assert astore.closed
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "put": lambda: astore.put("late"),
+            "get": lambda: astore.get(mid),
+            "find": lambda: astore.find(),
+            "lsn": lambda: astore.lsn(),
+            "flush": lambda: astore.flush(),
+            "refresh": lambda: astore.refresh(),
+            "info": lambda: astore.info(),
+            "locks.acquire": lambda: astore.locks.acquire("job", "a", 1_000),
+            "runs.create": lambda: astore.runs.create(agent_id="agent-1"),
+        }
+        for name, call in calls.items():
+            with pytest.raises(memcommit.StoreClosed) as raised:
+                await call()
+            assert to_wire(raised.value)["code"] == "store_closed", name
+            assert str(raised.value) == str(sync.value), name
+        with pytest.raises(memcommit.StoreClosed, match="is closed"):
+            async with astore.commit() as c:
+                c.put("late")
+        with pytest.raises(memcommit.StoreClosed, match="is closed"):
+            [r async for r in astore.records()]
+        await astore.close()  # closing again is fine
+
+    run(main())
+
+
+def test_a_cancelled_close_still_closes_the_store(tmp_path: Path) -> None:
+    """A close() that times out behind a slow write closes the store once the write is done."""
+    path = tmp_path / "cancelled.db"
+    store = memcommit.open(path)
+    started, release, closed = stalled_puts(store)
+
+    async def main() -> None:
+        astore = AsyncMemoryStore(store)
+        put = asyncio.ensure_future(astore.put("slow"))
+        await wait_until(started.is_set)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(astore.close(), 0.05)
+        assert astore.closed and not store.closed  # closing: the write runs first
+        with pytest.raises(memcommit.StoreClosed):
+            await astore.put("after close")
+        release.set()
+        assert await put  # the write awaited before close() is written
+        await wait_until(closed.is_set)  # with nobody awaiting the close any more
+        await astore.close()
+
+    run(main())
+    with memcommit.open(path) as reopened:  # not StoreLocked: the file was released
+        assert [m.text for m in reopened.find()] == ["slow"]
+
+
+def test_a_later_close_closes_the_store_after_a_cancelled_one(tmp_path: Path) -> None:
+    """A close() after a cancelled one waits for the store's close, then the file is free."""
+    path = tmp_path / "again.db"
+    store = memcommit.open(path)
+    started, release, closed = stalled_puts(store)
+
+    async def main() -> None:
+        astore = AsyncMemoryStore(store)
+        put = asyncio.ensure_future(astore.put("slow"))
+        await wait_until(started.is_set)
+        closing = asyncio.ensure_future(astore.close())
+        await asyncio.sleep(0.05)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        asyncio.get_running_loop().call_later(0.05, release.set)
+        await astore.close()
+        assert closed.is_set() and await put
+
+    run(main())
+    with memcommit.open(path) as reopened:
+        assert len(reopened) == 1
+
+
+def test_a_task_cancelled_in_the_exit_of_async_with_still_closes_the_store(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "exit.db"
+    store = memcommit.open(path)
+    started, release, closed = stalled_puts(store)
+
+    async def main() -> None:
+        puts: list[asyncio.Future[str]] = []
+
+        async def body() -> None:
+            async with AsyncMemoryStore(store) as astore:
+                puts.append(asyncio.ensure_future(astore.put("slow")))
+                await wait_until(started.is_set)
+            # The exit awaits close(), behind the slow write.
+
+        task = asyncio.ensure_future(body())
+        await wait_until(lambda: bool(puts) and started.is_set())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        assert await puts[0]
+        await wait_until(closed.is_set)  # with nobody awaiting the close any more
+
+    run(main())
+    with memcommit.open(path) as reopened:
+        assert [m.text for m in reopened.find()] == ["slow"]
+
+
+def test_closed_is_true_once_the_store_was_closed_directly(tmp_path: Path) -> None:
+    async def main() -> None:
+        astore = AsyncMemoryStore(memcommit.open(tmp_path / "direct.db"))
+        assert not astore.closed
+        astore.store.close()
+        assert astore.closed
+        with pytest.raises(memcommit.StoreClosed):
+            await astore.put("late")
+        await astore.close()
+        assert astore.closed
+
+    run(main())
+
+
+def test_read_only_is_a_fixed_fact(tmp_path: Path) -> None:
+    """Read when the facade is made: still known once the store is closed."""
+    path = tmp_path / "reader.db"
+    with memcommit.open(path) as writer:
+        writer.put("one")
+        reader = AsyncMemoryStore(memcommit.open(path, read_only=True))
+        written = AsyncMemoryStore(writer)
+        assert reader.read_only is True and written.read_only is False
+        run(reader.close())
+        assert reader.read_only is True
+        writer.close()
+        assert written.read_only is False
+        run(written.close())
+
+
+def test_read_only_of_a_remote_store_asks_no_server(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither making the facade nor reading `read_only` does a round trip on the loop."""
+    remote = memcommit.RemoteStore(server.url)
+    asked: list[str] = []
+
+    def no_round_trip(*args: object) -> object:
+        asked.append("info")
+        raise AssertionError("read_only asked the server")
+
+    monkeypatch.setattr(remote.engine, "info", no_round_trip)
+    monkeypatch.setattr(remote.engine, "view", no_round_trip)
+    astore = AsyncMemoryStore(remote)
+    assert astore.read_only is False and asked == []
+    monkeypatch.undo()
+    run(astore.close())
+
+
+def test_a_closed_facade_over_a_remote_store_raises_store_closed(server: ServerProcess) -> None:
+    async def main() -> None:
+        astore = AsyncMemoryStore(memcommit.RemoteStore(server.url))
+        await astore.close()
+        with pytest.raises(memcommit.StoreClosed, match=server.url):
+            await astore.put("late")
+        with pytest.raises(memcommit.StoreClosed, match=server.url):
+            await astore.locks.acquire("job", "a", 1_000)
 
     run(main())

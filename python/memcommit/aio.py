@@ -32,14 +32,14 @@ import asyncio
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ._native import Record
 from .commit import Commit
-from .engine import Engine
-from .errors import InvalidType, InvalidValue
+from .engine import MEMORY, Engine
+from .errors import InvalidType, InvalidValue, StoreClosed
 from .roles.roleset import ROLE_NAMES
 from .seals import AutoSeal, Seal
 from .search import Embedder
@@ -157,12 +157,16 @@ class AsyncMemoryStore:
     ``store_id``, ``recovered_bytes``) as coroutine methods, since reading them may catch a
     :class:`~memcommit.RemoteStore` up over the network; ``path``, ``read_only`` and
     ``closed``, fixed facts, as properties. ``len(store)`` is :meth:`count` and
-    ``id in store`` is :meth:`contains`.
+    ``id in store`` is :meth:`contains`. Once the facade is closed, every call (a role's, the
+    end of a commit block, a read) raises :class:`~memcommit.StoreClosed`, as on the store.
 
     Args:
         store: The store to wrap (a :class:`~memcommit.MemoryStore` or a
             :class:`~memcommit.RemoteStore`). Closing the facade closes it.
         readers: Threads for reads (default 4).
+
+    Raises:
+        StoreClosed: `store` is closed.
 
     Attributes:
         store: The wrapped store, for synchronous use from other threads.
@@ -190,17 +194,38 @@ class AsyncMemoryStore:
         if isinstance(readers, bool) or not isinstance(readers, int) or readers < 1:
             raise InvalidValue(f"readers: must be a positive int, got {readers!r}")
         self.store = store
+        # Where the log is, as the store's own StoreClosed names it.
+        self._where: str = store.path or getattr(store.engine, "url", None) or MEMORY
+        if store.closed:
+            raise StoreClosed(f"the store {self._where} is closed")
+        # Fixed at open. A RemoteStore's is False (the server writes), and asking its
+        # `read_only` would catch its replica up over the network; any other store answers
+        # from memory.
+        self._read_only = False if "remote" in store.capabilities else store.read_only
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="memcommit-commit")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="memcommit-read")
-        self._closed = False
+        self._closing: Future[None] | None = None  # the store's close, once close() began
         for name in ROLE_NAMES:
             setattr(self, name, AsyncRole(getattr(store, name), self._write))
 
+    def _check_open(self) -> None:
+        """Raise StoreClosed once close() began (the threads take no more work)."""
+        if self._closing is not None:
+            raise StoreClosed(f"the store {self._where} is closed")
+
+    async def _run(self, executor: Executor, fn: Callable[[], T]) -> T:
+        self._check_open()
+        return await asyncio.get_running_loop().run_in_executor(executor, fn)
+
     async def _write(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
+        return await self._run(self._writer, fn)
 
     async def _read(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._readers, fn)
+        return await self._run(self._readers, fn)
+
+    def _begin(self, expect_lsn: int | None) -> Commit:
+        self._check_open()
+        return self.store.commit(expect_lsn)
 
     # -- writes, in the worker thread --------------------------------------------------------
 
@@ -210,7 +235,7 @@ class AsyncMemoryStore:
         Raises:
             Rejected: (at the end of the block) a guard failed; nothing was written.
         """
-        return AsyncCommit(functools.partial(self.store.commit, expect_lsn), self._write)
+        return AsyncCommit(functools.partial(self._begin, expect_lsn), self._write)
 
     put = _forwarded(MemoryStore.put, writes=True)
     stale = _forwarded(MemoryStore.stale, writes=True)
@@ -316,8 +341,8 @@ class AsyncMemoryStore:
 
     @property
     def read_only(self) -> bool:
-        """Whether the store was opened read-only: fixed at open."""
-        return self.store.read_only
+        """Whether the store was opened read-only: fixed at open, read when the facade was made."""
+        return self._read_only
 
     @property
     def engine(self) -> Engine:
@@ -345,17 +370,27 @@ class AsyncMemoryStore:
 
     @property
     def closed(self) -> bool:
-        """Whether the facade (and its store) is closed."""
-        return self._closed
+        """Whether the facade (and its store) is closed.
+
+        True once :meth:`close` began (the store's close may still be waiting for the writes
+        awaited before it), or once the store was closed directly.
+        """
+        return self._closing is not None or self.store.closed
 
     async def close(self) -> None:
-        """Close the store after every write awaited before, then stop the threads."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._write(self.store.close)
-        self._writer.shutdown(wait=False)
-        self._readers.shutdown(wait=False)
+        """Close the store after every write awaited before, then stop the threads.
+
+        The store's close runs even if the caller is cancelled (or times out) while it waits
+        for those writes; every ``close()`` returns once it ran, raising its error if it failed.
+        Safe to call twice.
+        """
+        if self._closing is None:
+            # Submitted to the worker directly: cancelling the caller cannot take it off the
+            # queue, and the threads stop once the queue is done.
+            self._closing = self._writer.submit(self.store.close)
+            self._writer.shutdown(wait=False)
+            self._readers.shutdown(wait=False)
+        await asyncio.shield(asyncio.wrap_future(self._closing))
 
     async def __aenter__(self) -> AsyncMemoryStore:
         return self

@@ -257,7 +257,7 @@ def test_a_query_the_embedder_gives_zeros_is_ranked_by_words() -> None:
     store.put("Refunds are rounded to the cent.", kind="fact")
     assert [h.id for h in store.search("freeze")] == [fact]
     assert [h.id for h in store.search("freeze", mode="text")] == [fact]
-    assert [m.id for m in store.context(query="freeze")][0] == fact
+    assert next(m.id for m in store.context(query="freeze")) == fact
     with pytest.raises(memcommit.InvalidValue, match="vector of zeros"):
         store.search("freeze", mode="vector")
     with pytest.raises(memcommit.InvalidValue, match="vector of zeros"):

@@ -254,13 +254,13 @@ def test_a_remote_stores_arguments_are_checked_before_it_connects(
 
 
 def test_bad_reads_name_their_argument(store: memcommit.RemoteStore) -> None:
-    with pytest.raises(memcommit.InvalidType, match="^wait must be a number of seconds"):
+    with pytest.raises(memcommit.InvalidType, match=r"^wait must be a number of seconds"):
         store.refresh(wait="a")  # type: ignore[arg-type]
-    with pytest.raises(memcommit.InvalidValue, match="^wait: must be a finite number"):
+    with pytest.raises(memcommit.InvalidValue, match=r"^wait: must be a finite number"):
         store.refresh(wait=-1)
-    with pytest.raises(memcommit.InvalidType, match="^id must be str, not int"):
+    with pytest.raises(memcommit.InvalidType, match=r"^id must be str, not int"):
         store.is_purged(1)  # type: ignore[arg-type]
-    with pytest.raises(memcommit.InvalidType, match="^id must be str, not int"):
+    with pytest.raises(memcommit.InvalidType, match=r"^id must be str, not int"):
         memcommit.open(":memory:").is_purged(1)  # type: ignore[arg-type]
 
 

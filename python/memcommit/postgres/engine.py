@@ -456,8 +456,10 @@ class PostgresEngine:
         )
 
     def _takes_no_writes(self, detail: str) -> ServerUnavailable:
-        """The error for a writer on a server that takes no writes, and never will: a hot
-        standby, or a database set read-only (`detail` says what the server said)."""
+        """The error for a writer on a server that takes no writes, and never will.
+
+        A hot standby, or a database set read-only (`detail` says what the server said).
+        """
         return ServerUnavailable(
             f"{self._target.shown}: the PostgreSQL server takes no writes ({detail}): it is a "
             "read-only hot standby, or the database is set read-only; open a writer on the "
@@ -467,8 +469,10 @@ class PostgresEngine:
         )
 
     def _check_takes_writes(self, conn: Any) -> None:
-        """Refuse a writer on a server whose transactions are read-only (a hot standby) at
-        open, rather than at its first write."""
+        """Refuse a writer on a server that takes no writes (a hot standby).
+
+        At open, rather than at its first write.
+        """
         with conn.cursor() as cur:
             cur.execute("SELECT current_setting('transaction_read_only'), pg_is_in_recovery()")
             row = cur.fetchone()

@@ -306,3 +306,78 @@ def test_a_lease_longer_than_a_century_is_refused(store: memcommit.MemoryStore) 
         ValueError,
         "^ttl_ms: must be at most",
     )
+
+
+def test_put_many_refuses_ids_given_as_one_str(store: memcommit.MemoryStore) -> None:
+    """A str is a sequence of characters: read as ids, "ab" put two memories, "a" and "b"."""
+
+    def put() -> None:
+        with store.commit() as c:
+            c.put_many(["first", "second"], ids="ab")
+
+    unchanged(store, put, memcommit.InvalidType, r"^ids must be a sequence of str, not a single")
+
+
+@pytest.mark.parametrize("field", ["tags", "sources"])
+@pytest.mark.parametrize("value", [b"ab", bytearray(b"ab"), {"a": 1}])
+def test_tags_and_sources_refuse_bytes_and_mappings(
+    store: memcommit.MemoryStore, field: str, value: Any
+) -> None:
+    """Bytes iterate as ints and a mapping as its keys: neither is a sequence of str."""
+    match = rf"^{field} must be a sequence of str, not {type(value).__name__}"
+    unchanged(store, lambda: store.put("t", **{field: value}), memcommit.InvalidType, match)
+    if field == "tags":
+        with pytest.raises(memcommit.InvalidType, match=r"^tags must be"):
+            store.find(tags=value)
+
+
+@pytest.mark.parametrize("value", [{0: 0.5, 1: 0.25}, {0.5, 0.25}, frozenset({0.5})])
+def test_a_vector_is_not_a_mapping_or_a_set(store: memcommit.MemoryStore, value: Any) -> None:
+    """A mapping iterates as its keys and a set has no order: either would store other numbers
+    than the caller meant."""
+    match = rf"^vector must be a sequence of numbers, not {type(value).__name__}"
+    unchanged(store, lambda: store.put("t", vector=value), memcommit.InvalidType, match)
+
+
+LONE = "\ud800"
+
+
+@pytest.mark.parametrize(
+    ("call", "names"),
+    [
+        (lambda s: s.get(LONE), "id"),
+        (lambda s: s.get_many(["m1", LONE]), r"ids\[1\]"),
+        (lambda s: s.history(LONE), "id"),
+        (lambda s: LONE in s, "id"),
+        (lambda s: s.is_purged(LONE), "id"),
+        (lambda s: s.is_task_finished(LONE), "task"),
+        (lambda s: s.find(kind=LONE), "kind"),
+        (lambda s: s.find(task=LONE), "task"),
+        (lambda s: s.find(tags=[LONE]), "tags"),
+        (lambda s: s.find(tier=LONE), "tier"),
+        (lambda s: s.find(status=LONE), "status"),
+        (lambda s: s.search(LONE, mode="text"), "query"),
+        (lambda s: s.search("x", kind=LONE), "kind"),
+        (lambda s: s.lineage(LONE), "id"),
+        (lambda s: s.move("m1", LONE), "tier"),
+    ],
+)
+def test_a_lone_surrogate_in_a_read_or_a_tier_names_the_argument(
+    store: memcommit.MemoryStore, call: Callable[[memcommit.MemoryStore], object], names: str
+) -> None:
+    """A str UTF-8 cannot hold (a lone surrogate, as from a bad decode) is a bad value of the
+    argument that holds it, as for writes: not Python's UnicodeEncodeError."""
+    match = rf"^{names}: holds a lone surrogate"
+    unchanged(store, lambda: call(store), memcommit.InvalidValue, match)
+
+
+@pytest.mark.parametrize(
+    ("path", "match"), [("", r"^path: must not be empty"), ("a\x00b.db", r"^path: .* NUL")]
+)
+def test_a_path_no_file_can_have_is_refused_and_nothing_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, match: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(memcommit.InvalidValue, match=match):
+        memcommit.open(path)
+    assert list(tmp_path.iterdir()) == []

@@ -61,13 +61,19 @@ def encode_data(data: Mapping[str, Any] | None) -> str | None:
 
 
 def as_str_tuple(value: Sequence[str], field: str) -> tuple[str, ...]:
-    """Return `value` as a tuple (the form the engine takes), refusing a lone str."""
+    """Return `value` as a tuple (the form the engine takes), refusing a lone str.
+
+    Also refused: bytes (a sequence of ints), and a mapping (whose keys alone iterating it
+    would keep).
+    """
     if type(value) is tuple:
         return value
     if isinstance(value, str):
         raise InvalidType(
             f"{field} must be a sequence of str, not a single str (wrap it in a tuple)"
         )
+    if isinstance(value, (bytes, bytearray, memoryview, Mapping)):
+        raise InvalidType(f"{field} must be a sequence of str, not {type(value).__name__}")
     try:
         return tuple(value)
     except TypeError:

@@ -629,6 +629,10 @@ def open(
     fspath = os.fspath(path)
     if not isinstance(fspath, str):
         raise InvalidType(f"path must be str or os.PathLike[str], not {type(path).__name__}")
+    if not fspath:
+        raise InvalidValue('path: must not be empty (a log file, or ":memory:")')
+    if "\x00" in fspath:
+        raise InvalidValue(f"path: {fspath!r} holds a NUL character, which no file name may")
     if is_postgres_url(fspath):
         from .postgres.dsn import with_names
 

@@ -18,8 +18,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::commit::{data_arg, key_str, str_tuple, text_str, tier_arg};
-use crate::convert::{get_vector, items_of, type_error};
+use crate::commit::{data_arg, key_str, str_tuple, text_str};
+use crate::convert::{get_tier, get_vector, items_of, type_error};
 use crate::errors::{to_py, InvalidType, InvalidValue};
 use crate::gate;
 use crate::store::IDS;
@@ -167,7 +167,7 @@ impl Shared {
         };
         let (tags, sources) = (list(given(tags), "tags")?, list(given(sources), "sources")?);
         Ok(Shared {
-            tier: given(tier).map(tier_arg).transpose()?.unwrap_or(Tier::Working),
+            tier: given(tier).map(get_tier).transpose()?.unwrap_or(Tier::Working),
             data,
             tags,
             sources,
@@ -298,6 +298,12 @@ impl Bulk {
         let n = texts.len();
         let ids = match ids.filter(|i| !i.is_none()) {
             Some(i) => {
+                if i.is_instance_of::<PyString>() {
+                    // It would read as one id per character.
+                    return Err(InvalidType::new_err(
+                        "ids must be a sequence of str, not a single str (wrap it in a list)",
+                    ));
+                }
                 let l = items_of(i, |e| e)?;
                 if l.len() != n {
                     return Err(InvalidValue::new_err(format!("ids: {} ids for {n} texts", l.len())));
@@ -541,7 +547,7 @@ impl Bulk {
                     }
                     let mut mine = Own {
                         row: i,
-                        tier: get(TIER)?.map(|t| tier_arg(&t)).transpose()?,
+                        tier: get(TIER)?.map(|t| get_tier(&t)).transpose()?,
                         data: None,
                         tags: None,
                         sources: None,

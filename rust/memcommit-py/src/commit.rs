@@ -14,7 +14,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::bulk::{Bulk, Shared, POPULATE_FROM};
-use crate::convert::{get_opt_u64, get_vector, items_of, status_from, tier_from, type_error};
+use crate::convert::{get_opt_u64, get_status, get_tier, get_vector, items_of, type_error};
 use crate::errors::{to_py, InvalidType, InvalidValue};
 use crate::gate::{self, release};
 use crate::store::IDS;
@@ -141,10 +141,6 @@ fn opt_key(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Option<Py<Py
     }
 }
 
-pub fn tier_arg(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
-    tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
-}
-
 /// `kind=`, "note" when not given.
 fn kind_arg(py: Python<'_>, kind: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyString>> {
     match kind {
@@ -155,7 +151,7 @@ fn kind_arg(py: Python<'_>, kind: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PySt
 
 /// `tier=`, "working" when not given.
 fn tier_or_working(tier: Option<&Bound<'_, PyAny>>) -> PyResult<Tier> {
-    Ok(tier.map(tier_arg).transpose()?.unwrap_or(Tier::Working))
+    Ok(tier.map(get_tier).transpose()?.unwrap_or(Tier::Working))
 }
 
 pub fn data_arg(py: Python<'_>, data: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyString>>> {
@@ -783,7 +779,7 @@ impl Commit {
     /// Move a memory to another tier (the archive is a tier).
     #[pyo3(name = "move")]
     fn move_(&mut self, id: &Bound<'_, PyAny>, tier: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tier = tier_arg(tier)?;
+        let tier = get_tier(tier)?;
         self.add(Op::Move { id: key(id, "id")?, tier })
     }
 
@@ -815,13 +811,11 @@ impl Commit {
             _ => None,
         };
         let status = match status {
-            Some(st) if !st.is_none() => Some(status_from(
-                st.cast::<PyString>().map_err(|_| type_error("status", "str", st))?.to_str()?,
-            )?),
+            Some(st) if !st.is_none() => Some(get_status(st)?),
             _ => None,
         };
         let tier = match tier {
-            Some(t) if !t.is_none() => Some(tier_arg(t)?),
+            Some(t) if !t.is_none() => Some(get_tier(t)?),
             _ => None,
         };
         let lsn = get_opt_u64(lsn, "lsn")?;

@@ -27,10 +27,7 @@ pub fn items_of<'py>(
 }
 
 pub fn get_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<String> {
-    match obj.cast::<PyString>() {
-        Ok(s) => Ok(s.to_str()?.to_owned()),
-        Err(_) => Err(type_error(field, "str", obj)),
-    }
+    crate::commit::text_str(obj, field).map(str::to_owned)
 }
 
 pub fn get_opt_str(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Option<String>> {
@@ -47,6 +44,13 @@ pub fn get_strs(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<String>> {
             "{field} must be a sequence of str, not a single str (wrap it in a tuple)"
         )));
     }
+    // Bytes iterate as ints, a mapping as its keys alone: neither is meant as strs.
+    if obj.is_instance_of::<pyo3::types::PyBytes>()
+        || obj.is_instance_of::<pyo3::types::PyByteArray>()
+        || obj.is_instance_of::<pyo3::types::PyDict>()
+    {
+        return Err(type_error(field, "a sequence of str", obj));
+    }
     let mut out = Vec::new();
     for item in obj.try_iter().map_err(|_| type_error(field, "a sequence of str", obj))? {
         out.push(get_str(&item?, field)?);
@@ -55,7 +59,7 @@ pub fn get_strs(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<Vec<String>> {
 }
 
 pub fn get_tier(obj: &Bound<'_, PyAny>) -> PyResult<Tier> {
-    tier_from(obj.cast::<PyString>().map_err(|_| type_error("tier", "str", obj))?.to_str()?)
+    tier_from(crate::commit::text_str(obj, "tier")?)
 }
 
 pub fn tier_from(s: &str) -> PyResult<Tier> {
@@ -70,7 +74,7 @@ pub fn status_from(s: &str) -> PyResult<Status> {
 }
 
 pub fn get_status(obj: &Bound<'_, PyAny>) -> PyResult<Status> {
-    status_from(obj.cast::<PyString>().map_err(|_| type_error("status", "str", obj))?.to_str()?)
+    status_from(crate::commit::text_str(obj, "status")?)
 }
 
 /// The value of an int argument for a message: itself, or its size when it is too long to show.
@@ -113,7 +117,13 @@ pub fn get_opt_u64(obj: Option<&Bound<'_, PyAny>>, field: &str) -> PyResult<Opti
 /// length and values are the core's to check (`Log::validate`). A str or bytes is refused.
 pub fn get_vector(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<std::sync::Arc<[f32]>> {
     let want = "a sequence of numbers";
-    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>() {
+    // Iterating a mapping gives its keys, and a set has no order: neither is a vector.
+    if obj.is_instance_of::<PyString>()
+        || obj.is_instance_of::<pyo3::types::PyBytes>()
+        || obj.is_instance_of::<pyo3::types::PyDict>()
+        || obj.is_instance_of::<pyo3::types::PySet>()
+        || obj.is_instance_of::<pyo3::types::PyFrozenSet>()
+    {
         return Err(type_error(field, want, obj));
     }
     let items = items_of(obj, |_| type_error(field, want, obj))?;

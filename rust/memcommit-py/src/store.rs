@@ -327,7 +327,7 @@ impl NativeLog {
         &self,
         py: Python<'_>,
         mode: &str,
-        text: Option<String>,
+        text: Option<&Bound<'_, PyAny>>,
         vector: Option<&Bound<'_, PyAny>>,
         k: &Bound<'_, PyAny>,
         tier: Option<&Bound<'_, PyAny>>,
@@ -339,6 +339,7 @@ impl NativeLog {
         let mode = memcommit_core::search::Mode::parse(mode).ok_or_else(|| {
             InvalidValue::new_err(format!("mode: {mode:?} is not a mode; use 'hybrid', 'vector' or 'text'"))
         })?;
+        let text = text.filter(|t| !t.is_none()).map(|t| get_str(t, "query")).transpose()?;
         let vector =
             vector.filter(|v| !v.is_none()).map(|v| crate::convert::get_vector(v, "query")).transpose()?;
         if let Some(v) = &vector {
@@ -368,7 +369,13 @@ impl NativeLog {
     }
 
     /// Memories by id (None where missing).
-    fn get_many(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<Vec<Option<Memory>>> {
+    fn get_many(&self, py: Python<'_>, ids: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<Option<Memory>>> {
+        // The place is named only on an error: formatting it for every id costs more than the check.
+        let ids = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| get_str(id, "ids").map_err(|_| get_str(id, &format!("ids[{i}]")).unwrap_err()))
+            .collect::<PyResult<Vec<String>>>()?;
         let (reads, log) = self.run_on(py, |log| log.get_many(&ids))?;
         let path = self.display_py(py);
         reads.iter().map(|r| r.as_ref().map(|m| memory_from_read(py, path, &log, m)).transpose()).collect()
@@ -437,12 +444,14 @@ impl NativeLog {
         self.run(py, |log| log.len())
     }
 
-    fn contains(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
-        self.run(py, |log| log.contains(id))
+    fn contains(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let id = get_str(id, "id")?;
+        self.run(py, |log| log.contains(&id))
     }
 
-    fn is_task_finished(&self, py: Python<'_>, task: &str) -> PyResult<bool> {
-        self.run(py, |log| log.is_task_finished(task))
+    fn is_task_finished(&self, py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let task = get_str(task, "task")?;
+        self.run(py, |log| log.is_task_finished(&task))
     }
 
     /// Facts about the log as a dict.
@@ -719,8 +728,9 @@ impl NativeLog {
     }
 
     /// Whether log compaction purged `id`.
-    fn is_purged(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
-        self.run(py, |log| log.len().map(|_| log.is_purged(id)))
+    fn is_purged(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let id = get_str(id, "id")?;
+        self.run(py, |log| log.len().map(|_| log.is_purged(&id)))
     }
 
     /// Whether log compaction replaced the file at this log's path (a reader must reopen).

@@ -659,3 +659,29 @@ def test_python_m_memcommit_without_arguments_is_a_usage_error(tmp_path: Path) -
     )
     assert result.returncode == 2
     assert "COMMAND" in result.stderr
+
+
+@pytest.mark.parametrize("when", ["99999999999999999999", "-99999999999999999999", "banana"])
+def test_serve_refuses_a_test_clock_it_cannot_read_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], when: str
+) -> None:
+    """A time too far for the platform was an OSError naming nothing ("Value too large for
+    defined data type"); every unreadable --test-clock is a usage error naming the flag, and
+    no store is made."""
+    path = tmp_path / "m.db"
+    assert main(["serve", str(path), "--test-clock", when]) == 2
+    err = capsys.readouterr().err
+    assert f"--test-clock: {when!r}" in err and "Traceback" not in err
+    assert not path.exists()
+
+
+def test_parse_iso_takes_a_z_for_utc_on_every_python() -> None:
+    from datetime import timezone
+
+    from memcommit.clock import parse_iso
+
+    utc = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert parse_iso("2026-01-01T00:00:00Z") == parse_iso("2026-01-01T00:00:00+00:00") == utc
+    assert parse_iso("2026-01-01T00:00:00z") == utc
+    with pytest.raises(ValueError):
+        parse_iso("Z")

@@ -516,6 +516,10 @@ def test_anchor_json_round_trip(sealed: tuple[Path, list[Seal]]) -> None:
     assert Seal.from_json(text) == s
     assert Seal.from_json(text.encode()) == s
     assert Seal.from_json(d) == s
+    # Another tool may write the time with a Z for UTC (as JavaScript does): the same seal,
+    # on Python 3.10 too, whose fromisoformat refuses the Z.
+    zulu = {**d, "at": d["at"].replace("+00:00", "Z")}
+    assert zulu["at"].endswith("Z") and Seal.from_json(zulu) == s
     r = open_and_verify(path, anchors=[text])
     assert (r.ok, r.anchors_checked, r.seals_checked) == (True, 1, 6)
     r = open_and_verify(path, anchors=[x.to_json() for x in seals_written] + [s])

@@ -16,7 +16,14 @@ from typing import Protocol, runtime_checkable
 
 from .errors import InvalidType, InvalidValue
 
-__all__ = ["Clock", "SystemClock", "millisecond_reader", "to_microseconds", "to_milliseconds"]
+__all__ = [
+    "Clock",
+    "SystemClock",
+    "millisecond_reader",
+    "parse_iso",
+    "to_microseconds",
+    "to_milliseconds",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -54,6 +61,20 @@ class SystemClock:
     def now_us(self) -> int:
         """Return the current time in microseconds since the Unix epoch."""
         return time.time_ns() // 1000
+
+
+def parse_iso(text: str) -> datetime:
+    """An ISO-8601 time, read the same on every Python this supports.
+
+    :meth:`datetime.fromisoformat`, with a trailing ``Z`` (UTC), which 3.11 takes and 3.10
+    refuses, read as ``+00:00``.
+
+    Raises:
+        ValueError: `text` is not such a time.
+    """
+    if text[-1:] in ("Z", "z"):
+        text = f"{text[:-1]}+00:00"
+    return datetime.fromisoformat(text)
 
 
 def to_microseconds(when: datetime) -> int:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from .clock import parse_iso
 from .commit import encode_data
 from .errors import InvalidType, InvalidValue
 
@@ -245,7 +245,7 @@ def _is_time(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        datetime.fromisoformat(value)
+        parse_iso(value)
     except ValueError:
         return False
     return True

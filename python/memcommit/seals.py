@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
+from .clock import parse_iso
 from .commit import check_u64
 from .errors import InvalidType, InvalidValue, SealMismatch
 
@@ -102,7 +103,7 @@ class Seal:
             return cls(
                 lsn=_int(d["lsn"], "lsn"),
                 hash=_hex64(d["hash"]),
-                at=datetime.fromisoformat(str(d["at"])),
+                at=parse_iso(str(d["at"])),
                 keyed=bool(d["keyed"]),
                 record_lsn=_int(d["record_lsn"], "record_lsn"),
                 store_id=str(d["store_id"]),

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import wire
 from .._extras import require
+from ..clock import parse_iso
 from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
@@ -96,8 +97,8 @@ def _parse_start(text: str) -> datetime:
     try:
         if text.lstrip("-").isdigit():
             return datetime.fromtimestamp(int(text) / 1000, timezone.utc)
-        when = datetime.fromisoformat(text)
-    except (ValueError, OverflowError):
+        when = parse_iso(text)
+    except (ValueError, OverflowError, OSError):  # OSError: a time the platform cannot hold
         raise _refuse(f"--test-clock: {text!r} is not ISO-8601 or epoch ms", 2) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 

@@ -68,7 +68,7 @@ def test_make_test_runs_the_suite_once_at_the_tiny_size_untimed() -> None:
         "$(PYTHON) -m pytest -q benches/suite --benchmark-disable --bench-size tiny"
     ]
     # ... and the main test command collects only tests/, never the suite.
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
     extras = pyproject["project"]["optional-dependencies"]

@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _pyproject() -> dict[str, object]:
-    tomllib = pytest.importorskip("tomllib")
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         return dict(tomllib.load(f)["project"])
 

@@ -10,7 +10,7 @@ use memcommit_core::{Durability, Log, Options};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::commit::PutArgs;
+use crate::commit::{text_str, PutArgs};
 use crate::convert::{get_opt_u64, get_str, Filters};
 use crate::errors::{to_py, InvalidValue};
 use crate::gate::{self, release};
@@ -445,13 +445,13 @@ impl NativeLog {
     }
 
     fn contains(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let id = get_str(id, "id")?;
-        self.run(py, |log| log.contains(&id))
+        let id = text_str(id, "id")?;
+        self.run(py, |log| log.contains(id))
     }
 
     fn is_task_finished(&self, py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let task = get_str(task, "task")?;
-        self.run(py, |log| log.is_task_finished(&task))
+        let task = text_str(task, "task")?;
+        self.run(py, |log| log.is_task_finished(task))
     }
 
     /// Facts about the log as a dict.
@@ -729,8 +729,8 @@ impl NativeLog {
 
     /// Whether log compaction purged `id`.
     fn is_purged(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let id = get_str(id, "id")?;
-        self.run(py, |log| log.len().map(|_| log.is_purged(&id)))
+        let id = text_str(id, "id")?;
+        self.run(py, |log| log.len().map(|_| log.is_purged(id)))
     }
 
     /// Whether log compaction replaced the file at this log's path (a reader must reopen).

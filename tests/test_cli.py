@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -207,6 +211,25 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert b.is_task_finished("task-a")
 
 
+def test_export_to_a_closed_standard_output_is_a_one_line_error(tmp_path: Path) -> None:
+    """With standard output closed (``>&-``) Python has no sys.stdout: export said so in a
+    traceback ('NoneType' object has no attribute 'isatty')."""
+    path, _ = _sample(tmp_path)
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m memcommit export "$1" >&-', sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("memcommit export: error: ")
+    assert "standard output is closed" in lines[0] and "--out" in lines[0]
+
+
 def test_import_in_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dump = _exported(tmp_path)
     target = tmp_path / "copy.db"
@@ -297,6 +320,31 @@ def test_import_missing_file_fails_naming_it(
     missing = tmp_path / "missing.jsonl"
     assert main(["import", str(tmp_path / "copy.db"), str(missing)]) == 1
     assert str(missing) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("lines", "code"),
+    [
+        ("", 0),
+        ("{not json\n", 1),
+        (json.dumps({"op": "status", "key": "never-put", "fields": {"status": "stale"}}) + "\n", 1),
+    ],
+    ids=["no-records", "bad-first-line", "refused-by-the-store"],
+)
+def test_an_import_that_imports_nothing_leaves_an_empty_file_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: str, code: int
+) -> None:
+    """An empty (0-byte) target was left a 64-byte log header by an import that wrote no
+    record, though the message said nothing was written to it."""
+    target = tmp_path / "E.db"
+    target.touch()
+    dump = tmp_path / "in.jsonl"
+    dump.write_text(lines, encoding="utf-8")
+    assert main(["import", str(target), str(dump)]) == code
+    captured = capsys.readouterr()
+    assert "nothing was written to" in captured.out or "nothing was imported" in captured.err
+    assert target.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["E.db", "in.jsonl"]
 
 
 # --- repair -----------------------------------------------------------------------------
@@ -522,6 +570,83 @@ def test_compact_refuses_bad_ages_and_horizons(
     assert empty.stat().st_size == 0  # the refused command made no log of it
 
 
+@pytest.mark.parametrize(
+    ("step", "stands"),
+    [("new-log-written", False), ("manifest-written", False), ("renamed", True)],
+)
+def test_ctrl_c_inside_the_compaction_says_whether_it_stands(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+    stands: bool,
+) -> None:
+    """A SIGINT at a step of the compaction: once the new log has replaced the old
+    ("renamed"), the report is printed and the compaction said to stand (it printed only
+    "interrupted"); before the swap, the old log is as it was."""
+    from memcommit import storage
+
+    path = tmp_path / "memory.db"
+    with memcommit.open(str(path)) as store:
+        for i in range(5):
+            store.put(f"note {i}", id="same")
+    failpoint = storage._failpoint
+
+    def ctrl_c_at(name: str) -> None:
+        failpoint(name)
+        if name == step:
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C on the terminal sends it
+
+    monkeypatch.setattr(storage, "_failpoint", ctrl_c_at)
+    assert main(["compact", str(path)]) == 130
+    captured = capsys.readouterr()
+    monkeypatch.undo()
+    if stands:
+        out = _fields(captured.out)
+        assert out["compacted"] == f"{path} (generation 1)"
+        assert out["records"].startswith("5 -> ")
+        assert "the compaction stands" in captured.err
+    else:
+        assert captured.out == ""
+        assert captured.err == "memcommit compact: error: interrupted\n"
+    with memcommit.open(str(path), read_only=True) as store:
+        assert store.generation == (1 if stands else 0)
+        assert store.get("same").text == "note 4"  # type: ignore[union-attr]
+
+
+def test_compact_refuses_a_horizon_out_of_range_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--horizon past the newest LSN is refused without a lock file left beside the log (it
+    was checked only once the writer had made one); a negative one is a usage error."""
+    path, _ = _sample(tmp_path)
+    Path(f"{path}.lock").unlink()
+    before = path.read_bytes()
+    assert main(["compact", str(path), "--horizon", "999"]) == 1
+    assert "--horizon 999: must be between 0 and the newest LSN 9" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+    assert path.read_bytes() == before
+    for horizon in ("-1", "-5"):
+        assert main(["compact", str(path), "--horizon", horizon]) == 2
+        err = capsys.readouterr().err
+        assert f"--horizon: {horizon!r}" in err and "an LSN is a whole number >= 0" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+
+
+@pytest.mark.parametrize("age", ["-5", "-1d", "-1.5h", "-.5w"])
+def test_a_negative_age_is_the_age_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], age: str
+) -> None:
+    """'-1d' looked like an option to argparse: "expected one argument" instead of what is
+    wrong with it, which '-5' got."""
+    path, _ = _sample(tmp_path)
+    for option in (["--archived-older-than", age], ["--kinds-after", f"trace={age}"]):
+        assert main(["compact", str(path), *option]) == 2
+        err = capsys.readouterr().err
+        assert f"{age!r}: an age must be a finite number >= 0" in err, err
+        assert "expected one argument" not in err
+
+
 def test_snapshot_writes_a_file_the_store_opens_with(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -601,6 +726,80 @@ def test_demo_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["demo", "--path", str(path), "--memories", "50", "--tasks", "5", "--force"]) == 0
     with memcommit.open(str(path), read_only=True) as store:
         assert len(store) == 50
+
+
+_HOLD_A_WRITER = """
+import sys
+import memcommit
+
+store = memcommit.open(sys.argv[1])
+store.put("committed before the demo ran", id="before")
+print("ready", flush=True)
+sys.stdin.readline()
+store.put("committed after the demo ran", id="after")
+store.close()
+print("closed", flush=True)
+"""
+
+
+@contextlib.contextmanager
+def _writer_process(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding `path` open as its writer, one memory committed; a line on its
+    standard input makes it commit one more and close."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_A_WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+        yield child
+    finally:
+        if child.poll() is None:  # the test stopped before it let the writer finish
+            child.kill()
+        child.communicate(timeout=60)
+
+
+def test_demo_force_never_removes_a_log_another_writer_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--force removed the file before it opened it: the other writer went on committing to
+    the unlinked file, and lost every commit. Now it is refused and the file is left."""
+    path = tmp_path / "memory.db"
+    with _writer_process(path) as writer:
+        inode = path.stat().st_ino
+        args = ["demo", "--path", str(path), "--memories", "50", "--tasks", "5", "--force"]
+        assert main(args) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("memcommit demo: error: StoreLocked: "), err
+        assert f"{path} is open for writing by another store" in err[0]
+        assert f"it holds the lock on {path}.lock" in err[0] and "not replaced" in err[0]
+        assert path.stat().st_ino == inode
+        out, _ = writer.communicate("\n", timeout=60)
+        assert out == "closed\n" and writer.returncode == 0
+    with memcommit.open(str(path), read_only=True) as store:
+        assert sorted(m.id for m in store.find(status=None)) == ["after", "before"]
+
+
+def test_demo_refuses_a_directory_without_suggesting_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory was "already exists; pass --force to replace it", and with --force "is a
+    directory": refused at once, without suggesting --force."""
+    directory = tmp_path / "store.db"
+    directory.mkdir()
+    for force in ([], ["--force"]):
+        args = ["demo", "--path", str(directory), "--memories", "50", "--tasks", "5", *force]
+        assert main(args) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        lines = captured.err.splitlines()
+        assert len(lines) == 1, captured.err
+        assert f"{directory}: is a directory" in lines[0]
+        assert "--force" not in lines[0]
+    assert directory.is_dir() and list(directory.iterdir()) == []
 
 
 def test_demo_from_python_m(tmp_path: Path) -> None:
@@ -685,3 +884,42 @@ def test_parse_iso_takes_a_z_for_utc_on_every_python() -> None:
     assert parse_iso("2026-01-01T00:00:00z") == utc
     with pytest.raises(ValueError):
         parse_iso("Z")
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvicorn's own "ERROR: [Errno 98] Address already in use" and exit 3, with PATH and
+    PATH.lock created, became one line, exit 1, and nothing made."""
+    path = tmp_path / "memory.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(path), "--port", str(port)]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"memcommit serve: error: 127.0.0.1:{port}: address already in use")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        ("not a host!", "not an address, nor a name that resolves"),
+        ("192.0.2.1", "not an address of this machine"),
+    ],
+    ids=["unresolvable", "not-on-this-machine"],
+)
+def test_serve_on_an_address_it_cannot_bind_is_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str, problem: str
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("a-test-token-that-is-long-enough", encoding="utf-8")
+    path = tmp_path / "memory.db"
+    argv = ["serve", str(path), "--host", host, "--port", "0", "--token-file", str(token)]
+    assert main(argv) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines  # the error, before any warning about TLS
+    assert lines[0].startswith(f"memcommit serve: error: {host}:0: {problem}"), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["token"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -143,6 +144,7 @@ def _agrees_with_repair(
     else:
         assert "would cut" in repair_out.out
         assert f"run 'memcommit repair {path}'" in message
+    assert message.count("memcommit repair") <= 1, message  # the advice, once
 
 
 # --- damage that decodes badly behind a valid checksum ------------------------------
@@ -261,6 +263,9 @@ def test_damage_after_the_header_points_to_repair_and_writers_create_no_lock_fil
         message = _one_line_error(capsys.readouterr().err, path)
         assert "damaged" in message and "byte offset" in message
         assert f"run 'memcommit repair {path}' to see the damage and cut it" in message
+        # The core's own advice ("`memcommit repair X` can back up the file and cut it
+        # there") went before it: the advice is given once.
+        assert message.count("memcommit repair") == 1, message
         assert path.read_bytes() == before
         assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"], command
     assert main(["repair", str(path)]) == 1
@@ -333,6 +338,41 @@ def test_repair_checks_the_writer_lock_before_anything_else(
             )
             assert path.stat().st_size == size
             assert list(tmp_path.glob("memory.db.bak-*")) == []
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard-link"])
+def test_repair_is_refused_under_any_name_of_a_log_a_writer_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    """Only ``NAME.lock`` was checked: under a symbolic or a hard link's name, repair took the
+    live writer's log for a log without one, and its tail for free space or damage."""
+    path = tmp_path / "memory.db"
+    other = tmp_path / "other-name.db"
+    with _writer_with_a_memory(path):
+        if link == "symlink":
+            other.symlink_to(path)
+        else:
+            os.link(path, other)
+        # A torn tail, as a commit in flight looks from outside: damage to cut, if unguarded.
+        with path.open("ab") as log:
+            log.write(b"MC\x01\x00in flight")
+        before = path.read_bytes()
+        for argv in (["repair", str(other)], ["repair", str(other), "--yes"]):
+            assert main(argv) == 1
+            captured = capsys.readouterr()
+            assert captured.out == ""
+            message = _one_line_error(captured.err, other)
+            assert f"{other} is open for writing by another process" in message
+            if link == "symlink":  # the lock file of the file the link names
+                assert f"(it holds the lock on {path}.lock)" in message
+            else:  # no other-name.db.lock: the lock on the log file itself
+                assert f"(it holds the lock on the log file {other} itself" in message
+            assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "memory.db",
+            "memory.db.lock",
+            "other-name.db",
+        ]
 
 
 def test_repair_takes_an_all_zero_tail_for_free_space(

@@ -262,7 +262,8 @@ class DemoOptions:
         memories: How many memories they write in all.
         seed: Seed for every random choice; the same seed writes the same memories.
         durability: The store's durability mode.
-        force: Replace an existing file at ``path`` instead of refusing.
+        force: Replace an existing file at ``path`` instead of refusing (never a log another
+            writer has open: that is refused with ``StoreLocked``).
 
     """
 
@@ -564,6 +565,30 @@ def _check_options(options: DemoOptions) -> None:
         )
 
 
+def _remove_unless_a_writer_holds(path: str) -> None:
+    """Remove the file at `path` (``--force``), holding the locks its writer would hold.
+
+    A log another writer has open is never removed: that writer would go on committing to a
+    file no name reaches any more, and every one of its commits would be lost.
+
+    Raises:
+        StoreLocked: A writer (in this process or another) has it open; nothing was removed.
+    """
+    # The CLI's lock check, imported here: the command line imports this module.
+    from memcommit.cli._common import WriterHolds, holding_writer_locks
+
+    try:
+        with holding_writer_locks(path):
+            os.remove(path)
+    except WriterHolds as held:
+        raise memcommit.StoreLocked(
+            f"{path} is open for writing by another store (in this process or another; "
+            f"{held}), so it was not replaced: close that writer first, or write the demo "
+            "somewhere else (--path)",
+            path,
+        ) from None
+
+
 def run_demo(options: DemoOptions, *, progress: bool | None = None) -> DemoReport:
     """Create a store at ``options.path`` and run the fleet workload on it.
 
@@ -576,6 +601,8 @@ def run_demo(options: DemoOptions, *, progress: bool | None = None) -> DemoRepor
 
     Raises:
         FileExistsError: ``options.path`` exists and ``options.force`` is false.
+        StoreLocked: ``options.path`` is a log another writer has open (``force`` or not):
+            it is left as it is.
         ValueError: An option is out of range.
         memcommit.MemcommitError: The store refused to open or write.
 
@@ -590,7 +617,7 @@ def run_demo(options: DemoOptions, *, progress: bool | None = None) -> DemoRepor
     elif os.path.lexists(path):
         if not options.force:
             raise FileExistsError(errno.EEXIST, "already exists; pass --force to replace it", path)
-        os.remove(path)
+        _remove_unless_a_writer_holds(path)
 
     started = time.perf_counter()
     with (

@@ -31,9 +31,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import memcommit
 from memcommit.cli import bench, compact, demo, info, migrate, repair, seal, transfer
@@ -50,12 +51,24 @@ from memcommit.errors import CommandError
 __all__ = ["CommandError", "build_parser", "main"]
 
 
+# A '-' followed by a digit, or by '.' and a digit: a negative number or age (-5, -1d, -.5h).
+_NEGATIVE_VALUE = re.compile(r"-\.?[0-9]")
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser that raises instead of exiting, so ``main`` can return codes."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         raise CommandError(f"{message} (see {self.prog} --help)", EXIT_USAGE)
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        # argparse takes '-5' for a value but '-1d' for an option, and then reports that the
+        # option before it "expected one argument". No option starts with a digit: either is
+        # a value, which the option's type then refuses with what is wrong with it.
+        if _NEGATIVE_VALUE.match(arg_string):
+            return None
+        return super()._parse_optional(arg_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(command: str, message: str) -> None:
-    sys.stdout.flush()
+    if sys.stdout is not None:  # None when standard output was closed (>&-)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
     print(f"{command}: error: {message}", file=sys.stderr)
 
 

@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -114,6 +115,70 @@ def lock_path(path: str) -> str:
     return f"{path}.lock"
 
 
+class WriterHolds(Exception):
+    """A writer has the log open: it holds the lock on `lock`, the lock file or the log file.
+
+    Its message says which: "it holds the lock on PATH.lock", or "it holds the lock on the log
+    file PATH itself" (taken under whatever name the writer opened it by: a hard link's too).
+    """
+
+    def __init__(self, lock: str, *, log_file: bool) -> None:
+        super().__init__(
+            f"it holds the lock on the log file {lock} itself, under this name or another"
+            if log_file
+            else f"it holds the lock on {lock}"
+        )
+        self.lock = lock
+
+
+@contextlib.contextmanager
+def holding_writer_locks(path: str) -> Iterator[None]:
+    """Hold, for the block, both locks a writer of the log at `path` holds, or raise at once.
+
+    The locks ``memcommit.open`` takes, found as it finds them: a symbolic link is followed to
+    the file it names first; then the lock file beside it, ``<log>.lock``, and the log file's
+    own ``flock``, which a writer holds under whatever name it opened the file (a hard link,
+    or a lock file of another name). Creates nothing: without a lock file no writer opened the
+    log under its name, and a file that is not there (or is not a regular file) no writer holds.
+    Where ``flock`` is not available the block runs unguarded.
+
+    Raises:
+        WriterHolds: Another writer (in this process or another) holds one of them; the
+            exception names the file whose lock it holds.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    log = os.path.realpath(path) if os.path.islink(path) else path
+    with contextlib.ExitStack() as held:
+        for name, log_file in ((lock_path(log), False), (log, True)):
+            fd = _open_to_lock(name, must_be_regular=log_file)
+            if fd is None:
+                continue
+            held.callback(os.close, fd)  # closing the descriptor lets the lock go
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WriterHolds(name, log_file=log_file) from None
+        yield
+
+
+def _open_to_lock(name: str, *, must_be_regular: bool) -> int | None:
+    """A descriptor of `name` to take an ``flock`` on; None when there is nothing to lock."""
+    try:
+        if must_be_regular and not stat.S_ISREG(os.stat(name).st_mode):
+            return None
+        try:
+            # Read-write, as the writer opens it (an exclusive lock over NFS needs one).
+            return os.open(name, os.O_RDWR)
+        except PermissionError:
+            return os.open(name, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
 def progress_to(bar: Progress) -> Callable[..., None]:
     """A progress callback that moves `bar` to the units done, its first argument."""
 
@@ -161,11 +226,17 @@ def damage_at(path: str, report: dict[str, Any]) -> str:
     )
 
 
+# The core's own advice in a damage message (`memcommit repair PATH` can back up the file and
+# cut it there; close the store and run `memcommit repair PATH`): one clause of it.
+_CORE_REPAIR_ADVICE = re.compile(r";[^;]*`memcommit repair [^`]*`[^;]*")
+
+
 def _advice(path: str, problem: str, *, decoded: bool = False) -> str:
     """`problem` with the advice that agrees with what repair finds in the file now.
 
-    `decoded`: the problem is a record that does not decode behind a valid checksum, which
-    no writer in flight explains.
+    The core's own advice in `problem`, if any, gives way to it, so the message gives advice
+    once. `decoded`: the problem is a record that does not decode behind a valid checksum,
+    which no writer in flight explains.
     """
     try:
         if os.path.getsize(path) == 0:
@@ -173,6 +244,7 @@ def _advice(path: str, problem: str, *, decoded: bool = False) -> str:
         report = inspect_log(path)
     except (OSError, memcommit.MemcommitError):
         return problem
+    problem = _CORE_REPAIR_ADVICE.sub("", problem)
     if not report["header_ok"]:
         return not_a_log(path, report.get("header_error"))
     if report.get("damage_offset") is not None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
+import memcommit
 from memcommit.cli._common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -20,6 +22,7 @@ from memcommit.cli._common import (
     writing_error,
 )
 from memcommit.errors import CommandError
+from memcommit.manifest import ManifestEntry, read_manifest
 from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 from memcommit.storage import (
@@ -91,7 +94,7 @@ def add_commands(commands: Subcommands) -> None:
     """Add ``compact`` and ``snapshot`` to the command line's subcommands."""
     compact_cmd = add_store_command(commands, "compact", _run_compact)
     add_retention_options(compact_cmd)
-    compact_cmd.add_argument("--horizon", metavar="LSN", type=int, help="fold history up to LSN")
+    compact_cmd.add_argument("--horizon", metavar="LSN", type=_lsn, help="fold history up to LSN")
     compact_cmd.add_argument(
         "--dry-run",
         action="store_true",
@@ -99,6 +102,17 @@ def add_commands(commands: Subcommands) -> None:
     )
     snapshot_cmd = add_store_command(commands, "snapshot", _run_snapshot)
     snapshot_cmd.add_argument("out", metavar="OUT", help="the snapshot file to write")
+
+
+def _lsn(text: str) -> int:
+    """An argument type: an LSN, a whole number >= 0 (``--horizon``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: an LSN is a whole number >= 0")
+    return value
 
 
 def _run_compact(args: argparse.Namespace) -> int:
@@ -113,36 +127,52 @@ def _run_compact(args: argparse.Namespace) -> int:
     writer too) and nothing is written.
     """
     path: str = args.path
+    horizon: int | None = args.horizon
+    dry_run: bool = args.dry_run
     if not is_postgres_url(path):
         require_file(path)
-        if args.horizon and os.path.getsize(path) == 0:  # refused before a writer makes it a log
+        if horizon and os.path.getsize(path) == 0:  # refused before a writer makes it a log
             raise CommandError(
-                f"--horizon {args.horizon}: must be between 0 and the newest LSN 0 ({path} is "
+                f"--horizon {horizon}: must be between 0 and the newest LSN 0 ({path} is "
                 "an empty file)"
             )
+        if horizon and not dry_run:
+            # Checked read-only first, as --dry-run opens the log: a writer's open makes the
+            # lock file, and a refused command creates nothing. (LSNs only grow, so a horizon
+            # in range now is in range for the writer too; it checks again all the same.)
+            with open_read_only(path, "compact") as reader:
+                _check_horizon(horizon, reader.lsn)
     retention = retention_from(args)
-    dry_run: bool = args.dry_run
     opened = open_read_only(path, "compact") if dry_run else open_writer(path)
     report: CompactionReport | None = None
+    generation: int | None = None
+    log: str | None = None
+    started = time.perf_counter()
     try:
         with opened as store:
-            if args.horizon is not None and not 0 <= args.horizon <= store.lsn:
-                raise CommandError(
-                    f"--horizon {args.horizon}: must be between 0 and the newest LSN {store.lsn}"
-                )
+            if horizon is not None:
+                _check_horizon(horizon, store.lsn)
             total = as_int(store.info()["bytes"], "bytes")
+            generation = store.generation
+            log = None if is_postgres_url(path) else store.path
+            started = time.perf_counter()
             with Progress(total, "compact", unit="bytes") as bar:
                 report = compact(
                     store,
                     retention=retention,
-                    horizon=args.horizon,
+                    horizon=horizon,
                     progress=progress_to(bar),
                     dry_run=dry_run,
                 )
     except KeyboardInterrupt:
+        if report is None and generation is not None and not dry_run:
+            # Ctrl-C inside the compaction, after the new log may have replaced the old one
+            # (the core checks for it at each step, the last one after the swap): what the
+            # log is now says whether it did, and the manifest what it did.
+            report = _stood(path, log, generation, time.perf_counter() - started)
         if report is None:
             raise  # stopped before the new log replaced the old: the old is as it was
-        # Stopped while the store closed (its index file written): the compaction stands.
+        # The new log replaced the old one before the interrupt: the compaction stands.
         _print_report(path, report, dry_run)
         print(
             f"memcommit compact: interrupted after {path} was compacted (the compaction "
@@ -152,6 +182,51 @@ def _run_compact(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     _print_report(path, report, dry_run)
     return EXIT_OK
+
+
+def _check_horizon(horizon: int, lsn: int) -> None:
+    if not 0 <= horizon <= lsn:
+        raise CommandError(f"--horizon {horizon}: must be between 0 and the newest LSN {lsn}")
+
+
+def _stood(path: str, log: str | None, generation: int, seconds: float) -> CompactionReport | None:
+    """What the compaction an interrupt cut short did, if its new log replaced the old one.
+
+    The report of the compaction of `path` (the log file `log`, None in PostgreSQL) from
+    `generation` (None: the old log is as it was), read from the log as it is now and from its
+    manifest, whose entry for the new generation (written before the swap) holds the report's
+    counts. Without that entry there was no swap, and the log is not opened again.
+    """
+    done = generation + 1
+    if log is not None:
+        try:
+            entries = read_manifest(log)
+        except (OSError, memcommit.MemcommitError):
+            entries = None  # unreadable: the log says
+        if entries is not None and not any(_is_report_of(e, done) for e in entries):
+            return None
+    with memcommit.open(path, read_only=True) as store:
+        if store.generation <= generation:
+            return None
+        entry = next((e for e in reversed(store.manifest()) if _is_report_of(e, done)), None)
+    if entry is None:
+        return None
+    return CompactionReport(
+        before=int(entry["before"]),
+        after=int(entry["after"]),
+        purged=tuple(entry.get("purged", ())),
+        horizon=int(entry["horizon"]),
+        bytes_before=int(entry["bytes_before"]),
+        bytes_after=int(entry["bytes_after"]),
+        seconds=seconds,
+        generation=done,
+        dry_run=False,
+    )
+
+
+def _is_report_of(entry: ManifestEntry, generation: int) -> bool:
+    """Whether manifest `entry` is a compaction's that made `generation` (not an import's)."""
+    return entry.get("generation") == generation and "before" in entry
 
 
 def _print_report(path: str, report: CompactionReport, dry_run: bool) -> None:

@@ -34,7 +34,11 @@ def add_commands(commands: Subcommands) -> None:
         default="batch",
         help="store durability mode (default batch)",
     )
-    demo.add_argument("--force", action="store_true", help="replace an existing file")
+    demo.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file (never a log another writer has open)",
+    )
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -50,6 +54,12 @@ def _run_demo(args: argparse.Namespace) -> int:
         args.path, args.durability = args.url, "commit"
     fields = dataclasses.fields(demo_workload.DemoOptions)
     options = demo_workload.DemoOptions(**{f.name: getattr(args, f.name) for f in fields})
+    if args.url is None and os.path.isdir(options.path):
+        # Not replaced with --force either: say so at once, without suggesting it.
+        raise CommandError(
+            f"{options.path}: is a directory, not a store file; give --path the name of a "
+            "file to write"
+        )
     if args.url is None and os.path.lexists(options.path) and not options.force:
         raise CommandError(
             f"{options.path} already exists; pass --force to replace it "

@@ -15,12 +15,13 @@ from memcommit import _native
 from memcommit.cli._common import (
     EXIT_OK,
     Subcommands,
+    WriterHolds,
     add_store_command,
     as_int,
     damage_at,
     empty_file,
+    holding_writer_locks,
     inspect_log,
-    lock_path,
     not_a_log,
     require_file,
 )
@@ -37,33 +38,22 @@ def add_commands(commands: Subcommands) -> None:
 
 @contextlib.contextmanager
 def _no_writer(path: str) -> Iterator[None]:
-    """Hold the writer lock of `path` for the block, or refuse at once naming the lock.
+    """Hold the writer's locks of `path` for the block, or refuse at once naming the one held.
 
-    Never creates the lock file: without one, no writer has the log open. Where ``flock`` is
-    not available the block runs unguarded (the core's truncate still refuses a held lock).
+    Both locks a writer takes, under any name of the log: the lock file of the file a symbolic
+    link names, and the log file's own lock, which a writer that opened it as a hard link (or
+    under the link's target name) holds too. Creates nothing: without a lock file, no writer
+    opened the log under that name. Where ``flock`` is not available the block runs unguarded
+    (the core's truncate still refuses a held lock).
     """
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    try:
-        fd = os.open(lock_path(path), os.O_RDONLY)
-    except FileNotFoundError:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CommandError(
-                f"{path} is open for writing by another process (it holds the lock on "
-                f"{lock_path(path)}): repair checked nothing and changed nothing; close the "
-                "writer and run repair again"
-            ) from None
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        with holding_writer_locks(path):
+            yield
+    except WriterHolds as held:
+        raise CommandError(
+            f"{path} is open for writing by another process ({held}): repair checked nothing "
+            "and changed nothing; close the writer and run repair again"
+        ) from None
 
 
 def _fsync_directory(directory: str) -> None:
@@ -99,7 +89,8 @@ def _backup(path: str) -> str:
 
 def _confirm(prompt: str) -> bool | None:
     """Ask for 'yes' on a terminal; None when there is no terminal to ask on."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    stdin, stdout = sys.stdin, sys.stdout  # None where the stream was closed (<&-, >&-)
+    if stdin is None or stdout is None or not (stdin.isatty() and stdout.isatty()):
         return None
     try:
         answer = input(prompt)

@@ -120,16 +120,23 @@ def _run_export(args: argparse.Namespace) -> int:
     """
     path: str = args.path
     target: str | None = args.out
+    stdout = sys.stdout
     if target is not None:
         check_out_file(target, "--out ", path)
+    elif stdout is None:  # Python's sys.stdout when standard output was closed (>&-)
+        raise CommandError(
+            f"standard output is closed: nowhere to write {path}'s records; redirect it to a "
+            "file or a pipe, or give --out FILE"
+        )
     with open_read_only(path, "export") as store:
         total = as_int(store.info().get("records", 0), "records")
         purged = _purged_ids(store)
         if target is None:
+            assert stdout is not None  # refused above
             # Draw no bar over records printed to the same terminal.
-            enabled = None if not sys.stdout.isatty() else False
-            sys.stdout.flush()
-            out = sys.stdout.buffer
+            enabled = None if not stdout.isatty() else False
+            stdout.flush()
+            out = stdout.buffer
             try:
                 with Progress(total, "export", unit="records", enabled=enabled) as bar:
                     _write_records(store, out, bar, purged)
@@ -393,12 +400,13 @@ def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | N
 def _open_source(source: str, closing: contextlib.ExitStack) -> tuple[IO[bytes], int]:
     """Open the import source; returns it and its size (0 if unknown)."""
     if source == "-":
-        if sys.stdin.isatty():  # nothing piped in: do not wait on the terminal
+        stdin = sys.stdin  # None when standard input was closed (<&-)
+        if stdin is None or stdin.isatty():  # nothing piped in: do not wait on the terminal
             raise CommandError(
                 "no FILE given and nothing piped in: give the export file, or pipe one in "
                 "(memcommit export PATH | memcommit import TARGET)"
             )
-        return sys.stdin.buffer, 0
+        return stdin.buffer, 0
     require_file(source, "import")
     handle = closing.enter_context(open(source, "rb"))
     return handle, os.fstat(handle.fileno()).st_size
@@ -481,12 +489,12 @@ def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[byte
     return copy
 
 
-def _undo(job: _Import, path: str, existed: set[str]) -> None:
+def _undo(job: _Import, path: str, existed: set[str], was_empty: bool) -> None:
     """Leave nothing of an import that imported nothing: its purged ids, its new files."""
     if job.unmark is not None:
         with contextlib.suppress(MemcommitError, OSError):
             job.unmark()
-    _discard_new_files(path, existed)
+    _discard_new_files(path, existed, was_empty)
 
 
 def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
@@ -511,16 +519,30 @@ def _check_import_target(path: str) -> None:
         _refuse_a_store_with_records(path, records, as_int(report["lsn"], "lsn"))
 
 
-def _discard_new_files(path: str, existed: set[str]) -> None:
-    """Remove the files a refused import created: the log and its lock file.
+def _was_empty(path: str) -> bool:
+    """Whether `path` is an empty (0-byte) file, which opening the store makes a log header."""
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:  # not there (or not a file): nothing to leave as it was
+        return False
 
-    Called while the store is still open, so the lock is held as they go: no writer can have
-    taken over a file that is removed.
+
+def _discard_new_files(path: str, existed: set[str], was_empty: bool) -> None:
+    """Leave `path` as it was before an import that wrote no record.
+
+    Remove the files it created (the log and its lock file), and make a file that was empty
+    (`was_empty`) until the open made it a log empty again. Called while the store is still
+    open, so the lock is held as they go: no writer can have taken over a file that is
+    removed, or written to one that is cut back to nothing.
     """
     for name in (path, lock_path(path)):
         if name not in existed:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(name)
+    if was_empty and path in existed:
+        with open(path, "r+b") as log:
+            log.truncate(0)
+            os.fsync(log.fileno())
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -546,6 +568,7 @@ def _run_import(args: argparse.Namespace) -> int:
         given, size = _open_source(source, closing)
         lines = given
         existed = {name for name in (path, lock_path(path)) if os.path.lexists(name)}
+        was_empty = _was_empty(path)
         store = closing.enter_context(memcommit.open(path, max_record_bytes=MAX_RECORD_BYTES))
         records = as_int(store.info()["records"], "records")
         if records:  # a writer committed between the check and the open: leave it be
@@ -575,7 +598,7 @@ def _run_import(args: argparse.Namespace) -> int:
                 job.flush()
         except KeyboardInterrupt:
             if not job.imported:
-                _undo(job, path, existed)
+                _undo(job, path, existed, was_empty)
                 raise  # nothing was written: "interrupted" says it all
             print(
                 f"memcommit import: interrupted after {job.imported:,} "
@@ -587,11 +610,11 @@ def _run_import(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         except BaseException:
             if not job.imported:
-                _undo(job, path, existed)
+                _undo(job, path, existed, was_empty)
             raise
         lsn = store.lsn
-        if not job.imported:  # a file of no records: nothing is left at PATH either
-            _discard_new_files(path, existed)
+        if not job.imported:  # a file of no records: PATH is left as it was
+            _discard_new_files(path, existed, was_empty)
     if job.imported:
         print(
             f"imported {job.imported:,} records{_purged_note(len(job.purged))} from {source} "

@@ -7,6 +7,7 @@ server's options are written beside the server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -18,7 +19,7 @@ from ..errors import CommandError
 from ..store import open as open_store
 from .auth import is_loopback
 from .http import TEST_CLOCK_START, MemoryServer
-from .listen import CannotListen, check_unix
+from .listen import CannotListen, check_unix, reserve_tcp
 
 __all__ = ["add_serve_command"]
 
@@ -135,20 +136,25 @@ def _run_serve(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise _refuse(str(e), 2) from None
-    if server.tcp and not is_loopback(args.host) and not server.tls:
-        print(
-            f"memcommit serve: WARNING: serving {args.host} without TLS sends the token and "
-            "every memory in clear text; use --tls-cert/--tls-key",
-            file=sys.stderr,
-        )
     try:
-        # The socket's path is checked before the store is opened (which creates a new one),
-        # and the store before binding, so a locked or damaged log fails as a one-line error.
-        if args.socket is not None:
-            check_unix(args.socket)
-        with open_store(args.path, durability="none"):
-            pass
-        server.run()
+        with contextlib.ExitStack() as reserved:
+            # Where it is to listen is settled before the store is opened (which creates a
+            # new one): the TCP port is bound now (uvicorn listens on that very socket), and
+            # the Unix socket's path checked. The store is opened before uvicorn starts, so a
+            # locked or damaged log fails as a one-line error too.
+            if server.tcp:
+                reserved.enter_context(reserve_tcp(args.host, args.port))
+            if args.socket is not None:
+                check_unix(args.socket)
+            if server.tcp and not is_loopback(args.host) and not server.tls:
+                print(
+                    f"memcommit serve: WARNING: serving {args.host} without TLS sends the "
+                    "token and every memory in clear text; use --tls-cert/--tls-key",
+                    file=sys.stderr,
+                )
+            with open_store(args.path, durability="none"):
+                pass
+            server.run()
     except CannotListen as e:
         raise _refuse(str(e)) from None
     return 0

@@ -4,7 +4,10 @@ The server listens on TCP, on a Unix domain socket, or on both (one uvicorn serv
 every socket it is given). A Unix socket is made owner-only (mode 0600, set by the umask
 while it is bound, so no other user can connect in between) and removed when the server
 stops; a socket file left by a server that died is replaced, but one a live server still
-listens on is refused.
+listens on is refused. The TCP socket is bound here too, not by uvicorn (which logs a failing
+bind and exits the process): a port in use, or an address this machine does not have, is a
+:class:`CannotListen` naming it; ``memcommit serve`` binds it (:func:`reserve_tcp`) before
+it opens, and perhaps creates, the store.
 
 On SIGTERM or SIGINT uvicorn stops accepting and waits (up to a minute) for the requests in
 flight, the server's own shutdown (see :mod:`memcommit.server`) having been started first;
@@ -19,13 +22,13 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 from .auth import App
 
-__all__ = ["CannotListen", "bind_unix", "check_unix", "serve"]
+__all__ = ["CannotListen", "bind_tcp", "bind_unix", "check_unix", "reserve_tcp", "serve"]
 
 SOCKET_MODE = 0o600
 """The mode of the server's Unix socket: only its owner may connect."""
@@ -84,6 +87,81 @@ def bind_unix(path: str) -> socket.socket:
     return sock
 
 
+def bind_tcp(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host`:`port` (0: any free port), not yet listening.
+
+    Bound as uvicorn binds it (IPv6 for a host with a ':', ``SO_REUSEADDR``), for uvicorn to
+    listen on.
+
+    Raises:
+        CannotListen: The port is in use, `host` is not an address of this machine, or not
+            one at all (a name that does not resolve), or the bind fails otherwise; the
+            message names the address.
+    """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except socket.gaierror as e:
+        sock.close()
+        raise CannotListen(
+            f"{where}: not an address, nor a name that resolves to one ({e.strerror}); check --host"
+        ) from None
+    except OSError as e:
+        sock.close()
+        raise CannotListen(f"{where}: {_bind_problem(e)}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bind_problem(error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        return (
+            "address already in use (another process listens on the port): choose another "
+            "--port, or 0 for any free one"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return (
+            "not an address of this machine, so it cannot be bound: give --host one of its "
+            "addresses (0.0.0.0 for all of them)"
+        )
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return (
+            f"cannot bind: {error.strerror} (a port below 1024 needs privileges): choose "
+            "another --port"
+        )
+    return f"cannot bind: {error.strerror or error}"
+
+
+# TCP sockets bound ahead of `serve` by `reserve_tcp`, by the (host, port) asked for.
+_reserved: dict[tuple[str, int], socket.socket] = {}
+
+
+@contextlib.contextmanager
+def reserve_tcp(host: str, port: int) -> Iterator[int]:
+    """Bind `host`:`port` now, for the next :func:`serve` on them in this process to listen on.
+
+    So that a port in use, or a host that cannot be bound, is refused before anything else
+    is done (``memcommit serve`` opens, and may create, the store after this), and the port
+    0 picked is the one served. Yields the bound port; at the end of the block the socket is
+    closed if no `serve` took it.
+
+    Raises:
+        CannotListen: As :func:`bind_tcp`.
+    """
+    key = (host, port)
+    sock = bind_tcp(host, port)
+    _reserved[key] = sock
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        if _reserved.get(key) is sock:
+            del _reserved[key]
+        sock.close()  # serve closes a socket it took too; a second close does nothing
+
+
 def _listening(path: str) -> bool:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -120,6 +198,10 @@ def serve(
         on_listening: Called once the server accepts connections.
         on_signal: Called (in the thread the signal interrupts) when a signal asks the
             server to stop, before uvicorn stops.
+
+    Raises:
+        CannotListen: The TCP address (unless :func:`reserve_tcp` bound it already) or the
+            Unix socket cannot be bound; the message names it.
     """
     import uvicorn
 
@@ -184,7 +266,9 @@ def serve(
     sockets: list[socket.socket] = []
     try:
         if host is not None:
-            sockets.append(config.bind_socket())
+            # Bound here rather than by uvicorn, which logs a failure and exits the process.
+            reserved = _reserved.pop((host, port), None)
+            sockets.append(reserved if reserved is not None else bind_tcp(host, port))
         if unix_socket is not None:
             sockets.append(bind_unix(unix_socket))
         on_bound(int(sockets[0].getsockname()[1]) if host is not None else 0)

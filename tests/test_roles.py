@@ -49,6 +49,7 @@ from memcommit.roles.medium import KINDS, Change, State, child_prefix, entity_ke
 from memcommit.roles.values import check_json
 from memcommit.testing import CLOCK_START as START
 from memcommit.testing import Backend, ControllableClock, Harness, race, run_contract
+from memcommit.testing.contract.harness import stated_most
 from memcommit.testing.contract.plugin import _load
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
 
@@ -588,3 +589,70 @@ def test_a_generator_factory_is_cleaned_up(tmp_path: pathlib.Path) -> None:
     assert closed == [tmp_path]
     reopening = Harness(store=None, clock=ControllableClock(), reopener=lambda: "again")
     assert "reopen" in reopening.capabilities and reopening.reopen() == "again"
+
+
+# -- a store with a small max_record_bytes ---------------------------------------------------
+
+
+def _small_store(where: str, tmp_path: pathlib.Path) -> Any:
+    if where == "file":
+        return memcommit.open(str(tmp_path / "small.db"), max_record_bytes=1000)
+    if where == "ram":
+        return memcommit.open(":memory:", max_record_bytes=1000)
+    return RoleSet(medium=MemoryMedium(max_record_bytes=1000))
+
+
+@pytest.mark.parametrize("where", ["file", "ram", "roles"])
+def test_a_value_too_large_for_one_record_names_the_argument_and_writes_nothing(
+    where: str, tmp_path: pathlib.Path
+) -> None:
+    """The caller's argument and the room it has, not an entity's key and state size."""
+    store = _small_store(where, tmp_path)
+    with pytest.raises(memcommit.InvalidValue) as value:
+        store.state.put(("ns",), "k", "x" * 2000)
+    message = str(value.value)
+    assert message.startswith(
+        "value: 2002 bytes as JSON is too large for one record; with the rest of a state "
+        "entry, value may be at most "
+    )
+    assert message.endswith("(the store's max_record_bytes is 1000): make it smaller, or split it")
+    most = stated_most(message)
+    assert store.state.get(("ns",), "k") is None
+    assert store.state.put(("ns",), "k", "x" * (most - 2)).version == 1
+    with pytest.raises(memcommit.InvalidValue, match=f"^value: {most + 1} bytes as JSON"):
+        store.state.put(("ns",), "k", "x" * (most - 1))
+
+    with pytest.raises(memcommit.InvalidValue, match=r"^input: 2002 bytes as JSON is too large"):
+        store.runs.create(agent_id="a", run_id="big", input="x" * 2000)
+    assert store.runs.get("big") is None
+    run_id = store.runs.create(agent_id="a", run_id="r").run_id
+    with pytest.raises(memcommit.InvalidValue, match=r"^state: 2002 bytes as JSON is too large"):
+        store.checkpoints.put(run_id, state="x" * 2000)
+    with pytest.raises(memcommit.InvalidValue, match=r"^metadata: 2008 bytes as JSON is too large"):
+        store.checkpoints.put(run_id, state=1, metadata={"m": "x" * 2000})
+    assert store.checkpoints.list(run_id) == []
+    store.steps.start(run_id, "s", name="n")
+    with pytest.raises(memcommit.InvalidValue, match=r"^output: 2002 bytes as JSON is too large"):
+        store.steps.complete(run_id, "s", output="x" * 2000)
+    assert [step.status for step in store.steps.list(run_id)] == ["running"]
+    conversation_id = store.conversations.create(conversation_id="c").conversation_id
+    turns = [NewTurn("user", "hi"), NewTurn("assistant", "x" * 2000)]
+    with pytest.raises(memcommit.InvalidValue, match=r"^turns\[1\]\.content: 2002 bytes as JSON"):
+        store.conversations.append(conversation_id, turns, run_id=run_id)
+    assert store.conversations.list_turns(conversation_id) == []
+
+    with pytest.raises(memcommit.InvalidValue) as data:
+        store.artifacts.save(("o",), "blob", b"\x01" * 1000)
+    assert str(data.value) == (
+        "data: 1000 bytes is too large; an artifact's data is stored base64-encoded in one "
+        "record, so the largest artifact is 738 bytes (about three quarters of the store's "
+        "max_record_bytes, 1000): split it into several artifacts"
+    )
+    assert store.artifacts.list_versions(("o",), "blob") == []
+    assert store.artifacts.save(("o",), "blob", bytes(738)).version == 1
+    with pytest.raises(memcommit.InvalidValue, match=r"^data: 739 bytes is too large;"):
+        store.artifacts.save(("o",), "blob", bytes(739))
+    assert store.artifacts.save(("o",), "blob", b"x").version == 2
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from ..clock import Clock, SystemClock, millisecond_reader
-from ..errors import InvalidType, NotSupported
+from ..errors import InvalidType, InvalidValue, NotSupported
 from .errors import LeaseLostError, LostReason, RunNotFoundError, VersionConflictError
 from .medium import (
+    WHAT,
     Change,
     KeyPart,
     Medium,
     MemoryMedium,
     State,
+    StateTooLarge,
     child_prefix,
     entity_key,
     read_counter,
+    state_bytes,
 )
 from .values import Check, Json, check_count, same_json
 
 __all__ = [
+    "Argument",
     "ClaimCheck",
     "HasRun",
     "OptionalToken",
@@ -37,6 +41,10 @@ __all__ = [
 ]
 
 _Record = TypeVar("_Record")
+
+Argument = Callable[[str, str, str], str]
+"""``argument(kind, key, field)``: the caller's name for what field `field` of entity
+``(kind, key)`` holds, for the message refusing it (the field's own name unless a role says)."""
 
 HasRun = Callable[[str], bool]
 """The ``has_run(run_id)`` lookup: whether the run exists (a foreign key check)."""
@@ -176,13 +184,57 @@ class RoleBase:
         One batch: the counter changes in `used` (the numbers `state` took), then `state`.
         Call under the medium's lock, last in the operation.
         """
-        self._medium.write([*used, (kind, key, state)])
+        self._write([*used, (kind, key, state)])
         return read(state)
+
+    def _write(self, changes: Sequence[Change], argument: Argument | None = None) -> None:
+        """Write `changes` as one batch: every entity a role writes goes through here.
+
+        A state too large for one record of the store (the medium raises
+        :class:`~memcommit.roles.medium.StateTooLarge`) is refused naming the caller's argument
+        that takes the most of it, by `argument` (default: the state's field, which has the
+        argument's name), with the room that argument has. Nothing is written then. Call under
+        the medium's lock, last in the operation.
+        """
+        try:
+            self._medium.write(changes)
+        except StateTooLarge as refused:
+            raise self._too_large(refused, changes, argument) from None
+
+    def _too_large(
+        self, refused: StateTooLarge, changes: Sequence[Change], argument: Argument | None
+    ) -> InvalidValue:
+        """The error naming the argument that takes the most of the state `refused` names."""
+        state = next(
+            (s for kind, key, s in changes if (kind, key) == (refused.kind, refused.key)), None
+        )
+        if not state:
+            return refused
+        sizes = {field: state_bytes(value) for field, value in state.items()}
+        field = max(sizes, key=sizes.__getitem__)
+        # What the rest of the state takes stays; the field has what is left of the record.
+        room = refused.max_record_bytes - 1 - (refused.size - sizes[field])
+        name = field if argument is None else argument(refused.kind, refused.key, field)
+        return self._oversized(refused.kind, state, name, sizes[field], room, refused)
+
+    def _oversized(
+        self, kind: str, state: State, name: str, size: int, room: int, refused: StateTooLarge
+    ) -> InvalidValue:
+        """The error for argument `name`, `size` bytes as JSON in `state`, where `room` fit.
+
+        A role whose entity holds an argument in another form says so here (artifacts: base64).
+        """
+        return InvalidValue(
+            f"{name}: {size} bytes as JSON is too large for one record; with the rest of "
+            f"{WHAT.get(kind, kind)}, {name} may be at most {max(room, 0)} bytes as JSON (the "
+            f"store's max_record_bytes is {refused.max_record_bytes}): make it smaller, or "
+            "split it"
+        )
 
     def _delete(self, changes: list[Change]) -> int:
         """Write `changes` (deletes), unless there are none; return how many there were."""
         if changes:
-            self._medium.write(changes)
+            self._write(changes)
         return len(changes)
 
     def _deletions(self, kind: str, *parts: KeyPart) -> list[Change]:
@@ -238,7 +290,7 @@ class RoleBase:
             key, state = self._read(kind, name)
             if not holds(state, token, now) or (releasable is not None and not releasable(state)):
                 return False
-            self._medium.write([(kind, key, None)])
+            self._write([(kind, key, None)])
             return True
 
     def _lookup(

@@ -14,15 +14,21 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..errors import InvalidValue
 from ._base import RoleBase, check_version
 from .medium import (
     ARTIFACT,
     ARTIFACT_DATA,
+    COUNTER,
+    WHAT,
     Change,
+    KeyRoom,
     State,
+    StateTooLarge,
     bump_counter,
     child_prefix,
     entity_key,
+    full_key,
     read_counter,
 )
 from .values import (
@@ -131,6 +137,19 @@ class ArtifactRepository(Protocol):
 
 _version = record_reader(ArtifactVersion)
 
+_VERSIONS = "artifacts.version"
+"""The counter of each artifact's last version."""
+
+_KEYS = KeyRoom(
+    WHAT[ARTIFACT_DATA],
+    lambda owner, name: (
+        full_key(ARTIFACT, owner, name, 0),  # a version is 20 digits in a key, whichever
+        full_key(ARTIFACT_DATA, owner, name, 0),
+        full_key(COUNTER, _VERSIONS, owner, name),
+    ),
+)
+"""The keys of an artifact: each version's description and data, and its version counter."""
+
 
 class MemoryArtifactRepository(RoleBase):
     """The in-memory ``artifacts`` role.
@@ -148,7 +167,7 @@ class MemoryArtifactRepository(RoleBase):
     def _latest(self, owner: Namespace, name: str) -> State | None:
         # Versions go only all at once (delete), so the latest present one is the last handed
         # out, if it is still there.
-        last = read_counter(self._medium, "artifacts.version", owner, name)
+        last = read_counter(self._medium, _VERSIONS, owner, name)
         if last == 0:
             return None
         return self._medium.get(ARTIFACT, entity_key(owner, name, last))
@@ -170,6 +189,7 @@ class MemoryArtifactRepository(RoleBase):
         media_type = check_text(media_type, "media_type")
         meta = check_metadata(metadata)
         expected_version = check_optional_int(expected_version, "expected_version")
+        _KEYS.check(owner=ns, name=name)
         digest = hashlib.sha256(blob).hexdigest()
         encoded = base64.b64encode(blob).decode("ascii")
         with self._medium.lock:
@@ -177,7 +197,7 @@ class MemoryArtifactRepository(RoleBase):
             if expected_version is not None:
                 latest = self._latest(ns, name)
                 check_version(expected_version, latest, f"artifact {name!r} of {ns!r}")
-            version, version_change = bump_counter(self._medium, "artifacts.version", ns, name)
+            version, version_change = bump_counter(self._medium, _VERSIONS, ns, name)
             key = entity_key(ns, name, version)
             new: State = {
                 "owner": list(ns),
@@ -189,7 +209,7 @@ class MemoryArtifactRepository(RoleBase):
                 "metadata": meta,
                 "created_at_ms": now,
             }
-            self._medium.write(
+            self._write(
                 [
                     version_change,
                     (ARTIFACT, key, new),
@@ -197,6 +217,22 @@ class MemoryArtifactRepository(RoleBase):
                 ]
             )
             return _version(new)
+
+    def _oversized(
+        self, kind: str, state: State, name: str, size: int, room: int, refused: StateTooLarge
+    ) -> InvalidValue:
+        """Name `data` for its data entity, and the largest artifact: base64 takes 4 bytes per 3."""
+        if kind != ARTIFACT_DATA:
+            return super()._oversized(kind, state, name, size, room, refused)
+        encoded = str(state["data_b64"])
+        given = len(encoded) // 4 * 3 - encoded[-2:].count("=")
+        largest = max(room - 2, 0) // 4 * 3  # the JSON string's quotes, then whole groups of 4
+        return InvalidValue(
+            f"data: {given} bytes is too large; an artifact's data is stored base64-encoded in "
+            f"one record, so the largest artifact is {largest} bytes (about three quarters of "
+            f"the store's max_record_bytes, {refused.max_record_bytes}): split it into several "
+            "artifacts"
+        )
 
     def _find(self, owner: object, name: object, version: object) -> tuple[str, State] | None:
         ns = check_namespace(owner, "owner")

@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from ._base import RunLinked, check_optional_token
 from .errors import CheckpointNotFoundError
-from .medium import CHECKPOINT, Change, State, bump_counter, child_prefix, entity_key
+from .medium import (
+    CHECKPOINT,
+    WHAT,
+    Change,
+    KeyRoom,
+    State,
+    bump_counter,
+    child_prefix,
+    entity_key,
+    full_key,
+)
 from .values import (
     Count,
     Json,
@@ -118,6 +128,15 @@ class CheckpointRepository(Protocol):
 _checkpoint = record_reader(Checkpoint)
 
 
+def _checkpoint_id(seq: int) -> str:
+    """The id of the checkpoint that took store-wide sequence number `seq`."""
+    return f"ckpt-{seq:020d}"
+
+
+_KEYS = KeyRoom(WHAT[CHECKPOINT], lambda run_id: (full_key(CHECKPOINT, run_id, _checkpoint_id(0)),))
+"""The keys of a checkpoint (its counter has no parts)."""
+
+
 class MemoryCheckpointRepository(RunLinked):
     """The in-memory ``checkpoints`` role; :class:`RunLinked` documents its arguments."""
 
@@ -138,12 +157,13 @@ class MemoryCheckpointRepository(RunLinked):
         parent_id = check_optional_text(parent_id, "parent_id")
         namespace = check_text(namespace, "namespace", empty=True)
         token = check_optional_token(token)
+        _KEYS.check(run_id=run_id)
         with self._medium.lock:
             now = self._now_on_run(run_id, token)
             if parent_id is not None and self._in_namespace(run_id, parent_id, namespace) is None:
                 raise CheckpointNotFoundError(run_id=run_id, checkpoint_id=parent_id)
             seq, seq_change = bump_counter(self._medium, "checkpoints.seq")
-            checkpoint_id = f"ckpt-{seq:020d}"
+            checkpoint_id = _checkpoint_id(seq)
             new: State = {
                 "run_id": run_id,
                 "checkpoint_id": checkpoint_id,

@@ -24,14 +24,18 @@ from .errors import (
     ConversationNotFoundError,
     SequenceConflictError,
 )
+from .logged_groupings import kept_keys
 from .medium import (
     CONVERSATION,
     COUNTER,
     TURN,
+    WHAT,
     Change,
+    KeyRoom,
     State,
     child_prefix,
     entity_key,
+    full_key,
     read_counter,
 )
 from .values import (
@@ -195,6 +199,34 @@ _conversation = record_reader(Conversation)
 
 _turn = record_reader(Turn)
 
+_SEQ = "conversations.seq"
+"""The counter of each conversation's turns."""
+
+
+def _turn_keys(conversation_id: str, run_id: str) -> list[str]:
+    """The keys of a turn of `run_id`: its own, its conversation's counter's, its run entry's."""
+    key = entity_key(conversation_id, 0)  # a seq is 20 digits in a key, whichever
+    turn = {"run_id": run_id, "conversation_id": conversation_id}
+    return [
+        full_key(TURN, conversation_id, 0),
+        full_key(COUNTER, _SEQ, conversation_id),
+        *kept_keys(TURN, key, turn),
+    ]
+
+
+_KEYS = KeyRoom(
+    WHAT[CONVERSATION],
+    # Room for its turns too, of a run whose id has one byte at least.
+    lambda conversation_id: [
+        full_key(CONVERSATION, conversation_id),
+        *_turn_keys(conversation_id, "r"),
+    ],
+)
+"""The keys of a conversation: its own and those of its turns."""
+
+_TURN_KEYS = KeyRoom(WHAT[TURN], _turn_keys)
+"""The keys of a turn."""
+
 
 def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
     if isinstance(turn, NewTurn):
@@ -231,6 +263,7 @@ class MemoryConversationRepository(RunLinked):
         )
         agent_id = check_optional_text(agent_id, "agent_id")
         meta = check_metadata(metadata)
+        _KEYS.check(conversation_id=conversation_id)
         key = entity_key(conversation_id)
         with self._medium.lock:
             now = self._now()
@@ -281,12 +314,13 @@ class MemoryConversationRepository(RunLinked):
         run_id = check_text(run_id, "run_id")
         expected_last_seq = check_optional_int(expected_last_seq, "expected_last_seq")
         token = check_optional_token(token)
+        _TURN_KEYS.check(conversation_id=conversation_id, run_id=run_id)
         with self._medium.lock:
             now = self._now_on_run(run_id, token)
             key, state = self._existing(conversation_id, expected_last_seq)
             if not new_turns:
                 return []
-            top = read_counter(self._medium, "conversations.seq", conversation_id)
+            top = read_counter(self._medium, _SEQ, conversation_id)
             changes: builtins.list[Change] = []
             added = []
             for role, content, metadata in new_turns:
@@ -302,11 +336,17 @@ class MemoryConversationRepository(RunLinked):
                 }
                 added.append(turn)
                 changes.append((TURN, entity_key(conversation_id, top), turn))
-            changes.append(
-                (COUNTER, entity_key("conversations.seq", conversation_id), {"value": top})
-            )
+            changes.append((COUNTER, entity_key(_SEQ, conversation_id), {"value": top}))
             changes.append((CONVERSATION, key, {**state, "last_seq": top, "updated_at_ms": now}))
-            self._medium.write(changes)
+            given = {entity_key(conversation_id, turn["seq"]): i for i, turn in enumerate(added)}
+
+            def argument(kind: str, key: str, field: str) -> str:
+                """Turns' fields by the caller's names (``turns[1].content``)."""
+                if kind == TURN and field in ("role", "content", "metadata"):
+                    return f"turns[{given[key]}].{field}"
+                return field
+
+            self._write(changes, argument)
             return [_turn(t) for t in added]
 
     @checked
@@ -350,7 +390,7 @@ class MemoryConversationRepository(RunLinked):
             if not changes:
                 return 0
             changes.append((CONVERSATION, key, {**state, "last_seq": last, "updated_at_ms": now}))
-            self._medium.write(changes)
+            self._write(changes)
             return len(changes) - 1
 
     @checked
@@ -360,7 +400,7 @@ class MemoryConversationRepository(RunLinked):
         with self._medium.lock:
             if self._medium.get(CONVERSATION, key) is None:
                 return False
-            self._medium.write([(CONVERSATION, key, None), *self._deletions(TURN, conversation_id)])
+            self._write([(CONVERSATION, key, None), *self._deletions(TURN, conversation_id)])
             return True
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import OptionalToken, RunLinked, same_or_conflict
 from .errors import EffectConflictError
-from .medium import EFFECT, State, bump_counter
+from .medium import COUNTER, EFFECT, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
     Json,
     JsonIn,
@@ -88,6 +88,18 @@ class EffectRepository(Protocol):
 
 _effect = record_reader(EffectRecord)
 
+_SEQ = "effects.seq"
+"""The counter of each run's effects, in recording order."""
+
+_KEYS = KeyRoom(
+    WHAT[EFFECT],
+    lambda run_id, effect_key: (
+        full_key(EFFECT, run_id, effect_key),
+        full_key(COUNTER, _SEQ, run_id),
+    ),
+)
+"""The keys of an effect: its own and its run's effect counter's."""
+
 
 class MemoryEffectRepository(RunLinked):
     """The in-memory ``effects`` role; :class:`RunLinked` documents its arguments."""
@@ -104,6 +116,7 @@ class MemoryEffectRepository(RunLinked):
         token: OptionalToken = None,
     ) -> EffectRecord:
         """Record an outcome once. See :meth:`EffectRepository.record`."""
+        _KEYS.check(run_id=run_id, effect_key=effect_key)
         with self._medium.lock:
             key, state, now = self._read_on_run(EFFECT, run_id, token, effect_key)
             if state is not None:
@@ -114,7 +127,7 @@ class MemoryEffectRepository(RunLinked):
                     recorded,
                     lambda: EffectConflictError(run_id=run_id, effect_key=effect_key),
                 )
-            seq, seq_change = bump_counter(self._medium, "effects.seq", run_id)
+            seq, seq_change = bump_counter(self._medium, _SEQ, run_id)
             new: State = {
                 "run_id": run_id,
                 "effect_key": effect_key,

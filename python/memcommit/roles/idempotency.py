@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import RoleBase, Token, live, same_or_conflict
 from .errors import IdempotencyConflictError
-from .medium import IDEMPOTENCY, Change, State, bump_counter
+from .medium import COUNTER, IDEMPOTENCY, WHAT, Change, KeyRoom, State, bump_counter, full_key
 from .values import (
     Json,
     JsonIn,
@@ -130,6 +130,14 @@ class IdempotencyRepository(Protocol):
 
 _record = record_reader(IdempotencyRecord)
 
+_TOKENS = "idempotency.token"
+"""The counter of each key's last token."""
+
+_KEYS = KeyRoom(
+    WHAT[IDEMPOTENCY], lambda key: (full_key(IDEMPOTENCY, key), full_key(COUNTER, _TOKENS, key))
+)
+"""The keys of an idempotency record: its own and its token counter's."""
+
 
 def _pending(state: State) -> bool:
     return bool(state["state"] == "pending")
@@ -156,6 +164,7 @@ class MemoryIdempotencyRepository(RoleBase):
         ttl_ms = check_ttl(ttl_ms)
         fingerprint = check_optional_text(fingerprint, "fingerprint")
         owner = check_optional_text(owner, "owner")
+        _KEYS.check(key=key)
         with self._medium.lock:
             now = self._now()
             ekey, state = self._read(IDEMPOTENCY, key)
@@ -168,7 +177,7 @@ class MemoryIdempotencyRepository(RoleBase):
                         key=key,
                     )
                 return Reservation(acquired=False, record=_record(state))
-            token, token_change = bump_counter(self._medium, "idempotency.token", key)
+            token, token_change = bump_counter(self._medium, _TOKENS, key)
             new: State = {
                 "key": key,
                 "state": "pending",
@@ -189,7 +198,7 @@ class MemoryIdempotencyRepository(RoleBase):
         """Record the result. See :meth:`IdempotencyRepository.complete`."""
         ttl_ms = None if ttl_ms is None else check_ttl(ttl_ms)
         with self._medium.lock:
-            ekey, state, now = self._held_lease(IDEMPOTENCY, "idempotency.token", key, token)
+            ekey, state, now = self._held_lease(IDEMPOTENCY, _TOKENS, key, token)
             if state["state"] == "completed":
                 return same_or_conflict(
                     state,

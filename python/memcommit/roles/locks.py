@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ._base import RoleBase, Token, live
-from .medium import LOCK, bump_counter
+from .medium import COUNTER, LOCK, WHAT, KeyRoom, bump_counter, full_key
 from .values import Text, check_text, check_ttl, checked, record_reader
 
 __all__ = ["Lease", "LockRepository", "MemoryLockRepository"]
@@ -92,6 +92,12 @@ class LockRepository(Protocol):
 
 _lease = record_reader(Lease)
 
+_TOKENS = "locks.token"
+"""The counter of each name's last token."""
+
+_KEYS = KeyRoom(WHAT[LOCK], lambda name: (full_key(LOCK, name), full_key(COUNTER, _TOKENS, name)))
+"""The keys of a lock: its own and its token counter's."""
+
 
 class MemoryLockRepository(RoleBase):
     """The in-memory ``locks`` role.
@@ -105,6 +111,7 @@ class MemoryLockRepository(RoleBase):
     def acquire(self, name: Text, owner: Text, ttl_ms: int) -> Lease | None:
         """Take the lock or return None. See :meth:`LockRepository.acquire`."""
         ttl_ms = check_ttl(ttl_ms)
+        _KEYS.check(name=name)
         with self._medium.lock:
             now = self._now()
             key, state = self._read(LOCK, name)
@@ -113,7 +120,7 @@ class MemoryLockRepository(RoleBase):
                     return None
                 new = {**state, "expires_at_ms": now + ttl_ms}
                 return self._save(LOCK, key, new, _lease)
-            token, token_change = bump_counter(self._medium, "locks.token", name)
+            token, token_change = bump_counter(self._medium, _TOKENS, name)
             new = {
                 "name": name,
                 "owner": owner,
@@ -128,7 +135,7 @@ class MemoryLockRepository(RoleBase):
         """Extend a live lease. See :meth:`LockRepository.renew`."""
         ttl_ms = check_ttl(ttl_ms)
         with self._medium.lock:
-            key, state, now = self._held_lease(LOCK, "locks.token", name, token)
+            key, state, now = self._held_lease(LOCK, _TOKENS, name, token)
             new = {**state, "expires_at_ms": now + ttl_ms}
             return self._save(LOCK, key, new, _lease)
 
@@ -149,7 +156,7 @@ class MemoryLockRepository(RoleBase):
             LeaseLostError: `token` does not hold a live lease.
         """
         with self._medium.lock:
-            self._held_lease(LOCK, "locks.token", name, token)
+            self._held_lease(LOCK, _TOKENS, name, token)
 
 
 if TYPE_CHECKING:

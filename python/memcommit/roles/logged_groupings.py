@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidType
-from .groupings import Grouper
+from .groupings import KEPT, Grouper
 from .medium import Change, State
 
 if TYPE_CHECKING:
     from .. import _native
 
-__all__ = ["MARKER", "LoggedGrouping", "entry_changes", "entry_key", "entry_kind"]
+__all__ = ["MARKER", "LoggedGrouping", "entry_changes", "entry_key", "entry_kind", "kept_keys"]
 
 MARKER = "grouping"
 """The kind of the markers: key ``KIND.NAME``, written once the grouping is kept."""
@@ -67,6 +67,19 @@ def entry_key(grouper: Grouper, key: str, state: State | None) -> str | None:
     if not isinstance(group, str):
         raise InvalidType(f"a kept grouping groups by str, not {group!r}")
     return group + _SEP + _rank_text(rank) + _SEP + key
+
+
+def kept_keys(kind: str, key: str, state: State) -> list[str]:
+    """The full keys of the entries the kept groupings of `kind` give entity `key` in `state`.
+
+    What a store's log writes beside the entity (a role counts them in its keys' room).
+    """
+    out = []
+    for name, grouper in KEPT.get(kind, {}).items():
+        entry = entry_key(grouper, key, state)
+        if entry is not None:
+            out.append(entry_kind(kind, name) + _SEP + entry)
+    return out
 
 
 def entry_changes(

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidValue
 from . import logged_groupings
 from .groupings import KEPT, Grouper, Groupings, Ordered
 from .logged_groupings import LoggedGrouping
-from .medium import Change, State
+from .medium import Change, State, StateTooLarge, state_json
 
 if TYPE_CHECKING:
     from .. import _native
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
 __all__ = ["DurableLock", "LogMedium"]
 
 _SEP = "\x00"  # never in a kind or a key: the roles refuse "\x00" in every string
+
+# How the log refuses a state too large for one record (the largest JSON it takes).
+_STATE_LIMIT = re.compile(r"an entity's state must be 1 to (\d+) bytes")
 
 
 class DurableLock:
@@ -230,18 +235,17 @@ class LogMedium:
         """
         written = [*changes, *entries]
         items: list[tuple[str, bytes | None]] = [
-            (
-                kind + _SEP + key,
-                None
-                if state is None
-                else json.dumps(
-                    state, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-                ).encode(),
-            )
+            (kind + _SEP + key, None if state is None else state_json(state).encode())
             for kind, key, state in written
         ]
         at_us = self._lock.stamped()
-        end = self._native.write_entities(self._now_us() if at_us is None else at_us, items)
+        try:
+            end = self._native.write_entities(self._now_us() if at_us is None else at_us, items)
+        except InvalidValue as refused:
+            too_large = _too_large(refused, written, items)
+            if too_large is None:
+                raise
+            raise too_large from None
         cache, groupings = self._cache, self._groupings
         for (full_key, _), (kind, key, state) in zip(items, changes, strict=False):
             cache[full_key] = state
@@ -313,6 +317,20 @@ class LogMedium:
         ]
         count = self._native.entity_count
         return count("") - sum(count(k + _SEP) for k in kept)
+
+
+def _too_large(
+    refused: InvalidValue, written: Sequence[Change], items: Sequence[tuple[str, bytes | None]]
+) -> StateTooLarge | None:
+    """The :class:`StateTooLarge` for the log's refusal of a state too large, else None."""
+    found = _STATE_LIMIT.search(str(refused))
+    if found is None:
+        return None
+    most = int(found.group(1))
+    for (kind, key, _), (_, payload) in zip(written, items, strict=True):
+        if payload is not None and len(payload) > most:
+            return StateTooLarge(kind, key, len(payload), most + 1)
+    return None
 
 
 def _decode(payload: bytes) -> State:

@@ -37,6 +37,13 @@ the keys whose leading parts are the given ones (``'["run-1",'``), so ``"doc"`` 
 ``"doc/nested"`` or ``"docs"``. ``scan`` returns entities in key order (code-point order of the
 key string, which is UTF-8 byte order).
 
+**Limits**, the same on every store: an entity's full key (its kind, a NUL and its key) is at
+most :data:`MAX_KEY_BYTES` bytes, and its state one record of the store (its JSON at most
+``max_record_bytes - 1`` bytes). A role checks the keys of a write before making it, with the
+:class:`KeyRoom` it declares (every key the entity brings, counters and grouping entries
+included), and names the caller's argument that does not fit; a medium refuses a state too large
+with :class:`StateTooLarge`, which the role turns into an error naming the caller's argument.
+
 **Counters** that must never be reused (fencing tokens, versions, sequence numbers) are
 entities of kind :data:`COUNTER`, state ``{"value": n}`` (the last value handed out), which
 are never deleted, so a delete, truncate, release or expiry never lets a number come back.
@@ -102,14 +109,15 @@ on the way in and out of records.
 from __future__ import annotations
 
 import bisect
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring as _quote
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import InvalidValue
 from .groupings import Grouper, Grouping, Groupings
-from .values import Json
+from .values import Json, check_count
 
 __all__ = [
     "ARTIFACT",
@@ -117,24 +125,33 @@ __all__ = [
     "CHECKPOINT",
     "CONVERSATION",
     "COUNTER",
+    "DEFAULT_MAX_RECORD_BYTES",
     "EFFECT",
     "IDEMPOTENCY",
     "KINDS",
     "LOCK",
+    "MAX_KEY_BYTES",
     "REVISION",
     "REVISION_AGENT",
     "RUN",
     "STATE",
     "STEP",
     "TURN",
+    "WHAT",
     "Change",
+    "KeyArgument",
+    "KeyRoom",
     "Medium",
     "MemoryMedium",
     "State",
+    "StateTooLarge",
     "bump_counter",
     "child_prefix",
     "entity_key",
+    "full_key",
     "read_counter",
+    "state_bytes",
+    "state_json",
 ]
 
 State: TypeAlias = dict[str, Json]
@@ -176,6 +193,36 @@ KINDS = (
 )
 """Every entity kind the roles use."""
 
+WHAT = {
+    RUN: "a run",
+    STEP: "a step",
+    CHECKPOINT: "a checkpoint",
+    IDEMPOTENCY: "an idempotency record",
+    LOCK: "a lock",
+    EFFECT: "an effect",
+    STATE: "a state entry",
+    ARTIFACT: "an artifact's description",
+    ARTIFACT_DATA: "an artifact",
+    REVISION: "a revision",
+    REVISION_AGENT: "an agent's current revision",
+    CONVERSATION: "a conversation",
+    TURN: "a turn",
+    COUNTER: "a counter",
+}
+"""What an entity of each kind is, for messages (``"a lock"``)."""
+
+MAX_KEY_BYTES = 1024
+"""The most UTF-8 bytes an entity's full key (:func:`full_key`) may have, on every store.
+
+A store's log holds no longer key; the roles refuse a write whose keys would be longer, naming
+the caller's argument (:class:`KeyRoom`), whatever the medium."""
+
+DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""A store's default ``max_record_bytes``, which a :class:`MemoryMedium` keeps too: an entity's
+state is one record, its JSON at most ``max_record_bytes - 1`` bytes."""
+
+_SEP = "\x00"  # between the kind and the key of a full key: never in a kind or a key
+
 
 KeyPart: TypeAlias = "str | int | tuple[str, ...]"
 
@@ -198,6 +245,230 @@ def entity_key(*parts: str | int | tuple[str, ...]) -> str:
     per-call setup (a key is built on every operation).
     """
     return "[" + ",".join([_part(p) for p in parts]) + "]"
+
+
+def full_key(kind: str, *parts: KeyPart) -> str:
+    """Return the full key of entity ``(kind, parts)``: `kind`, a NUL and :func:`entity_key`.
+
+    What a store's log keeps the entity under, and what :data:`MAX_KEY_BYTES` bounds.
+    """
+    return kind + _SEP + entity_key(*parts)
+
+
+KeyArgument: TypeAlias = "str | tuple[str, ...]"
+"""A caller's argument that goes into keys: an id or name, or a namespace of labels."""
+
+
+def _key_bytes(key: str) -> int:
+    return len(key) if key.isascii() else len(key.encode())
+
+
+def _longest(keys: Iterable[str]) -> int:
+    return max(map(_key_bytes, keys), default=0)
+
+
+def _filled(value: KeyArgument, fill: str) -> KeyArgument:
+    """Return `value` with its text replaced by `fill`.
+
+    A namespace keeps its number of labels: the first one is `fill`, the others empty.
+    """
+    if isinstance(value, str):
+        return fill
+    return tuple(fill if i == 0 else "" for i in range(len(value)))
+
+
+def _text_bytes(value: KeyArgument, escaped: bool = False) -> int:
+    """Return the UTF-8 bytes of `value` (of a namespace: of its labels together).
+
+    With `escaped`, as JSON text holds it in a key: a quote, a backslash or a control
+    character as its escape.
+    """
+    labels = (value,) if isinstance(value, str) else value
+    if escaped:
+        return sum(len(_quote(label).encode()) - 2 for label in labels)
+    return sum(len(label.encode()) for label in labels)
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+class KeyRoom:
+    """The keys a write of a role makes from the caller's arguments, and the check they fit.
+
+    A role declares one for each kind of entity a caller names (a lock by its name, a state
+    entry by its namespace and key...) and calls :meth:`check` with the caller's arguments, by
+    the caller's names for them, before it writes: so every store refuses the same arguments,
+    with a message naming the argument and the most bytes it may have.
+
+    Args:
+        what: The entity, for the message (``"a lock"``).
+        keys: ``keys(**arguments)`` returns every full key (:func:`full_key`) that the entity
+            of these arguments brings, at its longest: its own, the counters it takes, the
+            entities written with it, and the entries of the groupings kept for it, now or
+            later (a run's every status).
+    """
+
+    def __init__(self, what: str, keys: Callable[..., Iterable[str]]) -> None:
+        self.what = what
+        self._keys = keys
+        # By the arguments' names and number of labels: (the longest key with every argument
+        # empty, the most times one argument is in one key).
+        self._bounds: dict[tuple[object, ...], tuple[int, int]] = {}
+
+    def check(self, **arguments: KeyArgument) -> None:
+        """Return if every key fits in :data:`MAX_KEY_BYTES`; raise naming an argument otherwise.
+
+        Raises:
+            InvalidValue: A key would be too long. The longest of the arguments in the keys too
+                long is named, with the most bytes it may have with the others as they are.
+        """
+        # Short arguments fit without building the keys: a character takes at most 6 bytes in
+        # a key (a control character's JSON escape).
+        chars = 0
+        shape: list[object] = []
+        for name, value in arguments.items():
+            if isinstance(value, str):
+                chars += len(value)
+                shape.append(name)
+            else:
+                chars += sum(map(len, value))
+                shape.append((name, len(value)))
+        bound = self._bounds.get(tuple(shape))
+        if bound is None:
+            bound = self._bound(arguments)
+            if len(self._bounds) < 64:
+                self._bounds[tuple(shape)] = bound
+        empty, times = bound
+        if empty + times * 6 * chars <= MAX_KEY_BYTES:
+            return
+        keys = list(self._keys(**arguments))
+        if _longest(keys) <= MAX_KEY_BYTES:
+            return
+        raise self._too_long(arguments, [_key_bytes(key) for key in keys])
+
+    def _bound(self, arguments: dict[str, KeyArgument]) -> tuple[int, int]:
+        """Return (the longest key with every argument empty, the most times one is in a key)."""
+        empty = {name: _filled(value, "") for name, value in arguments.items()}
+        rests = [_key_bytes(key) for key in self._keys(**empty)]
+        times = 0
+        for name, value in arguments.items():
+            ones = [_key_bytes(key) for key in self._keys(**{**empty, name: _filled(value, "x")})]
+            times = max([times, *(one - rest for one, rest in zip(ones, rests, strict=True))])
+        return max(rests, default=0), times
+
+    def _room(self, name: str, arguments: dict[str, KeyArgument]) -> tuple[int, int]:
+        """Return (the most bytes argument `name` may have, how many keys too long hold it)."""
+        value = arguments[name]
+        sizes = [_key_bytes(key) for key in self._keys(**arguments)]
+        # The keys with `name` emptied, and with one byte in it: what the rest takes in each
+        # key, and how many times the argument is in it.
+        rests = [_key_bytes(key) for key in self._keys(**{**arguments, name: _filled(value, "")})]
+        ones = [_key_bytes(key) for key in self._keys(**{**arguments, name: _filled(value, "x")})]
+        most, held = MAX_KEY_BYTES, 0
+        for size, rest, one in zip(sizes, rests, ones, strict=True):
+            times = one - rest
+            if times > 0:
+                most = min(most, (MAX_KEY_BYTES - rest) // times)
+                held += size > MAX_KEY_BYTES
+        return max(most, 0), held
+
+    def _too_long(self, arguments: dict[str, KeyArgument], sizes: list[int]) -> InvalidValue:
+        rooms = {name: self._room(name, arguments) for name in arguments}
+        named = [name for name, (_, held) in rooms.items() if held]
+        if not named:  # the role's own parts alone are too long: a bug, said plainly
+            return InvalidValue(
+                f"key: {self.what}'s keys would be {max(sizes)} bytes, more than "
+                f"{MAX_KEY_BYTES}, whatever {_listed(list(arguments))} were"
+            )
+        name = max(named, key=lambda n: _text_bytes(arguments[n], escaped=True))
+        value, most = arguments[name], rooms[name][0]
+        size = _text_bytes(value)
+        others = [other for other in arguments if other != name]
+        beside = f" with this {_listed(others)}" if others else ""
+        escapes = (
+            " (each quote, backslash or control character in it counts as its JSON escape, "
+            "2 or 6 bytes)"
+            if _text_bytes(value, escaped=True) != size
+            else ""
+        )
+        if isinstance(value, str):
+            said, unit = f"{name}: {size} bytes is too long", "bytes"
+            advice = "pass a shorter one (a digest of a long one, say)"
+        else:
+            said = f"{name}: its labels are {size} bytes together, too long"
+            unit, advice = "bytes of labels", "pass shorter labels"
+        return InvalidValue(
+            f"{said}; {self.what}'s {name} (with its other key parts) may be at most "
+            f"{most} {unit}{beside}{escapes}: {advice}"
+        )
+
+
+class StateTooLarge(InvalidValue):
+    """A medium's refusal of an entity's state too large for one record of its store.
+
+    A role turns it into an error naming the caller's argument; nothing was written. Raised
+    with :data:`WHAT` the entity is and its size, for a direct writer of the medium.
+
+    Attributes:
+        kind: The entity's kind.
+        key: The entity's key.
+        size: The UTF-8 bytes of the state's JSON.
+        max_record_bytes: The store's largest record: a state's JSON and a byte.
+    """
+
+    def __init__(
+        self, kind: str = "", key: str = "", size: int = 0, max_record_bytes: int = 0
+    ) -> None:
+        super().__init__(
+            f"state: the state of {WHAT.get(kind, kind)} {key} is {size} bytes as JSON; one "
+            f"record holds at most {max_record_bytes - 1} (max_record_bytes is "
+            f"{max_record_bytes})"
+        )
+        self.kind = kind
+        self.key = key
+        self.size = size
+        self.max_record_bytes = max_record_bytes
+
+
+def _refuse(value: object) -> None:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _compact_json() -> Callable[[Json], str]:
+    """The JSON text of a checked value as a store writes it: compact, not ASCII-escaped.
+
+    The C encoder made once where there is one (``json.dumps`` makes one per call, which costs
+    more than encoding a small state); ``json.dumps``'s own encoder otherwise.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        try:
+            # No markers: a checked value is a tree. The arguments are json.encoder's own.
+            encode = make(None, _refuse, _quote, None, ":", ",", False, False, False)
+        except TypeError:
+            pass
+        else:
+            return lambda value: "".join(encode(value, 0))
+    return json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+
+_json_text = _compact_json()
+
+
+def state_json(state: Json) -> str:
+    """Return `state`'s JSON as a store keeps it: compact, not ASCII-escaped, keys in order.
+
+    The same text as ``json.dumps(state, ensure_ascii=False, allow_nan=False,
+    separators=(",", ":"))``, for a checked value.
+    """
+    return _json_text(state)
+
+
+def state_bytes(state: Json) -> int:
+    """Return the UTF-8 bytes of :func:`state_json` of `state`."""
+    text = _json_text(state)
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def child_prefix(*parts: str | int | tuple[str, ...]) -> str:
@@ -243,9 +514,15 @@ class MemoryMedium:
 
     Each kind has a dict of states and a sorted list of its keys (kept with ``bisect``), so a
     prefix scan costs the log of the kind's size plus its matches.
+
+    Args:
+        max_record_bytes: The largest record of a store, which it keeps as well: a state whose
+            JSON is larger than ``max_record_bytes - 1`` bytes is refused
+            (:class:`StateTooLarge`), as a store's log refuses it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+        self._max_record_bytes = check_count(max_record_bytes, "max_record_bytes", minimum=1)
         # One re-entrant lock per store: a role's check may call into another role (has_run,
         # check_claim) that takes the same lock.
         self._lock = threading.RLock()
@@ -279,8 +556,23 @@ class MemoryMedium:
             out.append((key, states[key]))
         return out
 
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record: a state's JSON may have one byte less."""
+        return self._max_record_bytes
+
     def write(self, changes: Sequence[Change]) -> None:
-        """Apply `changes` in order (atomic: nothing here can fail half-way)."""
+        """Apply `changes` in order (atomic: a state too large is refused before any change).
+
+        Raises:
+            StateTooLarge: A state's JSON is more than ``max_record_bytes - 1`` bytes.
+        """
+        most = self._max_record_bytes - 1
+        for kind, key, state in changes:
+            if state is not None:
+                size = state_bytes(state)
+                if size > most:
+                    raise StateTooLarge(kind, key, size, self._max_record_bytes)
         with self._lock:
             for kind, key, state in changes:
                 states = self._states.get(kind)

@@ -24,12 +24,16 @@ from .errors import (
     VersionConflictError,
 )
 from .medium import (
+    COUNTER,
     REVISION,
     REVISION_AGENT,
+    WHAT,
     Change,
+    KeyRoom,
     State,
     bump_counter,
     entity_key,
+    full_key,
 )
 from .values import (
     Json,
@@ -167,6 +171,22 @@ class RevisionRepository(Protocol):
 
 _revision = record_reader(Revision)
 
+_SEQ = "revisions.seq"
+"""The counter of each agent's revisions, in creation order."""
+_VERSIONS = "revisions.version"
+"""The counter of each agent's published versions."""
+
+_KEYS = KeyRoom(
+    WHAT[REVISION],
+    lambda agent_id, revision_id: (
+        full_key(REVISION, agent_id, revision_id),
+        full_key(COUNTER, _SEQ, agent_id),
+        full_key(COUNTER, _VERSIONS, agent_id),
+        full_key(REVISION_AGENT, agent_id),
+    ),
+)
+"""The keys of a revision: its own, its agent's counters and current-version pointer's."""
+
 
 def _make_current(agent_id: str, version: int) -> Change:
     """Return the change that makes `version` the agent's current one (its pointer entity)."""
@@ -211,6 +231,7 @@ class MemoryAgentRevisionRepository(RoleBase):
         revision_id = (
             uuid.uuid4().hex if revision_id is None else check_text(revision_id, "revision_id")
         )
+        _KEYS.check(agent_id=agent_id, revision_id=revision_id)
         key = entity_key(agent_id, revision_id)
         with self._medium.lock:
             now = self._now()
@@ -218,7 +239,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 raise RevisionAlreadyExistsError(agent_id=agent_id, revision_id=revision_id)
             if parent_revision_id is not None:
                 self._get(agent_id, parent_revision_id)
-            seq, seq_change = bump_counter(self._medium, "revisions.seq", agent_id)
+            seq, seq_change = bump_counter(self._medium, _SEQ, agent_id)
             new: State = {
                 "agent_id": agent_id,
                 "revision_id": revision_id,
@@ -273,7 +294,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 return _revision(state)
             if state["status"] == "archived":
                 raise InvalidStateError(current="archived", attempted="publish")
-            version, version_change = bump_counter(self._medium, "revisions.version", agent_id)
+            version, version_change = bump_counter(self._medium, _VERSIONS, agent_id)
             new = {
                 **state,
                 "status": "published",
@@ -281,9 +302,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 "updated_at_ms": now,
                 "published_at_ms": now,
             }
-            self._medium.write(
-                [version_change, (REVISION, key, new), _make_current(agent_id, version)]
-            )
+            self._write([version_change, (REVISION, key, new), _make_current(agent_id, version)])
             return _revision(new)
 
     def get(self, agent_id: str, revision_id: str) -> Revision | None:
@@ -323,7 +342,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 raise RevisionNotFoundError(agent_id=agent_id, version=version)
             if state["status"] == "archived":
                 raise InvalidStateError(current="archived", attempted="set_current")
-            self._medium.write([_make_current(agent_id, version)])
+            self._write([_make_current(agent_id, version)])
             return _revision(state)
 
     @checked

@@ -28,19 +28,24 @@ from .errors import (
     RunNotFoundError,
 )
 from .groupings import grouping_of, keep
+from .logged_groupings import kept_keys
 from .medium import (
     CHECKPOINT,
     CONVERSATION,
+    COUNTER,
     EFFECT,
     RUN,
     STEP,
     TURN,
+    WHAT,
     Change,
+    KeyRoom,
     Medium,
     State,
     bump_counter,
     child_prefix,
     entity_key,
+    full_key,
 )
 from .values import (
     Json,
@@ -306,6 +311,25 @@ def _run_turn(turn: State) -> tuple[str, str]:
 
 keep(TURN, _BY_RUN, _run_turn)
 
+_SEQ = "runs.seq"
+"""The counter of the runs' FIFO order."""
+_TOKENS = "runs.token"
+"""The counter of each run's last claim token."""
+
+
+def _run_keys(run_id: str) -> list[str]:
+    """The keys of a run: its own, its token counter's, its status entry's in every status."""
+    key = entity_key(run_id)
+    keys = [full_key(RUN, run_id), full_key(COUNTER, _TOKENS, run_id)]
+    for status in sorted(_STATUSES):
+        keys += kept_keys(RUN, key, {"status": status, "seq": 0})  # a seq is 20 digits there
+    return keys
+
+
+_KEYS = KeyRoom(WHAT[RUN], _run_keys)
+"""The keys of a run. Its status entries hold its id with more around it than its checkpoints'
+keys and its counters do, so a run that fits leaves them room."""
+
 
 def _statuses(status: object) -> frozenset[str] | None:
     if status is None:
@@ -390,12 +414,13 @@ class MemoryRunRepository(RoleBase):
         revision_id = check_optional_text(revision_id, "revision_id")
         meta = check_metadata(metadata)
         available_at_ms = check_optional_int(available_at_ms, "available_at_ms")
+        _KEYS.check(run_id=run_id)
         key = entity_key(run_id)
         with self._medium.lock:
             now = self._now()
             if self._medium.get(RUN, key) is not None:
                 raise RunAlreadyExistsError(run_id=run_id)
-            seq, seq_change = bump_counter(self._medium, "runs.seq")
+            seq, seq_change = bump_counter(self._medium, _SEQ)
             state: State = {
                 "run_id": run_id,
                 "agent_id": agent_id,
@@ -418,7 +443,7 @@ class MemoryRunRepository(RoleBase):
 
     def _grant(self, key: str, state: State, worker_id: str, ttl_ms: int, now: int) -> Claim:
         """Write a new claim on `state` and return it (under the lock)."""
-        token, token_change = bump_counter(self._medium, "runs.token", state["run_id"])
+        token, token_change = bump_counter(self._medium, _TOKENS, state["run_id"])
         new = {
             **state,
             "status": "running",
@@ -626,7 +651,7 @@ class MemoryRunRepository(RoleBase):
             for kind in (STEP, CHECKPOINT, EFFECT):
                 changes.extend(self._deletions(kind, run_id))
             changes.extend(_cascade_turns(self._medium, run_id, now))
-            self._medium.write(changes)
+            self._write(changes)
             return True
 
 

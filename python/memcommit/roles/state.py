@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ._base import RoleBase, check_version
-from .medium import STATE, State, bump_counter
+from .medium import COUNTER, STATE, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
     Json,
     Namespace,
@@ -99,6 +99,18 @@ class AgentStateRepository(Protocol):
 
 _entry = record_reader(StateEntry)
 
+_VERSIONS = "state.version"
+"""The counter of each entry's last version."""
+
+_KEYS = KeyRoom(
+    WHAT[STATE],
+    lambda namespace, key: (
+        full_key(STATE, namespace, key),
+        full_key(COUNTER, _VERSIONS, namespace, key),
+    ),
+)
+"""The keys of a state entry: its own and its version counter's."""
+
 
 class MemoryStateRepository(RoleBase):
     """The in-memory ``state`` role.
@@ -120,11 +132,12 @@ class MemoryStateRepository(RoleBase):
         key = check_text(key, "key")
         value = check_json(value, "value")
         expected_version = check_optional_int(expected_version, "expected_version")
+        _KEYS.check(namespace=ns, key=key)
         with self._medium.lock:
             now = self._now()
             ekey, state = self._read(STATE, ns, key)
             check_version(expected_version, state, f"state {key!r} in {ns!r}")
-            version, version_change = bump_counter(self._medium, "state.version", ns, key)
+            version, version_change = bump_counter(self._medium, _VERSIONS, ns, key)
             new: State = {
                 "namespace": list(ns),
                 "key": key,
@@ -146,7 +159,7 @@ class MemoryStateRepository(RoleBase):
             check_version(expected_version, state, f"state {key!r} in {ns!r}")
             if state is None:
                 return False
-            self._medium.write([(STATE, ekey, None)])
+            self._write([(STATE, ekey, None)])
             return True
 
     def list(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from ._base import OptionalToken, RunLinked, same_or_conflict
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
-from .medium import STEP, State, bump_counter
+from .medium import COUNTER, STEP, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
     Json,
     JsonIn,
@@ -122,6 +122,15 @@ class StepRepository(Protocol):
 
 _step = record_reader(Step)
 
+_SEQ = "steps.seq"
+"""The counter of each run's steps, in the order they first started."""
+
+_KEYS = KeyRoom(
+    WHAT[STEP],
+    lambda run_id, step_id: (full_key(STEP, run_id, step_id), full_key(COUNTER, _SEQ, run_id)),
+)
+"""The keys of a step: its own and its run's step counter's."""
+
 
 class MemoryStepRepository(RunLinked):
     """The in-memory ``steps`` role; :class:`RunLinked` documents its arguments."""
@@ -137,10 +146,11 @@ class MemoryStepRepository(RunLinked):
         token: OptionalToken = None,
     ) -> Step:
         """Start, retry or replay a step. See :meth:`StepRepository.start`."""
+        _KEYS.check(run_id=run_id, step_id=step_id)
         with self._medium.lock:
             key, state, now = self._read_on_run(STEP, run_id, token, step_id)
             if state is None:
-                seq, seq_change = bump_counter(self._medium, "steps.seq", run_id)
+                seq, seq_change = bump_counter(self._medium, _SEQ, run_id)
                 new: State = {
                     "run_id": run_id,
                     "step_id": step_id,

@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import pathlib
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import InvalidType, NotSupported
+from ...errors import InvalidType, InvalidValue, NotSupported
 from ..clock import CLOCK_START, ControllableClock
 
 __all__ = [
@@ -188,6 +189,21 @@ def store_memory_backend() -> Backend:
 def fresh_id(prefix: str) -> str:
     """Return a new unique id, so tests never collide in a shared database."""
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def fresh_sized_id(prefix: str, size: int) -> str:
+    """Return a new unique id of exactly `size` bytes: :func:`fresh_id`, padded with ``x``."""
+    made = fresh_id(prefix)
+    if size < len(made):
+        raise InvalidValue(f"size: {size} is shorter than a fresh id ({len(made)} bytes)")
+    return made + "x" * (size - len(made))
+
+
+def stated_most(message: str) -> int:
+    """Return N from the "at most N bytes" that an error's message states."""
+    found = re.search(r"at most (\d+) bytes", message)
+    assert found is not None, f"no 'at most N bytes' in {message!r}"
+    return int(found.group(1))
 
 
 def fresh_run(store: Any) -> str:

@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import ArtifactVersion, VersionConflictError
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 
 class TestArtifacts:
@@ -134,3 +136,51 @@ class TestArtifacts:
         with pytest.raises(VersionConflictError):
             store.artifacts.save(owner, "doc", b"x", expected_version=1)
         assert store.artifacts.list_versions(owner, "doc") == [first, second]
+
+    def test_a_name_or_owner_too_long_for_the_keys_is_refused_naming_it(
+        self, harness: Harness
+    ) -> None:
+        store = harness.store
+        owner = ("run", fresh_id("r"))
+        with pytest.raises(InvalidValue) as caught:
+            store.artifacts.save(owner, fresh_sized_id("doc", 1000), b"x")
+        message = str(caught.value)
+        assert message.startswith("name: 1000 bytes is too long; an artifact's name (with its ")
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("doc", most), fresh_sized_id("doc", most + 1)
+        assert store.artifacts.save(owner, longest, b"x").version == 1
+        loaded = store.artifacts.load(owner, longest)
+        assert loaded is not None and loaded.data == b"x"
+        with pytest.raises(InvalidValue, match=f"^name: {most + 1} bytes is too long;"):
+            store.artifacts.save(owner, longer, b"x")
+        assert store.artifacts.list_names(owner) == [longest]
+        wide = ("run", fresh_sized_id("r", 1200))
+        with pytest.raises(InvalidValue) as labels:
+            store.artifacts.save(wide, "doc", b"x")
+        assert str(labels.value).startswith(
+            "owner: its labels are 1203 bytes together, too long; an artifact's owner"
+        )
+        assert store.artifacts.list_names(wide) == []
+
+    def test_data_too_large_for_one_record_is_refused_naming_it(self, harness: Harness) -> None:
+        """Data is kept base64-encoded in one record: about 3/4 of max_record_bytes fits."""
+        store = harness.store
+        owner = ("run", fresh_id("r"))
+        with pytest.raises(InvalidValue) as caught:
+            store.artifacts.save(owner, "blob", b"\x01" * (12 * 2**20))
+        message = str(caught.value)
+        assert message.startswith(
+            "data: 12582912 bytes is too large; an artifact's data is stored base64-encoded "
+            "in one record, so the largest artifact is "
+        )
+        assert "three quarters of the store's max_record_bytes" in message
+        assert store.artifacts.list_versions(owner, "blob") == []
+        largest = re.search(r"the largest artifact is (\d+) bytes", message)
+        assert largest is not None
+        most = int(largest.group(1))
+        saved = store.artifacts.save(owner, "blob", bytes(most))
+        assert (saved.version, saved.size) == (1, most)
+        with pytest.raises(InvalidValue, match=f"^data: {most + 1} bytes is too large;"):
+            store.artifacts.save(owner, "blob", bytes(most + 1))
+        assert store.artifacts.list_versions(owner, "blob") == [saved]
+        assert store.artifacts.save(owner, "blob", b"next").version == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import (
     ConversationAlreadyExistsError,
     ConversationNotFoundError,
@@ -15,7 +16,7 @@ from ...roles import (
     SequenceConflictError,
 )
 from ..race import race
-from .harness import Harness, fresh_id, fresh_run
+from .harness import Harness, fresh_id, fresh_run, fresh_sized_id, stated_most
 
 
 def _setup(harness: Harness) -> tuple[str, str]:
@@ -210,3 +211,49 @@ class TestConversations:
         listed[0].content["parts"].append("mutated")
         assert store.conversations.list_turns(a)[0].content == {"parts": ["x"]}
         assert store.conversations.append(a, [], run_id=run_id) == []
+
+    def test_a_conversation_id_too_long_for_its_keys_is_refused_naming_it(
+        self, harness: Harness
+    ) -> None:
+        """The limit leaves room for the keys of its turns (which also hold their run's id)."""
+        store = harness.store
+        with pytest.raises(InvalidValue) as caught:
+            store.conversations.create(conversation_id=fresh_sized_id("conv", 1000))
+        message = str(caught.value)
+        assert message.startswith(
+            "conversation_id: 1000 bytes is too long; a conversation's conversation_id (with its "
+        )
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("conv", most), fresh_sized_id("conv", most + 1)
+        assert store.conversations.create(conversation_id=longest).last_seq == 0
+        with pytest.raises(InvalidValue, match=f"^conversation_id: {most + 1} bytes is too long;"):
+            store.conversations.create(conversation_id=longer)
+        assert store.conversations.get(longer) is None
+        half = store.conversations.create(conversation_id=fresh_sized_id("conv", most // 2))
+        run_id = fresh_run(store)
+        turns = store.conversations.append(half.conversation_id, _turns("hi"), run_id=run_id)
+        assert [t.seq for t in turns] == [1]
+
+    def test_a_turn_whose_keys_are_too_long_is_refused_naming_the_longest_id(
+        self, harness: Harness
+    ) -> None:
+        """A turn's keys hold its conversation's id and its run's: the longer one is named."""
+        store = harness.store
+        conversation_id = store.conversations.create(
+            conversation_id=fresh_id("conv")
+        ).conversation_id
+        run_id = fresh_sized_id("run", 970)
+        store.runs.create(agent_id=fresh_id("agent"), run_id=run_id)
+        with pytest.raises(InvalidValue) as caught:
+            store.conversations.append(conversation_id, _turns("hi"), run_id=run_id)
+        message = str(caught.value)
+        assert message.startswith("run_id: 970 bytes is too long; a turn's run_id (with its ")
+        assert " with this conversation_id: " in message
+        conversation = store.conversations.get(conversation_id)
+        assert conversation is not None and conversation.last_seq == 0
+        assert store.conversations.list_turns(conversation_id) == []
+        most = stated_most(message)
+        fits = fresh_sized_id("run", most)
+        store.runs.create(agent_id=fresh_id("agent"), run_id=fits)
+        turns = store.conversations.append(conversation_id, _turns("hi"), run_id=fits)
+        assert [t.seq for t in turns] == [1]

@@ -9,7 +9,7 @@ import pytest
 
 from ...roles import ClaimLostError, EffectConflictError, EffectRecord, RunNotFoundError
 from ..race import race
-from .harness import Harness, fresh_id, fresh_run
+from .harness import Harness, fresh_id, fresh_run, fresh_sized_id, stated_most
 
 TTL = 1_000
 
@@ -110,3 +110,20 @@ class TestEffects:
         result["items"].append(3)
         got = store.effects.get(run_id, "e")
         assert got is not None and got.result == {"items": [1, 2]}
+
+    def test_an_effect_key_too_long_for_its_keys_is_refused_naming_it(
+        self, harness: Harness
+    ) -> None:
+        store = harness.store
+        run_id = fresh_run(store)
+        with pytest.raises(ValueError) as caught:
+            store.effects.record(run_id, fresh_sized_id("effect", 1000), result=1)
+        message = str(caught.value)
+        assert message.startswith("effect_key: 1000 bytes is too long; an effect's effect_key")
+        assert getattr(caught.value, "code", None) == "invalid_value"
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("effect", most), fresh_sized_id("effect", most + 1)
+        recorded = store.effects.record(run_id, longest, result=1)
+        with pytest.raises(ValueError, match=f"^effect_key: {most + 1} bytes is too long;"):
+            store.effects.record(run_id, longer, result=1)
+        assert store.effects.list(run_id) == [recorded]

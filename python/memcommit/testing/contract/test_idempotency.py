@@ -9,7 +9,7 @@ import pytest
 
 from ...roles import IdempotencyConflictError, LeaseLostError
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 TTL = 1_000
 
@@ -196,3 +196,17 @@ class TestIdempotency:
         assert len(acquired) == 1
         tokens = {o.record.token for o in outcomes}  # type: ignore[union-attr]
         assert tokens == {1}
+
+    def test_a_key_too_long_for_its_entity_key_is_refused_naming_it(self, harness: Harness) -> None:
+        store = harness.store
+        with pytest.raises(
+            ValueError, match=r"^key: 1500 bytes is too long; an idempotency"
+        ) as caught:
+            store.idempotency.reserve(fresh_sized_id("key", 1500), ttl_ms=TTL)
+        assert getattr(caught.value, "code", None) == "invalid_value"
+        most = stated_most(str(caught.value))
+        longest, longer = fresh_sized_id("key", most), fresh_sized_id("key", most + 1)
+        assert store.idempotency.reserve(longest, ttl_ms=TTL).acquired
+        with pytest.raises(ValueError, match=f"^key: {most + 1} bytes is too long;"):
+            store.idempotency.reserve(longer, ttl_ms=TTL)
+        assert store.idempotency.get(longer) is None

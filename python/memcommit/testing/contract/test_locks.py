@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import Lease, LeaseLostError
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 TTL = 1_000
 
@@ -192,3 +193,20 @@ class TestLocks:
             tokens.append(winners[0].token)
             clock.advance(TTL)
         assert tokens == [1, 2, 3]
+
+    def test_a_name_too_long_for_its_key_is_refused_naming_it(self, harness: Harness) -> None:
+        """The same limit on every store: the lock's key and its token counter's must fit."""
+        store = harness.store
+        with pytest.raises(InvalidValue) as caught:
+            store.locks.acquire(fresh_sized_id("lock", 2000), "owner", TTL)
+        assert str(caught.value) == (
+            "name: 2000 bytes is too long; a lock's name (with its other key parts) may be "
+            "at most 998 bytes: pass a shorter one (a digest of a long one, say)"
+        )
+        longest, longer = fresh_sized_id("lock", 998), fresh_sized_id("lock", 999)
+        lease = store.locks.acquire(longest, "owner", TTL)
+        assert lease is not None and store.locks.get(longest) == lease
+        with pytest.raises(InvalidValue, match=r"^name: 999 bytes is too long;"):
+            store.locks.acquire(longer, "owner", TTL)
+        assert store.locks.get(longer) is None
+        assert stated_most(str(caught.value)) == 998

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import (
     InvalidStateError,
     Revision,
@@ -18,7 +19,7 @@ from ...roles import (
     VersionConflictError,
 )
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 
 class TestRevisions:
@@ -200,3 +201,24 @@ class TestRevisions:
                 write()
             assert caught.value.revision_id == "nope"
         assert store.agent_revisions.list(agent) == []
+
+    def test_an_id_too_long_for_the_keys_is_refused_naming_it(self, harness: Harness) -> None:
+        store = harness.store
+        agent = fresh_id("agent")
+        with pytest.raises(InvalidValue) as caught:
+            store.agent_revisions.create_draft(agent, {}, revision_id=fresh_sized_id("rev", 1000))
+        message = str(caught.value)
+        assert message.startswith(
+            "revision_id: 1000 bytes is too long; a revision's revision_id (with its "
+        )
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("rev", most), fresh_sized_id("rev", most + 1)
+        store.agent_revisions.create_draft(agent, {}, revision_id=longest)
+        published = store.agent_revisions.publish(agent, longest)
+        with pytest.raises(InvalidValue, match=f"^revision_id: {most + 1} bytes is too long;"):
+            store.agent_revisions.create_draft(agent, {}, revision_id=longer)
+        assert store.agent_revisions.list(agent) == [published]
+        wide = fresh_sized_id("agent", 1000)
+        with pytest.raises(InvalidValue, match=r"^agent_id: 1000 bytes is too long; a revision"):
+            store.agent_revisions.create_draft(wide, {})
+        assert store.agent_revisions.list(wide) == []

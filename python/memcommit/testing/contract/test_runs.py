@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import (
     AlreadyClaimedError,
     Claim,
@@ -20,7 +21,7 @@ from ...roles import (
     RunNotFoundError,
 )
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 TTL = 1_000
 
@@ -462,3 +463,42 @@ class TestRuns:
         assert run is not None and run.revision_id == r1.revision_id
         current = store.agent_revisions.get_current(agent)
         assert current is not None and current.revision_id == r2.revision_id
+
+    def test_a_run_id_too_long_for_the_runs_keys_is_refused_naming_it(
+        self, harness: Harness
+    ) -> None:
+        """The limit leaves room for every key a run brings: its claims, its statuses, its parts."""
+        store = harness.store
+        agent = fresh_id("agent")
+        with pytest.raises(InvalidValue) as caught:
+            store.runs.create(agent_id=agent, run_id=fresh_sized_id("run", 1000))
+        message = str(caught.value)
+        assert message.startswith("run_id: 1000 bytes is too long; a run's run_id (with its ")
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("run", most), fresh_sized_id("run", most + 1)
+        store.runs.create(agent_id=agent, run_id=longest)
+        claim = store.runs.claim(longest, worker_id="w", ttl_ms=TTL)
+        store.steps.start(longest, "s", name="n", token=claim.token)
+        store.checkpoints.put(longest, state={}, token=claim.token)
+        store.effects.record(longest, "e", result=1, token=claim.token)
+        store.runs.suspend(longest, token=claim.token)
+        store.runs.resume(longest)
+        cancelled = store.runs.cancel(longest)
+        assert cancelled.status == "cancelled" and cancelled.attempt == 1
+        with pytest.raises(InvalidValue, match=f"^run_id: {most + 1} bytes is too long;"):
+            store.runs.create(agent_id=agent, run_id=longer)
+        assert store.runs.get(longer) is None
+        assert [run.run_id for run in store.runs.list(agent_id=agent)] == [longest]
+
+    def test_an_input_too_large_for_one_record_is_refused_naming_it(self, harness: Harness) -> None:
+        store = harness.store
+        run_id = fresh_id("run")
+        with pytest.raises(InvalidValue) as caught:
+            store.runs.create(
+                agent_id=fresh_id("agent"), run_id=run_id, input={"text": "x" * (16 * 2**20)}
+            )
+        assert str(caught.value).startswith(
+            "input: 16777227 bytes as JSON is too large for one record; with the rest of a run, "
+            "input may be at most "
+        )
+        assert store.runs.get(run_id) is None

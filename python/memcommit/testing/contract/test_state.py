@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import StateEntry, VersionConflictError
 from ...roles.values import MAX_JSON_DEPTH
 from ..race import race
-from .harness import Harness, fresh_id
+from .harness import Harness, fresh_id, fresh_sized_id, stated_most
 
 
 class TestState:
@@ -140,3 +141,49 @@ class TestState:
             assert getattr(caught.value, "code", None) == "invalid_value"
         entry = store.state.get(ns, "k")
         assert entry is not None and entry.version == 1
+
+    def test_a_key_or_namespace_too_long_for_the_entity_key_is_refused_naming_it(
+        self, harness: Harness
+    ) -> None:
+        store = harness.store
+        ns = ("agent", fresh_id("a"))
+        with pytest.raises(InvalidValue) as caught:
+            store.state.put(ns, fresh_sized_id("k", 1000), 1)
+        message = str(caught.value)
+        assert message.startswith("key: 1000 bytes is too long; a state entry's key (with its ")
+        assert message.endswith(
+            " with this namespace: pass a shorter one (a digest of a long one, say)"
+        )
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("k", most), fresh_sized_id("k", most + 1)
+        assert store.state.put(ns, longest, 1).version == 1
+        with pytest.raises(InvalidValue, match=f"^key: {most + 1} bytes is too long;"):
+            store.state.put(ns, longer, 1)
+        assert [e.key for e in store.state.list(ns)] == [longest]
+        wide = ("agent", fresh_sized_id("a", 1500))
+        with pytest.raises(InvalidValue) as labels:
+            store.state.put(wide, "k", 1)
+        assert str(labels.value).startswith(
+            "namespace: its labels are 1505 bytes together, too long; a state entry's namespace"
+        )
+        assert store.state.list(wide) == []
+
+    def test_a_value_too_large_for_one_record_is_refused_naming_it(self, harness: Harness) -> None:
+        """A state entry is one record of the store (max_record_bytes, 16 MiB by default)."""
+        store = harness.store
+        ns = ("agent", fresh_id("a"))
+        with pytest.raises(InvalidValue) as caught:
+            store.state.put(ns, "k", "x" * (16 * 2**20))
+        message = str(caught.value)
+        assert message.startswith(
+            "value: 16777218 bytes as JSON is too large for one record; with the rest of a "
+            "state entry, value may be at most "
+        )
+        assert "max_record_bytes" in message and "state\\0" not in message
+        assert store.state.get(ns, "k") is None
+        most = stated_most(message)
+        entry = store.state.put(ns, "k", "x" * (most - 2))  # a JSON string of `most` bytes
+        assert entry.version == 1
+        with pytest.raises(InvalidValue, match=f"^value: {most + 1} bytes as JSON is too large"):
+            store.state.put(ns, "k", "x" * (most - 1))
+        assert store.state.get(ns, "k") == entry

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from ...errors import InvalidValue
 from ...roles import (
     ClaimLostError,
     InvalidStateError,
@@ -14,7 +15,7 @@ from ...roles import (
     StepConflictError,
     StepNotFoundError,
 )
-from .harness import Harness, fresh_id, fresh_run
+from .harness import Harness, fresh_id, fresh_run, fresh_sized_id, stated_most
 
 TTL = 1_000
 
@@ -171,3 +172,18 @@ class TestSteps:
         assert store.steps.list(run_id) == [started]
         done = store.steps.complete(run_id, "1", output="fresh", token=new.token)
         assert done.output == "fresh"
+
+    def test_a_step_id_too_long_for_its_keys_is_refused_naming_it(self, harness: Harness) -> None:
+        store = harness.store
+        run_id = fresh_run(store)
+        with pytest.raises(InvalidValue) as caught:
+            store.steps.start(run_id, fresh_sized_id("step", 1000), name="n")
+        message = str(caught.value)
+        assert message.startswith("step_id: 1000 bytes is too long; a step's step_id (with its ")
+        assert " with this run_id: " in message
+        most = stated_most(message)
+        longest, longer = fresh_sized_id("step", most), fresh_sized_id("step", most + 1)
+        started = store.steps.start(run_id, longest, name="n")
+        with pytest.raises(InvalidValue, match=f"^step_id: {most + 1} bytes is too long;"):
+            store.steps.start(run_id, longer, name="n")
+        assert store.steps.list(run_id) == [started]

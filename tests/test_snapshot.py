@@ -331,3 +331,31 @@ def test_a_snapshot_over_the_store_or_a_file_of_it_is_refused(tmp_path: Path, na
     with memcommit.open(path) as store:
         assert [m.id for m in store.get_many([*ids, "later"]) if m] == [*ids, "later"]
         assert len(store.manifest()) == 1
+
+
+def test_a_temp_file_a_killed_save_left_goes_with_the_next_save(tmp_path: Path) -> None:
+    """A save killed between writing its temp file and renaming it leaves ``<path>.tmp-<pid>``,
+    which nothing else removes (a snapshot may be anywhere): the next save of the same file
+    removes the temp files of processes that no longer run, and leaves a running one's."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    snap = tmp_path / "state.json"
+    left = tmp_path / f"state.json.tmp-{int(dead.stdout)}"
+    left.write_bytes(b"x" * 4096)  # what the killed save wrote
+    running = tmp_path / f"state.json.tmp-{os.getppid()}"  # a save in flight elsewhere
+    running.write_bytes(b"y")
+    with memcommit.open(tmp_path / "memory.db") as store:
+        store.put("a memory")
+        store.save_snapshot(snap)
+    assert not left.exists() and running.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("state.json")) == [
+        "state.json",
+        running.name,
+    ]

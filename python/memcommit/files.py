@@ -56,6 +56,38 @@ def sync_directory(path: str) -> None:
         os.close(fd)
 
 
+def temp_of_this_process(target: str) -> str:
+    """A temp file for writing `target` from this process: ``<target>.tmp-<pid>``.
+
+    Named by the process, so two processes writing `target` at once never share one. A
+    process killed between writing it and renaming it leaves it behind: the temp files of
+    `target` whose process is no longer running are removed here, so a crash's leftovers go
+    with the next write of the same file.
+    """
+    directory, name = os.path.split(os.path.abspath(target))
+    prefix = f"{name}.tmp-"
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(directory):
+            pid = entry[len(prefix) :]
+            if entry.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(directory, entry))
+    return f"{target}.tmp-{os.getpid()}"
+
+
+def _running(pid: int) -> bool:
+    """Whether a process `pid` runs (one this process may not signal runs too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's, or not a pid: never remove what may be in use
+    return True
+
+
 def replace_durably(target: str, tmp: str, data: bytes) -> None:
     """Put `data` at `target` whole or not at all, through the temp file `tmp`.
 

@@ -14,7 +14,7 @@ from .clock import Clock, SystemClock, microsecond_reader, millisecond_reader
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
 from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported, Purged
-from .files import is_store_file, replace_durably
+from .files import is_store_file, replace_durably, temp_of_this_process
 from .postgres.dsn import Target, is_connection_source, is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
@@ -238,7 +238,8 @@ class MemoryStore(Roles):
         index (every memory's fields and where its records are; texts stay in the log), and
         ends with a checksum of every byte before it. ``memcommit.open(log, snapshot=path)``
         checks it, and every record it points to, then replays only the records after it.
-        Written to a temp file beside `path`, fsynced, renamed over it, the directory fsynced.
+        Written to a temp file beside `path`, fsynced, renamed over it, the directory fsynced
+        (a temp file a killed save left beside `path` goes with the next save).
         Of a store in PostgreSQL: the state as this client last read it, pointing into the
         store's rows; ``memcommit.open(url, snapshot=path)`` reads the rows' bytes, checks the
         snapshot against them, and replays only the rows after it.
@@ -256,7 +257,7 @@ class MemoryStore(Roles):
                 "there would replace it: give another file"
             )
         text = self._engine.snapshot_json()
-        replace_durably(target, f"{target}.tmp-{os.getpid()}", text.encode("utf-8"))
+        replace_durably(target, temp_of_this_process(target), text.encode("utf-8"))
 
     def is_purged(self, id: str) -> bool:
         """Whether log compaction purged memory `id` (see :mod:`memcommit.storage`).

@@ -165,6 +165,42 @@ def test_an_import_into_a_file_keeps_the_purged_ids(
     _moves_on(source, str(copy), tmp_path)
 
 
+def test_an_import_replaces_the_purged_ids_a_killed_import_left(
+    source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An import killed after writing its purged ids and before its first commit leaves an
+    empty store whose manifest lists them. A later import (allowed: the store is empty) of a
+    file that lists none must not keep them, or the store would call ids it never had purged
+    and take sources naming them, which the exported store refuses."""
+    target = tmp_path / "target.db"
+    with memcommit.open(str(target)) as store:  # what the killed import left
+        store.engine.set_import_entry(
+            {"at": "2026-01-01T00:00:00+00:00", "imported_from": "old.jsonl", "purged": ["gone"]}
+        )
+        assert store.is_purged("gone")
+    plain = tmp_path / "plain.db"
+    with memcommit.open(str(plain)) as store:
+        store.put("a fact", id="b1")
+    dump = tmp_path / "plain.jsonl"
+    assert main(["export", str(plain), "--out", str(dump)]) == 0
+    assert main(["import", str(target), str(dump)]) == 0, capsys.readouterr().err
+    with memcommit.open(str(target)) as store:
+        assert store.manifest() == [] and not store.is_purged("gone")
+        with pytest.raises(memcommit.Rejected):
+            store.put("cites a memory this store never had", sources=("gone",))
+    # An import of a file that lists purged ids replaces the leftover with its own.
+    again = tmp_path / "again.db"
+    with memcommit.open(str(again)) as store:
+        store.engine.set_import_entry(
+            {"at": "2026-01-01T00:00:00+00:00", "imported_from": "old.jsonl", "purged": ["gone"]}
+        )
+    assert main(["import", str(again), str(_export(source, tmp_path))]) == 0
+    with memcommit.open(str(again), read_only=True) as store:
+        assert [e["imported_from"] for e in store.manifest()] == [str(tmp_path / "dump.jsonl")]
+        assert not store.is_purged("gone")
+        source.check(store)
+
+
 def test_without_the_purged_line_verify_still_reports_the_reference(
     source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

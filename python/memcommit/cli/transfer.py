@@ -196,6 +196,8 @@ class _Import:
     trusted: _native.NativeLog | None = None
     # Takes the purged ids back out of the store (set once they are in it).
     unmark: Callable[[], None] | None = None
+    # Whether the store's manifest is this import's: its purged ids, or none of an earlier one.
+    marked: bool = False
 
     def read(self, raw: bytes, number: int) -> Change | None:
         """Line `number` as a change to apply (None: nothing to apply), or raise naming it.
@@ -263,8 +265,11 @@ class _Import:
         The view is looked at each time: a store in PostgreSQL starts a new one (its follower)
         if it must read the store again.
         """
-        if self.purged and self.unmark is None:
+        if not self.marked:
+            # The file's purged ids replace any an earlier import left (one killed before its
+            # first commit leaves an empty store with its entry); a file of none removes it.
             self.unmark = _mark_purged(self.store, sorted(self.purged), self.source)
+            self.marked = True
         view = _view(self.store)
         if self.trust and view is not None and view is not self.trusted:
             view.trust_sources(True)
@@ -424,6 +429,8 @@ def _view(store: memcommit.MemoryStore) -> _native.NativeLog | None:
 def _mark_purged(store: memcommit.MemoryStore, ids: list[str], source: str) -> Callable[[], None]:
     """Keep `ids` in `store` as ids log compaction purged; returns what takes them out again.
 
+    No `ids` takes out the entry of an earlier import of this generation, if there is one.
+
     They go in as a compaction manifest entry of the store's generation that says it came from
     an import (``imported_from``): appended to ``<log>.manifest`` for a log file, the manifest
     row of its generation for a store in PostgreSQL (each engine's ``set_import_entry``). So
@@ -433,6 +440,10 @@ def _mark_purged(store: memcommit.MemoryStore, ids: list[str], source: str) -> C
     engine = store.engine
     if not isinstance(engine, LocalEngine | PostgresEngine):  # import opens one of the two
         raise CommandError(f"{store!r} keeps no compaction manifest for the purged ids")
+    if not ids:
+        if any("imported_from" in e for e in engine.manifest()):
+            engine.set_import_entry(None)
+        return lambda: None
     engine.set_import_entry(
         {
             "at": (_EPOCH + timedelta(microseconds=store.now_us())).isoformat(),

@@ -31,6 +31,7 @@ from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
 from .errors import InvalidValue
+from .files import WriterHolds, holding_writer_locks
 
 __all__ = [
     "DURABILITY_NOTES",
@@ -574,9 +575,6 @@ def _remove_unless_a_writer_holds(path: str) -> None:
     Raises:
         StoreLocked: A writer (in this process or another) has it open; nothing was removed.
     """
-    # The CLI's lock check, imported here: the command line imports this module.
-    from memcommit.cli._common import WriterHolds, holding_writer_locks
-
     try:
         with holding_writer_locks(path):
             os.remove(path)

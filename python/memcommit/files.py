@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
+from collections.abc import Iterator
 
 # STORAGE_ERRNOS: the errors that mean the disk failed, filled up or went read-only (the
 # core's list, which makes the same errors StorageError).
@@ -113,3 +115,67 @@ def replace_durably(target: str, tmp: str, data: bytes) -> None:
                 message += f"; {space_needed(len(data))}"
             raise StorageError(message, target, error.errno) from error
         raise
+
+
+class WriterHolds(Exception):
+    """A writer has the log open: it holds the lock on `lock`, the lock file or the log file.
+
+    Its message says which: "it holds the lock on PATH.lock", or "it holds the lock on the log
+    file PATH itself" (taken under whatever name the writer opened it by: a hard link's too).
+    """
+
+    def __init__(self, lock: str, *, log_file: bool) -> None:
+        super().__init__(
+            f"it holds the lock on the log file {lock} itself, under this name or another"
+            if log_file
+            else f"it holds the lock on {lock}"
+        )
+        self.lock = lock
+
+
+@contextlib.contextmanager
+def holding_writer_locks(path: str) -> Iterator[None]:
+    """Hold, for the block, both locks a writer of the log at `path` holds, or raise at once.
+
+    The locks ``memcommit.open`` takes, found as it finds them: a symbolic link is followed to
+    the file it names first; then the lock file beside it, ``<log>.lock``, and the log file's
+    own ``flock``, which a writer holds under whatever name it opened the file (a hard link,
+    or a lock file of another name). Creates nothing: without a lock file no writer opened the
+    log under its name, and a file that is not there (or is not a regular file) no writer holds.
+    Where ``flock`` is not available the block runs unguarded.
+
+    Raises:
+        WriterHolds: Another writer (in this process or another) holds one of them; the
+            exception names the file whose lock it holds.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    log = os.path.realpath(path) if os.path.islink(path) else path
+    with contextlib.ExitStack() as held:
+        for name, log_file in ((f"{log}.lock", False), (log, True)):
+            fd = _open_to_lock(name, must_be_regular=log_file)
+            if fd is None:
+                continue
+            held.callback(os.close, fd)  # closing the descriptor lets the lock go
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WriterHolds(name, log_file=log_file) from None
+        yield
+
+
+def _open_to_lock(name: str, *, must_be_regular: bool) -> int | None:
+    """A descriptor of `name` to take an ``flock`` on; None when there is nothing to lock."""
+    try:
+        if must_be_regular and not stat.S_ISREG(os.stat(name).st_mode):
+            return None
+        try:
+            # Read-write, as the writer opens it (an exclusive lock over NFS needs one).
+            return os.open(name, os.O_RDWR)
+        except PermissionError:
+            return os.open(name, os.O_RDONLY)
+    except FileNotFoundError:
+        return None

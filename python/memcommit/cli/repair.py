@@ -15,17 +15,16 @@ from memcommit import _native
 from memcommit.cli._common import (
     EXIT_OK,
     Subcommands,
-    WriterHolds,
     add_store_command,
     as_int,
     damage_at,
     empty_file,
-    holding_writer_locks,
     inspect_log,
     not_a_log,
     require_file,
 )
 from memcommit.errors import CommandError
+from memcommit.files import WriterHolds, holding_writer_locks
 
 
 def add_commands(commands: Subcommands) -> None:

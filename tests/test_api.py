@@ -1353,3 +1353,45 @@ def test_data_may_be_any_mapping_and_is_stored_as_the_object_it_stands_for() -> 
     with memcommit.open(":memory:") as store:
         mid = store.put("x", data=types.MappingProxyType({"a": 1, "b": [2]}))
         assert store.get(mid).data == {"a": 1, "b": [2]}
+
+
+def test_a_system_clock_subclass_that_sets_the_time_stamps_every_write() -> None:
+    # SPEC 15: every timestamp from the store's clock. A subclass of the public SystemClock
+    # overriding now() (or only now_ms()) was ignored by store.put (stamped natively with the
+    # system clock) and by commits (its inherited now_us()).
+    fixed = datetime(2020, 1, 1, tzinfo=timezone.utc)
+
+    class Frozen(memcommit.SystemClock):
+        def now(self) -> datetime:
+            return fixed
+
+        def now_ms(self) -> int:
+            return int(fixed.timestamp() * 1000)
+
+    class FrozenMs(memcommit.SystemClock):
+        def now_ms(self) -> int:
+            return int(fixed.timestamp() * 1000)
+
+    for clock in (Frozen(), FrozenMs()):
+        store = memcommit.open(":memory:", clock=clock)
+        a = store.put("single")
+        with store.commit() as c:
+            b = c.put("in a commit")
+        store.stale(a)
+        got = [store.get(a).created_at, store.get(b).created_at, store.get(a).updated_at]
+        assert got == [fixed] * 3, (type(clock).__name__, got)
+
+
+@pytest.mark.parametrize(
+    ("wait", "error"),
+    [("x", memcommit.InvalidType), (True, memcommit.InvalidType), (None, memcommit.InvalidType)]
+    + [(-1, memcommit.InvalidValue), (float("nan"), memcommit.InvalidValue)],
+)
+def test_a_local_refresh_names_a_bad_wait(tmp_path: Path, wait: object, error: type) -> None:
+    # As a RemoteStore's refresh does; NotSupported is for a wait a local store cannot do.
+    with memcommit.open(tmp_path / "m.db") as store:
+        with pytest.raises(error, match=r"^wait\b"):
+            store.refresh(wait)  # type: ignore[arg-type]
+        with pytest.raises(memcommit.NotSupported):
+            store.refresh(1.5)
+        assert store.refresh(0) == 0

@@ -633,6 +633,19 @@ def test_compact_refuses_a_horizon_out_of_range_and_creates_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
 
 
+def test_a_kind_named_twice_is_purged_at_the_shorter_age_in_either_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last --kinds-after of a kind won: the order of the options decided what went."""
+    path, _ = _sample(tmp_path)
+    for ages in (["trace=0s", "trace=1000d"], ["trace=1000d", "trace=0s"]):
+        argv = ["compact", str(path), "--dry-run"]
+        for age in ages:
+            argv += ["--kinds-after", age]
+        assert main(argv) == 0
+        assert _fields(capsys.readouterr().out)["purged"] == "1", ages
+
+
 @pytest.mark.parametrize("age", ["-5", "-1d", "-1.5h", "-.5w"])
 def test_a_negative_age_is_the_age_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], age: str

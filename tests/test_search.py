@@ -719,3 +719,14 @@ def test_a_remote_store_searches_its_replica_and_embeds_its_puts(tmp_path: Path)
         assert _ids(remote.search("words", mode="text")) == [b]
         with pytest.raises(ValueError, match="have 5"):
             other.put("x", vector=[1, 2])
+
+
+def test_search_by_an_empty_task_finds_what_find_finds() -> None:
+    # README: the filters are find's. The empty task matched memories without a task.
+    store = memcommit.open(":memory:")
+    store.put("refund rounding note")
+    store.put("refund rounding for ci", task="ci-318")
+    assert store.find(task="") == []
+    for mode in ("text", "hybrid"):
+        assert store.search("refund", task="", mode=mode) == []  # type: ignore[arg-type]
+    assert [h.memory.task for h in store.search("refund", task="ci-318")] == ["ci-318"]

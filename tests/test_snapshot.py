@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import memcommit
+from logbytes import read_log, write_log
 from memcommit.storage import compact
 from memcommit.testing import ControllableClock
 
@@ -297,6 +298,55 @@ def test_a_recomputed_checksum_over_an_offset_sent_to_another_record_is_refused(
         assert _view(store) == want
 
 
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_recomputed_checksum_over_another_chain_value_is_refused(
+    tmp_path: Path, sealed: bool
+) -> None:
+    # SPEC 7: a snapshot of another chain hash raises SnapshotMismatch at open. The chain is
+    # recomputed from the newest seal the snapshot holds (or from the log's start).
+    log, snap = str(tmp_path / "m.db"), tmp_path / "state.json"
+    with memcommit.open(log) as store:
+        _fill(store, 20)
+        if sealed:
+            memcommit.seal(store)
+            _fill(store, 5, start=20)
+        store.save_snapshot(str(snap))
+    data = json.loads(snap.read_text(encoding="utf-8"))
+    assert len(data["seals"]) == int(sealed)
+    x = json.loads(json.dumps(data))
+    x["chain"] = ("0" if data["chain"][0] != "0" else "1") + data["chain"][1:]
+    message = _refused(log, snap, _with_checksum(x))
+    assert "chain value differs" in message and f"LSN {data['lsn']}" in message, message
+    # As it was, it opens, and a seal made after it checks.
+    snap.write_text(_with_checksum(data), encoding="utf-8")
+    with memcommit.open(log, snapshot=str(snap)) as store:
+        store.put("after the snapshot")
+        memcommit.seal(store)
+        assert memcommit.verify(store).seals_checked == 1 + int(sealed)
+
+
+def test_a_log_changed_before_the_snapshots_end_is_refused(tmp_path: Path) -> None:
+    # An older put of a memory (a record the snapshot does not point to) changed under a
+    # recomputed checksum: the records the snapshot names still fit, its chain does not.
+    log, snap = str(tmp_path / "m.db"), tmp_path / "state.json"
+    with memcommit.open(log) as store:
+        mid = store.put("the first version", id="m1")
+        store.put("the second version", id="m1")
+        _fill(store, 10)
+        store.save_snapshot(str(snap))
+    text = snap.read_text(encoding="utf-8")
+    edited = read_log(log)
+    first = edited.by_lsn(1)
+    first.replace(b"the first version", b"the FIRST version")
+    first.fix_crc()
+    write_log(log, edited)
+    message = _refused(log, snap, text)
+    assert "chain value differs" in message, message
+    # Without the snapshot the log replays (the change is a seal's and verify's to find).
+    with memcommit.open(log) as store:
+        assert store.get(mid).text == "the second version"
+
+
 def test_a_snapshot_of_version_1_without_a_checksum_is_refused(tmp_path: Path) -> None:
     log, snap, data = _tamper_setup(tmp_path)
     data["version"] = 1
@@ -359,3 +409,21 @@ def test_a_temp_file_a_killed_save_left_goes_with_the_next_save(tmp_path: Path) 
         "state.json",
         running.name,
     ]
+
+
+@pytest.mark.parametrize("bad", [123, None, b"state.json", ""])
+def test_a_snapshot_argument_that_is_not_a_file_name_names_itself(
+    tmp_path: Path, bad: object
+) -> None:
+    log = tmp_path / "m.db"
+    error = memcommit.InvalidValue if bad == "" else memcommit.InvalidType
+    with memcommit.open(log) as store:
+        store.put("a")
+        with pytest.raises(error, match=r"^path\b"):
+            store.save_snapshot(bad)  # type: ignore[arg-type]
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("m.db")] == []
+    if bad is not None:
+        before = log.read_bytes()
+        with pytest.raises(error, match=r"^snapshot\b"):
+            memcommit.open(log, snapshot=bad)  # type: ignore[arg-type]
+        assert log.read_bytes() == before

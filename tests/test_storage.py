@@ -43,6 +43,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import logbytes
 import memcommit
 from forging import put_unchecked
 from logbytes import OP_ENTITY, OP_MOVE, OP_PUT, OP_SEAL, OP_STATUS, OP_TASK, Log, Rec, parse_log
@@ -527,6 +528,96 @@ def test_custom_policy_gets_memories_and_the_store_clock(
         assert {now for _, now in policy.calls} == {clock.now()}
         assert {"keep", "drop", "stale-drop"} <= {i for i, _ in policy.calls}
         assert [m.id for m in store.find(status=None)] == ["keep"]
+
+
+def test_a_memory_rewritten_while_a_custom_policy_runs_is_kept(
+    path: Path, clock: ControllableClock
+) -> None:
+    # The policy saw X archived; while it ran, X came back and was rewritten. Retention purges
+    # only what the policy names as it stands: X, written after what it judged, is kept.
+    with memcommit.open(path, clock=clock, durability="none") as store:
+        store.put("important", id="X", tier="archive")
+        store.put("old", id="Y", tier="archive")
+
+        class RewritesWhileJudging(RetentionPolicy):
+            def selects(self, memory: Any, now: datetime) -> bool:
+                if memory.id == "X":
+                    store.move("X", "working")
+                    store.put("X re-edited", id="X")
+                return memory.tier == "archive"
+
+        report = compact(store, retention=RewritesWhileJudging())
+        assert report.purged == ("Y",)
+        assert store.get("X").text == "X re-edited"
+    with memcommit.open(path) as store:
+        assert store.get("X").text == "X re-edited" and store.is_purged("Y")
+
+
+def test_a_sealed_log_whose_records_changed_is_not_compacted(path: Path) -> None:
+    # Compaction moves the old seals to the manifest and seals the new log afresh: were it to
+    # compact a changed record, verify would pass on the result. It refuses, as verify does.
+    with memcommit.open(path) as store:
+        store.put("balance is 200 EUR", id="m1")
+        store.put("another", id="m2")
+        memcommit.seal(store)
+    log = logbytes.read_log(path)
+    rec = log.by_lsn(1)
+    rec.replace(b"200 EUR", b"900 EUR")
+    rec.fix_crc()
+    logbytes.write_log(path, log)
+    before = path.read_bytes()
+    with memcommit.open(path) as store:
+        assert store.get("m1").text == "balance is 900 EUR"  # the forgery is well-formed
+        for dry_run in (True, False):
+            with pytest.raises(memcommit.SealMismatch):
+                compact(store, dry_run=dry_run)
+        assert store.generation == 0 and store.manifest() == []
+    assert path.read_bytes() == before
+    assert not Path(str(path) + ".manifest").exists()
+
+
+def test_another_stores_manifest_is_refused(tmp_path: Path) -> None:
+    # A manifest copied beside a log from another store would mark its purged ids here (and
+    # vouch for references to them): the open refuses it, naming the file.
+    other, mine = tmp_path / "other.db", tmp_path / "mine.db"
+    with memcommit.open(other) as store:
+        store.put("a ghost", id="GHOST", kind="trace")
+        compact(store, retention=KindsAfter({"trace": 0}))
+        assert store.is_purged("GHOST")
+    with memcommit.open(mine) as store:
+        store.put("mine")
+        compact(store)
+    shutil.copy(str(other) + ".manifest", str(mine) + ".manifest")
+    copied = Path(str(mine) + ".manifest").read_bytes()
+    for read_only in (True, False):
+        with pytest.raises(memcommit.InvalidValue, match="manifest is of store") as refused:
+            memcommit.open(mine, read_only=read_only)
+        assert f"{mine}.manifest" in str(refused.value)
+    assert Path(str(mine) + ".manifest").read_bytes() == copied
+
+
+@pytest.mark.parametrize("same_size", [False, True])
+def test_records_iterated_across_a_compaction_go_on_in_the_new_log(
+    path: Path, same_size: bool
+) -> None:
+    # The iterator paged by byte offset: across a compaction it read the new log at the old
+    # log's offset, a false CorruptLog or (records all one size) records silently skipped.
+    with memcommit.open(path, durability="none") as store:
+        with store.commit() as c:
+            for i in range(3000):
+                c.put(f"v{i:05d}" if same_size else "v" * (i % 7), id=f"a{i % 30:05d}")
+        with store.commit() as c:
+            for i in range(9000):
+                c.put(f"w{i:05d}" if same_size else "w" * (i % 5), id=f"b{i:05d}")
+        head = store.lsn
+        it = store.records()
+        first = [next(it) for _ in range(5000)]
+        compact(store)
+        rest = list(it)
+        lsns = [r.lsn for r in first + rest]
+        assert lsns == sorted(set(lsns))
+        # Everything after what was given before the compaction, and the compaction's seal.
+        assert [n for n in lsns if n > 5000] == [*range(5001, head + 1), store.lsn]
 
 
 def test_policies_combine_with_or(path: Path, clock: ControllableClock) -> None:

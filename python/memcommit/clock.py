@@ -117,6 +117,20 @@ def millisecond_reader(clock: object) -> Callable[[], int]:
     raise InvalidType(f"clock: {type(clock).__name__} has neither now_ms() nor now()")
 
 
+def _most_derived(clock: object) -> str | None:
+    """The clock method the most derived class of `clock` defines, or None.
+
+    Of ``now_us``, ``now`` and ``now_ms``, in that order within one class. A subclass of
+    :class:`SystemClock` that sets the time overrides ``now()`` or ``now_ms()``; the
+    ``now_us()`` it inherits would read the system clock instead.
+    """
+    for k in type(clock).__mro__:
+        for name in ("now_us", "now", "now_ms"):
+            if name in vars(k):
+                return name
+    return None
+
+
 def microsecond_reader(clock: object) -> Callable[[], int]:
     """Return a function reading `clock` in epoch microseconds (what a record's time is).
 
@@ -127,11 +141,12 @@ def microsecond_reader(clock: object) -> Callable[[], int]:
     Raises:
         TypeError: `clock` has neither ``now()`` nor ``now_ms()``.
     """
+    derived = _most_derived(clock)
     now_us = getattr(clock, "now_us", None)
-    if callable(now_us) and callable(getattr(clock, "now", None)):
+    if callable(now_us) and callable(getattr(clock, "now", None)) and derived in ("now_us", None):
         return now_us  # type: ignore[no-any-return]
     now = getattr(clock, "now", None)
-    if callable(now):
+    if callable(now) and derived != "now_ms":
         return lambda: to_microseconds(now())
     now_ms = getattr(clock, "now_ms", None)
     if callable(now_ms):

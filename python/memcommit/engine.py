@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import _native
 from .clock import Clock
 from .commit import Commit
-from .errors import MemcommitError, NotSupported
+from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported
 from .manifest import ManifestEntry, manifest_path, read_manifest, reconcile, write_manifest
 from .roles.logmedium import LogMedium
 from .roles.roleset import Roles, RoleSet
@@ -459,7 +459,7 @@ class LocalEngine:
         generation = int(self._log.info()["generation"])
         entries = [
             e
-            for e in read_manifest(self._path)
+            for e in read_manifest(self._path, str(self._log.info()["store_id"]))
             if not ("imported_from" in e and e.get("generation") == generation)
         ]
         if entry is not None:
@@ -546,7 +546,13 @@ class LocalEngine:
 
         Raises:
             NotSupported: `wait` is not 0.
+            InvalidType, InvalidValue: `wait` is not a number of seconds (a finite one, 0 or
+                more), as a RemoteStore's refresh says.
         """
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)):
+            raise InvalidType(f"wait must be a number of seconds, not {type(wait).__name__}")
+        if not 0 <= wait < float("inf"):
+            raise InvalidValue(f"wait: must be a finite number of seconds, 0 or more, got {wait!r}")
         if wait:
             raise NotSupported(
                 f"refresh(wait={wait!r}): a local store reads its log file and returns at once; "

@@ -15,7 +15,28 @@ from collections.abc import Iterator
 # STORAGE_ERRNOS: the errors that mean the disk failed, filled up or went read-only (the
 # core's list, which makes the same errors StorageError).
 from ._native import STORAGE_ERRNOS
-from .errors import StorageError
+from .errors import InvalidType, InvalidValue, StorageError
+
+
+def path_arg(value: object, name: str, what: str = "a file name") -> str:
+    """`value` as a file name, for the argument `name`: a str or os.PathLike of one.
+
+    `what` says what the argument names, for the message when it is empty.
+
+    Raises:
+        InvalidType: Not a str or os.PathLike[str] (bytes included).
+        InvalidValue: Empty, or holding a NUL character.
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidType(f"{name} must be str or os.PathLike[str], not {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise InvalidType(f"{name} must be str or os.PathLike[str], not {type(path).__name__}")
+    if not path:
+        raise InvalidValue(f"{name}: must not be empty ({what})")
+    if "\x00" in path:
+        raise InvalidValue(f"{name}: {path!r} holds a NUL character, which no file name may")
+    return path
 
 
 def space_needed(bytes_: int) -> str:

@@ -34,11 +34,16 @@ def manifest_path(log_path: str) -> str:
     return log_path + ".manifest"
 
 
-def read_manifest(log_path: str) -> list[ManifestEntry]:
+def read_manifest(log_path: str, store_id: str | None) -> list[ManifestEntry]:
     """Return the manifest's entries, oldest first ([] when there is none).
 
+    `store_id` is the log's: a manifest of another store (copied beside this log, say) would
+    mark its purged ids here and vouch for its seals, so it is refused. None skips the check
+    (a caller that has not opened the log).
+
     Raises:
-        ValueError: The manifest is not valid JSON of the expected shape (names the file).
+        ValueError: The manifest is not valid JSON of the expected shape, or is another
+            store's (names the file).
     """
     path = manifest_path(log_path)
     try:
@@ -51,6 +56,11 @@ def read_manifest(log_path: str) -> list[ManifestEntry]:
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise InvalidValue(f"{path}: the compaction manifest has no list of entries")
+    if store_id is not None and data.get("store_id") != store_id:
+        raise InvalidValue(
+            f"{path}: the compaction manifest is of store {data.get('store_id')!r}, not of the "
+            f"log's store {store_id!r}; move it away (it is not this log's) and open again"
+        )
     return entries
 
 
@@ -70,7 +80,7 @@ def reconcile(log_path: str, store_id: str, generation: int, *, write: bool) -> 
     An entry for a generation above the log's is a compaction that crashed before its log
     replaced the old one. With `write` (a writer's open) the manifest is rewritten without it.
     """
-    entries = read_manifest(log_path)
+    entries = read_manifest(log_path, store_id)
     kept = [e for e in entries if int(e.get("generation", 0)) <= generation]
     if write and len(kept) != len(entries):
         write_manifest(log_path, store_id, kept)

@@ -229,6 +229,8 @@ def compact(
     Raises:
         NotSupported: The store keeps no log of its own (it is in RAM, or a server's).
         ValueError: `horizon` is past the head or not an int.
+        SealMismatch, ForgedReference, CorruptLog: The log holds seals and `verify` fails
+            on it: a compaction would carry the change into a log whose seals match it.
     """
     from .store import MemoryStore
 
@@ -251,6 +253,11 @@ def compact(
         raise InvalidType(f"progress must be a callable or None, not {type(progress).__name__}")
     if retention is not None and not isinstance(retention, RetentionPolicy):
         raise InvalidType(f"retention must be a RetentionPolicy, not {type(retention).__name__}")
+    if store.seals():
+        # The old seals go to the manifest and the new log is sealed afresh, so a log whose
+        # bytes its seals no longer vouch for would come out verifying: check them first
+        # (`verify`, with the same errors), so a changed record stops the compaction.
+        store.engine.view().verify(None, None)
     now = _EPOCH + timedelta(microseconds=store.now_us())
     archived: float | None = None
     kinds: dict[str, float] = {}
@@ -265,9 +272,12 @@ def compact(
             custom.append(p)
     ids: list[str] = []
     if custom:
-        head = store.lsn if horizon is None else horizon
+        # The policies judge each memory as it stands at `horizon`; a memory written after
+        # it (while they ran) has a record past the horizon, so the compaction keeps it.
+        if horizon is None:
+            horizon = store.lsn
         for m in store.find(status=None):
-            if m.lsn <= head and any(p.selects(m, now) for p in custom):
+            if m.lsn <= horizon and any(p.selects(m, now) for p in custom):
                 ids.append(m.id)
     path = store.path
     store_id = store.store_id
@@ -295,7 +305,9 @@ def compact(
 
     def before_swap(done: dict[str, Any]) -> None:
         assert path is not None  # called by a log file's engine only
-        _manifest.write_manifest(path, store_id, [*_manifest.read_manifest(path), entry(done)])
+        _manifest.write_manifest(
+            path, store_id, [*_manifest.read_manifest(path, store_id), entry(done)]
+        )
 
     started = time.perf_counter()
     plan = CompactionPlan(

@@ -13,8 +13,15 @@ from ._native import Memory, Record
 from .clock import Clock, SystemClock, microsecond_reader, millisecond_reader
 from .commit import Commit, check_id, check_ids, check_u64
 from .engine import MEMORY, Engine, LocalEngine
-from .errors import InvalidType, InvalidValue, MemcommitError, NotSupported, Purged
-from .files import is_store_file, replace_durably, temp_of_this_process
+from .errors import (
+    CorruptLog,
+    InvalidType,
+    InvalidValue,
+    MemcommitError,
+    NotSupported,
+    Purged,
+)
+from .files import is_store_file, path_arg, replace_durably, temp_of_this_process
 from .postgres.dsn import Target, is_connection_source, is_postgres_url
 from .roles.roleset import ROLE_NAMES, Roles
 from .seals import AutoSeal, Seal, attached_auto_seal, seals
@@ -70,7 +77,7 @@ class MemoryStore(Roles):
         # that floors it at the store's newest record).
         own = getattr(engine, "clock", None)
         self._engine_stamps = (
-            self._clock is own if own is not None else isinstance(self._clock, SystemClock)
+            self._clock is own if own is not None else type(self._clock) is SystemClock
         )
         roles = engine.roles(self._clock, self.now_us)
         for name in ROLE_NAMES:
@@ -249,7 +256,7 @@ class MemoryStore(Roles):
             ValueError: `path` is the store's log or a file beside it (lock, index file,
                 manifest), which the snapshot would replace.
         """
-        target = os.fspath(path)
+        target = path_arg(path, "path")
         log = self.path
         if log is not None and is_store_file(target, log):
             raise InvalidValue(
@@ -392,12 +399,27 @@ class MemoryStore(Roles):
         return self._records(check_u64(after, "after"))
 
     def _records(self, after: int) -> Iterator[Record]:
+        # Pages go on from a byte offset in the log; a log compaction (here, or one a reader's
+        # refresh moved to) makes a new log where that offset means nothing, so a page read
+        # across one is dropped and the iteration goes on in the new log from the last LSN it
+        # gave (the kept records keep their LSNs).
         start = 0
+        generation = self.generation
         while True:
-            batch, start = self._engine.view().read_records(after, start, _RECORD_BATCH)
+            try:
+                batch, start = self._engine.view().read_records(after, start, _RECORD_BATCH)
+            except CorruptLog:
+                if self.generation == generation:
+                    raise
+                batch = []  # the old offset read in the new log
+            now = self.generation
+            if now != generation:
+                generation, start = now, 0
+                continue
             yield from batch
             if len(batch) < _RECORD_BATCH:
                 return
+            after = batch[-1].lsn
 
     def is_task_finished(self, task: str) -> bool:
         """Return whether `task` was marked finished."""
@@ -627,13 +649,7 @@ def open(
             "path must be str or os.PathLike[str] (or a psycopg connection or pool), not "
             f"{type(path).__name__}"
         )
-    fspath = os.fspath(path)
-    if not isinstance(fspath, str):
-        raise InvalidType(f"path must be str or os.PathLike[str], not {type(path).__name__}")
-    if not fspath:
-        raise InvalidValue('path: must not be empty (a log file, or ":memory:")')
-    if "\x00" in fspath:
-        raise InvalidValue(f"path: {fspath!r} holds a NUL character, which no file name may")
+    fspath = path_arg(path, "path", 'a log file, or ":memory:"')
     if is_postgres_url(fspath):
         from .postgres.dsn import with_names
 
@@ -649,9 +665,9 @@ def open(
             )
     snapshot_path = None
     if snapshot is not None:
+        snapshot_path = path_arg(snapshot, "snapshot")
         if fspath == MEMORY:
             raise NotSupported("snapshot: a store in RAM has no log to open a snapshot with")
-        snapshot_path = os.fspath(snapshot)
     if fspath == MEMORY:
         if read_only:
             raise NotSupported(
@@ -695,7 +711,7 @@ def _open_postgres(
         )
     given = None
     if snapshot is not None:
-        name = os.fspath(snapshot)
+        name = path_arg(snapshot, "snapshot")
         given = (pathlib.Path(name).read_bytes(), name)
     engine = PostgresEngine(
         target, read_only=read_only, max_record_bytes=max_record_bytes, snapshot=given

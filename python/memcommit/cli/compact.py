@@ -82,8 +82,8 @@ def retention_from(args: argparse.Namespace) -> RetentionPolicy | None:
     policies: list[RetentionPolicy] = []
     if args.archived_older_than is not None:
         policies.append(ArchivedOlderThan(seconds=args.archived_older_than))
-    if args.kinds_after:
-        policies.append(KindsAfter(dict(args.kinds_after)))
+    # A kind named twice is purged at the shorter age, as policies joined with `|` are.
+    policies.extend(KindsAfter({kind: age}) for kind, age in args.kinds_after)
     retention: RetentionPolicy | None = None
     for p in policies:
         retention = p if retention is None else retention | p
@@ -200,7 +200,7 @@ def _stood(path: str, log: str | None, generation: int, seconds: float) -> Compa
     done = generation + 1
     if log is not None:
         try:
-            entries = read_manifest(log)
+            entries = read_manifest(log, None)
         except (OSError, memcommit.MemcommitError):
             entries = None  # unreadable: the log says
         if entries is not None and not any(_is_report_of(e, done) for e in entries):

@@ -22,10 +22,10 @@
 //! records of that id whose fields (kind, task, tags, creation, tier, status, LSN and time of
 //! the newest) give the memory's entry; each entity's record is that entity's, of that length;
 //! each seal is that seal; each sparse-index entry names a record of that LSN. Anything else is
-//! `SnapshotMismatch`, naming the snapshot and what differs. Then only the records after it are
-//! replayed, and the chain thread continues from the snapshot's chain value; `verify`
-//! recomputes the chain from the log's first record, so a snapshot whose chain value lies is
-//! caught there. What pointers cannot show, a snapshot whose checksum was recomputed by hand
+//! `SnapshotMismatch`, naming the snapshot and what differs. So is a chain value other than the
+//! log's: the chain is recomputed from the newest seal the snapshot holds (from the log's first
+//! record when it holds none) to the snapshot's end. Then only the records after it are
+//! replayed, and the chain thread continues from the snapshot's chain value. What pointers cannot show, a snapshot whose checksum was recomputed by hand
 //! could still hide (a memory or entity left out, a finished task added, a pointer to an older
 //! record of the same id that agrees with the lie, or into a memory's text where bytes were
 //! crafted to parse as a record): only a full replay rules those out.
@@ -44,7 +44,8 @@ use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
 use crate::format::{self, FileHeader, Op, RecordView, RECORD_OVERHEAD};
 use crate::persist::SavedAt;
-use crate::recovery::scan::ReadAt;
+use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::recovery::verify;
 use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
 
 const FORMAT: &str = "memcommit-snapshot";
@@ -490,6 +491,14 @@ pub(crate) fn restore(
     };
     let index = Index::from_parts(parts).map_err(mismatch)?;
     check_records(&index, &snap.sparse, file, header, snap.end).map_err(mismatch)?;
+    let at = check_chain(&index, &snap.sparse, file, header, snap.end, display)?;
+    if at.value != chain {
+        return Err(mismatch(format!(
+            "its chain value differs from the log's at LSN {} (the log's records before the \
+             snapshot's end changed since it was taken, or it is of another copy of the store)",
+            at.lsn
+        )));
+    }
     Ok(Restored {
         index,
         end: snap.end,
@@ -498,6 +507,80 @@ pub(crate) fn restore(
         sparse: snap.sparse.clone(),
         chain,
     })
+}
+
+/// The log's chain at a snapshot's end (`end`), recomputed from the newest seal the snapshot
+/// holds (a record the log holds, checked above), or from the log's first record when it
+/// holds none: with seals every so often, a few records' hashing. A damaged record on the way
+/// is the log's damage, as a replay would report it.
+fn check_chain(
+    index: &Index,
+    sparse: &[(u64, u64)],
+    file: &(dyn ReadAt + Sync),
+    header: &FileHeader,
+    end: u64,
+    display: &str,
+) -> Result<verify::Checked> {
+    let start = match index.seals().iter().max_by_key(|s| s.lsn) {
+        Some(seal) => verify::Start {
+            offset: offset_after(file, sparse, header, end, seal.lsn, display)?,
+            value: seal.chain,
+            lsn: seal.lsn,
+        },
+        None => {
+            let mut hb = [0u8; format::HEADER_LEN];
+            file.read_at(&mut hb, 0).map_err(|e| Error::io(display, "read", e))?;
+            verify::Start { offset: format::HEADER_LEN as u64, value: chain::start(&hb), lsn: 0 }
+        }
+    };
+    let source = verify::Source {
+        src: file,
+        salt: header.salt(),
+        dense_from: header.dense_from,
+        end,
+        version: header.version,
+    };
+    // LSN 0 names no seal record: the seals on the way are hashed, not checked (`verify`'s).
+    let opts = verify::CheckOptions { only: Some(0), ..Default::default() };
+    verify::check(&source, start, opts)
+        .map_err(|f| f.into_error(display, |offset, lsn, reason| damaged(display, offset, lsn, reason)))
+}
+
+/// The offset of the first record after LSN `lsn` in a log whose records end at `end`,
+/// scanned from the sparse index's nearest entry before it.
+fn offset_after(
+    file: &(dyn ReadAt + Sync),
+    sparse: &[(u64, u64)],
+    header: &FileHeader,
+    end: u64,
+    lsn: u64,
+    display: &str,
+) -> Result<u64> {
+    let i = sparse.partition_point(|&(l, _)| l <= lsn.saturating_add(1));
+    let (mut prev, start) = match i {
+        0 => (0, format::HEADER_LEN as u64),
+        _ => (sparse[i - 1].0 - 1, sparse[i - 1].1),
+    };
+    let mut sc = Scanner::new(file, start, end, header.salt(), format::MAX_PAYLOAD_LEN);
+    loop {
+        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
+            Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
+            Item::Record(_, rec) => prev = rec.lsn,
+            Item::End => return Ok(end),
+            Item::Bad(offset, e) => {
+                let reason = match e {
+                    format::ParseError::Incomplete => "the file ends inside a record",
+                    format::ParseError::Invalid(r) => r,
+                };
+                return Err(damaged(display, offset, prev + 1, reason.into()));
+            }
+        }
+    }
+}
+
+/// The log `display`'s damage at byte `offset`, where LSN `lsn` was expected.
+fn damaged(display: &str, offset: u64, lsn: u64, reason: String) -> Error {
+    Error::Corrupt { path: display.to_string(), offset, lsn, reason }
 }
 
 /// A snapshot's older records as (memory number, offset, length), each inside the records it

@@ -722,6 +722,8 @@ impl Index {
             None => None,
         };
         let task = match q.task {
+            // "" is no task's name (the interned "no task" is not a task to filter by).
+            Some("") => return None,
             Some(t) => Some(self.tasks.lookup(t)?),
             None => None,
         };

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+import time
+import urllib.parse
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 
 import memcommit
 from memcommit.postgres.dsn import parse
+from memcommit.postgres.schema import migrate, partitions
 from memcommit.storage import compact
 from memcommit.testing import Backend, opened_backend
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
@@ -194,14 +197,17 @@ def _lose_commit_replies(monkeypatch: pytest.MonkeyPatch, *, applied: bool) -> N
     """Make every COMMIT's reply lost: after the server applied it, or before it got there.
 
     A section ends with one query carrying its COMMIT (an insert, COMMIT, NOTIFY), sent
-    through a client-side cursor: the fault is injected there.
+    through a client-side cursor: the fault is injected there (not in the query that begins
+    it, ``READ COMMITTED``).
     """
+    import re
+
     import psycopg
 
     real = psycopg.ClientCursor.execute
 
     def lost(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        if "COMMIT" not in str(query):
+        if not re.search(r"\bCOMMIT\b", str(query)):
             return real(self, query, params, **kwargs)
         if applied:
             real(self, query, params, **kwargs)
@@ -268,6 +274,38 @@ def test_a_follower_that_could_not_be_rebuilt_is_rebuilt_before_the_next_write(
     with memcommit.open(pg_url) as fresh:
         assert [r.lsn for r in fresh.records()] == [1, 2]
         assert [m.text for m in fresh.find()] == ["first", "next"]
+
+
+def test_a_client_with_an_embedder_goes_on_after_compactions_and_rebuilds(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every follower a client makes (a new generation, a rebuild) embeds its puts; a commit
+    that fails still raises the database's error, and the client goes on."""
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[float(len(t)), 1.0] for t in texts]
+
+    with memcommit.open(pg_url) as a, memcommit.open(pg_url, embed=embed) as b:
+        b.put("first")
+        a.refresh()
+        a.put("from a")
+        compact(a)  # b's next commit goes on with the new generation
+        short = b.put("ab")
+        assert b.info()["generation"] == 1
+        assert [h.id for h in b.search([2.0, 1.0], k=1, mode="vector")] == [short]
+        compact(b)  # and with its own
+        assert b.info()["generation"] == 2
+        with b.commit() as c:
+            c.put("in a commit")
+        before = b.lsn
+        with monkeypatch.context() as patched:
+            _lose_commit_replies(patched, applied=False)
+            with pytest.raises(ServerUnavailable):
+                b.put("never applied")  # the follower is rebuilt from the database
+        longer = b.put("a longer text")
+        assert b.lsn == before + 1 and b.get(longer).text == "a longer text"
+        a.refresh()
+        assert [h.id for h in a.search([13.0, 1.0], k=1, mode="vector")] == [longer]
 
 
 def test_a_client_killed_mid_run_leaves_only_whole_commits(pg_url: str) -> None:
@@ -369,6 +407,35 @@ def test_bad_store_or_schema_names_are_refused(
     with pytest.raises(ValueError) as info:
         memcommit.open(f"{postgres.dsn}?{query}")
     assert str(info.value).startswith(f"{named}:")
+
+
+def test_a_url_without_a_host_part_opens_as_libpq_reads_it(postgres: PostgresCluster) -> None:
+    """``postgresql:///db?host=...`` (how a Unix socket is named) keeps its ``//``."""
+    server = urllib.parse.urlsplit(postgres.dsn)
+    store = f"hostless-{uuid.uuid4().hex[:8]}"
+    url = (
+        f"postgresql:///postgres?host={server.hostname}&port={server.port}&user=postgres"
+        f"&store={store}"
+    )
+    assert parse(url).conninfo.startswith("postgresql:///postgres?host=")
+    assert parse("postgresql:///db?store=s").conninfo == "postgresql:///db"
+    with memcommit.open(url) as hostless:
+        mid = hostless.put("through a URL without a host part")
+    with memcommit.open(f"{postgres.dsn}?store={store}") as same:
+        assert same.get(mid) is not None
+
+
+def test_a_url_parameter_libpq_does_not_take_and_a_closed_connection_are_named(
+    postgres: PostgresCluster,
+) -> None:
+    import psycopg
+
+    with pytest.raises(memcommit.InvalidValue, match='"stor"'):
+        memcommit.open(f"{postgres.dsn}?stor=typo")
+    closed = psycopg.connect(postgres.dsn)
+    closed.close()
+    with pytest.raises(memcommit.InvalidValue, match="closed"):
+        memcommit.open(closed, store="s")
 
 
 def test_options_a_database_store_cannot_take_are_refused(pg_url: str) -> None:
@@ -577,6 +644,28 @@ def test_a_commit_is_never_stamped_before_the_newest_record_another_client_wrote
         assert times == sorted(times)
 
 
+def test_ids_made_in_a_commit_carry_the_stores_clock(pg_url: str) -> None:
+    """An id begins with its time (ULID-like): a commit's puts take it from the store's clock,
+    as a put's and a local store's do, not from this host's."""
+    from memcommit.testing import ControllableClock
+
+    def ids(store: memcommit.MemoryStore) -> list[str]:
+        with store.commit() as c:
+            made = c.put("in a commit")
+            made_too = c.put_many(["one", "two"])
+        return [store.put("alone"), made, *made_too]
+
+    clock = ControllableClock(datetime(2021, 6, 1, tzinfo=timezone.utc))
+    with (
+        memcommit.open(":memory:", clock=clock) as local,
+        memcommit.open(pg_url, clock=clock) as db,
+    ):
+        want = {mid[:10] for mid in ids(local)}
+        made = ids(db)
+        assert len(want) == 1 and {mid[:10] for mid in made} == want
+        assert all(db.get(mid).created_at == clock.now() for mid in made)
+
+
 def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     postgres: PostgresCluster,
 ) -> None:
@@ -616,6 +705,35 @@ def test_migrate_applies_once_checks_and_opening_can_leave_it_to_the_command(
     assert bad.returncode == 1 and "127.0.0.1:1" in bad.stderr
     with pytest.raises(ValueError, match="migrate"):
         memcommit.open(f"{base}&migrate=maybe")
+
+
+def test_a_mixed_case_schema_is_the_same_schema_at_every_open(postgres: PostgresCluster) -> None:
+    """A schema name keeps its case (``TeamA`` is not ``teama``), in every statement and in the
+    look-up that finds its tables: it opens again, and ``migrate --check`` finds it current."""
+    schema = f"TeamA_{uuid.uuid4().hex[:8]}"
+    url = f"{postgres.dsn}?store=s&schema={schema}"
+    for i in range(2):
+        with memcommit.open(url) as store:
+            store.put(f"open {i}")
+            assert len(store) == i + 1
+    with memcommit.open(url) as store:
+        assert compact(store).generation == 1
+    with memcommit.open(f"{url}&migrate=false", read_only=True) as reader:
+        assert [m.text for m in reader.find()] == ["open 0", "open 1"]
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memcommit",
+            "migrate",
+            f"{postgres.dsn}?schema={schema}",
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0 and "is up to date" in check.stdout
 
 
 def test_a_seal_by_one_client_covers_every_hosts_records_and_tampering_is_found(
@@ -754,6 +872,67 @@ def test_commits_of_other_clients_during_compactions_are_all_kept(pg_url: str) -
         for mid, text in newest.items():
             assert fresh.get(mid).text == text
         assert memcommit.seals.verify(fresh).ok
+
+
+def test_every_transaction_is_read_committed_whatever_the_databases_default(
+    postgres: PostgresCluster,
+) -> None:
+    """A database whose transactions are REPEATABLE READ unless told otherwise: a snapshot
+    taken before the store's lock was granted would miss the commit of its last holder (LSNs
+    given twice, acknowledged commits lost). Clients migrate and commit at once, one compacts
+    meanwhile: every acknowledged commit is kept, the rows' LSNs follow on, the store opens."""
+    import psycopg
+
+    database = f"rr_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {database}")
+        admin.execute(
+            f"ALTER DATABASE {database} SET default_transaction_isolation = 'repeatable read'"
+        )
+    dsn = f"{postgres.dsn.rsplit('/', 1)[0]}/{database}"
+    url = f"{dsn}?store=rr"
+    acknowledged: list[str] = []
+    errors: list[BaseException] = []
+    ready, underway = threading.Barrier(4), threading.Event()
+
+    def write(n: int) -> None:
+        try:
+            ready.wait(60)
+            with memcommit.open(url) as w:
+                for i in range(60):
+                    with w.commit() as c:
+                        for j in range(1 + (n + i) % 3):
+                            c.put(f"writer {n} commit {i} put {j}", id=f"w{n}-{i}-{j}")
+                    acknowledged.extend(f"w{n}-{i}-{j}" for j in range(1 + (n + i) % 3))
+                    if i == 10:
+                        underway.set()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    try:
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        ready.wait(60)
+        with memcommit.open(url) as a:
+            underway.wait(60)
+            generations = [compact(a).generation for _ in range(2)]
+        for t in threads:
+            t.join(120)
+        assert not errors and generations == [1, 2]
+        with memcommit.open(url) as fresh:
+            assert [mid for mid in acknowledged if fresh.get(mid) is None] == []
+            assert memcommit.seals.verify(fresh).ok
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT first_lsn, last_lsn FROM memcommit.records WHERE store = 'rr' "
+                    "ORDER BY first_lsn"
+                ).fetchall()
+            assert [first for first, _ in rows] == [1] + [last + 1 for _, last in rows[:-1]]
+            assert rows[-1][1] == fresh.lsn
+    finally:
+        with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
 
 
 def test_the_compaction_seal_is_stamped_by_the_stores_clock(pg_url: str) -> None:
@@ -1084,11 +1263,27 @@ def test_a_client_killed_at_each_step_of_a_compaction_leaves_one_whole_generatio
         assert _state(b) == kept
         assert all(b.is_purged(t) == committed for t in traces)
         assert memcommit.seals.verify(b).ok
-        # The store goes on: a write, and a compaction that finishes.
+        # The old generation's table, dropped after the commit, is left by a crash there.
+        assert _tables(pg_url) == (2 if committed else 1)
+        # The store goes on: a write, and a compaction that finishes (and drops what was left).
         b.put("after the crash")
         from memcommit.storage import compact
 
         assert compact(b).generation == (2 if committed else 1)
+        assert _tables(pg_url) == 1
+
+
+def _tables(pg_url: str) -> int:
+    """How many tables of the store's records there are (its partition, and any left over)."""
+    import psycopg
+
+    with psycopg.connect(parse(pg_url).conninfo, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_class WHERE relkind = 'r' AND starts_with(relname, %s)",
+            (partitions(parse(pg_url).store),),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _application_role(admin: Any, role: str) -> None:
@@ -1238,6 +1433,109 @@ def test_commits_go_on_while_compaction_makes_the_new_generation(
         assert memcommit.seals.verify(a).ok
         with memcommit.open(pg_url) as c:
             assert _state(c) == _state(a) and memcommit.seals.verify(c).ok
+
+
+def test_a_compaction_holds_no_other_stores_lock(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock that lets one compaction of a store run at a time is no store's write lock,
+    not even that of the store named like it with ``.compact`` after."""
+    import memcommit.storage as storage
+
+    with memcommit.open(pg_url) as x, memcommit.open(f"{pg_url}.compact") as y:
+        x.put("in x")
+        y.put("in y")
+        during: list[str] = []
+        waited: list[bool] = []
+
+        def meanwhile(step: str) -> None:
+            if step == "new-log-written":  # the compaction's lock held, not x's
+                writer = threading.Thread(target=lambda: during.append(y.put("during")))
+                writer.start()
+                writer.join(60)  # bounded only so that a broken build fails
+                waited.append(writer.is_alive())
+
+        monkeypatch.setattr(storage, "_failpoint", meanwhile)
+        assert storage.compact(x).generation == 1
+        assert waited == [False] and y.get(during[0]).text == "during"
+
+
+def _await_lock_waits(admin: Any, count: int) -> None:
+    """Wait until `count` of memcommit's connections wait for a lock (bounded: 60 s)."""
+    for _ in range(6000):
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'memcommit' "
+            "AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row[0] >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{count} of memcommit's connections never waited for a lock")
+
+
+def test_a_compaction_and_a_section_of_another_store_do_not_deadlock(pg_url: str) -> None:
+    """A section holds ``stores`` from its first read, then reads ``records``; the swap holds
+    ``records``: it must not then wait for ``stores`` (the old table is dropped after it)."""
+    import psycopg
+
+    with memcommit.open(pg_url) as a:
+        a.put("a")
+        results: list[object] = []
+        with psycopg.connect(parse(pg_url).conninfo, autocommit=True) as admin:
+            section = psycopg.connect(parse(pg_url).conninfo)  # another store's, as it begins
+            try:
+                section.execute("SELECT 1 FROM memcommit.stores LIMIT 1")
+                compacting = threading.Thread(target=lambda: results.append(_compacted(a)))
+                compacting.start()
+                _await_lock_waits(admin, 1)  # the compaction waits for `section`
+                section.execute("SELECT 1 FROM memcommit.records LIMIT 1")
+                section.commit()
+            finally:
+                section.close()
+            compacting.join(60)
+        assert results == [1]
+        assert a.put("after") and a.info()["generation"] == 1
+        assert _tables(pg_url) == 1  # the old table was dropped
+
+
+def _compacted(store: memcommit.MemoryStore) -> object:
+    """The generation `store`'s compaction made, or the error it raised."""
+    try:
+        return compact(store).generation
+    except memcommit.MemcommitError as e:
+        return e
+
+
+def test_stores_made_at_once_do_not_deadlock(postgres: PostgresCluster) -> None:
+    """Making a store makes its table of records, then its row: two made at once, each
+    waiting for the records table, do not hold what the other needs next."""
+    import psycopg
+
+    names = [f"made-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    results: list[object] = []
+
+    def make(name: str) -> None:
+        try:
+            with memcommit.open(f"{postgres.dsn}?store={name}") as store:
+                results.append(store.put(name))
+        except memcommit.MemcommitError as e:
+            results.append(e)
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        migrate(admin, "memcommit")
+        reader = psycopg.connect(postgres.dsn)  # holds the records table until both wait
+        try:
+            reader.execute("SELECT 1 FROM memcommit.records LIMIT 1")
+            makers = [threading.Thread(target=make, args=(name,)) for name in names]
+            for t in makers:
+                t.start()
+            _await_lock_waits(admin, 2)
+            reader.commit()
+        finally:
+            reader.close()
+        for t in makers:
+            t.join(60)
+    assert len(results) == 2 and all(isinstance(r, str) for r in results), results
 
 
 def test_a_purged_memory_changed_during_compaction_makes_it_run_under_the_lock(

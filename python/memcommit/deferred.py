@@ -57,12 +57,21 @@ class DeferredCommit:
     `first_lsn` are the LSNs of its last and first record once it is written.
     """
 
-    def __init__(self, engine: DeferringEngine, expect_lsn: int | None) -> None:
+    def __init__(
+        self, engine: DeferringEngine, expect_lsn: int | None, id_ms: int | None = None
+    ) -> None:
+        """A commit whose operations `engine` runs; the ids its puts make carry `id_ms`.
+
+        `id_ms` is the store's time in milliseconds since the epoch, as a local commit's ids
+        carry it; None: this host's clock (a server's client, whose store's clock is the
+        server's).
+        """
         self._engine = engine
         self._expect_lsn = expect_lsn
         # A native commit on a scratch log checks each operation as a local commit would; it
         # is never written (its block is never ended).
-        self._check = Commit(engine.scratch, _CLOCK, None, time.time_ns() // 1_000_000)
+        made_ms = time.time_ns() // 1_000_000 if id_ms is None else id_ms
+        self._check = Commit(engine.scratch, _CLOCK, None, made_ms)
         self._ops: list[list[Any]] = []
         self._entered = False
         self._ended = False

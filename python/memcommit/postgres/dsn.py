@@ -94,7 +94,8 @@ def of_source(
     Raises:
         TypeError: `source` is an async connection or pool (open the store with a sync one;
             :class:`~memcommit.AsyncMemoryStore` wraps the store for asyncio).
-        ValueError: `store` or `schema` is not a name, as for a URL.
+        ValueError: `store` or `schema` is not a name, as for a URL; or `source` is a closed
+            connection.
     """
     name = type(source).__name__
     if name.startswith("Async"):
@@ -107,6 +108,11 @@ def of_source(
     if hasattr(source, "getconn"):  # a pool
         conninfo = str(source.conninfo)
         kwargs = dict(source.kwargs or {})
+    elif source.closed:  # its parameters are gone with it
+        raise InvalidValue(
+            f"path: the psycopg {name} given is closed, so where it connected cannot be read; "
+            "give memcommit.open an open connection, a pool or the database's URL"
+        )
     else:
         conninfo = str(source.info.dsn)
         password = source.info.password
@@ -190,9 +196,13 @@ def parse(url: str) -> Target:
             f"schema: {schema!r} is not a schema name (a letter or _, then letters, digits or _; "
             "at most 63)"
         )
-    conninfo = urllib.parse.urlunsplit(
-        (parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(rest), parts.fragment)
-    )
+    # Joined by hand: urlunsplit drops the "//" of a URL without a host part
+    # (postgresql:///db?host=/run/postgresql, a Unix socket), which libpq then refuses.
+    conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if rest:
+        conninfo += "?" + urllib.parse.urlencode(rest)
+    if parts.fragment:
+        conninfo += "#" + parts.fragment
     return Target(conninfo, store, schema, _hide_password(conninfo), migrate)
 
 

@@ -6,7 +6,9 @@ runs this client's own commits. A write happens inside a **section**:
 
 1. ``BEGIN``, then ``pg_advisory_xact_lock`` on the store: one writer at a time, on every host;
 2. the follower catches up with the records committed since it last looked (LSN order is
-   commit order, since every commit was made under the same lock);
+   commit order, since every commit was made under the same lock; the transaction is
+   ``READ COMMITTED`` whatever the database's default, so its reads see every commit made
+   before the lock was granted: :data:`.schema.BEGIN`);
 3. the commit (or the role operation) runs on the follower, its guards checked against that
    state by the engine that checks them on a file: LSNs follow the head, gap-free;
 4. its records' bytes are inserted as one row, with a commit id, and the transaction commits
@@ -215,6 +217,7 @@ class PostgresEngine:
     Raises:
         ServerUnavailable: The database cannot be reached (the message names the host and
             what to check).
+        InvalidValue: The URL has a parameter libpq does not take (the message names it).
         NotSupported: `migrate` is False and the schema needs migrations.
         SnapshotMismatch: `snapshot` is not of this store and generation.
     """
@@ -235,12 +238,17 @@ class PostgresEngine:
         self._max_record_bytes = max_record_bytes
         self._connect_timeout = connect_timeout
         self._lock_key = f"memcommit.store.{target.schema}.{target.store}"
-        self._records = f'"{target.schema}".records'
-        self._stores = f'"{target.schema}".stores'
-        self._section_sql = (
-            f'BEGIN; SELECT * FROM "{target.schema}".section_begin(%s, %s, %s::bigint, %s::integer)'
-        )
-        self._manifest_table = f'"{target.schema}".manifest'
+        # One compaction of the store at a time: a key of its own kind, that no store's (nor
+        # a schema's migration's) can be, whatever the store's name.
+        self._compact_key = f"memcommit.compact.{target.schema}.{target.store}"
+        schema = schema_.quoted(target.schema)
+        self._records = f"{schema}.records"
+        self._stores = f"{schema}.stores"
+        # The store's lock, then the database's clock and the rows since the follower's head;
+        # a section begins its transaction with it (READ COMMITTED: schema_.BEGIN).
+        self._lock_sql = f"SELECT * FROM {schema}.section_begin(%s, %s, %s::bigint, %s::integer)"
+        self._section_sql = f"{schema_.BEGIN}; {self._lock_sql}"
+        self._manifest_table = f"{schema}.manifest"
         # The store's generation with each page of rows, read by one statement (one snapshot):
         # a page of a newer generation than the follower's is never applied to it.
         self._catch_up_sql = (
@@ -259,7 +267,14 @@ class PostgresEngine:
         # seconds rather than waiting on a dead connection; the URL's own values win.
         from psycopg.conninfo import conninfo_to_dict
 
-        given = set(conninfo_to_dict(target.conninfo)) | set(target.connect_kwargs)
+        try:
+            given = set(conninfo_to_dict(target.conninfo)) | set(target.connect_kwargs)
+        except self._pg.Error as e:  # a query parameter libpq does not take, say
+            raise InvalidValue(
+                f"{target.shown}: {str(e).strip()}; memcommit reads store, schema and migrate "
+                "and gives every other query parameter to libpq, which takes only its own "
+                "(sslmode, connect_timeout...)"
+            ) from None
         self._link_options = {
             key: value
             for key, value in {
@@ -498,35 +513,42 @@ class PostgresEngine:
     # -- the store's row and the follower ---------------------------------------------------
 
     def _store_header(self, conn: Any) -> bytes:
-        """The store's log header, the store made first if it does not exist."""
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute(f"SELECT header FROM {self._stores} WHERE name = %s", (self._target.store,))
+        """The store's log header, the store made first if it does not exist.
+
+        Made under the store's lock, its table of records before its row: making the table
+        locks the records table, then (for its key into ``stores``) ``stores`` against writers
+        of its rows. Two stores made at once, each writing its row first, deadlocked: each
+        held what the other's table waited for.
+        """
+        select = f"SELECT header FROM {self._stores} WHERE name = %s"
+        with schema_.transaction(conn), conn.cursor() as cur:
+            cur.execute(select, (self._target.store,))
             row = cur.fetchone()
+            if row is None and not self._read_only:
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
+                )
+                cur.execute(select, (self._target.store,))  # made by another client meanwhile?
+                row = cur.fetchone()
             if row is not None:
                 return bytes(row[0])
             if self._read_only:
                 raise NotSupported(
                     f"{self._target.shown}: there is no store {self._target.store!r} to read"
                 )
-            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,))
+            cur.execute(
+                self._sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
+                    self._partition(0),
+                    self._sql.Identifier(self._target.schema, "records"),
+                    self._sql.Literal(self._target.store),
+                )
+            )
             header = _native.NativeLog.memory(self._max_record_bytes).header()
             cur.execute(
-                f"INSERT INTO {self._stores} (name, header) VALUES (%s, %s) "
-                "ON CONFLICT (name) DO NOTHING",
+                f"INSERT INTO {self._stores} (name, header) VALUES (%s, %s)",
                 (self._target.store, header),
             )
-            if cur.rowcount == 1:  # made here: its records' table too
-                cur.execute(
-                    self._sql.SQL("CREATE TABLE {} PARTITION OF {} FOR VALUES IN ({})").format(
-                        self._partition(0),
-                        self._sql.Identifier(self._target.schema, "records"),
-                        self._sql.Literal(self._target.store),
-                    )
-                )
-            cur.execute(f"SELECT header FROM {self._stores} WHERE name = %s", (self._target.store,))
-            made = cur.fetchone()
-            assert made is not None
-            return bytes(made[0])
+            return header
 
     def _new_follower(self, snapshot: tuple[bytes, str] | None = None) -> _native.NativeLog:
         """A follower with every record the database holds for the store.
@@ -687,12 +709,14 @@ class PostgresEngine:
         self.counters.rebuilds += 1
 
     def _go_on_with(self, follower: _native.NativeLog) -> None:
-        """Make `follower` the one reads and commits use."""
+        """Make `follower` the one reads and commits use.
+
+        It has the store's embedder already (every follower is made with it, and the native
+        log takes one embedder only): the engine on it is not given it again.
+        """
         self._follower = follower
         self._sealed_lsn = 0
         self._local = LocalEngine(follower)
-        if self.embedder is not None:
-            self._local.set_embedder(self.embedder)
         if self._medium is not None:
             self._medium.rebind(follower)
 
@@ -992,7 +1016,7 @@ class PostgresEngine:
             generation = self._generation
             conn = self._connection()
             try:
-                with conn.transaction(), conn.cursor() as cur:
+                with schema_.transaction(conn), conn.cursor() as cur:
                     cur.execute(
                         "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (self._lock_key,)
                     )
@@ -1047,7 +1071,9 @@ class PostgresEngine:
         self._connection()  # a closed store refuses at once
         if self._read_only:
             raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
-        return cast(Commit, DeferredCommit(_Timed(self, now_us), expect_lsn))
+        # Ids carry the store's time, as a local commit's (from 0: see LocalEngine.begin).
+        id_ms = max(now_us() // 1000, 0)
+        return cast(Commit, DeferredCommit(_Timed(self, now_us), expect_lsn, id_ms))
 
     def run_commit(
         self,
@@ -1215,9 +1241,9 @@ class PostgresEngine:
     def compact(self, plan: CompactionPlan) -> dict[str, Any]:
         """Compact the store's records into a new generation, online.
 
-        One transaction, on a connection of the compaction's own (not a pool's: the store may
-        hold the pool's last one), holding an advisory lock that lets one compaction of the
-        store run at a time:
+        On a connection of the compaction's own (not a pool's: the store may hold the pool's
+        last one), one transaction holding an advisory lock that lets one compaction of the
+        store run at a time makes the new generation (steps 1 and 2); a second drops the old:
 
         1. Without the store's lock (writers go on): the follower, as it stands, makes the new
            generation's records (what compacting a log file keeps, up to its head H, without
@@ -1226,9 +1252,11 @@ class PostgresEngine:
            join the new generation as records of its compacted part (its ``dense_from`` moves
            to T; the seals among them, of the old chain, are left out), and a seal at T+1
            covers everything; their rows go into the new table, which is swapped in for the
-           store's partition of the records table (detach the old, attach the new, drop the
-           old: its space goes back to the system at once); the store's header and generation
-           are set and the manifest entry (`plan.entry`) added; COMMIT.
+           store's partition of the records table (detach the old, attach the new); the
+           store's header and generation are set and the manifest entry (`plan.entry`) added;
+           COMMIT.
+        3. The old table is dropped, in a transaction of its own (:meth:`_drop_old_tables`):
+           its space goes back to the system at once.
 
         Other clients' next catch-up sees the new generation and starts again. If a record
         after H touches a memory retention purges, the compaction runs again with the store's
@@ -1247,6 +1275,10 @@ class PostgresEngine:
             conn = self._connect()
             try:
                 report = self._compact_on(conn, plan, locked=locked)
+                if report is not None:
+                    if plan.step is not None:
+                        plan.step("renamed")  # committed: the new generation is the store's
+                    self._drop_old_tables(conn)
             finally:
                 with contextlib.suppress(self._pg.Error):
                     conn.close()
@@ -1260,8 +1292,6 @@ class PostgresEngine:
                 url=self._target.shown,
                 code="unavailable",
             )
-        if plan.step is not None:
-            plan.step("renamed")  # committed: the new generation is the store's
         if plan.progress is not None:
             plan.progress(report["bytes_before"], report["bytes_before"])
         return report
@@ -1277,10 +1307,10 @@ class PostgresEngine:
 
         with conn.cursor() as cur, contextlib.ExitStack() as held:
             try:
-                cur.execute("BEGIN")
+                cur.execute(schema_.BEGIN)
                 cur.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (self._lock_key + ".compact",),
+                    (self._compact_key,),
                 )
                 if locked:  # this process's writers wait from here, the others on the lock
                     held.enter_context(self._section.bare)
@@ -1364,7 +1394,7 @@ class PostgresEngine:
             self._rebuild()
         with self._pg.ClientCursor(conn) as cur:
             cur.execute(
-                self._section_sql.removeprefix("BEGIN; "),
+                self._lock_sql,
                 (self._target.store, self._lock_key, self._follower.lsn, _CATCH_UP_ROWS + 1),
             )
             got = cur.fetchall()
@@ -1430,7 +1460,10 @@ class PostgresEngine:
             after = last
 
     def _swap_partition(self, cur: Any, generation: int) -> None:
-        """Put the table of `generation` in place of the store's partition, and drop the old."""
+        """Put the table of `generation` in place of the store's partition.
+
+        The old one is dropped later, in a transaction of its own (:meth:`_drop_old_tables`).
+        """
         sql = self._sql
         records = sql.Identifier(self._target.schema, "records")
         old, new = self._partition(generation - 1), self._partition(generation)
@@ -1440,7 +1473,41 @@ class PostgresEngine:
                 records, new, sql.Literal(self._target.store)
             )
         )
-        cur.execute(sql.SQL("DROP TABLE {}").format(old))
+
+    def _drop_old_tables(self, conn: Any) -> None:
+        """Drop the store's tables of records that are not its partition (older generations').
+
+        After the swap's transaction, in one of its own. Dropping a table with a key into
+        ``stores`` locks ``stores`` against its readers, and the swap holds the lock on
+        ``records`` that every section waits for, while a section (of any store) holds
+        ``stores`` from its first read: the swap waiting for that lock was a deadlock. A table
+        left by a compaction that died before dropping it (or could not) is dropped by the
+        next compaction of the store; none is dropped while another compaction of the store
+        runs (it drops them when it is done).
+        """
+        sql = self._sql
+        # A failure leaves them to the next compaction.
+        with (
+            contextlib.suppress(self._pg.Error),
+            schema_.transaction(conn),
+            conn.cursor() as cur,
+        ):
+            cur.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (self._compact_key,)
+            )
+            row = cur.fetchone()
+            if not (row and row[0]):
+                return
+            cur.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r' AND NOT c.relispartition "
+                "AND starts_with(c.relname, %s)",
+                (self._target.schema, schema_.partitions(self._target.store)),
+            )
+            for (name,) in cur.fetchall():
+                cur.execute(
+                    sql.SQL("DROP TABLE {}").format(sql.Identifier(self._target.schema, name))
+                )
 
     def snapshot_json(self) -> str:
         """The state as snapshot JSON, as this client last read it.

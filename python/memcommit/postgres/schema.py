@@ -22,16 +22,31 @@ One schema (``memcommit`` unless the URL says ``schema=``) holds every store of 
 A store's row also holds its generation (version 2), which log compaction bumps in the
 transaction that replaces the store's records, so a reader knows to start again.
 
+Every transaction memcommit runs is ``READ COMMITTED`` (:data:`BEGIN`, :func:`transaction`),
+whatever the database's or the role's ``default_transaction_isolation``: each one takes an
+advisory lock, then reads what was committed before the lock was granted.
+
 :func:`migrate` is idempotent and takes an advisory lock, so several hosts opening the same
 database at once apply each migration exactly once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["VERSION", "migrate", "partition", "pending"]
+__all__ = [
+    "BEGIN",
+    "VERSION",
+    "migrate",
+    "partition",
+    "partitions",
+    "pending",
+    "quoted",
+    "transaction",
+]
 
 VERSION = 4
 """The schema version this package writes and reads."""
@@ -99,10 +114,44 @@ _MIGRATIONS: dict[int, list[str]] = {
 }
 
 
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""How a transaction of memcommit's begins, whatever the database's or role's default level.
+
+Its statements after an advisory lock must see the commits made before the lock was granted:
+a ``REPEATABLE READ`` (or ``SERIALIZABLE``) transaction's snapshot is taken at its first
+statement, the one that waits for the lock, so it would miss the previous holder's commit (a
+catch-up that misses records, LSNs given twice)."""
+
+
+@contextlib.contextmanager
+def transaction(conn: Any) -> Iterator[None]:
+    """``conn.transaction()`` at ``READ COMMITTED`` (see :data:`BEGIN`).
+
+    psycopg begins it at the connection's level, the database's default unless the caller
+    set one; ``SET TRANSACTION`` before its first statement makes it ours.
+    """
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        yield
+
+
 def partition(store: str, generation: int) -> str:
     """The name of the table that holds generation `generation` of `store`'s records."""
+    return f"{partitions(store)}{generation}"
+
+
+def partitions(store: str) -> str:
+    """What the names of the tables of `store`'s records begin with, whatever the generation."""
     digest = hashlib.md5(store.encode(), usedforsecurity=False).hexdigest()[:16]
-    return f"records_{digest}_g{generation}"  # as version 4's migration names it in SQL
+    return f"records_{digest}_g"  # as version 4's migration names them in SQL
+
+
+def quoted(schema: str) -> str:
+    """`schema` as an SQL identifier: in double quotes, so its case is kept.
+
+    ``TeamA`` unquoted is ``teama``, in a statement and in a name ``to_regclass`` reads alike.
+    """
+    return '"' + schema.replace('"', '""') + '"'
 
 
 def _lock_key(schema: str) -> str:
@@ -112,11 +161,11 @@ def _lock_key(schema: str) -> str:
 def pending(conn: Any, schema: str, upto: int = VERSION) -> list[int]:
     """The migrations `schema` still needs (every one when it does not exist), up to `upto`."""
     with conn.cursor() as cur:
-        cur.execute("SELECT to_regclass(%s)", (f"{schema}.schema_version",))
+        cur.execute("SELECT to_regclass(%s)", (f"{quoted(schema)}.schema_version",))
         row = cur.fetchone()
         if row is None or row[0] is None:
             return [v for v in sorted(_MIGRATIONS) if v <= upto]
-        cur.execute(f'SELECT coalesce(max(v), 0) FROM "{schema}".schema_version')
+        cur.execute(f"SELECT coalesce(max(v), 0) FROM {quoted(schema)}.schema_version")
         done = cur.fetchone()
     applied = int(done[0]) if done else 0
     if applied > VERSION:
@@ -133,7 +182,7 @@ def migrate(conn: Any, schema: str, upto: int = VERSION) -> list[int]:
     Returns the versions applied (none when it was up to date). `upto`: stop at that version
     (what an upgrade test builds an older schema with).
     """
-    with conn.transaction():
+    with transaction(conn):
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_lock_key(schema),)
@@ -141,13 +190,14 @@ def migrate(conn: Any, schema: str, upto: int = VERSION) -> list[int]:
             todo = pending(conn, schema, upto)
             if not todo:
                 return []
-            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            name = quoted(schema)
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
             cur.execute(
-                f'CREATE TABLE IF NOT EXISTS "{schema}".schema_version ('
+                f"CREATE TABLE IF NOT EXISTS {name}.schema_version ("
                 " v integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
             )
             for version in todo:
                 for statement in _MIGRATIONS[version]:
-                    cur.execute(statement.format(s=f'"{schema}"'))
-                cur.execute(f'INSERT INTO "{schema}".schema_version (v) VALUES (%s)', (version,))
+                    cur.execute(statement.format(s=name))
+                cur.execute(f"INSERT INTO {name}.schema_version (v) VALUES (%s)", (version,))
     return todo

@@ -1384,8 +1384,13 @@ def test_a_system_clock_subclass_that_sets_the_time_stamps_every_write() -> None
 
 @pytest.mark.parametrize(
     ("wait", "error"),
-    [("x", memcommit.InvalidType), (True, memcommit.InvalidType), (None, memcommit.InvalidType)]
-    + [(-1, memcommit.InvalidValue), (float("nan"), memcommit.InvalidValue)],
+    [
+        ("x", memcommit.InvalidType),
+        (True, memcommit.InvalidType),
+        (None, memcommit.InvalidType),
+        (-1, memcommit.InvalidValue),
+        (float("nan"), memcommit.InvalidValue),
+    ],
 )
 def test_a_local_refresh_names_a_bad_wait(tmp_path: Path, wait: object, error: type) -> None:
     # As a RemoteStore's refresh does; NotSupported is for a wait a local store cannot do.

@@ -183,6 +183,16 @@ def test_a_str_enum_is_sent_as_the_string_it_holds(served: Served) -> None:
         assert store.locks.release("agent-a", token=lease.token)
 
 
+def test_an_iterator_argument_is_sent_as_the_list_it_gives(served: Served) -> None:
+    """A role takes any iterable (``status=`` of runs.list, say); a generator could not cross
+    the wire and was refused as a stand-in."""
+    run_id = f"gen-{datetime.now().timestamp()}"
+    with memcommit.RemoteStore(served.url) as store:
+        store.runs.create(agent_id="g", run_id=run_id)
+        statuses = (s for s in ["pending"])
+        assert run_id in [r.run_id for r in store.runs.list(agent_id="g", status=statuses)]
+
+
 def test_a_remote_stores_clock_is_the_servers(served: Served) -> None:
     """now_us() is what the store's commits record: the server's clock, not the client's."""
     served.set_us(served.now_us() + 86_400_000_000)  # a day ahead of the client's

@@ -238,6 +238,18 @@ def test_put_many_and_ids_made_by_the_client(store: memcommit.RemoteStore) -> No
         ({"token": "secret\r\nX-Injected: 1"}, memcommit.InvalidValue, "token"),
         ({"token": ""}, memcommit.InvalidValue, "token"),
         ({"ca_file": 5}, memcommit.InvalidType, "ca_file"),
+        ({"url": "http://127.0.0.1:99999"}, memcommit.InvalidValue, "url"),
+        ({"url": "http://127.0.0.1:port"}, memcommit.InvalidValue, "url"),
+        (
+            {"url": "https://127.0.0.1:9", "ca_file": "/nonexistent/ca.pem"},
+            memcommit.InvalidValue,
+            "ca_file /nonexistent/ca.pem: cannot read it",
+        ),
+        (
+            {"url": "https://127.0.0.1:9", "ca_file": __file__},
+            memcommit.InvalidValue,
+            f"ca_file {__file__}: not a PEM file",
+        ),
     ],
 )
 def test_a_remote_stores_arguments_are_checked_before_it_connects(
@@ -530,6 +542,15 @@ def test_health_info_and_metrics(server: ServerProcess) -> None:
     assert status == 200 and headers["content-type"].startswith("text/plain")
     for name in ("memcommit_up 1", "memcommit_commits_total{", "memcommit_commit_seconds_bucket{"):
         assert name in text
+
+
+def test_a_remote_stores_info_gives_the_servers_durability_not_the_replicas(
+    store: memcommit.RemoteStore,
+) -> None:
+    store.put("so the server has fsynced")
+    info = store.info()
+    assert info["durability"] == "commit"  # the server's mode; the replica in RAM has none
+    assert "fsyncs" not in info  # the server's are in its /v1/metrics
 
 
 @pytest.mark.parametrize(
@@ -895,6 +916,11 @@ def test_a_token_is_required_and_checked(tmp_path: Path) -> None:
         with pytest.raises(ServerError) as refused:
             memcommit.RemoteStore(url, token="wrong-token-but-long-enough")
         assert refused.value.status == 401
+        assert "the token sent is not the server's" in str(refused.value)
+        with pytest.raises(ServerError) as refused:
+            memcommit.RemoteStore(url)
+        assert refused.value.status == 401
+        assert "no token was sent" in str(refused.value) and "token=" in str(refused.value)
         with memcommit.RemoteStore(url, token=TOKEN) as remote:
             assert remote.get(remote.put("with the token")) is not None
             assert "x" not in remote
@@ -1083,9 +1109,11 @@ def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) 
                 remote.move(gone, "long")
             after = remote.put("after the compaction")
             assert remote.get(after) is not None
-            # Another store's log at the same address: the replica starts over.
+            # Another store's log at the same address: the replica starts over. (The old
+            # log's companion files go with it: a manifest of another store is refused.)
             process.terminate()
-            os.remove(path)
+            for old in tmp_path.glob("gen.db*"):
+                os.remove(old)
             process = ServerProcess(path, port=port)
             remote.refresh()
             assert remote.get(keep) is None and len(remote) == 0

@@ -48,7 +48,11 @@ class RemoteStore(MemoryStore):
             before a commit is sent, and :meth:`search` runs on the replica.
 
     Raises:
-        ServerError: The server refused (401: wrong token) or could not be reached.
+        InvalidValue: A malformed argument, named: `url` (its port too), or a `ca_file` that
+            cannot be read or holds no PEM certificate.
+        ServerError: The server refused (401: no token sent, or not the server's) or could
+            not be reached (:class:`~memcommit.wire.ServerUnavailable`; at once if its TLS
+            certificate is not trusted: pass `ca_file`).
 
     Example:
         >>> store = RemoteStore("http://127.0.0.1:7411")  # doctest: +SKIP

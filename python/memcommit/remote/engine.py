@@ -10,7 +10,7 @@ server. :class:`~memcommit.RemoteStore` is :class:`~memcommit.MemoryStore` on th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
@@ -215,8 +215,8 @@ class RemoteEngine:
             spec = {
                 "role": role,
                 "method": method,
-                "args": [wire.encode_value(a) for a in args],
-                "kwargs": {k: wire.encode_value(v) for k, v in kwargs.items()},
+                "args": [wire.encode_value(_once(a)) for a in args],
+                "kwargs": {k: wire.encode_value(_once(v)) for k, v in kwargs.items()},
             }
         except RecursionError:
             raise InvalidValue(
@@ -235,8 +235,19 @@ class RemoteEngine:
         return roles
 
     def info(self) -> dict[str, Any]:
-        """The replica's facts (records, lsn, generation, store_id...), with the server's url."""
+        """The replica's facts (records, lsn, generation, store_id...), with the server's own.
+
+        The server's url and start, and its durability mode (left out while the server cannot
+        say). Never the replica's durability or fsyncs: a replica in RAM has none, and the
+        server's fsyncs are in its ``/v1/metrics``.
+        """
         info = dict(self.view().info())
+        info.pop("fsyncs", None)
+        info.pop("durability", None)
+        server = self._pipeline.server_info()
+        durability = None if server is None else server.get("durability")
+        if durability in ("commit", "batch", "none"):
+            info["durability"] = durability
         info.update(path=None, url=self.url, server_boot=self._pipeline.boot, read_only=False)
         return info
 
@@ -293,3 +304,8 @@ class RemoteEngine:
     def closed(self) -> bool:
         """Whether the engine (its pipeline) is closed."""
         return self._pipeline.closed
+
+
+def _once(value: Any) -> Any:
+    """`value`, an iterator read into a list: the role takes any iterable, the wire a list."""
+    return list(value) if isinstance(value, Iterator) else value

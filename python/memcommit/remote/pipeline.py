@@ -48,7 +48,7 @@ _REFUSED = (400, 413)  # refused as a whole, before anything in it ran (requests
 
 
 class NotSent(Exception):
-    """The request surely did not reach the server (it could not connect)."""
+    """The request surely did not reach the server (no connection, or not written whole)."""
 
 
 class MaybeSent(Exception):
@@ -90,6 +90,32 @@ def _token_arg(token: object) -> str | None:
             "carries it as it is: a line break would end the header)"
         )
     return token
+
+
+def _port_arg(url: str, parts: urllib.parse.SplitResult) -> int | None:
+    """The port `url` names (None: the scheme's own), checked."""
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise InvalidValue(f"url: {url!r}: the port must be a number from 1 to 65535")
+    return port
+
+
+def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    """The TLS settings of an ``https://`` client, trusting `ca_file` (or the system's CAs)."""
+    if ca_file is None:
+        return ssl.create_default_context()
+    name = os.fspath(ca_file)
+    try:
+        return ssl.create_default_context(cafile=name)
+    except ssl.SSLError as e:  # an OSError too: first
+        raise InvalidValue(
+            f"ca_file {name}: not a PEM file of certificates ({e.reason or e})"
+        ) from None
+    except OSError as e:
+        raise InvalidValue(f"ca_file {name}: cannot read it: {e.strerror or e}") from None
 
 
 def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
@@ -148,7 +174,7 @@ class Http:
         self.url = url.rstrip("/") if unix is None else f"unix://{unix}"
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = _port_arg(url, parts) or (443 if self._https else 80)
         self._prefix = "" if unix is not None else parts.path.rstrip("/")
         self._timeout = timeout
         self._headers = {"Content-Type": "application/json"}
@@ -157,7 +183,7 @@ class Http:
         self._native: _native.HttpClient | None = None
         self._context: ssl.SSLContext | None = None
         if self._https:
-            self._context = ssl.create_default_context(cafile=ca_file)
+            self._context = _tls_context(ca_file)
         elif unix is not None:
             self._native = _native.HttpClient(unix_path=unix, headers=list(self._headers.items()))
         else:
@@ -170,13 +196,39 @@ class Http:
         self.closed = False
 
     def _connection(self, timeout: float) -> _TlsConnection:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
+        """An idle connection the server has not closed, or a new one.
+
+        An idle connection the server closed (it stopped or restarted, or its keep-alive ran
+        out) is dropped rather than written to: a request written to it would be lost after it
+        was sent (:class:`MaybeSent`), so a commit would be resent as one that may have
+        reached the old server, of unknown outcome once a new server answers.
+
+        Raises:
+            NotSent: No connection could be made.
+            ServerUnavailable: The server's certificate is not trusted (at once: waiting would
+                not change it).
+        """
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or not _closed_by_peer(conn):
+                break
+            conn.close()
         if conn is None:
             conn = _TlsConnection(self._host, self._port, timeout=timeout, context=self._context)
         if conn.sock is None:
             try:
                 conn.connect()
+            except ssl.SSLCertVerificationError as e:
+                conn.close()
+                raise wire.ServerUnavailable(
+                    f"{self.url}: the server's TLS certificate was not trusted "
+                    f"({e.verify_message or e.reason}); pass ca_file= the PEM file of the "
+                    "certificate authority that signed it (or of the server's own certificate, "
+                    "if self-signed) to RemoteStore",
+                    url=self.url,
+                    code="untrusted_certificate",
+                ) from None
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 raise NotSent(str(e) or type(e).__name__) from e
@@ -193,8 +245,10 @@ class Http:
         """Send one request; return status, headers (names lowercased) and body.
 
         Raises:
-            NotSent: No connection could be made.
-            MaybeSent: The connection failed after the request may have been sent.
+            NotSent: No connection could be made, or the request could not be written whole
+                (so the server did not read it).
+            MaybeSent: The connection failed after the request was written.
+            ServerUnavailable: The server's TLS certificate is not trusted.
         """
         wait = self._timeout if timeout is None else timeout
         if self._native is not None:
@@ -206,7 +260,12 @@ class Http:
             self._busy.add(conn)
         response: http.client.HTTPResponse | None = None
         try:
-            conn.request(method, self._prefix + path, body, self._headers)
+            try:
+                conn.request(method, self._prefix + path, body, self._headers)
+            except (OSError, http.client.HTTPException) as e:
+                # Not written whole: the server acts only on a whole request.
+                conn.close()
+                raise NotSent(f"the request could not be written whole: {e}") from e
             response = conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as e:
@@ -307,6 +366,14 @@ def _body(parts: list[bytes], retry_of: str | None) -> bytes:
     return b'{"commits":[' + b",".join(parts) + b'],"retry_of":' + wire.dumps(retry_of) + b"}"
 
 
+def _limit_of(info: Mapping[str, Any]) -> int:
+    """The largest request body a server takes, as its `info` says (or the default)."""
+    said = info.get("max_request_bytes")
+    if isinstance(said, int) and not isinstance(said, bool) and said > 0:
+        return said
+    return wire.DEFAULT_MAX_REQUEST_BYTES
+
+
 def _runs(sizes: list[int], limit: int) -> list[slice]:
     """Consecutive runs of commits (of encoded `sizes`) each within a body of `limit` bytes.
 
@@ -350,7 +417,8 @@ class Pipeline:
 
     Raises:
         TypeError: `max_in_flight` is not an int.
-        ValueError: `max_in_flight` is below 1, or `url` is not an http(s) URL.
+        ValueError: `max_in_flight` is below 1, `url` is not an http(s) or unix URL (or its
+            port is not one), or `ca_file` cannot be read or holds no PEM certificate.
     """
 
     def __init__(
@@ -384,8 +452,8 @@ class Pipeline:
         # The threads that have sent through this pipeline (at most _MAX_USERS remembered):
         # once all of them are queued, no other commit can join the next request.
         self._users: set[int] = set()
-        # The server's --max-request-bytes, and the server start (boot) that said it.
-        self._limit: tuple[str | None, int] | None = None
+        # The server's /v1/info (its --max-request-bytes...), and the server start that said it.
+        self._info: tuple[str | None, dict[str, Any]] | None = None
 
     @property
     def url(self) -> str:
@@ -646,7 +714,7 @@ class Pipeline:
                 parts = [wire.dumps(p.spec) for p in group]
             runs: list[slice] = []
             if refused.status == 413:  # over the limit (the server may have a new one)
-                self._limit = None
+                self._info = None
                 runs = _runs([len(part) for part in parts], self._ask_limit())
             if len(runs) < 2:
                 half = len(group) // 2
@@ -661,35 +729,44 @@ class Pipeline:
         for pending, result in zip(group, results, strict=True):
             pending.result = result
 
-    def _known_limit(self) -> int | None:
-        """The largest request body the server takes, if known for the server start now."""
-        known = self._limit
+    def server_info(self) -> dict[str, Any] | None:
+        """The server's ``/v1/info`` (its durability, its request limit...).
+
+        Asked once per server start, never retried: None if the server cannot answer now. An
+        answer that is not an info document is taken as an empty one.
+        """
+        known = self._info
         if known is not None and known[0] == self.boot:
             return known[1]
+        try:
+            status, headers, data = self.http.request("GET", "/v1/info")
+        except (NotSent, MaybeSent):
+            return None
+        if status == 503:
+            return None
+        self._note(headers)
+        info: dict[str, Any] = {}
+        if status == 200:
+            with contextlib.suppress(ValueError, TypeError):
+                doc = wire.loads(data)
+                if isinstance(doc, dict):
+                    info = doc
+        self._info = (headers.get(wire.H_BOOT) or None, info)
+        return info
+
+    def _known_limit(self) -> int | None:
+        """The largest request body the server takes, if known for the server start now."""
+        known = self._info
+        if known is not None and known[0] == self.boot:
+            return _limit_of(known[1])
         return None
 
     def _ask_limit(self) -> int:
         """The largest request body the server takes: its ``/v1/info`` says (asked once)."""
-        known = self._known_limit()
-        if known is not None:
-            return known
-        try:
-            status, headers, data = self.http.request("GET", "/v1/info")
-        except (NotSent, MaybeSent):
+        info = self.server_info()
+        if info is None:
             return wire.DEFAULT_MAX_REQUEST_BYTES  # the commit request will say what is wrong
-        if status == 503:
-            return wire.DEFAULT_MAX_REQUEST_BYTES
-        self._note(headers)
-        limit = wire.DEFAULT_MAX_REQUEST_BYTES
-        if status == 200:
-            try:
-                said = wire.loads(data)["max_request_bytes"]
-                if isinstance(said, int) and not isinstance(said, bool) and said > 0:
-                    limit = said
-            except (ValueError, KeyError, TypeError):
-                pass
-        self._limit = (headers.get(wire.H_BOOT) or None, limit)
-        return limit
+        return _limit_of(info)
 
     def _interrupted(self, pending: _Pending, e: BaseException) -> wire.CommitOutcomeUnknown:
         """What a commit learns when the request carrying it was interrupted in another thread."""

@@ -34,10 +34,10 @@ without it gets 401. TLS with ``--tls-cert``/``--tls-key``. Requests are limited
 (``--max-request-bytes``, 413 above it) and in JSON nesting (:data:`memcommit.wire.MAX_DEPTH`
 levels); a malformed one gets 400 with a message and changes nothing.
 
-Shutdown: on SIGTERM (or SIGINT) the server stops taking commits (503), wakes every waiting
-reader, lets the commits already queued finish and be fsynced, answers them, then closes the
-log and exits. A ``kill -9`` loses no acknowledged commit: a commit is answered only after its
-fsync.
+Shutdown: on SIGTERM (or SIGINT) the server stops taking commits (503; a resend of a commit
+it has answered or is running still gets that answer), wakes every waiting reader, lets the
+commits already queued finish and be fsynced, answers them, then closes the log and exits.
+A ``kill -9`` loses no acknowledged commit: a commit is answered only after its fsync.
 
 ``--test-clock [START]`` makes the server read a :class:`~memcommit.testing.ControllableClock`
 that ``POST /v1/test/clock`` sets: a testing aid, so a test can move the clock the server's

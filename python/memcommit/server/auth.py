@@ -2,7 +2,8 @@
 
 The server binds loopback unless told otherwise and refuses any other address without a
 token; the token is compared in constant time (its SHA-256, so the time does not depend on
-its length either) and a request without it gets 401. ``/v1/health`` needs no token, so a
+its length either) and a request without it gets 401, saying whether no token was sent or
+the one sent is not the server's. ``/v1/health`` needs no token, so a
 probe can ask; it says nothing but whether the server takes commits.
 """
 
@@ -127,10 +128,9 @@ class TokenGuard:
                 self._on_response(path, int(message["status"]))
             await send(message)
 
-        if self._digest is not None and path != "/v1/health" and not self._authorized(scope):
-            body = wire.dumps(
-                {"error": {"code": "unauthorized", "message": "a valid bearer token is required"}}
-            )
+        refused = None if self._digest is None or path == "/v1/health" else self._refusal(scope)
+        if refused is not None:
+            body = wire.dumps({"error": {"code": "unauthorized", "message": refused}})
             await counting_send(
                 {
                     "type": "http.response.start",
@@ -146,14 +146,27 @@ class TokenGuard:
             return
         await self._app(scope, receive, counting_send)
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _refusal(self, scope: Scope) -> str | None:
+        """Why the request is refused (what was wrong, and what to do), or None: it may pass."""
         assert self._digest is not None
-        given = b""
+        given = None
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 given = value
                 break
+        if given is None:
+            return (
+                "no token was sent, and this server requires one: pass token= to RemoteStore "
+                "(the server's --token-file), or send 'Authorization: Bearer TOKEN'"
+            )
         scheme, _, token = given.partition(b" ")
         # Hash first so the comparison takes the same time whatever the token's length.
         digest = hashlib.sha256(token.strip()).digest()
-        return hmac.compare_digest(digest, self._digest) and scheme.lower() == b"bearer"
+        if hmac.compare_digest(digest, self._digest) and scheme.lower() == b"bearer":
+            return None
+        if scheme.lower() != b"bearer":
+            return "the Authorization header is not 'Bearer TOKEN'; send the token that way"
+        return (
+            "the token sent is not the server's: pass RemoteStore the token in the server's "
+            "--token-file"
+        )

@@ -304,6 +304,7 @@ class MemoryServer:
         ]
         if self._test_clock:
             routes.append(Route("/v1/test/clock", self._clock_endpoint, methods=["GET", "POST"]))
+        self._metrics.paths = frozenset(route.path for route in routes)
         inner = Starlette(
             routes=routes, lifespan=lifespan, exception_handlers={ClientGone: self._client_gone}
         )
@@ -384,7 +385,9 @@ class MemoryServer:
             works, retry_of = parse_commits(doc, self._methods)
         except BadRequest as e:
             return e.status, wire.dumps(_error_doc(e.code, str(e)))
-        if self._closing:
+        if self._closing and not all(self._resends.known(c, retry_of) for _, c, _ in works):
+            # A resend whose first attempt was answered, or is still running, is answered
+            # while the server drains: its answer exists (or will, before the server stops).
             message = "the server is shutting down; nothing was applied"
             return 503, wire.dumps(_error_doc("stopping", message))
         assert self._writer is not None

@@ -1,13 +1,15 @@
 """Running the server's ASGI app on uvicorn: the sockets, the ``listening on`` line, signals.
 
 The server listens on TCP, on a Unix domain socket, or on both (one uvicorn server accepts on
-every socket it is given). A Unix socket is made owner-only (mode 0600, set by the umask
-while it is bound, so no other user can connect in between) and removed when the server
-stops; a socket file left by a server that died is replaced, but one a live server still
-listens on is refused. The TCP socket is bound here too, not by uvicorn (which logs a failing
-bind and exits the process): a port in use, or an address this machine does not have, is a
-:class:`CannotListen` naming it; ``memcommit serve`` binds it (:func:`reserve_tcp`) before
-it opens, and perhaps creates, the store.
+every socket). With ``--tls-cert``, TCP speaks TLS and the Unix socket plain HTTP: the socket
+is for clients on the server's own host, whom the file system lets in, not the network. A
+Unix socket is made owner-only (mode 0600, set by the umask while it is bound, so no other
+user can connect in between) and removed when the server stops; a socket file left by a
+server that died is replaced, but one a live server still listens on is refused. The TCP
+socket is bound here too, not by uvicorn (which logs a failing bind and exits the process): a
+port in use, or an address this machine does not have, is a :class:`CannotListen` naming it;
+``memcommit serve`` binds it (:func:`reserve_tcp`) before it opens, and perhaps creates, the
+store.
 
 On SIGTERM or SIGINT uvicorn stops accepting and waits (up to a minute) for the requests in
 flight, the server's own shutdown (see :mod:`memcommit.server`) having been started first;
@@ -192,7 +194,8 @@ def serve(
         host: The address to bind, or None for no TCP.
         port: The TCP port (0: any free one).
         unix_socket: The path of a Unix domain socket to serve on too (or alone), or None.
-        tls_cert: A PEM certificate chain file, to serve HTTPS (with `tls_key`; TCP only).
+        tls_cert: A PEM certificate chain file, to serve HTTPS on TCP (with `tls_key`; the
+            Unix socket speaks plain HTTP).
         tls_key: The certificate's PEM private key file.
         on_bound: Called with the bound TCP port (0 without TCP), before anything is served.
         on_listening: Called once the server accepts connections.
@@ -230,9 +233,27 @@ def serve(
             super().handle_exit(sig, frame)
 
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                on_listening()
+            # uvicorn serves each socket it is given with the config's TLS: it is given the
+            # TCP socket alone, and the Unix socket is served here, in plain HTTP.
+            tcp = [sock for sock in sockets or () if sock.family != socket.AF_UNIX]
+            await super().startup(sockets=tcp)
+            if not self.started:
+                return
+            for sock in sockets or ():
+                if sock.family == socket.AF_UNIX:
+                    self.servers.append(
+                        await asyncio.get_running_loop().create_server(
+                            self._protocol, sock=sock, backlog=self.config.backlog
+                        )
+                    )
+            on_listening()
+
+        def _protocol(self) -> asyncio.Protocol:
+            """A connection's HTTP protocol, as uvicorn's own startup makes one."""
+            protocol: asyncio.Protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
+                config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+            )
+            return protocol
 
         async def shutdown(self, sockets: Any = None) -> None:
             cut = asyncio.ensure_future(self._cut_closing()) if tls_cert is not None else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..prometheus import CONTENT_TYPE, Exposition, Histogram
+from ..prometheus import CONTENT_TYPE, Exposition, Histogram, labels
 from .writer import CALL, Identity, Writer
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -18,6 +18,8 @@ class Metrics:
     """Counters for ``/v1/metrics`` (Prometheus text format), kept by the event loop."""
 
     def __init__(self) -> None:
+        self.paths: frozenset[str] = frozenset()
+        """The paths of the server's routes: requests are counted by them (others as one)."""
         self.requests: dict[tuple[str, int], int] = {}
         self.commits: dict[str, int] = {"ok": 0, "rejected": 0, "error": 0}
         self.calls: dict[str, int] = {"ok": 0, "error": 0}
@@ -29,9 +31,12 @@ class Metrics:
         self.waiting_readers = 0
 
     def request(self, path: str, status: int) -> None:
-        """Count an answer to a request for `path` (paths outside ``/v1/`` count as other)."""
-        counted = path if path.startswith("/v1/") and len(path) < 32 else "other"
-        key = (counted, status)
+        """Count an answer to a request for `path`.
+
+        Paths the server has no route for count as ``other``: whatever a client asks for
+        (unauthenticated, too) adds no series, so the metrics stay bounded.
+        """
+        key = (path if path in self.paths else "other", status)
         self.requests[key] = self.requests.get(key, 0) + 1
 
     def answered(self, kind: int, result: dict[str, Any], seconds: float) -> None:
@@ -62,7 +67,7 @@ class Metrics:
         metric = out.metric
 
         def by_result(counts: Mapping[str, int]) -> list[tuple[str, float]]:
-            return [(f'{{result="{k}"}}', v) for k, v in counts.items()]
+            return [(labels(result=k), v) for k, v in counts.items()]
 
         metric("up", "gauge", "1 while the server takes commits.", 1 if up else 0)
         metric("lsn", "gauge", "The durable head LSN.", ident.head)
@@ -74,7 +79,10 @@ class Metrics:
             "role_calls_total", "counter", "Role calls answered, by outcome.", by_result(m.calls)
         )
         metric("resends_total", "counter", "Resent commits answered from memory.", m.resends)
-        unknown = "Resends from before a restart, answered commit_outcome_unknown."
+        unknown = (
+            "Resends answered commit_outcome_unknown (sent before a restart, or their answers "
+            "forgotten)."
+        )
         metric("outcome_unknown_total", "counter", unknown, m.unknown)
         metric("batches_total", "counter", "Batches the writer ran.", w.batches if w else 0)
         metric("fsyncs_total", "counter", "fsyncs the writer made.", w.fsyncs if w else 0)
@@ -84,7 +92,7 @@ class Metrics:
         metric("log_reads_total", "counter", "Log reads answered with records.", m.log_reads)
         metric("log_bytes_total", "counter", "Raw log bytes sent to replicas.", m.log_bytes)
         metric("waiting_readers", "gauge", "Long polls waiting now.", m.waiting_readers)
-        requests = [(f'{{path="{p}",status="{s}"}}', n) for (p, s), n in sorted(m.requests.items())]
+        requests = [(labels(path=p, status=s), n) for (p, s), n in sorted(m.requests.items())]
         metric("http_requests_total", "counter", "HTTP requests, by path and status.", requests)
         metric("start_time_seconds", "gauge", "When the server started.", started)
         return out.text()

@@ -3,14 +3,18 @@
 //!
 //! A [`Client`] keeps a pool of connections to one server: a request takes an idle one (or
 //! connects), writes the whole request in one write, reads the answer, and puts the
-//! connection back unless the server said it will close it. Each connection remembers the
+//! connection back unless the server said it will close it. An idle connection the server
+//! has closed meanwhile (it stopped or restarted, or its keep-alive ran out) is dropped
+//! before a request would be written to it, so a request after a server restart goes over a
+//! new connection instead of failing on the old one. Each connection remembers the
 //! server start (`X-Memcommit-Boot`) that last answered on it, so the caller can ask whether
 //! that server process is still running ([`Client::hears`]): a new process cannot hold its
 //! predecessor's connections.
 //!
 //! What a failure means for a commit is the caller's question, so failures say only whether
 //! the request surely did not reach the server ([`Failure::NotSent`]: no connection could be
-//! made) or may have ([`Failure::MaybeSent`]: the connection failed after it was made).
+//! made, or the request could not be written whole, so the server cannot have read it) or may
+//! have ([`Failure::MaybeSent`]: the connection failed after the whole request was written).
 //!
 //! A read or a connect a signal interrupts (EINTR) asks the caller's `on_signal` whether to go
 //! on, as Python's own I/O does (PEP 475): the binding runs the process's signal handlers
@@ -64,9 +68,10 @@ impl fmt::Display for Endpoint {
 /// Why a request has no answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
-    /// No connection could be made: the request surely did not reach the server.
+    /// No connection could be made, or the request could not be written whole: the server
+    /// surely did not read it (it acts on a whole request only).
     NotSent(String),
-    /// The connection failed after it was made: the request may have reached the server.
+    /// The connection failed after the request was written: it may have reached the server.
     MaybeSent(String),
     /// The caller's `on_signal` said to stop: the request may have reached the server.
     Stopped(String),
@@ -278,8 +283,7 @@ impl Client {
         if self.closed.load(Ordering::Acquire) {
             return Err(Failure::NotSent("the client is closed".to_owned()));
         }
-        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut conn = match taken {
+        let mut conn = match self.take_idle() {
             Some(c) => c,
             None => self.connect(timeout, &mut *on_signal)?,
         };
@@ -289,14 +293,21 @@ impl Client {
         }
         let outcome = conn
             .set_timeout(timeout)
+            .map_err(Exchange::Unwritten)
             .and_then(|()| self.exchange(&mut conn, method, path, headers, body, on_signal));
         self.busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        let (answer, keep) = outcome.map_err(|e| {
-            let why = format!("{}: {e}", self.endpoint);
-            if e.get_ref().is_some_and(|inner| inner.is::<StoppedBySignal>()) {
-                Failure::Stopped(why)
-            } else {
-                Failure::MaybeSent(why)
+        let (answer, keep) = outcome.map_err(|e| match e {
+            Exchange::Unwritten(e) => Failure::NotSent(format!(
+                "{}: the request could not be written whole, so the server did not read it: {e}",
+                self.endpoint
+            )),
+            Exchange::Unanswered(e) => {
+                let why = format!("{}: {e}", self.endpoint);
+                if e.get_ref().is_some_and(|inner| inner.is::<StoppedBySignal>()) {
+                    Failure::Stopped(why)
+                } else {
+                    Failure::MaybeSent(why)
+                }
             }
         })?;
         conn.heard = answer.header(BOOT).filter(|b| !b.is_empty()).map(str::to_owned);
@@ -306,6 +317,26 @@ impl Client {
         Ok(answer)
     }
 
+    /// An idle connection the server has not closed, if the pool has one; the closed ones
+    /// it finds are dropped.
+    ///
+    /// An idle HTTP/1.1 connection receives nothing until it sends a request, so one that is
+    /// readable holds an end of stream (the server stopped, or its keep-alive ran out) or bytes
+    /// no request asked for. A request written to it would be lost, and lost after it was
+    /// written: reported as perhaps sent, which makes a commit resent as one that may have
+    /// reached the old server, and so of unknown outcome once a new server answers.
+    fn take_idle(&self) -> Option<Connection> {
+        loop {
+            let mut conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if !readable(&mut conn.stream) {
+                return Some(conn);
+            }
+        }
+    }
+
+    /// Write the request on `conn` and read its answer. The server acts only on a whole
+    /// request, so a failure before all of it was written ([`Exchange::Unwritten`]) means it
+    /// was not read.
     fn exchange(
         &self,
         conn: &mut Connection,
@@ -314,7 +345,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
         on_signal: OnSignal<'_>,
-    ) -> io::Result<(Answer, bool)> {
+    ) -> Result<(Answer, bool), Exchange> {
         let mut request = Vec::with_capacity(256 + self.fixed.len() + body.len());
         request.extend_from_slice(method.as_bytes());
         request.push(b' ');
@@ -332,8 +363,9 @@ impl Client {
         }
         request.extend_from_slice(b"\r\n");
         request.extend_from_slice(body);
-        conn.stream.write_all(&request)?;
+        conn.stream.write_all(&request).map_err(Exchange::Unwritten)?;
         read_answer(&mut Signals { inner: &mut conn.stream, on_signal }, &mut conn.buf, method == "HEAD")
+            .map_err(Exchange::Unanswered)
     }
 
     /// Whether an idle connection that server start `boot` last answered on is still open.
@@ -364,6 +396,12 @@ impl Client {
             stream.shutdown();
         }
     }
+}
+
+/// How a request's exchange failed: before the whole request was written, or after.
+enum Exchange {
+    Unwritten(io::Error),
+    Unanswered(io::Error),
 }
 
 /// Whether `stream` has something to read (or is closed) right now. A byte read here is lost,
@@ -712,6 +750,89 @@ mod tests {
         assert!(seen[1].0.starts_with("GET /v1/info HTTP/1.1"));
         assert!(!client.hears("boot-1"), "closed");
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Read one request (head and `Content-Length` body) from `s`; false at the end of stream.
+    fn read_request(s: &mut impl Read) -> bool {
+        let mut buf = Vec::new();
+        loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..i]).to_string();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .map_or(0, |v| v.parse().unwrap());
+                while buf.len() < i + 4 + len {
+                    if fill(s, &mut buf, "a body").is_err() {
+                        return false;
+                    }
+                }
+                return true;
+            }
+            if fill(s, &mut buf, "a request").is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// A server that answers one request on each of two connections and closes each after its
+    /// answer (a server that stopped, then one started in its place); `closed` hears of the
+    /// first connection's close.
+    fn answer_once_then_close<S: Read + Write>(
+        mut accept: impl FnMut() -> S + Send + 'static,
+        closed: std::sync::mpsc::Sender<()>,
+    ) -> std::thread::JoinHandle<usize> {
+        std::thread::spawn(move || {
+            let mut served = 0;
+            for boot in ["boot-1", "boot-2"] {
+                let mut s = accept();
+                if read_request(&mut s) {
+                    let answer =
+                        format!("HTTP/1.1 200 OK\r\nX-Memcommit-Boot: {boot}\r\nContent-Length: 2\r\n\r\nok");
+                    s.write_all(answer.as_bytes()).unwrap();
+                    served += 1;
+                }
+                drop(s);
+                let _ = closed.send(());
+            }
+            served
+        })
+    }
+
+    fn a_request_after_a_restart(
+        endpoint: Endpoint,
+        server: std::thread::JoinHandle<usize>,
+        closed: std::sync::mpsc::Receiver<()>,
+    ) {
+        let client = Client::new(endpoint, &[]);
+        let wait = Duration::from_secs(10);
+        let first = client.request("POST", "/v1/commit", &[], b"{}", wait, &mut || true).unwrap();
+        assert_eq!(first.header(BOOT), Some("boot-1"));
+        closed.recv().unwrap(); // the first server's end of the kept connection is closed
+                                // Written to the closed connection, the commit would be lost after it was written
+                                // (MaybeSent, an unknown outcome); it goes over a new connection instead.
+        let second = client.request("POST", "/v1/commit", &[], b"{}", wait, &mut || true);
+        assert_eq!(second.map(|a| a.header(BOOT).map(str::to_owned)), Ok(Some("boot-2".to_owned())));
+        client.close();
+        assert_eq!(server.join().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_kept_connection_the_server_closed_is_not_written_to_over_a_unix_socket() {
+        let (path, listener) = listener("restart");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = answer_once_then_close(move || listener.accept().unwrap().0, tx);
+        a_request_after_a_restart(Endpoint::Unix(path.clone()), server, rx);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_kept_connection_the_server_closed_is_not_written_to_over_tcp() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = answer_once_then_close(move || listener.accept().unwrap().0, tx);
+        a_request_after_a_restart(Endpoint::Tcp { host: "127.0.0.1".into(), port }, server, rx);
     }
 
     /// A server on a Unix socket that answers the first `answered` requests of its one

@@ -965,6 +965,30 @@ def test_a_compaction_dry_run_writes_nothing(pg_url: str) -> None:
         assert a.lsn == lsn and a.info()["generation"] == 0 and a.get(trace) is not None
 
 
+def test_a_read_only_client_reads_the_roles_and_refuses_their_writes(pg_url: str) -> None:
+    # Every role call took the store's lock, which a read-only client refuses: reads raised
+    # ReadOnlyStore. They read what the client last read, as a reader of a log file does.
+    with memcommit.open(pg_url) as writer:
+        run = writer.runs.create(agent_id="a1")
+        writer.state.put(("n",), "k", {"v": 1})
+        with memcommit.open(pg_url, read_only=True) as reader:
+            assert reader.runs.get(run.run_id) == run
+            assert [r.run_id for r in reader.runs.list()] == [run.run_id]
+            assert reader.state.get(("n",), "k").value == {"v": 1}  # type: ignore[union-attr]
+            lsn = writer.lsn
+            for write in (
+                lambda: reader.runs.create(agent_id="a2"),
+                lambda: reader.state.delete(("n",), "missing"),  # a write of nothing too
+            ):
+                with pytest.raises(memcommit.ReadOnlyStore, match="opened read-only"):
+                    write()
+            writer.refresh()
+            assert writer.lsn == lsn
+            writer.state.put(("n",), "k", {"v": 2})
+            reader.refresh()
+            assert reader.state.get(("n",), "k").value == {"v": 2}  # type: ignore[union-attr]
+
+
 def test_the_compact_command_takes_the_url(pg_url: str) -> None:
     with memcommit.open(pg_url) as a:
         trace = a.put("a trace", kind="trace")

@@ -49,6 +49,7 @@ from memcommit.roles.medium import KINDS, Change, State, child_prefix, entity_ke
 from memcommit.roles.values import check_json
 from memcommit.testing import CLOCK_START as START
 from memcommit.testing import Backend, ControllableClock, Harness, race, run_contract
+from memcommit.testing.contract.calls import READS, WRITES, prepared
 from memcommit.testing.contract.harness import stated_most
 from memcommit.testing.contract.plugin import _load
 from memcommit.testing.contract.suite import *  # noqa: F403  (the contract suite, collected here)
@@ -491,7 +492,37 @@ def test_replaying_the_batches_rebuilds_the_same_state_whatever_the_clock() -> N
     assert _entities(replayed) == _entities(medium)  # reading changed nothing
     assert late.locks.acquire("long", "b", TTL).token == 2  # type: ignore[union-attr]
     assert late.state.put(("ns", "a"), "k", 2).version == 2
-    assert late.conversations.append("c1", [NewTurn("user", "c")], run_id="run-1")[0].seq == 3
+    conversation = late.conversations.get("c1")
+    assert conversation is not None and conversation.last_seq == 3  # the truncate's mark
+    assert late.conversations.append("c1", [NewTurn("user", "c")], run_id="run-1")[0].seq == 4
+
+
+def test_a_medium_that_takes_no_writes_has_every_write_refused_first() -> None:
+    """The seam a read-only store uses: ``check_writable()``, which every write calls first.
+
+    Before it checks its arguments and whatever it would change; reads go on.
+    """
+
+    class Closed(MemoryMedium):
+        closed = False
+
+        def check_writable(self) -> None:
+            if self.closed:
+                raise memcommit.ReadOnlyStore("closed for writes")
+
+    medium = Closed()
+    roles = RoleSet(clock=ControllableClock(START), medium=medium)
+    names = prepared(roles)
+    before = _entities(medium)
+    medium.closed = True
+    for call in WRITES:
+        with pytest.raises(memcommit.ReadOnlyStore):
+            call.run(roles, names)
+    with pytest.raises(memcommit.ReadOnlyStore):
+        roles.state.put(42, "k", 1)  # type: ignore[arg-type]
+    assert _entities(medium) == before
+    for call in READS:
+        call.run(roles, names)  # reads go on
 
 
 def test_a_failed_write_leaves_no_trace() -> None:

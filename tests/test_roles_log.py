@@ -59,6 +59,25 @@ def test_a_reader_sees_the_writers_roles_after_refresh(tmp_path: Path) -> None:
         reader.close()
 
 
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_reading_the_roles_of_a_new_store_keeps_a_commit_expecting_its_lsn(
+    tmp_path: Path, where: str
+) -> None:
+    """A read is no commit: not even the first read of a new store's runs."""
+    path = ":memory:" if where == "memory" else str(tmp_path / "roles.db")
+    with memcommit.open(path) as store:
+        store.put("a fact", kind="fact")
+        head = store.lsn
+        assert store.runs.list() == []
+        assert store.runs.claim_next(worker_id="w", ttl_ms=1_000) is None
+        assert store.runs.delete("no-such-run") is False
+        assert store.lsn == head
+        with store.commit(expect_lsn=head) as commit:
+            commit.put("another", kind="fact")
+        run = store.runs.create(agent_id="a")  # the first write of a run keeps its queue
+        assert store.runs.list() == [run]
+
+
 def test_a_reader_forgets_what_it_read_when_the_writer_changes_it(tmp_path: Path) -> None:
     path = str(tmp_path / "roles.db")
     with memcommit.open(path) as writer:

@@ -679,7 +679,7 @@ class VersionConflictError(ConflictError, code="version_conflict"):
 
 
 class SequenceConflictError(VersionConflictError, code="sequence_conflict"):
-    """A conversation's ``expected_last_seq`` did not match its last turn."""
+    """A conversation's ``expected_last_seq`` did not match its ``last_seq`` (it changed since)."""
 
 
 class StepConflictError(ConflictError, code="step_conflict"):

@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from .. import _native, ops
 from .._extras import require
@@ -728,7 +728,7 @@ class PostgresEngine:
         The section lock calls it (see the module docstring).
         """
         if self._read_only:
-            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+            self._refuse_write()
         diverged = replaced = 0
         retried = False
         while True:
@@ -1009,7 +1009,7 @@ class PostgresEngine:
         from psycopg.types.json import Jsonb
 
         if self._read_only:
-            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+            self._refuse_write()
         store = self._target.store
         imported = "entry ? 'imported_from'"  # an import's row, not a compaction's
         with self._section.bare:
@@ -1070,7 +1070,7 @@ class PostgresEngine:
         """A commit whose operations are checked as they are made and run in a section."""
         self._connection()  # a closed store refuses at once
         if self._read_only:
-            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+            self._refuse_write()
         # Ids carry the store's time, as a local commit's (from 0: see LocalEngine.begin).
         id_ms = max(now_us() // 1000, 0)
         return cast(Commit, DeferredCommit(_Timed(self, now_us), expect_lsn, id_ms))
@@ -1185,7 +1185,7 @@ class PostgresEngine:
         there, as on a file): no operations to record and replay.
         """
         if self._read_only:
-            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+            self._refuse_write()
         clock_us = self.clock.now_us
 
         def now_us() -> int:
@@ -1214,9 +1214,22 @@ class PostgresEngine:
         """Nothing to wait for: a section's records are committed when it ends."""
 
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
-        """The ten roles, their operations each one section (so they hold across hosts)."""
-        self._medium = LogMedium(self._follower, now_us, lock=self._section)
+        """The ten roles, their operations each one section (so they hold across hosts).
+
+        Of a read-only store: no section (which only a writer takes); they read what this
+        client last read of the store, as a reader of a log file does, and refuse writes.
+        """
+        if self._read_only:
+            self._medium = LogMedium(
+                self._follower, now_us, writable=False, refuse=self._refuse_write
+            )
+        else:
+            self._medium = LogMedium(self._follower, now_us, lock=self._section)
         return RoleSet(clock=clock, medium=self._medium)
+
+    def _refuse_write(self) -> NoReturn:
+        """Raise :class:`~memcommit.ReadOnlyStore`: this client was opened read-only."""
+        raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
 
     def seal(self, at_us: int, key: bytes | None = None) -> SealTuple:
         """Write a seal over every record so far, in a section.
@@ -1269,7 +1282,7 @@ class PostgresEngine:
                 planned, _ = self._follower.compacted_copy(*plan.selection, plan.at_us)
             return planned
         if self._read_only:
-            raise ReadOnlyStore(f"{self._target.shown}: this store was opened read-only")
+            self._refuse_write()
         report = None
         for locked in (False, True):
             conn = self._connect()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Protocol, TypeAlias, TypeGuard, TypeVar
+from typing import Annotated, Any, Protocol, TypeAlias, TypeGuard, TypeVar, cast
 
 from ..clock import Clock, SystemClock, millisecond_reader
 from ..errors import InvalidType, InvalidValue, NotSupported
@@ -38,9 +39,11 @@ __all__ = [
     "lease_lost",
     "live",
     "same_or_conflict",
+    "writes",
 ]
 
 _Record = TypeVar("_Record")
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
 Argument = Callable[[str, str, str], str]
 """``argument(kind, key, field)``: the caller's name for what field `field` of entity
@@ -155,6 +158,27 @@ def same_or_conflict(
     raise conflict()
 
 
+def writes(method: _Method) -> _Method:
+    """Mark a role method as a write: on a read-only store it raises ``ReadOnlyStore`` first.
+
+    First of all, before its arguments are checked and whatever the data: a read-only store
+    refuses every write, not only those that would change something (a delete of nothing, a
+    purge with nothing expired). The medium says whether its store takes writes: its
+    optional ``check_writable()`` (see :mod:`~memcommit.roles.medium`).
+    """
+
+    @functools.wraps(method)
+    def call(self: RoleBase, *args: Any, **kwargs: Any) -> Any:
+        self._check_writable()
+        return method(self, *args, **kwargs)
+
+    return cast(_Method, call)
+
+
+def _takes_writes() -> None:
+    """The write check of a medium without ``check_writable()``: it takes writes."""
+
+
 class RoleBase:
     """A role's clock and medium.
 
@@ -170,6 +194,10 @@ class RoleBase:
         # A medium whose writes record a time reads the clock itself, once an operation.
         reads = getattr(self._medium, "now_ms", None)
         self._now = reads if callable(reads) else millisecond_reader(self.clock)
+        # A medium of a store opened read-only raises ReadOnlyStore here; every write calls
+        # it first (see :func:`writes`). A medium without it takes writes.
+        check = getattr(self._medium, "check_writable", None)
+        self._check_writable: Callable[[], None] = check if callable(check) else _takes_writes
 
     @property
     def medium(self) -> Medium:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InvalidValue
-from ._base import RoleBase, check_version
+from ._base import RoleBase, check_version, writes
 from .medium import (
     ARTIFACT,
     ARTIFACT_DATA,
@@ -172,6 +172,7 @@ class MemoryArtifactRepository(RoleBase):
             return None
         return self._medium.get(ARTIFACT, entity_key(owner, name, last))
 
+    @writes
     def save(
         self,
         owner: Namespace,
@@ -278,6 +279,7 @@ class MemoryArtifactRepository(RoleBase):
         with self._medium.lock:
             return [_version(state) for _, state in self._versions(ns, name)]
 
+    @writes
     def delete(self, owner: Namespace, name: str) -> int:
         """Delete every version. See :meth:`ArtifactRepository.delete`."""
         ns = check_namespace(owner, "owner")

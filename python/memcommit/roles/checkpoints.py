@@ -11,7 +11,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RunLinked, check_optional_token
+from ._base import RunLinked, check_optional_token, writes
 from .errors import CheckpointNotFoundError
 from .medium import (
     CHECKPOINT,
@@ -140,6 +140,7 @@ _KEYS = KeyRoom(WHAT[CHECKPOINT], lambda run_id: (full_key(CHECKPOINT, run_id, _
 class MemoryCheckpointRepository(RunLinked):
     """The in-memory ``checkpoints`` role; :class:`RunLinked` documents its arguments."""
 
+    @writes
     @checked
     def put(
         self,
@@ -239,6 +240,7 @@ class MemoryCheckpointRepository(RunLinked):
             out.append(_checkpoint(state))
         return out
 
+    @writes
     @checked
     def prune(self, run_id: Text, *, keep_last: Count, namespace: str | None = None) -> int:
         """Drop all but the newest checkpoints. See :meth:`CheckpointRepository.prune`."""

@@ -2,11 +2,17 @@
 
 A conversation is created explicitly; appending to an unknown one raises
 :class:`~memcommit.roles.ConversationNotFoundError`. Turns get sequence numbers 1, 2, ... across
-batches; a batch is atomic. ``Conversation.last_seq`` is the number of the newest turn present,
-and ``expected_last_seq`` compares against it (optimistic concurrency by sequence number, not
-time). Sequence numbers are never reused: after ``truncate(after_seq=k)`` the next turn gets the
-number after the highest ever handed out, and ``last_seq`` is ``k``, so a writer still holding
-the pre-truncate ``last_seq`` fails.
+batches; a batch is atomic. Sequence numbers are never reused (ROLES.md decision 5): after
+``truncate(after_seq=k)`` the next turn gets a number above every one handed out.
+
+``Conversation.last_seq`` is what ``expected_last_seq`` compares against (optimistic
+concurrency by sequence number, not time: decision 10). It rises with every change to the
+turns and never takes a value twice: an append sets it to its newest turn's number; a
+truncate or a run delete that removes turns, and a delete of the conversation, each take one
+more number from the conversation's counter (a number no turn will have) and set it there.
+Were it rewound to the newest turn left, a writer holding ``last_seq`` ``n`` while others
+appended ``n + 1`` and truncated back to ``n`` would append as if nothing had changed (ABA);
+instead every writer holding a ``last_seq`` from before a removal fails.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InvalidType
-from ._base import RunLinked, check_optional_token
+from ._base import RunLinked, check_optional_token, writes
 from .errors import (
     ConversationAlreadyExistsError,
     ConversationNotFoundError,
@@ -32,7 +38,9 @@ from .medium import (
     WHAT,
     Change,
     KeyRoom,
+    Medium,
     State,
+    bump_counter,
     child_prefix,
     entity_key,
     full_key,
@@ -58,6 +66,7 @@ __all__ = [
     "MemoryConversationRepository",
     "NewTurn",
     "Turn",
+    "turns_removed",
 ]
 
 
@@ -69,7 +78,10 @@ class Conversation:
         conversation_id: Its id.
         agent_id: The agent it is with, or None.
         metadata: Free JSON metadata.
-        last_seq: The sequence number of its newest turn (0 when it has none).
+        last_seq: What ``expected_last_seq`` compares against; it only rises. The number of
+            its newest turn after an append; after turns were removed (a truncate, a run
+            delete) or the conversation deleted and created again, a number above every
+            turn's, which no turn takes. 0 for a conversation whose id is new.
         created_at_ms: When it was created.
         updated_at_ms: When it last changed.
     """
@@ -183,6 +195,9 @@ class ConversationRepository(Protocol):
     ) -> int:
         """Remove the turns after `after_seq` (a rewind); return how many.
 
+        When it removes any, ``last_seq`` moves to a number never handed out, so every writer
+        holding an earlier one fails; when none, nothing changes.
+
         Raises:
             ConversationNotFoundError: The conversation does not exist.
             SequenceConflictError: `expected_last_seq` does not match.
@@ -190,7 +205,10 @@ class ConversationRepository(Protocol):
         ...
 
     def delete(self, conversation_id: str) -> bool:
-        """Delete the conversation and its turns; False if absent."""
+        """Delete the conversation and its turns; False if absent.
+
+        Created again, it continues its sequence numbers and its ``last_seq``.
+        """
         ...
 
 
@@ -200,7 +218,20 @@ _conversation = record_reader(Conversation)
 _turn = record_reader(Turn)
 
 _SEQ = "conversations.seq"
-"""The counter of each conversation's turns."""
+"""The counter of each conversation's turns and ``last_seq`` marks."""
+
+
+def turns_removed(medium: Medium, state: State, now: int) -> list[Change]:
+    """The changes marking conversation `state` as having lost turns at `now`.
+
+    Its ``last_seq`` takes the counter's next number, which no turn will have, so a writer
+    holding any earlier ``last_seq`` fails (see the module docstring). For every write that
+    removes turns: a truncate, a run delete. Call under the medium's lock.
+    """
+    conversation_id = str(state["conversation_id"])
+    mark, mark_change = bump_counter(medium, _SEQ, conversation_id)
+    new = {**state, "last_seq": mark, "updated_at_ms": now}
+    return [mark_change, (CONVERSATION, entity_key(conversation_id), new)]
 
 
 def _turn_keys(conversation_id: str, run_id: str) -> list[str]:
@@ -248,6 +279,7 @@ def _new_turn(turn: object, field: str) -> tuple[str, Json, dict[str, Json]]:
 class MemoryConversationRepository(RunLinked):
     """The in-memory ``conversations`` role; :class:`RunLinked` documents its arguments."""
 
+    @writes
     def create(
         self,
         *,
@@ -273,7 +305,8 @@ class MemoryConversationRepository(RunLinked):
                 "conversation_id": conversation_id,
                 "agent_id": agent_id,
                 "metadata": meta,
-                "last_seq": 0,
+                # Above every mark the id had before a delete (which took a number).
+                "last_seq": read_counter(self._medium, _SEQ, conversation_id),
                 "created_at_ms": now,
                 "updated_at_ms": now,
             }
@@ -297,6 +330,7 @@ class MemoryConversationRepository(RunLinked):
             )
         return key, state
 
+    @writes
     @checked
     def append(
         self,
@@ -372,6 +406,7 @@ class MemoryConversationRepository(RunLinked):
             states = states[:limit]
         return [_turn(s) for s in states]
 
+    @writes
     @checked
     def truncate(
         self, conversation_id: Text, *, after_seq: Count, expected_last_seq: OptionalCount = None
@@ -379,28 +414,31 @@ class MemoryConversationRepository(RunLinked):
         """Remove the turns after `after_seq`. See :meth:`ConversationRepository.truncate`."""
         with self._medium.lock:
             now = self._now()
-            key, state = self._existing(conversation_id, expected_last_seq)
-            changes: builtins.list[Change] = []
-            last = 0
-            for tkey, turn in self._medium.scan(TURN, child_prefix(conversation_id)):
-                if turn["seq"] > after_seq:
-                    changes.append((TURN, tkey, None))
-                else:
-                    last = max(last, int(turn["seq"]))
-            if not changes:
-                return 0
-            changes.append((CONVERSATION, key, {**state, "last_seq": last, "updated_at_ms": now}))
-            self._write(changes)
-            return len(changes) - 1
+            _, state = self._existing(conversation_id, expected_last_seq)
+            removed: builtins.list[Change] = [
+                (TURN, tkey, None)
+                for tkey, turn in self._medium.scan(TURN, child_prefix(conversation_id))
+                if turn["seq"] > after_seq
+            ]
+            if removed:
+                self._write([*removed, *turns_removed(self._medium, state, now)])
+            return len(removed)
 
+    @writes
     @checked
     def delete(self, conversation_id: Text) -> bool:
-        """Delete the conversation and its turns (its sequence counter stays)."""
+        """Delete the conversation and its turns. See :meth:`ConversationRepository.delete`.
+
+        Its counter stays and takes one more number, so the conversation created again under
+        this id starts above every ``last_seq`` this one had.
+        """
         key = entity_key(conversation_id)
         with self._medium.lock:
             if self._medium.get(CONVERSATION, key) is None:
                 return False
-            self._write([(CONVERSATION, key, None), *self._deletions(TURN, conversation_id)])
+            _, mark_change = bump_counter(self._medium, _SEQ, conversation_id)
+            turns = self._deletions(TURN, conversation_id)
+            self._write([mark_change, (CONVERSATION, key, None), *turns])
             return True
 
 

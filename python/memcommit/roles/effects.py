@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import OptionalToken, RunLinked, same_or_conflict
+from ._base import OptionalToken, RunLinked, same_or_conflict, writes
 from .errors import EffectConflictError
 from .medium import COUNTER, EFFECT, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
@@ -104,6 +104,7 @@ _KEYS = KeyRoom(
 class MemoryEffectRepository(RunLinked):
     """The in-memory ``effects`` role; :class:`RunLinked` documents its arguments."""
 
+    @writes
     @checked
     def record(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import RoleBase, Token, live, same_or_conflict
+from ._base import RoleBase, Token, live, same_or_conflict, writes
 from .errors import IdempotencyConflictError
 from .medium import COUNTER, IDEMPOTENCY, WHAT, Change, KeyRoom, State, bump_counter, full_key
 from .values import (
@@ -151,6 +151,7 @@ class MemoryIdempotencyRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
+    @writes
     @checked
     def reserve(
         self,
@@ -191,6 +192,7 @@ class MemoryIdempotencyRepository(RoleBase):
             record = self._save(IDEMPOTENCY, ekey, new, _record, token_change)
             return Reservation(acquired=True, record=record)
 
+    @writes
     @checked
     def complete(
         self, key: Text, *, token: Token, result: JsonIn = None, ttl_ms: int | None = None
@@ -214,6 +216,7 @@ class MemoryIdempotencyRepository(RoleBase):
             new = {**state, "state": "completed", "result": result, "expires_at_ms": expires}
             return self._save(IDEMPOTENCY, ekey, new, _record)
 
+    @writes
     @checked
     def release(self, key: Text, *, token: Token) -> bool:
         """Drop a pending reservation. See :meth:`IdempotencyRepository.release`."""
@@ -223,6 +226,7 @@ class MemoryIdempotencyRepository(RoleBase):
         """Return the live record, or None. See :meth:`IdempotencyRepository.get`."""
         return self._lookup_live(IDEMPOTENCY, _record, check_text(key, "key"))
 
+    @writes
     @checked
     def purge_expired(self, *, limit: OptionalCount = None) -> int:
         """Remove expired records. See :meth:`IdempotencyRepository.purge_expired`."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, Token, live
+from ._base import RoleBase, Token, live, writes
 from .medium import COUNTER, LOCK, WHAT, KeyRoom, bump_counter, full_key
 from .values import Text, check_text, check_ttl, checked, record_reader
 
@@ -107,6 +107,7 @@ class MemoryLockRepository(RoleBase):
         medium: Where the entities live; a store passes the medium its roles share.
     """
 
+    @writes
     @checked
     def acquire(self, name: Text, owner: Text, ttl_ms: int) -> Lease | None:
         """Take the lock or return None. See :meth:`LockRepository.acquire`."""
@@ -130,6 +131,7 @@ class MemoryLockRepository(RoleBase):
             }
             return self._save(LOCK, key, new, _lease, token_change)
 
+    @writes
     @checked
     def renew(self, name: Text, *, token: Token, ttl_ms: int) -> Lease:
         """Extend a live lease. See :meth:`LockRepository.renew`."""
@@ -139,6 +141,7 @@ class MemoryLockRepository(RoleBase):
             new = {**state, "expires_at_ms": now + ttl_ms}
             return self._save(LOCK, key, new, _lease)
 
+    @writes
     @checked
     def release(self, name: Text, *, token: Token) -> bool:
         """Free the lock. See :meth:`LockRepository.release`."""

@@ -50,10 +50,14 @@ def entry_kind(kind: str, name: str) -> str:
     return f"{kind}.{name}"
 
 
+_INT_RANKS = 10**20
+"""An int rank is below this: 20 digits in an entry's key."""
+
+
 def _rank_text(rank: Any) -> str:
     if isinstance(rank, str):
         return rank
-    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 10**20:
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < _INT_RANKS:
         return f"{rank:020d}"
     raise InvalidType(f"a kept grouping ranks by str or non-negative int, not {rank!r}")
 
@@ -142,9 +146,12 @@ class LoggedGrouping:
     def keys(self, groups: Iterable[str] | None = None, after: Any = None) -> Iterator[str]:
         """Yield the keys of the entities in `groups` (every group when None), by rank.
 
-        With `after`, only those ranked above it. Read under the medium's lock, as a
-        :class:`~memcommit.roles.groupings.Grouping` is.
+        With `after`, only those ranked above it: none when it is an int above every int
+        rank an entry can have (as a caller's ``after_seq=10**20`` is). Read under the medium's
+        lock, as a :class:`~memcommit.roles.groupings.Grouping` is.
         """
+        if isinstance(after, int) and after >= _INT_RANKS:
+            return iter(())
         chosen = list(self._groups()) if groups is None else list(groups)
         start = None if after is None else _rank_text(after) + _AFTER
         walks = [self._walk(group, start) for group in chosen]

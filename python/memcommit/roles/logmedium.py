@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidValue
 from . import logged_groupings
 from .groupings import KEPT, Grouper, Groupings, Ordered
 from .logged_groupings import LoggedGrouping
@@ -38,9 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["DurableLock", "LogMedium"]
 
 _SEP = "\x00"  # never in a kind or a key: the roles refuse "\x00" in every string
-
-# How the log refuses a state too large for one record (the largest JSON it takes).
-_STATE_LIMIT = re.compile(r"an entity's state must be 1 to (\d+) bytes")
 
 
 class DurableLock:
@@ -110,11 +105,14 @@ class LogMedium:
     Args:
         native: The store's engine.
         now_us: The store's clock, in microseconds (the time each commit records).
-        writable: Whether this process writes the log (a reader of an older store builds the
-            groupings the log does not keep yet in memory).
+        writable: Whether this process writes the log. A reader refuses every role write
+            (:meth:`check_writable`), and builds in memory the groupings the log does not
+            keep yet.
         lock: The lock to hold for each operation (default: one that waits for the log's
             durability at its outermost release); a store whose log is shared by many hosts
             gives one that also holds the database's lock (:mod:`memcommit.postgres`).
+        refuse: What a reader's :meth:`check_writable` raises (default: the log's own
+            refusal of a write); a store whose log is a copy of a database's names the store.
     """
 
     def __init__(
@@ -123,9 +121,11 @@ class LogMedium:
         now_us: Callable[[], int],
         writable: bool = True,
         lock: DurableLock | None = None,
+        refuse: Callable[[], None] | None = None,
     ) -> None:
         self._native = native
         self._writable = writable
+        self._refuse = refuse
         self._now_us = now_us
         self._lock = lock if lock is not None else DurableLock(self._wait_durable)
         self._version = native.entity_version()
@@ -153,6 +153,18 @@ class LogMedium:
         at_us = self._now_us()
         self._lock.stamp(at_us)
         return at_us // 1000
+
+    def check_writable(self) -> None:
+        """Raise :class:`~memcommit.ReadOnlyStore` if this process opened the log read-only.
+
+        Every role write calls it first, so that a read-only store refuses a write whether or
+        not it would change anything. The refusal is the log's own, naming the store: that of
+        an empty commit, which a read-only log refuses before anything else.
+        """
+        if not self._writable:
+            if self._refuse is not None:
+                self._refuse()
+            self._native.write_entities(0, [])
 
     def rebind(self, native: _native.NativeLog) -> None:
         """Continue on `native` (the store reopened after log compaction)."""
@@ -219,6 +231,11 @@ class LogMedium:
                 out.append((full_key[start:], state))
         return out
 
+    @property
+    def max_record_bytes(self) -> int:
+        """The log's largest record: a state's JSON may have one byte less."""
+        return self._native.max_record_bytes
+
     def write(self, changes: Sequence[Change]) -> None:
         """Append `changes` as one commit, then apply them to the cache.
 
@@ -232,20 +249,22 @@ class LogMedium:
         """Append `changes` and the grouping `entries` they make as one commit.
 
         The changes are applied to the cache; the entries are read from the log's index.
+
+        Raises:
+            StateTooLarge: A state's JSON is more than ``max_record_bytes - 1`` bytes (checked
+                here, before the commit, as :class:`~memcommit.roles.medium.MemoryMedium` does).
         """
         written = [*changes, *entries]
         items: list[tuple[str, bytes | None]] = [
             (kind + _SEP + key, None if state is None else state_json(state).encode())
             for kind, key, state in written
         ]
+        most = self._native.max_record_bytes - 1
+        for (kind, key, _), (_, payload) in zip(written, items, strict=True):
+            if payload is not None and len(payload) > most:
+                raise StateTooLarge(kind, key, len(payload), most + 1)
         at_us = self._lock.stamped()
-        try:
-            end = self._native.write_entities(self._now_us() if at_us is None else at_us, items)
-        except InvalidValue as refused:
-            too_large = _too_large(refused, written, items)
-            if too_large is None:
-                raise
-            raise too_large from None
+        end = self._native.write_entities(self._now_us() if at_us is None else at_us, items)
         cache, groupings = self._cache, self._groupings
         for (full_key, _), (kind, key, state) in zip(items, changes, strict=False):
             cache[full_key] = state
@@ -287,14 +306,22 @@ class LogMedium:
         written its marker) is read from the log's index. Any other is built by one scan the
         first time it is asked for after the medium last forgot what it read, then kept up to
         date by :meth:`write`.
+
+        A writer of a store that holds entities of `kind` but no marker (written before the
+        grouping was kept) writes the marker and their entries here, once. Where there is no
+        entity of `kind` it writes nothing: the first write of the kind writes the marker
+        (:meth:`_entry_changes`), so a read of a new store leaves its log as it was.
         """
         self._native.check_not_failed()
         with self._lock.bare:
             declared = KEPT.get(kind, {}).get(name)
             if declared is not None:
-                if not self._is_logged(kind, name) and self._writable:
-                    # A store written before the grouping was kept: its entries, once, by
-                    # the grouper the log keeps them with (what every later write uses).
+                if (
+                    self._writable
+                    and not self._is_logged(kind, name)
+                    and self._native.entity_keys(kind + _SEP, limit=1)
+                ):
+                    # Entries by the grouper the log keeps them with (what every write uses).
                     entries = logged_groupings.entry_changes(
                         kind, name, declared, [], lambda key: None, self.scan(kind)
                     )
@@ -317,20 +344,6 @@ class LogMedium:
         ]
         count = self._native.entity_count
         return count("") - sum(count(k + _SEP) for k in kept)
-
-
-def _too_large(
-    refused: InvalidValue, written: Sequence[Change], items: Sequence[tuple[str, bytes | None]]
-) -> StateTooLarge | None:
-    """The :class:`StateTooLarge` for the log's refusal of a state too large, else None."""
-    found = _STATE_LIMIT.search(str(refused))
-    if found is None:
-        return None
-    most = int(found.group(1))
-    for (kind, key, _), (_, payload) in zip(written, items, strict=True):
-        if payload is not None and len(payload) > most:
-            return StateTooLarge(kind, key, len(payload), most + 1)
-    return None
 
 
 def _decode(payload: bytes) -> State:

@@ -29,6 +29,11 @@ optional: :class:`MemoryMedium` and the log's medium do, with a method
 from a :meth:`Medium.scan` on each call (correct, at the cost of reading every entity of the
 kind).
 
+A medium whose store may be opened read-only has a method ``check_writable()`` that raises
+:class:`~memcommit.ReadOnlyStore` when it is (the log's medium does). Every role write calls it
+first, so such a store refuses a write whatever it would change (a delete of nothing too); a
+medium without it takes writes.
+
 **Keys** are str, built by :func:`entity_key` from parts (str, non-negative int, or a tuple of
 str for a namespace): the JSON array of the parts, with ints written as 20 zero-padded digits
 so that key order is numeric order, e.g. ``entity_key("run-1", 3) ==
@@ -501,6 +506,15 @@ class Medium(Protocol):
         """Return ``(key, state)`` of every entity of `kind` whose key starts with `prefix`.
 
         In key order. The states must not be mutated.
+        """
+        ...
+
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record a write may make.
+
+        A state whose JSON has ``max_record_bytes`` bytes or more is refused
+        (:class:`StateTooLarge`) before anything of its write is.
         """
         ...
 

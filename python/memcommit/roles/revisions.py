@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 from ..errors import InvalidValue
-from ._base import RoleBase
+from ._base import RoleBase, writes
 from .errors import (
     InvalidStateError,
     RevisionAlreadyExistsError,
@@ -218,6 +218,7 @@ class MemoryAgentRevisionRepository(RoleBase):
                 return state
         return None
 
+    @writes
     @checked
     def create_draft(
         self,
@@ -255,6 +256,7 @@ class MemoryAgentRevisionRepository(RoleBase):
             }
             return self._save(REVISION, key, new, _revision, seq_change)
 
+    @writes
     @checked
     def update_draft(
         self,
@@ -284,6 +286,7 @@ class MemoryAgentRevisionRepository(RoleBase):
             }
             return self._save(REVISION, key, new, _revision)
 
+    @writes
     @checked
     def publish(self, agent_id: Text, revision_id: Text) -> Revision:
         """Publish a draft. See :meth:`RevisionRepository.publish`."""
@@ -332,6 +335,7 @@ class MemoryAgentRevisionRepository(RoleBase):
             state = self._by_version(agent_id, current)
             return None if state is None else _revision(state)
 
+    @writes
     @checked
     def set_current(self, agent_id: Text, version: int) -> Revision:
         """Move the current pointer. See :meth:`RevisionRepository.set_current`."""
@@ -361,6 +365,7 @@ class MemoryAgentRevisionRepository(RoleBase):
         drafts = sorted((s for s in states if s["version"] is None), key=lambda s: s["created_seq"])
         return [_revision(s) for s in versioned + drafts]
 
+    @writes
     @checked
     def archive(self, agent_id: Text, revision_id: Text) -> Revision:
         """Archive a revision. See :meth:`RevisionRepository.archive`."""

@@ -12,13 +12,15 @@ checkpoints, effects and turns it writes with ``token=``.
 from __future__ import annotations
 
 import itertools
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 from ..errors import InvalidType, InvalidValue
-from ._base import RoleBase, Token, check_token
+from ._base import RoleBase, Token, check_token, writes
+from .conversations import turns_removed
 from .errors import (
     AlreadyClaimedError,
     ClaimLostError,
@@ -43,7 +45,6 @@ from .medium import (
     Medium,
     State,
     bump_counter,
-    child_prefix,
     entity_key,
     full_key,
 )
@@ -393,11 +394,15 @@ class MemoryRunRepository(RoleBase):
                 for _, state in self._by_status(statuses, after=after_seq)
                 if agent_id is None or state["agent_id"] == agent_id
             )
-            states = list(itertools.islice(matching, limit))
+            # No list holds more than sys.maxsize runs, and islice takes no larger stop.
+            states = list(
+                itertools.islice(matching, None if limit is None else min(limit, sys.maxsize))
+            )
         return [_run(state) for state in states]
 
     # -- writing ---------------------------------------------------------------------------
 
+    @writes
     @checked
     def create(
         self,
@@ -455,6 +460,7 @@ class MemoryRunRepository(RoleBase):
         }
         return self._save(RUN, key, new, _claim, token_change)
 
+    @writes
     @checked
     def claim_next(
         self, *, worker_id: Text, ttl_ms: int, agent_id: str | None = None
@@ -472,6 +478,7 @@ class MemoryRunRepository(RoleBase):
                     return self._grant(key, state, worker_id, ttl_ms, now)
             return None
 
+    @writes
     @checked
     def claim(self, run_id: Text, *, worker_id: Text, ttl_ms: int) -> Claim:
         """Claim this run. See :meth:`RunRepository.claim`."""
@@ -551,6 +558,7 @@ class MemoryRunRepository(RoleBase):
         with self._medium.lock:
             self._held(run_id, token, now_ms)
 
+    @writes
     @checked
     def heartbeat(self, run_id: Text, *, token: Token, ttl_ms: int) -> Claim:
         """Extend the claim to now + ttl_ms. See :meth:`RunRepository.heartbeat`."""
@@ -572,26 +580,31 @@ class MemoryRunRepository(RoleBase):
                 new["claimed_by"] = None
             return self._save(RUN, key, new, _run)
 
+    @writes
     @checked
     def release(self, run_id: str, *, token: int, available_at_ms: OptionalCount = None) -> Run:
         """Give the run back. See :meth:`RunRepository.release`."""
         return self._finish(run_id, token, status="pending", available_at_ms=available_at_ms)
 
+    @writes
     @checked
     def complete(self, run_id: str, *, token: int, output: JsonIn = None) -> Run:
         """Finish the run as succeeded. See :meth:`RunRepository.complete`."""
         return self._finish(run_id, token, status="succeeded", output=output)
 
+    @writes
     @checked
     def fail(self, run_id: str, *, token: int, error: JsonIn) -> Run:
         """Finish the run as failed. See :meth:`RunRepository.fail`."""
         return self._finish(run_id, token, status="failed", error=error)
 
+    @writes
     @checked
     def suspend(self, run_id: str, *, token: int, reason: JsonIn = None) -> Run:
         """Park the run. See :meth:`RunRepository.suspend`."""
         return self._finish(run_id, token, status="suspended", reason=reason)
 
+    @writes
     @checked
     def resume(self, run_id: Text) -> Run:
         """Make a suspended run pending. See :meth:`RunRepository.resume`.
@@ -614,6 +627,7 @@ class MemoryRunRepository(RoleBase):
             }
             return self._save(RUN, key, new, _run)
 
+    @writes
     @checked
     def cancel(self, run_id: Text, *, reason: JsonIn = None) -> Run:
         """Cancel the run. See :meth:`RunRepository.cancel`."""
@@ -633,6 +647,7 @@ class MemoryRunRepository(RoleBase):
             }
             return self._save(RUN, key, new, _run)
 
+    @writes
     @checked
     def delete(self, run_id: Text) -> bool:
         """Delete the run and everything of it. See :meth:`RunRepository.delete`.
@@ -640,7 +655,8 @@ class MemoryRunRepository(RoleBase):
         The cascade reaches the steps, checkpoints, effects and turns kept in this
         repository's medium (all of them in a store, whose roles share one medium). Counters
         are kept, so a run re-created under the same id continues its token and sequence
-        numbers. Removing a run's turns leaves a gap in its conversations' sequence numbers.
+        numbers. Removing a run's turns leaves a gap in its conversations' sequence numbers,
+        and moves their ``last_seq`` on, as a truncate does.
         """
         key = entity_key(run_id)
         with self._medium.lock:
@@ -656,28 +672,22 @@ class MemoryRunRepository(RoleBase):
 
 
 def _cascade_turns(medium: Medium, run_id: str, now: int) -> list[Change]:
-    """Return the changes removing the turns of `run_id` and fixing their conversations."""
+    """Return the changes removing the turns of `run_id` and marking their conversations.
+
+    Each conversation that loses turns gets a new ``last_seq`` (:func:`turns_removed`), as
+    after a truncate, so a writer holding one from before the delete fails.
+    """
     changes: list[Change] = []
-    touched: dict[str, int] = {}
+    touched: dict[str, None] = {}  # the conversations, in the order their turns come
     for key in grouping_of(medium, TURN, _BY_RUN, _run_turn).keys([run_id]):
         turn = medium.get(TURN, key)
         assert turn is not None, key  # the grouping holds only stored turns
         changes.append((TURN, key, None))
-        touched.setdefault(str(turn["conversation_id"]), 0)
-    if not touched:
-        return changes
-    removed = {key for _, key, _ in changes}
+        touched[str(turn["conversation_id"])] = None
     for conversation_id in touched:
-        last = 0
-        for key, turn in medium.scan(TURN, child_prefix(conversation_id)):
-            if key not in removed:
-                last = max(last, int(turn["seq"]))
-        ckey = entity_key(conversation_id)
-        conversation = medium.get(CONVERSATION, ckey)
+        conversation = medium.get(CONVERSATION, entity_key(conversation_id))
         if conversation is not None:
-            changes.append(
-                (CONVERSATION, ckey, {**conversation, "last_seq": last, "updated_at_ms": now})
-            )
+            changes.extend(turns_removed(medium, conversation, now))
     return changes
 
 

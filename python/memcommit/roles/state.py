@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ._base import RoleBase, check_version
+from ._base import RoleBase, check_version, writes
 from .medium import COUNTER, STATE, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
     Json,
@@ -124,6 +124,7 @@ class MemoryStateRepository(RoleBase):
         """Return the entry, or None."""
         return self._lookup(STATE, _entry, check_namespace(namespace), check_text(key, "key"))
 
+    @writes
     def put(
         self, namespace: Namespace, key: str, value: Json, *, expected_version: int | None = None
     ) -> StateEntry:
@@ -147,6 +148,7 @@ class MemoryStateRepository(RoleBase):
             }
             return self._save(STATE, ekey, new, _entry, version_change)
 
+    @writes
     def delete(
         self, namespace: Namespace, key: str, *, expected_version: int | None = None
     ) -> bool:
@@ -183,6 +185,7 @@ class MemoryStateRepository(RoleBase):
         found = {tuple(state["namespace"]) for state in self._states(STATE)}
         return sorted(ns for ns in found if ns[: len(pre)] == pre)
 
+    @writes
     def delete_namespace(self, namespace: Namespace) -> int:
         """Delete the namespace's entries. See :meth:`AgentStateRepository.delete_namespace`."""
         ns = check_namespace(namespace)

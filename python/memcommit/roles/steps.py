@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._base import OptionalToken, RunLinked, same_or_conflict
+from ._base import OptionalToken, RunLinked, same_or_conflict, writes
 from .errors import InvalidStateError, StepConflictError, StepNotFoundError
 from .medium import COUNTER, STEP, WHAT, KeyRoom, State, bump_counter, full_key
 from .values import (
@@ -135,6 +135,7 @@ _KEYS = KeyRoom(
 class MemoryStepRepository(RunLinked):
     """The in-memory ``steps`` role; :class:`RunLinked` documents its arguments."""
 
+    @writes
     @checked
     def start(
         self,
@@ -191,6 +192,7 @@ class MemoryStepRepository(RunLinked):
             raise StepNotFoundError(run_id=run_id, step_id=step_id)
         return key, state, now
 
+    @writes
     @checked
     def complete(
         self, run_id: Text, step_id: Text, *, output: JsonIn = None, token: OptionalToken = None
@@ -216,6 +218,7 @@ class MemoryStepRepository(RunLinked):
             new = {**state, "status": "succeeded", "output": output, "finished_at_ms": now}
             return self._save(STEP, key, new, _step)
 
+    @writes
     @checked
     def fail(
         self, run_id: Text, step_id: Text, *, error: JsonIn, token: OptionalToken = None

@@ -263,6 +263,13 @@ impl NativeLog {
         Ok(self.log().map_err(to_py)?.applied_at())
     }
 
+    /// The largest record a commit may write (`max_record_bytes` at open): an entity's state
+    /// is at most one byte less.
+    #[getter]
+    fn max_record_bytes(&self) -> PyResult<usize> {
+        Ok(self.log().map_err(to_py)?.options().max_record_bytes)
+    }
+
     /// Apply raw records (from another log's `read_raw`) to this replica; returns its LSN.
     fn apply_raw(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
         self.run(py, |log| log.apply_raw(data))

@@ -3,10 +3,11 @@
 A **backend** is a name, a factory and a list of known divergences. The factory takes a fresh
 temporary directory and yields a :class:`Harness`: the store under test (any object with the
 ten role attributes), the :class:`~memcommit.testing.ControllableClock` that store consults
-(the server's clock for a remote store), the store's capabilities, and for a durable store a
-``reopen`` that closes it and opens it again on the same data. The factory may be a context
-manager factory, a generator function (``yield`` the harness, clean up after), or a plain
-function returning a harness.
+(the server's clock for a remote store), the store's capabilities, for a durable store a
+``reopen`` that closes it and opens it again on the same data, and for a store that can also be
+opened read-only an ``open_reader`` that does so beside it. The factory may be a context manager
+factory, a generator function (``yield`` the harness, clean up after), or a plain function
+returning a harness.
 
 Divergences map a test name (``"TestLocks.test_renew_after_expiry_fails"`` or just the
 method name) to a written reason. Each becomes a strict xfail: the test must fail, and the
@@ -48,18 +49,24 @@ class Harness:
         store: The store: an object with the ten role attributes (``runs`` ...
             ``conversations``).
         clock: The clock the store reads; tests move it.
-        capabilities: Optional features the store has: ``"reopen"`` for durable stores.
+        capabilities: Optional features the store has: ``"reopen"`` for durable stores,
+            ``"read_only"`` for those that can be opened read-only.
         reopener: Closes the store and returns it opened again on the same data, or None.
+        reader: Returns the store's data opened again, read-only, beside the store (the
+            factory closes it after the test), or None.
     """
 
     store: Any
     clock: ControllableClock
     capabilities: frozenset[str] = frozenset()
     reopener: Callable[[], Any] | None = None
+    reader: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.reopener is not None:
             self.capabilities = self.capabilities | {"reopen"}
+        if self.reader is not None:
+            self.capabilities = self.capabilities | {"read_only"}
 
     def reopen(self) -> Any:
         """Close the store, open it again on the same data with the same clock, and return it.
@@ -71,6 +78,16 @@ class Harness:
             raise NotSupported("this store cannot be reopened: it keeps nothing")
         self.store = self.reopener()
         return self.store
+
+    def open_reader(self) -> Any:
+        """Open the store's data again, read-only, beside the store, and return it.
+
+        Raises:
+            NotSupported: The store cannot be opened read-only (no ``read_only`` capability).
+        """
+        if self.reader is None:
+            raise NotSupported("this store cannot be opened read-only")
+        return self.reader()
 
 
 HarnessFactory = Callable[[pathlib.Path], Any]
@@ -145,7 +162,8 @@ def opened_backend(name: str, where: Callable[[pathlib.Path], str]) -> Backend:
     """Return a backend of stores :func:`memcommit.open` opens at ``where(tmp_path)``.
 
     `where` names a new store per test (a log file in `tmp_path`, or a ``postgresql://`` URL
-    with a store of its own); the harness can ``reopen`` it there, with the same clock.
+    with a store of its own); the harness can ``reopen`` it there, with the same clock, and
+    open it there ``read_only=True`` beside it.
     """
 
     def make(tmp_path: pathlib.Path) -> Iterator[Harness]:
@@ -154,13 +172,20 @@ def opened_backend(name: str, where: Callable[[pathlib.Path], str]) -> Backend:
         clock = ControllableClock(CLOCK_START)
         place = where(tmp_path)
         stores = [memcommit.open(place, clock=clock)]
+        readers: list[Any] = []
 
         def reopen() -> Any:
             stores[-1].close()
             stores.append(memcommit.open(place, clock=clock))
             return stores[-1]
 
-        yield Harness(store=stores[0], clock=clock, reopener=reopen)
+        def read_only() -> Any:
+            readers.append(memcommit.open(place, clock=clock, read_only=True))
+            return readers[-1]
+
+        yield Harness(store=stores[0], clock=clock, reopener=reopen, reader=read_only)
+        for reader in readers:
+            reader.close()
         stores[-1].close()
 
     return Backend(name, make)

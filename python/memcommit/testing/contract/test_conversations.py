@@ -145,7 +145,11 @@ class TestConversations:
         assert list_turns(conversation_id, after_seq=1, limit=2) == turns[1:3]
 
     def test_truncate_never_reuses_seq(self, harness: Harness) -> None:
-        """Decision 5: after truncate, the next turn gets a number never handed out."""
+        """Decision 5: after truncate, the next turn and ``last_seq`` get numbers never used.
+
+        ``last_seq`` moves above every number handed out (research 4.10.6: a writer holding
+        one from before the truncate fails, because it changed), never back to 2, which it was.
+        """
         store = harness.store
         conversation_id, run_id = _setup(harness)
         turns = store.conversations.append(
@@ -156,32 +160,107 @@ class TestConversations:
         assert store.conversations.truncate(conversation_id, after_seq=2, expected_last_seq=4) == 2
         assert store.conversations.list_turns(conversation_id) == turns[:2]
         conversation = store.conversations.get(conversation_id)
-        assert conversation is not None and conversation.last_seq == 2
-        with pytest.raises(SequenceConflictError):
-            store.conversations.append(
-                conversation_id, _turns("stale"), run_id=run_id, expected_last_seq=4
-            )
+        assert conversation is not None and conversation.last_seq > 4
+        for stale in (4, 2):
+            with pytest.raises(SequenceConflictError) as caught:
+                store.conversations.append(
+                    conversation_id, _turns("stale"), run_id=run_id, expected_last_seq=stale
+                )
+            assert caught.value.actual == conversation.last_seq
         added = store.conversations.append(
-            conversation_id, _turns("5"), run_id=run_id, expected_last_seq=2
+            conversation_id, _turns("5"), run_id=run_id, expected_last_seq=conversation.last_seq
         )
-        assert added[0].seq > 4
+        assert added[0].seq > conversation.last_seq
         assert [t.seq for t in store.conversations.list_turns(conversation_id)] == [
             1,
             2,
             added[0].seq,
         ]
+        after = store.conversations.get(conversation_id)
+        assert after is not None and after.last_seq == added[0].seq
         assert store.conversations.truncate(conversation_id, after_seq=99) == 0
+        assert store.conversations.get(conversation_id) == after
+
+    def test_a_writer_from_before_a_rewind_fails_though_last_seq_came_back(
+        self, harness: Harness
+    ) -> None:
+        """Decisions 5 and 10: no ABA, where a rewound ``last_seq`` would let a stale writer in.
+
+        W reads ``last_seq`` 1; another appends 2 and truncates it away; W's append expecting 1
+        must fail, as the conversation changed under it.
+        """
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        store.conversations.append(conversation_id, _turns("hi"), run_id=run_id)
+        seen = store.conversations.get(conversation_id)
+        assert seen is not None and seen.last_seq == 1
+        store.conversations.append(conversation_id, _turns("x"), run_id=run_id)
+        assert store.conversations.truncate(conversation_id, after_seq=1) == 1
+        before = store.conversations.get(conversation_id)
+        assert before is not None and before.last_seq not in (0, 1, 2)
+        with pytest.raises(SequenceConflictError) as caught:
+            store.conversations.append(
+                conversation_id, _turns("late"), run_id=run_id, expected_last_seq=seen.last_seq
+            )
+        assert (caught.value.expected, caught.value.actual) == (1, before.last_seq)
+        with pytest.raises(SequenceConflictError):
+            store.conversations.truncate(conversation_id, after_seq=0, expected_last_seq=1)
+        assert store.conversations.get(conversation_id) == before
+        assert [t.seq for t in store.conversations.list_turns(conversation_id)] == [1]
+
+    def test_a_run_delete_that_removes_turns_moves_last_seq_on(self, harness: Harness) -> None:
+        """A run delete cascades to its turns; like a truncate, it never rewinds ``last_seq``."""
+        store = harness.store
+        conversation_id, run_id = _setup(harness)
+        other = fresh_run(store)
+        store.conversations.append(conversation_id, _turns("hi"), run_id=run_id)
+        seen = store.conversations.get(conversation_id)
+        assert seen is not None and seen.last_seq == 1
+        store.conversations.append(conversation_id, _turns("by the other"), run_id=other)
+        assert store.runs.delete(other) is True
+        after = store.conversations.get(conversation_id)
+        assert after is not None and after.last_seq > 2
+        assert after.updated_at_ms == harness.clock.now_ms()
+        for stale in (1, 2):
+            with pytest.raises(SequenceConflictError):
+                store.conversations.append(
+                    conversation_id, _turns("late"), run_id=run_id, expected_last_seq=stale
+                )
+        assert store.conversations.get(conversation_id) == after
+        added = store.conversations.append(
+            conversation_id, _turns("now"), run_id=run_id, expected_last_seq=after.last_seq
+        )
+        assert added[0].seq > after.last_seq
+        assert [t.seq for t in store.conversations.list_turns(conversation_id)] == [
+            1,
+            added[0].seq,
+        ]
 
     def test_delete_and_recreate_never_reuses_seq(self, harness: Harness) -> None:
+        """Decision 5: the conversation created again continues the numbers and ``last_seq``.
+
+        So a writer holding a ``last_seq`` of the deleted one (0 included) fails on the new.
+        """
         store = harness.store
         conversation_id, run_id = _setup(harness)
         store.conversations.append(conversation_id, _turns("a", "b"), run_id=run_id)
         assert store.conversations.delete(conversation_id) is True
         assert store.conversations.delete(conversation_id) is False
         assert store.conversations.list_turns(conversation_id) == []
-        store.conversations.create(conversation_id=conversation_id)
-        added = store.conversations.append(conversation_id, _turns("c"), run_id=run_id)
-        assert added[0].seq > 2
+        again = store.conversations.create(conversation_id=conversation_id)
+        assert again.last_seq > 2
+        for stale in (0, 2):
+            with pytest.raises(SequenceConflictError):
+                store.conversations.append(
+                    conversation_id, _turns("c"), run_id=run_id, expected_last_seq=stale
+                )
+        added = store.conversations.append(
+            conversation_id, _turns("c"), run_id=run_id, expected_last_seq=again.last_seq
+        )
+        assert added[0].seq > again.last_seq
+        empty = store.conversations.create(conversation_id=fresh_id("conv")).conversation_id
+        assert store.conversations.delete(empty) is True
+        assert store.conversations.create(conversation_id=empty).last_seq > 0
 
     def test_concurrent_appends_with_expected_last_seq(self, harness: Harness) -> None:
         store = harness.store

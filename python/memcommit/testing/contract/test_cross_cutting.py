@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ...errors import MemcommitError
+from ...errors import MemcommitError, ReadOnlyStore
 from ...roles import (
     ROLE_NAMES,
     ClaimLostError,
@@ -26,6 +26,7 @@ from ...roles import (
     VersionConflictError,
     error_from_wire,
 )
+from .calls import READS, WRITES, fresh, prepared, unclassified
 from .harness import Harness, fresh_id, fresh_run, requires
 
 TTL = 1_000
@@ -221,6 +222,16 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _site_ids = [site.name for site in SITES]
+
+
+def _head(store: Any) -> int:
+    """The store's LSN, once it has what others committed (a remote store's replica)."""
+    if getattr(store, "lsn", None) is None:
+        pytest.skip("the store has no LSN to watch")
+    refresh = getattr(store, "refresh", None)
+    if callable(refresh):
+        refresh()
+    return int(store.lsn)
 
 
 class TestCrossCutting:
@@ -489,6 +500,78 @@ class TestCrossCutting:
             pickled = pickle.loads(pickle.dumps(err))
             assert type(pickled) is type(err) and pickled.fields == err.fields
 
+    def test_every_role_method_is_a_read_or_a_write(self, harness: Harness) -> None:
+        """The calls the next tests make reach every role method: a new one must join them."""
+        assert unclassified(harness.store) == set()
+
+    def test_reads_write_nothing(self, harness: Harness) -> None:
+        """A read is never a commit, from a new store on, nor is a write that changes nothing.
+
+        So a caller's ``commit(expect_lsn=...)`` holds across its reads of the roles, the
+        first reads of a new store's included.
+        """
+        store = harness.store
+        head = _head(store)
+        nothing = fresh()
+        for call in READS:
+            call.run(store, nothing)
+        claim_next = store.runs.claim_next
+        assert claim_next(worker_id="w", ttl_ms=TTL, agent_id=nothing.agent) is None
+        assert _head(store) == head
+        names = prepared(store)
+        head = _head(store)
+        for call in READS:
+            call.run(store, names)
+            call.run(store, nothing)
+        unchanged = [call for call in WRITES if not call.changes]
+        for call in unchanged:
+            call.run(store, names)
+        assert _head(store) == head, [call.label for call in unchanged]
+
+    def test_a_read_only_store_refuses_every_write(self, harness: Harness) -> None:
+        """Whether or not the write would change anything (a delete of nothing too)."""
+        requires(harness, "read_only")
+        store = harness.store
+        names = prepared(store)
+        head = _head(store)
+        reader = harness.open_reader()
+        answered: dict[str, str] = {}
+        for call in WRITES:
+            try:
+                answered[call.label] = repr(call.run(reader, names))
+            except ReadOnlyStore:
+                pass
+            except MemcommitError as error:
+                answered[call.label] = type(error).__name__
+        assert answered == {}, "these answered instead of refusing"
+        assert _head(store) == head
+
+    @pytest.mark.parametrize("bound", [10**20 - 1, 10**20, 2**63, 10**30])
+    def test_any_non_negative_int_bound_is_taken(self, harness: Harness, bound: int) -> None:
+        """A ``limit``, ``after_seq`` or ``last`` beyond anything stored answers as a large one.
+
+        The same on every store: none refuses it for a range of its own (a sequence number's
+        20 digits in a key, the largest slice), and none raises a plain ValueError.
+        """
+        store = harness.store
+        names = prepared(store)
+        runs = store.runs.list(agent_id=names.agent)
+        assert store.runs.list(agent_id=names.agent, limit=bound) == runs != []
+        assert store.runs.list(after_seq=bound) == []
+        assert store.runs.list(status=["pending", "running"], after_seq=bound, limit=bound) == []
+        steps = store.steps.list(names.claimed)
+        assert store.steps.list(names.claimed, limit=bound) == steps != []
+        assert store.steps.list(names.claimed, after_seq=bound) == []
+        checkpoints = store.checkpoints.list(names.claimed)
+        assert store.checkpoints.list(names.claimed, limit=bound) == checkpoints != []
+        entries = store.state.list(names.ns)
+        assert store.state.list(names.ns, limit=bound) == entries != []
+        turns = store.conversations.list_turns(names.conversation)
+        assert store.conversations.list_turns(names.conversation, limit=bound) == turns != []
+        assert store.conversations.list_turns(names.conversation, last=bound) == turns
+        assert store.conversations.list_turns(names.conversation, after_seq=bound) == []
+        assert store.idempotency.purge_expired(limit=bound) >= 0
+
     def test_reopen_keeps_everything(self, harness: Harness) -> None:
         """Durable stores: every role reads back the same after close and reopen."""
         requires(harness, "reopen")
@@ -547,7 +630,9 @@ class TestCrossCutting:
         assert reopened.state.put(ns, "k", 2).version == 2
         assert reopened.artifacts.save(owner, "doc", b"2").version == 2
         turn = reopened.conversations.append(conversation_id, [NewTurn("user", "c")], run_id=run_id)
-        assert turn[0].seq == 3
+        conversation = before[12]
+        assert conversation.last_seq > 2  # the truncate moved it past every number handed out
+        assert turn[0].seq == conversation.last_seq + 1
         assert reopened.idempotency.reserve(pending, ttl_ms=TTL).acquired is False
         clock.advance(10 * TTL)
         assert reopened.idempotency.reserve(pending, ttl_ms=TTL).record.token == 2

@@ -9,6 +9,9 @@
   cited by its upstream name. Tests of SQL text and of the async batching wrapper are left
   out; the TTL tests move a ``ControllableClock`` instead of sleeping. The tests of vector
   search (``index=``) are in ``tests/test_langgraph_index.py``.
+* Filters are compared with LangGraph's references, bad arguments are refused naming the
+  argument with nothing written, and what the README's LangGraph section says of stores,
+  sharing and limits is checked.
 * The example ``examples/langgraph_resume.py`` is run: a graph killed with SIGKILL mid-run
   resumes from its checkpoint.
 """
@@ -20,6 +23,8 @@ import json
 import math
 import operator
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -42,6 +47,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import (
     BaseStore,
@@ -55,6 +61,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Command, interrupt
 
 import memcommit
@@ -62,6 +69,7 @@ from memcommit.integrations.langgraph import MemcommitSaver, MemcommitStore
 from memcommit.integrations.langgraph.store import ITEM
 from memcommit.roles.medium import entity_key
 from memcommit.testing import ControllableClock
+from memcommit.testing.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -1644,6 +1652,368 @@ def test_compiled_filter_agrees_with_the_reference(wanted: dict[str, Any]) -> No
     matches = compile_store_filter(wanted)
     for value in FILTER_VALUES:
         assert matches(value) == store_filter_matches(value, wanted), value
+
+
+# ---------------------------------------------------------------------------------------
+# Filters as LangGraph's references compare
+# ---------------------------------------------------------------------------------------
+
+# A field "a" of each kind a filter may confuse: True and 1, False and 0, None and missing.
+COMPARED: dict[str, dict[str, Any]] = {
+    "true": {"a": True},
+    "one": {"a": 1},
+    "float": {"a": 1.0},
+    "false": {"a": False},
+    "zero": {"a": 0},
+    "null": {"a": None},
+    "missing": {"b": 1},
+}
+
+
+@pytest.mark.parametrize(
+    "wanted",
+    [
+        {"a": 1},
+        {"a": True},
+        {"a": 0},
+        {"a": False},
+        {"a": None},
+        {"a": {"$eq": True}},
+        {"a": {"$eq": None}},
+        {"a": {"$ne": None}},
+    ],
+    ids=repr,
+)
+def test_store_filters_match_as_in_memory_and_sqlite_stores(
+    store: MemcommitStore, wanted: dict[str, Any]
+) -> None:
+    sqlite = SqliteStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    sqlite.setup()
+    found = {}
+    for name, reference in (("memory", InMemoryStore()), ("sqlite", sqlite), ("ours", store)):
+        for key, value in COMPARED.items():
+            reference.put(("f",), key, value)
+        found[name] = sorted(item.key for item in reference.search(("f",), filter=wanted))
+    assert found["ours"] == found["memory"] == found["sqlite"]
+
+
+def test_store_filters_order_true_as_1_as_sqlite_store(store: MemcommitStore) -> None:
+    # InMemoryStore raises on the missing and null fields here (float(None)); SqliteStore
+    # orders True as 1, and leaves the fields that are no number out.
+    for key, value in COMPARED.items():
+        store.put(("f",), key, value)
+    found = store.search(("f",), filter={"a": {"$gt": 0}})
+    assert sorted(item.key for item in found) == ["float", "one", "true"]
+
+
+@pytest.mark.parametrize("wanted", [{"a": 1}, {"a": True}, {"a": 0}, {"a": None}], ids=repr)
+def test_saver_filters_match_as_in_memory_and_sqlite_savers(wanted: dict[str, Any]) -> None:
+    savers = {
+        "memory": InMemorySaver(),
+        "sqlite": SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False)),
+        "ours": MemcommitSaver(memcommit.open(":memory:")),
+    }
+    found = {}
+    for name, saver in savers.items():
+        for thread, metadata in COMPARED.items():
+            config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            saver.put(config, empty_checkpoint(), cast(CheckpointMetadata, metadata), {})
+        found[name] = sorted(
+            t.config["configurable"]["thread_id"] for t in saver.list(None, filter=wanted)
+        )
+    assert found["ours"] == found["memory"] == found["sqlite"]
+
+
+# ---------------------------------------------------------------------------------------
+# Arguments: what each call refuses, naming the argument, with nothing written
+# ---------------------------------------------------------------------------------------
+
+
+def _put(saver: MemcommitSaver, thread_id: str, checkpoint_ns: str = "", **metadata: Any) -> Any:
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+    }
+    return saver.put(config, empty_checkpoint(), cast(CheckpointMetadata, metadata), {})
+
+
+def _threads(saver: MemcommitSaver, config: RunnableConfig | None = None) -> list[str]:
+    return sorted(t.config["configurable"]["thread_id"] for t in saver.list(config))
+
+
+def test_prune_and_delete_for_runs_refuse_a_bare_str() -> None:
+    opened = memcommit.open(":memory:")
+    saver = MemcommitSaver(opened)
+    for thread in ("a", "b", "ab"):
+        _put(saver, thread, run_id=thread)
+    head = opened.lsn
+    # A str is a sequence of one-character ids: "ab" would delete threads "a" and "b".
+    with pytest.raises(TypeError, match=r"^thread_ids must be a list of ids, not a str"):
+        saver.prune("ab", strategy="delete")
+    with pytest.raises(TypeError, match=r"^run_ids must be a list of ids, not a str"):
+        saver.delete_for_runs("ab")
+    with pytest.raises(TypeError, match=r"^thread_ids must be a list of ids, not a bytes"):
+        asyncio.run(saver.aprune(cast(Any, b"ab")))
+    assert _threads(saver) == ["a", "ab", "b"]
+    assert opened.lsn == head
+    saver.prune(["ab"], strategy="delete")
+    saver.delete_for_runs(["a"])
+    assert _threads(saver) == ["b"]
+
+
+def test_list_without_thread_id_keeps_to_the_checkpoint_ns() -> None:
+    # The references raise KeyError without a thread_id; the docstring's promise is a filter.
+    saver = MemcommitSaver(memcommit.open(":memory:"))
+    for thread in ("t1", "t2"):
+        for ns in ("", "sub", "subgraph"):
+            _put(saver, thread, ns)
+    found = list(saver.list({"configurable": {"checkpoint_ns": "sub"}}))
+    assert sorted(
+        (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
+        for t in found
+    ) == [("t1", "sub"), ("t2", "sub")]
+    assert len(list(saver.list({"configurable": {"checkpoint_ns": ""}}))) == 2
+    assert len(list(saver.list({"configurable": {}}))) == 6
+
+
+def test_a_read_only_store_reads_without_refreshing_ttls(
+    tmp_path: Path, clock: ControllableClock
+) -> None:
+    path = str(tmp_path / "ttl.log")
+    writer = memcommit.open(path, clock=clock)
+    MemcommitStore(writer).put(("a",), "k", {"v": 1}, ttl=5)
+    state = writer.medium.get(ITEM, entity_key(("a",), "k"))
+    reader = memcommit.open(path, read_only=True, clock=clock)
+    store = MemcommitStore(reader, ttl={"refresh_on_read": True})
+    clock.advance(timedelta(minutes=1))
+    item = store.get(("a",), "k")
+    assert item is not None and item.value == {"v": 1}
+    assert [found.key for found in store.search(("a",))] == ["k"]
+    assert asyncio.run(store.aget(("a",), "k")) is not None
+    assert writer.medium.get(ITEM, entity_key(("a",), "k")) == state
+    with pytest.raises(memcommit.ReadOnlyStore):
+        store.put(("a",), "k", {"v": 2})
+    reader.close()
+    writer.close()
+
+
+def test_a_saver_or_store_of_a_path_names_the_argument() -> None:
+    for make in (MemcommitSaver, MemcommitStore):
+        with pytest.raises(
+            TypeError,
+            match=r"^store must be a memcommit store, not str: pass memcommit.open\(path\)",
+        ):
+            make(cast(Any, "memory.db"))
+
+
+@pytest.mark.parametrize(
+    ("ttl", "error", "message"),
+    [
+        ("x", TypeError, r"^ttl must be a number of minutes or None, not 'x'"),
+        (True, TypeError, r"^ttl must be a number of minutes or None, not True"),
+        (math.nan, ValueError, r"^ttl: nan is not a number of minutes the store can keep"),
+        (math.inf, ValueError, r"^ttl: inf is not a number of minutes the store can keep"),
+        (1e303, ValueError, r"^ttl: 1e\+303 is not a number of minutes the store can keep"),
+        (10**400, ValueError, r"^ttl: 1000.* is not a number of minutes the store can keep"),
+    ],
+    ids=repr,
+)
+def test_a_bad_ttl_is_refused_naming_it(ttl: Any, error: type[Exception], message: str) -> None:
+    opened = memcommit.open(":memory:")
+    store = MemcommitStore(opened)
+    with pytest.raises(error, match=message) as raised:
+        store.put(("a",), "k", {"v": 1}, ttl=ttl)
+    assert isinstance(raised.value, memcommit.MemcommitError)
+    assert opened.lsn == 0
+
+
+@pytest.mark.parametrize(
+    ("ttl", "error", "message"),
+    [
+        ([1], TypeError, r"^ttl must be a dict \(TTLConfig\) or None, not list"),
+        ({"default_ttl": "5"}, TypeError, r"^ttl: default_ttl must be a number of minutes"),
+        ({"default_ttl": math.inf}, ValueError, r"^ttl: default_ttl: inf is not a number"),
+        ({"refresh_on_read": 1}, TypeError, r"^ttl: refresh_on_read must be a bool, not 1"),
+        ({"sweep_interval_minutes": 0}, ValueError, r"^ttl: sweep_interval_minutes: 0 minutes"),
+        ({"default_tll": 5}, ValueError, r"^ttl: 'default_tll' is not a field of TTLConfig"),
+    ],
+    ids=repr,
+)
+def test_a_bad_ttl_configuration_is_refused_at_construction(
+    ttl: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message) as raised:
+        MemcommitStore(memcommit.open(":memory:"), ttl=ttl)
+    assert isinstance(raised.value, memcommit.MemcommitError)
+
+
+def test_lone_surrogates_are_refused_naming_the_argument() -> None:
+    opened = memcommit.open(":memory:")
+    saver, store = MemcommitSaver(opened), MemcommitStore(opened)
+    config = _put(saver, "t")
+    head = opened.lsn
+    bad = "a\ud800"
+    refused: list[tuple[str, Any]] = [
+        ("thread_id", lambda: _put(saver, bad)),
+        ("checkpoint_ns", lambda: _put(saver, "t", bad)),
+        ("metadata", lambda: _put(saver, "t", note=bad)),
+        ("thread_id", lambda: saver.get_tuple({"configurable": {"thread_id": bad}})),
+        ("thread_id", lambda: list(saver.list({"configurable": {"thread_id": bad}}))),
+        ("thread_id", lambda: saver.delete_thread(bad)),
+        ("task_id", lambda: saver.put_writes(config, [("ch", 1)], bad)),
+        ("writes", lambda: saver.put_writes(config, [(bad, 1)], "task")),
+        ("target_thread_id", lambda: saver.copy_thread("t", bad)),
+        ("key", lambda: store.put(("a",), bad, {"v": 1})),
+        ("key", lambda: store.get(("a",), bad)),
+        ("namespace", lambda: store.put(("a", bad), "k", {"v": 1})),
+        ("namespace", lambda: store.search((bad,))),
+        (r"item 'k' in namespace \('a',\): value", lambda: store.put(("a",), "k", {"v": bad})),
+    ]
+    for name, call in refused:
+        with pytest.raises(memcommit.InvalidValue, match=rf"^{name}: holds a lone surrogate"):
+            call()
+    assert opened.lsn == head
+
+
+def test_ids_too_long_for_a_key_name_the_argument_and_its_room() -> None:
+    # thread_id, checkpoint_ns and checkpoint_id (task_id for writes) make one key of the
+    # log, at most 1,024 bytes; an item's namespace and key likewise.
+    opened = memcommit.open(":memory:")
+    saver, store = MemcommitSaver(opened), MemcommitStore(opened)
+    config = _put(saver, "t")
+    head = opened.lsn
+    with pytest.raises(
+        memcommit.InvalidValue,
+        match=r"^thread_id: 1100 bytes is too long; a checkpoint's thread_id \(with its other "
+        r"key parts\) may be at most 9[0-9]{2} bytes with this checkpoint_ns and checkpoint_id",
+    ) as raised:
+        _put(saver, "t" * 1100)
+    said = re.search(r"at most (\d+) bytes", str(raised.value))
+    assert said is not None
+    room = int(said.group(1))
+    with pytest.raises(memcommit.InvalidValue, match=r"^task_id: 1100 bytes is too long"):
+        saver.put_writes(config, [("ch", 1)], "k" * 1100)
+    with pytest.raises(memcommit.InvalidValue, match=r"^target_thread_id: 1100 bytes is too"):
+        saver.copy_thread("t", "t" * 1100)
+    with pytest.raises(memcommit.InvalidValue, match=r"^key: 1100 bytes is too long; an item's"):
+        store.put(("a",), "k" * 1100, {"v": 1})
+    assert opened.lsn == head
+    # The room the message gives is exact.
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = config["configurable"]["checkpoint_id"]
+    saver.put({"configurable": {"thread_id": "t" * room, "checkpoint_ns": ""}}, checkpoint, {}, {})
+    with pytest.raises(memcommit.InvalidValue, match=r"^thread_id"):
+        saver.put(
+            {"configurable": {"thread_id": "t" * (room + 1), "checkpoint_ns": ""}},
+            checkpoint,
+            {},
+            {},
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# What the README's LangGraph section says of stores, sharing and limits
+# ---------------------------------------------------------------------------------------
+
+
+def test_readme_a_remote_store_is_not_supported(tmp_path: Path) -> None:
+    # The other stores: test_conformance_validate and the store fixture run on each.
+    with (
+        ServerProcess(tmp_path / "served.db") as server,
+        memcommit.RemoteStore(server.url) as remote,
+    ):
+        for make in (MemcommitSaver, MemcommitStore):
+            with pytest.raises(memcommit.NotSupported, match="its server"):
+                make(remote)
+
+
+def test_readme_a_log_file_has_one_writer_and_readers_see_up_to_their_refresh(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "one.log")
+    writer = memcommit.open(path)
+    with pytest.raises(memcommit.StoreLocked):
+        memcommit.open(path)
+    reader = memcommit.open(path, read_only=True)
+    saver, long_term = MemcommitSaver(writer), MemcommitStore(writer)
+    seen, seen_long_term = MemcommitSaver(reader), MemcommitStore(reader)
+    _put(saver, "t", step=1)
+    long_term.put(("a",), "k", {"v": 1})
+    assert seen.get_tuple({"configurable": {"thread_id": "t"}}) is None
+    assert seen_long_term.get(("a",), "k") is None
+    reader.refresh()
+    found = seen.get_tuple({"configurable": {"thread_id": "t"}})
+    assert found is not None and found.metadata["step"] == 1
+    assert seen_long_term.get(("a",), "k") is not None
+    reader.close()
+    writer.close()
+
+
+_WORKER = """
+import sys
+import memcommit
+from langgraph.checkpoint.base import empty_checkpoint
+from memcommit.integrations.langgraph import MemcommitSaver, MemcommitStore
+
+store = memcommit.open(sys.argv[1])
+saver, long_term = MemcommitSaver(store), MemcommitStore(store)
+found = saver.get_tuple({"configurable": {"thread_id": "first"}})
+item = long_term.get(("notes",), "first")
+assert found is not None and found.metadata["by"] == "parent", found
+assert item is not None and item.value == {"by": "parent"}, item
+config = {"configurable": {"thread_id": "second", "checkpoint_ns": ""}}
+saver.put(config, empty_checkpoint(), {"by": "worker"}, {})
+long_term.put(("notes",), "second", {"by": "worker"})
+store.close()
+"""
+
+
+def test_readme_worker_processes_share_through_a_store_in_postgresql(
+    request: pytest.FixtureRequest,
+) -> None:
+    url = f"{_pg_dsn('postgres', request)}?store=lg-{uuid.uuid4().hex[:12]}"
+    store = memcommit.open(url)
+    saver, long_term = MemcommitSaver(store), MemcommitStore(store)
+    _put(saver, "first", by="parent")
+    long_term.put(("notes",), "first", {"by": "parent"})
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER, url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "python")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = saver.get_tuple({"configurable": {"thread_id": "second"}})
+    assert found is not None and found.metadata["by"] == "worker"  # type: ignore[typeddict-item]
+    item = long_term.get(("notes",), "second")
+    assert item is not None and item.value == {"by": "worker"}
+    store.close()
+
+
+def test_readme_a_checkpoint_takes_at_most_about_3_4_of_max_record_bytes() -> None:
+    opened = memcommit.open(":memory:", max_record_bytes=1 << 16)
+    saver = MemcommitSaver(opened)
+    config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    fits = empty_checkpoint()
+    fits["channel_values"] = {"blob": b"x" * int(0.72 * (1 << 16))}
+    saver.put(config, fits, {}, {})
+    head = opened.lsn
+    too_large = create_checkpoint(fits, None, 1)
+    too_large["channel_values"] = {"blob": b"x" * int(0.76 * (1 << 16))}
+    with pytest.raises(
+        memcommit.InvalidValue,
+        match=r"^checkpoint: the checkpoint .* would take 6[0-9]{4} bytes as JSON \(its "
+        r"serialized bytes in base64.* at most 65535 bytes \(max_record_bytes is 65536\)",
+    ):
+        saver.put(config, too_large, {}, {})
+    assert opened.lsn == head
+    second = saver.put(config, create_checkpoint(fits, None, 2), {}, {})
+    head = opened.lsn
+    with pytest.raises(memcommit.InvalidValue, match=r"^writes: this task's pending writes"):
+        saver.put_writes(second, [("blob", b"x" * int(0.76 * (1 << 16)))], "task")
+    assert opened.lsn == head
+    assert len(list(saver.list(None))) == 2
 
 
 # ---------------------------------------------------------------------------------------

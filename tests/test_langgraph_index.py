@@ -8,8 +8,8 @@
   ranks first. (The data are this file's own.)
 * The second part is memcommit's own: the vector memories each put writes, namespaces as
   tags, filters that need more than the first vectors the core returns, unindexed items,
-  re-puts, deletes and TTL sweeps, a reopened log, and the write order under a failed or
-  killed item commit.
+  re-puts, deletes and TTL sweeps, a reopened log, the write order under a failed or killed
+  item commit, a put refused for its size (nothing written), and a query of zeros.
 """
 
 from __future__ import annotations
@@ -572,11 +572,11 @@ def test_a_vector_commit_whose_item_commit_failed_never_counts(
     medium = store.store.medium
     assert medium is not None
 
-    def refuse(changes: object) -> None:
-        raise OSError("the item commit failed")
+    def refuse(changes: object, puts: object) -> None:
+        raise OSError("the item commit failed")  # as a disk would, after the vectors' commit
 
     with monkeypatch.context() as patched:
-        patched.setattr(medium, "write", refuse)
+        patched.setattr(store, "_write_items", refuse)
         with pytest.raises(OSError, match="item commit"):
             store.put(("t",), "a", {"title": "dog", "body": "zebra"}, index=["body"])
         with pytest.raises(OSError, match="item commit"):
@@ -618,7 +618,7 @@ def embed(texts):
 
 store = MemcommitStore(memcommit.open(sys.argv[1]), index={"embed": embed})
 store.put(("t",), "a", {"text": "cat"})
-store.store.medium.write = lambda changes: os._exit(3)  # killed before the item commit
+store._write_items = lambda changes, puts: os._exit(3)  # killed before the item commit
 store.put(("t",), "b", {"text": "cat dog"})
 """
 
@@ -736,7 +736,9 @@ def test_a_long_vector_id_is_hashed_and_a_too_long_item_key_refused(
     assert _keys(store.search(namespace[:1], query="cat")) == [key, "short"]
     # A namespace and key over the log's limit are refused before the vectors are written.
     vectors = len(store.store)
-    with pytest.raises(ValueError, match=r"entity key would be 1[0-9]{3} bytes"):
+    with pytest.raises(
+        ValueError, match=r"^namespace: .* an item's namespace .* at most 804 bytes of labels"
+    ):
         store.put(namespace, "k" * 200, {"text": "cat"})
     assert len(store.store) == vectors
 
@@ -767,3 +769,59 @@ def test_the_vector_memories_are_kinds_a_context_leaves_out() -> None:
     from memcommit.tiers import INDEX_KINDS
 
     assert {VECTOR, VECTOR_SEQ} == INDEX_KINDS
+
+
+def test_a_put_refused_for_its_size_writes_nothing(where: str, tmp_path: Path) -> None:
+    # The item commit would be refused (one record of 64 KiB at most): it is refused before
+    # the vectors' commit, so neither the item's vectors nor the log's head change.
+    opened = memcommit.open(
+        ":memory:" if where == "memory" else str(tmp_path / "s.log"), max_record_bytes=1 << 16
+    )
+    index: IndexConfig = {"dims": Words().dims, "embed": Words(), "fields": ["text"]}
+    store = MemcommitStore(opened, index=index)
+    store.put(("t",), "a", {"text": "cat"})
+    store.put(("t",), "b", {"text": "dog"})
+    before = [(r.key, r.score) for r in store.search(("t",), query="cat")]
+    assert before == [("a", 1.0), ("b", 0.0)]
+    head, vectors = opened.lsn, _vectors(store)
+    too_large = "x" * 70_000
+    with pytest.raises(ValueError) as refused:
+        store.put(("t",), "a", {"text": "dog", "blob": too_large})
+    assert opened.lsn == head
+    assert re.match(
+        r"value: item 'a' in namespace \('t',\) would take 7[0-9]{4} bytes as JSON .*"
+        r"at most 65535 \(max_record_bytes is 65536\)",
+        str(refused.value),
+    )
+    with pytest.raises(ValueError, match=r"^value: item 'c' in namespace"):
+        store.batch(
+            [
+                PutOp(("t",), "d", {"text": "fish"}),
+                PutOp(("t",), "c", {"text": "cat", "blob": too_large}),
+            ]
+        )
+    assert opened.lsn == head
+    assert _vectors(store) == vectors
+    assert [(r.key, r.score) for r in store.search(("t",), query="cat")] == before
+    assert store.get(("t",), "c") is None and store.get(("t",), "d") is None
+    opened.close()
+
+
+def test_a_query_of_zeros_scores_every_vector_0_like_in_memory_store(words: Words) -> None:
+    # The core refuses to rank by a vector of zeros; InMemoryStore's cosine with one is 0.0.
+    # What InMemoryStore returns here, scores and order: each item with a vector at 0.0,
+    # namespace by namespace and within one in the order of their first write, then the
+    # items without a vector.
+    store = _indexed(words, ["text"])
+    store.put(("t",), "a", {"text": "cat"})
+    store.put(("t", "u"), "b", {"text": "dog"})
+    store.put(("t",), "c", {"text": "dog"}, index=False)
+    store.put(("t",), "d", {"text": "fish", "color": "red"})
+    store.put(("t",), "a", {"text": "cat cat"})
+    assert words.vector("?") == [0.0] * words.dims
+    found = store.search(("t",), query="?")
+    assert [(r.key, r.score) for r in found] == [("a", 0.0), ("d", 0.0), ("b", 0.0), ("c", None)]
+    page = store.search(("t",), query="?", offset=1, limit=2)
+    assert [(r.key, r.score) for r in page] == [("d", 0.0), ("b", 0.0)]
+    only = store.search(("t",), query="?", filter={"color": "red"})
+    assert [(r.key, r.score) for r in only] == [("d", 0.0)]

@@ -1,4 +1,4 @@
-"""What the checkpointer and the store share: bytes in JSON, filters, the medium's cost.
+"""What the checkpointer and the store share: bytes in JSON, filters, arguments, the medium.
 
 Filters follow LangGraph's reference implementations (``InMemorySaver`` and
 ``InMemoryStore``) and, where those say nothing, its SQL ones (``SqliteSaver``, ``SqliteStore``):
@@ -6,11 +6,15 @@ Filters follow LangGraph's reference implementations (``InMemorySaver`` and
 * a filter key names a top-level field; if the value has no such field and the key holds
   dots, it is read as a path (``"user.access-level"`` is ``value["user"]["access-level"]``),
   as the SQL savers read ``$.user.access-level``;
-* values compare as JSON documents: ``True`` is not ``1`` (the SQL stores agree), ``1`` is
-  ``1.0``, lists compare item by item, and a tuple in a filter is a list;
+* values compare as Python's ``==`` compares them, as the in-memory references do (and the
+  SQL ones at the top level): ``True`` is ``1`` and ``False`` is ``0``, ``1`` is ``1.0``; lists
+  compare item by item, and a tuple in a filter is a list;
+* a field the value does not have is ``None``: ``{"theme": None}`` matches a value without a
+  ``theme`` (every reference agrees);
 * in a store filter, a dict with ``$``-operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
-  ``$lte``) compares, and a dict without operators matches a stored dict that has at least
-  those keys with matching values (``InMemoryStore``'s rule).
+  ``$lte``) compares (``$gt`` and the others order numbers, ``True`` among them as ``1``, or
+  two strings; a missing field is in no order), and a dict without operators matches a stored
+  dict that has at least those keys with matching values (``InMemoryStore``'s rule).
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidValue, NotSupported
+from ...errors import InvalidType, InvalidValue, NotSupported
+from ...store import MemoryStore
 from ...store import open as open_store
 
 if TYPE_CHECKING:
     from ...roles.medium import Medium
-    from ...store import Durability, MemoryStore
+    from ...store import Durability
 
 __all__ = [
     "MISSING",
     "b64decode",
     "b64encode",
+    "checked_text",
     "compile_store_filter",
     "json_equal",
     "lookup",
@@ -75,14 +81,37 @@ def medium_of(store: MemoryStore) -> Medium:
     """The medium `store`'s roles keep their entities in, where LangGraph's entities go too.
 
     Raises:
+        TypeError: `store` is not a memcommit store (a path, say).
         NotSupported: The store's roles run on a server (a RemoteStore), which keeps them.
     """
+    if not isinstance(store, MemoryStore):
+        raise InvalidType(
+            f"store must be a memcommit store, not {type(store).__name__}: pass "
+            "memcommit.open(path) (or use from_path(path))"
+        )
     if store.medium is None:
         raise NotSupported(
             f"{store!r}: its roles' entities live on its server; open the store itself "
             "(memcommit.open) where LangGraph runs"
         )
     return store.medium
+
+
+def checked_text(text: str, name: str) -> str:
+    """Return `text`, refused if it holds a lone surrogate (no key or state of the log can).
+
+    Raises:
+        InvalidValue: `text` holds a lone surrogate; the message names argument `name`.
+    """
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as e:
+            raise InvalidValue(
+                f"{name}: holds a lone surrogate ({text[e.start]!r}), which UTF-8 cannot "
+                "encode; pass valid Unicode text"
+            ) from None
+    return text
 
 
 def writes_block(store: MemoryStore) -> bool:
@@ -114,22 +143,25 @@ def lookup(document: Mapping[str, Any], key: str) -> Any:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """Return whether two values are the same JSON document (``True`` is not ``1``)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+    """Return whether two JSON values are equal as Python's ``==`` says (``True`` is ``1``).
+
+    As LangGraph's in-memory references compare; a tuple is the list it is in JSON.
+    """
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):  # bool is an int
         return a == b
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return len(a) == len(b) and all(k in b and json_equal(v, b[k]) for k, v in a.items())
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if type(a) in (int, float, list, tuple, dict) or type(b) in (int, float, list, tuple, dict):
+    json_types = (bool, int, float, list, tuple, dict)
+    if type(a) in json_types or type(b) in json_types:
         return False
     return bool(a == b)
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """`value` as a number to order (``True`` is 1, as in every reference), or None."""
+    if not isinstance(value, (int, float)):
         return None
     try:
         return float(value)
@@ -155,9 +187,9 @@ def _ordered(value: Any, operator: str, bound: Any) -> bool:
 
 def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
     if operator == "$eq":
-        return value is not MISSING and json_equal(value, operand)
+        return json_equal(None if value is MISSING else value, operand)
     if operator == "$ne":
-        return value is MISSING or not json_equal(value, operand)
+        return not json_equal(None if value is MISSING else value, operand)
     if operator in ("$gt", "$gte", "$lt", "$lte"):
         return value is not MISSING and _ordered(value, operator, operand)
     raise InvalidValue(f"filter: unsupported operator {operator!r}; use $eq $ne $gt $gte $lt $lte")
@@ -176,7 +208,7 @@ def _matches(value: Any, wanted: Any) -> bool:
             and len(value) == len(wanted)
             and all(_matches(x, y) for x, y in zip(value, wanted, strict=True))
         )
-    return value is not MISSING and json_equal(value, wanted)
+    return json_equal(None if value is MISSING else value, wanted)
 
 
 def store_filter_matches(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
@@ -196,9 +228,11 @@ def _field_check(key: str, wanted: Any) -> Callable[[Mapping[str, Any]], bool]:
             found = value.get(key, MISSING)
             if found is MISSING and "." in key:
                 found = lookup(value, key)
-            if kind is str or wanted is None or kind is bool:
-                return type(found) is kind and found == wanted
-            return type(found) in (int, float) and found == wanted
+            if kind is str:
+                return type(found) is str and found == wanted
+            if wanted is None:
+                return found is None or found is MISSING
+            return type(found) in (bool, int, float) and found == wanted
 
         return equal
 

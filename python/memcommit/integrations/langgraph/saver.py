@@ -53,13 +53,22 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...errors import InvalidValue
-from ...roles.medium import Change, State, child_prefix, entity_key
+from ...errors import InvalidType, InvalidValue
+from ...roles.medium import (
+    Change,
+    KeyRoom,
+    State,
+    StateTooLarge,
+    child_prefix,
+    entity_key,
+    full_key,
+)
 from ...roles.values import copy_json
 from ._common import (
     MISSING,
     b64decode,
     b64encode,
+    checked_text,
     json_equal,
     lookup,
     medium_of,
@@ -76,13 +85,82 @@ CHECKPOINT = "lg.checkpoint"
 WRITES = "lg.writes"
 HEAD = "lg.head"
 
+# The keys a checkpoint and a task's pending writes bring, checked before a write (a key of
+# the log is at most 1,024 bytes): an error names the argument that takes the most of it.
+_CHECKPOINT_KEYS = KeyRoom(
+    "a checkpoint",
+    lambda thread_id, checkpoint_ns, checkpoint_id: (
+        full_key(CHECKPOINT, thread_id, checkpoint_ns, checkpoint_id),
+        full_key(HEAD, thread_id, checkpoint_ns),
+    ),
+)
+_WRITES_KEYS = KeyRoom(
+    "a pending write",
+    lambda thread_id, checkpoint_ns, checkpoint_id, task_id: (
+        full_key(WRITES, thread_id, checkpoint_ns, checkpoint_id, task_id),
+    ),
+)
+
 
 def _json_or_none(value: Any) -> Any:
-    """Return `value` as the JSON the log will hold, or None if it is not JSON."""
+    """Return `value` as the JSON the log will hold, or None if it is not JSON.
+
+    Raises:
+        InvalidValue: `value` (the metadata) is JSON but holds a lone surrogate.
+    """
     try:
-        return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
         return None
+    return json.loads(checked_text(text, "metadata"))
+
+
+def _ids(value: Sequence[str], name: str) -> builtins.list[str]:
+    """`value`, a sequence of ids, as a list of str; a bare str is refused, not its characters.
+
+    Raises:
+        InvalidType: `value` is a str or bytes (one id, which would be read as its characters).
+    """
+    if isinstance(value, (str, bytes)):
+        raise InvalidType(
+            f"{name} must be a list of ids, not a {type(value).__name__}: pass [{value!r}] "
+            "for that one (a str would be read as its characters)"
+        )
+    return [checked_text(str(one), name) for one in value]
+
+
+def _too_large(refused: StateTooLarge) -> InvalidValue:
+    """The error naming the argument whose entity's state `refused` is."""
+    room = (
+        f"one record of the store holds at most {refused.max_record_bytes - 1} bytes "
+        f"(max_record_bytes is {refused.max_record_bytes})"
+    )
+    if refused.kind == WRITES:
+        return InvalidValue(
+            f"writes: this task's pending writes at {refused.key} would take {refused.size} "
+            f"bytes as JSON (their serialized values in base64, 4 characters for every 3 "
+            f"bytes); {room}: write smaller values, or open the store with a larger "
+            "max_record_bytes"
+        )
+    return InvalidValue(
+        f"checkpoint: the checkpoint {refused.key} would take {refused.size} bytes as JSON (its "
+        f"serialized bytes in base64, 4 characters for every 3 bytes, and its metadata); "
+        f"{room}, so a checkpoint of at most about 3/4 of that: keep large values out of the "
+        "graph's state, or open the store with a larger max_record_bytes"
+    )
+
+
+def _where(config: RunnableConfig) -> tuple[str, str]:
+    """The ``thread_id`` and ``checkpoint_ns`` (default ``""``) of `config`, as str.
+
+    Raises:
+        InvalidValue: One holds a lone surrogate.
+    """
+    conf = config["configurable"]
+    return (
+        checked_text(str(conf["thread_id"]), "thread_id"),
+        checked_text(str(conf.get("checkpoint_ns", "")), "checkpoint_ns"),
+    )
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -196,10 +274,10 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
             The checkpoint with its metadata, parent config and pending writes (in
             ``writes_sort_key`` order), or None.
         """
-        conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        checkpoint_ns = str(conf.get("checkpoint_ns", ""))
+        thread_id, checkpoint_ns = _where(config)
         checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            checkpoint_id = checked_text(str(checkpoint_id), "checkpoint_id")
         with self._medium.lock:
             if not checkpoint_id:
                 head = self._medium.get(HEAD, entity_key(thread_id, checkpoint_ns))
@@ -227,8 +305,9 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         Args:
             config: ``thread_id`` (every thread when None or absent), ``checkpoint_ns`` (every
                 namespace when absent) and ``checkpoint_id`` (only that one) to match.
-            filter: Metadata every yielded checkpoint has, key by key (JSON equality; a dotted
-                key missing at the top level is read as a path).
+            filter: Metadata every yielded checkpoint has, key by key (equality as
+                ``InMemorySaver`` has it: ``True`` is ``1``, a missing key is ``None``; a
+                dotted key missing at the top level is read as a path).
             before: Only checkpoints whose id sorts below this config's ``checkpoint_id``.
             limit: At most this many.
 
@@ -240,20 +319,24 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         checkpoint_ns = conf.get("checkpoint_ns")
         only_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
+        if checkpoint_ns is not None:
+            checkpoint_ns = checked_text(str(checkpoint_ns), "checkpoint_ns")
         if thread_id is None:
             prefix = ""
         elif checkpoint_ns is None:
-            prefix = child_prefix(str(thread_id))
+            prefix = child_prefix(checked_text(str(thread_id), "thread_id"))
         else:
-            prefix = child_prefix(str(thread_id), str(checkpoint_ns))
+            prefix = child_prefix(checked_text(str(thread_id), "thread_id"), checkpoint_ns)
         if limit is not None and limit <= 0:
             return
         with self._medium.lock:
             found = self._medium.scan(CHECKPOINT, prefix)
+        # Without a thread_id the scan covers every thread: the namespace is matched here.
         states = [
             state
             for _, state in found
-            if (not only_id or state["checkpoint_id"] == only_id)
+            if (checkpoint_ns is None or state["checkpoint_ns"] == checkpoint_ns)
+            and (not only_id or state["checkpoint_id"] == only_id)
             and (not before_id or state["checkpoint_id"] < before_id)
         ]
         states.sort(
@@ -295,12 +378,20 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
 
         Returns:
             The config naming the stored checkpoint.
+
+        Raises:
+            InvalidValue: An id holds a lone surrogate, or the ids make a key of the log longer
+                than 1,024 bytes (the message names the longest), or the checkpoint with its
+                metadata is too large for one record of the store (as JSON, its serialized
+                bytes in base64); nothing was written.
         """
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        checkpoint_ns = str(conf.get("checkpoint_ns", ""))
+        thread_id, checkpoint_ns = _where(config)
         parent = conf.get("checkpoint_id")
-        checkpoint_id = str(checkpoint["id"])
+        checkpoint_id = checked_text(str(checkpoint["id"]), "checkpoint_id")
+        _CHECKPOINT_KEYS.check(
+            thread_id=thread_id, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
+        )
         type_, data = self.serde.dumps_typed(checkpoint)
         md = get_checkpoint_metadata(config, metadata)
         state: State = {
@@ -328,7 +419,7 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
             head = self._medium.get(HEAD, head_key)
             if head is None or head["checkpoint_id"] < checkpoint_id:
                 changes.append((HEAD, head_key, {"checkpoint_id": checkpoint_id}))
-            self._medium.write(changes)
+            self._commit(changes)
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -355,19 +446,38 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
             writes: ``(channel, value)`` pairs.
             task_id: The task that made them.
             task_path: The task's path (orders writes within a step).
+
+        Raises:
+            InvalidValue: An id, a channel or `task_path` holds a lone surrogate, or the ids
+                make a key of the log longer than 1,024 bytes (the message names the longest),
+                or the task's writes are too large for one record of the store (as JSON, their
+                serialized values in base64); nothing was written.
         """
         if not writes:
             return
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        checkpoint_ns = str(conf.get("checkpoint_ns", ""))
-        checkpoint_id = str(conf["checkpoint_id"])
+        thread_id, checkpoint_ns = _where(config)
+        checkpoint_id = checked_text(str(conf["checkpoint_id"]), "checkpoint_id")
+        task_id = checked_text(str(task_id), "task_id")
+        task_path = checked_text(task_path, "task_path")
+        _WRITES_KEYS.check(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            task_id=task_id,
+        )
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         new: dict[int, builtins.list[Any]] = {}
         for idx, (channel, value) in enumerate(writes):
             type_, data = self.serde.dumps_typed(value)
             key_idx = WRITES_IDX_MAP.get(channel, idx)
-            new[key_idx] = [key_idx, channel, type_, b64encode(data), task_path]
+            new[key_idx] = [
+                key_idx,
+                checked_text(channel, "writes"),
+                type_,
+                b64encode(data),
+                task_path,
+            ]
         key = entity_key(thread_id, checkpoint_ns, checkpoint_id, task_id)
         with self._medium.lock:
             old = self._medium.get(WRITES, key)
@@ -387,7 +497,14 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
                 "task_id": task_id,
                 "writes": [merged[i] for i in sorted(merged)],
             }
-            self._medium.write([(WRITES, key, state)])
+            self._commit([(WRITES, key, state)])
+
+    def _commit(self, changes: builtins.list[Change]) -> None:
+        """Write `changes` as one commit; a state too large names the argument it holds."""
+        try:
+            self._medium.write(changes)
+        except StateTooLarge as refused:
+            raise _too_large(refused) from None
 
     def _thread_changes(self, thread_id: str) -> builtins.list[Change]:
         prefix = child_prefix(thread_id)
@@ -403,10 +520,11 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         Args:
             thread_id: The thread; a thread with nothing stored is no error.
         """
+        thread_id = checked_text(str(thread_id), "thread_id")
         with self._medium.lock:
-            changes = self._thread_changes(str(thread_id))
+            changes = self._thread_changes(thread_id)
             if changes:
-                self._medium.write(changes)
+                self._commit(changes)
 
     def _drop(
         self, victims: builtins.list[State], changes: builtins.list[Change]
@@ -442,14 +560,17 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
 
         Args:
             run_ids: The runs; unknown ones are no error.
+
+        Raises:
+            InvalidType: `run_ids` is a str (or bytes), not a list of them; nothing was deleted.
         """
-        wanted = {str(r) for r in run_ids}
+        wanted = set(_ids(run_ids, "run_ids"))
         if not wanted:
             return
         with self._medium.lock:
             victims = [s for _, s in self._medium.scan(CHECKPOINT) if s.get("run_id") in wanted]
             if victims:
-                self._medium.write(self._drop(victims, []))
+                self._commit(self._drop(victims, []))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and pending write of a thread to another (one commit).
@@ -459,28 +580,43 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
         Args:
             source_thread_id: The thread to copy; an empty one copies nothing.
             target_thread_id: The thread to copy to.
+
+        Raises:
+            InvalidValue: A thread id holds a lone surrogate, or the target's id makes a key of
+                the log longer than 1,024 bytes; nothing was written.
         """
-        source, target = str(source_thread_id), str(target_thread_id)
+        source = checked_text(str(source_thread_id), "source_thread_id")
+        target = checked_text(str(target_thread_id), "target_thread_id")
         with self._medium.lock:
-            changes: builtins.list[Change] = []
+            # Each copy: its kind, the parts of its key after the thread id, its state.
+            copies: builtins.list[tuple[str, tuple[str, ...], State]] = []
             heads: dict[str, str] = {}
             for _, state in self._medium.scan(CHECKPOINT, child_prefix(source)):
                 ns, cid = state["checkpoint_ns"], state["checkpoint_id"]
-                key = entity_key(target, ns, cid)
-                if self._medium.get(CHECKPOINT, key) is not None:
+                if self._medium.get(CHECKPOINT, entity_key(target, ns, cid)) is not None:
                     continue
-                changes.append((CHECKPOINT, key, {**state, "thread_id": target}))
+                copies.append((CHECKPOINT, (ns, cid), {**state, "thread_id": target}))
                 for _, w in self._medium.scan(WRITES, child_prefix(source, ns, cid)):
-                    wkey = entity_key(target, ns, cid, w["task_id"])
-                    changes.append((WRITES, wkey, {**w, "thread_id": target}))
+                    copies.append((WRITES, (ns, cid, w["task_id"]), {**w, "thread_id": target}))
                 heads[ns] = max(heads.get(ns, cid), cid)
+            # The source's keys fit, the target's may not: an error names target_thread_id.
+            KeyRoom(
+                "a copied checkpoint",
+                lambda target_thread_id: [
+                    *(full_key(kind, target_thread_id, *parts) for kind, parts, _ in copies),
+                    *(full_key(HEAD, target_thread_id, ns) for ns in heads),
+                ],
+            ).check(target_thread_id=target)
+            changes: builtins.list[Change] = [
+                (kind, entity_key(target, *parts), state) for kind, parts, state in copies
+            ]
             for ns, cid in heads.items():
                 head_key = entity_key(target, ns)
                 head = self._medium.get(HEAD, head_key)
                 if head is None or head["checkpoint_id"] < cid:
                     changes.append((HEAD, head_key, {"checkpoint_id": cid}))
             if changes:
-                self._medium.write(changes)
+                self._commit(changes)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Drop old checkpoints of the given threads (one commit).
@@ -495,13 +631,17 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
                 writes; ``"delete"`` removes every checkpoint.
 
         Raises:
-            ValueError: `strategy` is neither of those.
+            InvalidType: `thread_ids` is a str (or bytes), not a list of them.
+            InvalidValue: `strategy` is neither of those.
+
+        Nothing is deleted when either is raised.
         """
         if strategy not in ("keep_latest", "delete"):
             raise InvalidValue(f"strategy: {strategy!r} is not keep_latest or delete")
+        threads = _ids(thread_ids, "thread_ids")
         with self._medium.lock:
             changes: builtins.list[Change] = []
-            for thread_id in dict.fromkeys(str(t) for t in thread_ids):
+            for thread_id in dict.fromkeys(threads):
                 if strategy == "delete":
                     changes.extend(self._thread_changes(thread_id))
                     continue
@@ -513,7 +653,7 @@ class MemcommitSaver(BaseCheckpointSaver[str]):
                 victims = [s for _, s in found if s["checkpoint_id"] != newest[s["checkpoint_ns"]]]
                 self._drop(victims, changes)
             if changes:
-                self._medium.write(changes)
+                self._commit(changes)
 
     # -- async ---------------------------------------------------------------------------
 

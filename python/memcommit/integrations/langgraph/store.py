@@ -22,14 +22,16 @@ Behaviour, where LangGraph's stores differ, follows its SQL ones:
 
 * search without a query (or without a vector index) returns the most recently written items
   first (``ORDER BY updated_at DESC``); equal times are ordered by write, so pages are stable;
-* filters: see :mod:`memcommit.integrations.langgraph._common` (JSON equality, dotted paths,
-  ``$eq $ne $gt $gte $lt $lte``);
+* filters: see :mod:`memcommit.integrations.langgraph._common` (dotted paths, ``$eq $ne $gt
+  $gte $lt $lte``; equality as ``InMemoryStore`` has it, ``True`` as ``1`` and a missing
+  field as ``None``);
 * TTL: an item with a TTL expires that many minutes after its last write or refreshing read;
   an expired item stays readable until :meth:`MemcommitStore.sweep_ttl` (or the sweeper thread)
   deletes it, unless the TTL configuration says ``omit_expired``. As in ``SqliteStore``, a read
   refreshes the TTLs of the items it returns only when the TTL configuration has
   ``refresh_on_read=True`` and the op's ``refresh_ttl`` is true (the default); such a read of
-  an item with a TTL is a write (one commit), as it is an ``UPDATE`` in the SQL stores.
+  an item with a TTL is a write (one commit), as it is an ``UPDATE`` in the SQL stores. On a
+  store opened ``read_only`` a read refreshes nothing (it cannot write) and returns the same.
 
 Semantic search (``MemcommitStore(store, index={"embed": ..., "dims": ..., "fields": [...]})``)
 follows ``InMemoryStore``:
@@ -50,7 +52,10 @@ follows ``InMemoryStore``:
   ``filter``, and returns them best first with ``SearchItem.score``; the items under the
   prefix that pass the filter but have no vector follow, most recently written first, with
   ``score=None``. ``offset`` and ``limit`` page over that one list (so, as in
-  ``InMemoryStore``, items without a vector fill a page only when the scored items run out);
+  ``InMemoryStore``, items without a vector fill a page only when the scored items run out).
+  A query the embedder makes a vector of zeros (which has no direction to rank by) scores
+  each item with a vector 0.0, as ``InMemoryStore``'s cosine does, in its order: namespace
+  by namespace, and within one in the order the items' vectors were first written;
 * ``batch`` embeds with ``embed_documents``/``embed_query`` before taking the lock,
   ``abatch`` with ``aembed_documents``/``aembed_query``; a text repeated within a batch is
   embedded once. An embedder that returns a vector of another length than ``dims`` raises
@@ -58,9 +63,11 @@ follows ``InMemoryStore``:
 
 Writes and crashes: a batch that puts or deletes indexed items first writes one commit of
 memories (the new vectors, each carrying the ``seq`` its item is about to get; the item's old
-vectors that the write does not replace are marked stale), then the commit of the items. A
-vector counts for a search only if its ``seq`` is its item's current ``seq``, so a vector
-commit whose item commit never landed (a crash, a refused write) is never returned, and
+vectors that the write does not replace are marked stale), then the commit of the items.
+What the item commit would refuse (an item too large for one record, a key too long) is
+refused before the first commit, so a refused batch writes nothing. A vector counts for a
+search only if its ``seq`` is its item's current ``seq``, so a vector commit whose item
+commit never landed (a crash, a failed write) is never returned, and
 neither is a vector superseded or left behind by any later write: the staling only keeps the
 core's search from ranking vectors that no longer count. The same commit records the highest
 ``seq`` it carried (the memory :data:`VECTOR_SEQ`), and the next write's ``seq`` is above it,
@@ -80,7 +87,8 @@ memcommit store has one length, so the index's ``dims`` must be that of any othe
 store holds.
 
 Values must be JSON: they are stored as their JSON text (a tuple becomes a list, a non-str key
-a str, as with the SQL stores); NaN and infinities are refused with ``ValueError``.
+a str, as with the SQL stores); NaN and infinities are refused with ``ValueError``, and so
+are lone surrogates (in a value, a key or a namespace), which no UTF-8 text holds.
 """
 
 from __future__ import annotations
@@ -90,12 +98,13 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -117,13 +126,24 @@ from langgraph.store.base import (
 )
 
 from ...errors import InvalidType, InvalidValue
-from ...roles.medium import COUNTER, Change, State, entity_key, read_counter
+from ...roles.medium import (
+    COUNTER,
+    Change,
+    KeyRoom,
+    State,
+    StateTooLarge,
+    entity_key,
+    full_key,
+    read_counter,
+    state_bytes,
+)
 from ...roles.values import copy_json
-from ._common import compile_store_filter, medium_of, opened, writes_block
+from ._common import checked_text, compile_store_filter, medium_of, opened, writes_block
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
+    from ..._native import Memory
     from ...store import Durability, MemoryStore
 
 __all__ = ["ITEM", "SEQ_COUNTER", "VECTOR", "VECTOR_SEQ", "MemcommitStore", "vector_id"]
@@ -146,6 +166,13 @@ _MAX_KEY_BYTES = 1024
 """The longest id, tag or entity key the core takes, in bytes of UTF-8 (``check_key``)."""
 _FIRST_K = 16
 """The fewest vectors a search with a query asks the core for at first."""
+
+_ITEM_KEYS = KeyRoom("an item", lambda namespace, key: (full_key(ITEM, namespace, key),))
+"""An item's key in the log, checked before a put (an error names the namespace or the key)."""
+_TTL_FLAGS = ("refresh_on_read", "omit_expired")
+"""The fields of a TTL configuration (``TTLConfig``) that are bools."""
+_TTL_MINUTES = ("default_ttl", "sweep_interval_minutes")
+"""The fields of a TTL configuration that are numbers of minutes (or None)."""
 
 
 def _when(us: int) -> datetime:
@@ -190,6 +217,7 @@ def _check_labels(labels: object, *, path: bool = False) -> tuple[str, ...]:
 
     Raises:
         InvalidNamespaceError: A label is not a str, is empty, or holds "." or a NUL.
+        InvalidValue: A label holds a lone surrogate.
     """
     if path and isinstance(labels, str):
         labels = tuple(labels)
@@ -215,6 +243,7 @@ def _check_labels(labels: object, *, path: bool = False) -> tuple[str, ...]:
             raise InvalidNamespaceError(
                 f"Namespace labels cannot be empty strings. Got {label} in {labels}"
             )
+        checked_text(label, "namespace")
     return tuple(labels)
 
 
@@ -249,13 +278,15 @@ def _json_value(value: Mapping[str, Any], where: str) -> dict[str, Any]:
             f"{where}: value must be a mapping (a JSON object), not {type(value).__name__}"
         )
     try:
-        copied = json.loads(json.dumps(dict(value), ensure_ascii=False, allow_nan=False))
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+        copied = json.loads(text)
     except TypeError as e:
         raise InvalidType(f"{where}: value is not JSON: {e}") from None
     except ValueError as e:  # NaN or an infinity
         raise InvalidValue(f"{where}: value is not JSON: {e}") from None
     except RecursionError:
         raise InvalidValue(f"{where}: value is nested too deeply to store; flatten it") from None
+    checked_text(text, f"{where}: value")
     assert isinstance(copied, dict)
     return copied
 
@@ -303,6 +334,54 @@ def _field_paths(value: object, what: str) -> list[str]:
     return list(value)
 
 
+def _minutes(value: object, name: str, *, positive: bool = False) -> float | None:
+    """`value`, a number of minutes or None, checked.
+
+    Raises:
+        InvalidType: `value` is not a number (nor None).
+        InvalidValue: `value` is NaN, infinite or too large to count in microseconds, or (with
+            `positive`) not above 0.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidType(f"{name} must be a number of minutes or None, not {value!r}")
+    try:
+        finite = math.isfinite(float(value) * _MINUTE_US)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite:
+        raise InvalidValue(f"{name}: {value!r} is not a number of minutes the store can keep")
+    if positive and value <= 0:
+        raise InvalidValue(f"{name}: {value!r} minutes; pass a number above 0")
+    return float(value)
+
+
+def _ttl_config(ttl: object) -> TTLConfig | None:
+    """`ttl`, LangGraph's TTL configuration, checked (a copy).
+
+    Raises:
+        InvalidType: `ttl` is not a dict, or a field is not of its type.
+        InvalidValue: `ttl` has a field TTLConfig does not, or a number out of range.
+    """
+    if ttl is None:
+        return None
+    if not isinstance(ttl, dict):
+        raise InvalidType(f"ttl must be a dict (TTLConfig) or None, not {type(ttl).__name__}")
+    for field, value in ttl.items():
+        if field in _TTL_FLAGS:
+            if not isinstance(value, bool):
+                raise InvalidType(f"ttl: {field} must be a bool, not {value!r}")
+        elif field in _TTL_MINUTES:
+            _minutes(value, f"ttl: {field}", positive=field == "sweep_interval_minutes")
+        else:
+            raise InvalidValue(
+                f"ttl: {field!r} is not a field of TTLConfig; use "
+                + ", ".join((*_TTL_FLAGS, *_TTL_MINUTES))
+            )
+    return cast(TTLConfig, dict(ttl))
+
+
 @dataclass(frozen=True)
 class _Put:
     """A put (or, `value` None, a delete) of a batch, checked, with the texts it embeds."""
@@ -312,6 +391,8 @@ class _Put:
     value: dict[str, Any] | None
     texts: dict[str, str]
     """The texts to embed, by field path (empty without an index)."""
+    ttl: float | None = None
+    """The item's TTL in minutes, checked."""
 
 
 @dataclass(frozen=True)
@@ -368,8 +449,12 @@ class MemcommitStore(BaseStore):
             no semantic search; a put's ``index`` and a search's ``query`` are ignored.
 
     Raises:
-        TypeError: `index` is not a dict, or its ``fields`` are not a list of str.
-        ValueError: `index` has no ``embed``, or its ``dims`` is not a positive int.
+        TypeError: `store` is not a memcommit store, `index` or `ttl` is not a dict, the
+            index's ``fields`` are not a list of str, or a field of `ttl` is not of its type.
+        ValueError: `index` has no ``embed``, or its ``dims`` is not a positive int; `ttl`
+            has a field TTLConfig does not, or a number of minutes that is NaN, infinite, or
+            (``sweep_interval_minutes``) not above 0.
+        NotSupported: `store` is a RemoteStore (its server keeps the roles' entities).
 
     Example:
         >>> import memcommit
@@ -403,8 +488,9 @@ class MemcommitStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
     ) -> None:
+        self._medium = medium_of(store)
         self.store = store
-        self.ttl_config = ttl
+        self.ttl_config = _ttl_config(ttl)
         self.index_config: IndexConfig | None = None
         self.embeddings: Embeddings | None = None
         self._dims: int | None = None
@@ -424,7 +510,11 @@ class MemcommitStore(BaseStore):
             self.embeddings = ensure_embeddings(index.get("embed"))
             self.index_config = index.copy()
             self._dims = dims
-        self._medium = medium_of(store)
+        config = self.ttl_config or {}
+        self._omit = bool(config.get("omit_expired"))
+        # As SqliteStore: a read refreshes only if the op asks and the configuration says so;
+        # and never on a store opened read-only, which a read cannot write to.
+        self._refreshes = bool(config.get("refresh_on_read")) and not store.read_only
         self._now_us = store.now_us
         self._thread_writes = writes_block(store)
         self._sweeper: threading.Thread | None = None
@@ -508,10 +598,9 @@ class MemcommitStore(BaseStore):
             )
         vectors = self._embedded(plan.texts, documents)
         query_vectors = self._embedded(plan.queries, queries)
-        refreshing = bool(self.ttl_config and self.ttl_config.get("refresh_on_read"))
         if self._thread_writes and any(
             isinstance(op, PutOp)
-            or (refreshing and isinstance(op, (GetOp, SearchOp)) and op.refresh_ttl)
+            or (self._refreshes and isinstance(op, (GetOp, SearchOp)) and op.refresh_ttl)
             for op in plan.ops
         ):
             return await asyncio.to_thread(self._run, plan, vectors, query_vectors)
@@ -525,6 +614,7 @@ class MemcommitStore(BaseStore):
         for op in ops:
             if isinstance(op, GetOp):
                 _check_labels(op.namespace)
+                checked_text(str(op.key), "key")
             elif isinstance(op, SearchOp):
                 _check_labels(op.namespace_prefix)
                 if op.query and self.embeddings is not None:
@@ -534,18 +624,15 @@ class MemcommitStore(BaseStore):
                     _check_labels(condition.path, path=True)
             elif isinstance(op, PutOp):
                 namespace = _check_labels(op.namespace)
-                key = entity_key(namespace, str(op.key))
+                name = checked_text(str(op.key), "key")
                 # The log refuses a longer entity key, but only at the item commit, after
                 # the vectors' commit: refuse it before anything is written.
-                size = len(f"{ITEM}\x00{key}".encode())
-                if size > _MAX_KEY_BYTES:
-                    raise InvalidValue(
-                        f"namespace and key: the item's entity key would be {size} bytes; "
-                        f"the log takes at most {_MAX_KEY_BYTES}"
-                    )
+                _ITEM_KEYS.check(namespace=namespace, key=name)
                 where = f"item {op.key!r} in namespace {namespace!r}"
                 value = None if op.value is None else _json_value(op.value, where)
-                puts[key] = _Put(op, namespace, value, self._texts(op, value))
+                ttl = _minutes(op.ttl, "ttl")
+                key = entity_key(namespace, name)
+                puts[key] = _Put(op, namespace, value, self._texts(op, value), ttl)
             else:
                 raise InvalidValue(f"Unknown operation type: {type(op)}")
         texts = dict.fromkeys(text for put in puts.values() for text in put.texts.values())
@@ -596,9 +683,7 @@ class MemcommitStore(BaseStore):
         """Run a checked batch, its texts and queries embedded, under the medium's lock."""
         ops, puts = plan.ops, plan.puts
         results: list[Any] = [None] * len(ops)
-        omit = bool(self.ttl_config and self.ttl_config.get("omit_expired"))
-        # As SqliteStore: a read refreshes only if the op asks and the configuration says so.
-        refreshing = bool(self.ttl_config and self.ttl_config.get("refresh_on_read"))
+        omit, refreshing = self._omit, self._refreshes
         with self._medium.lock:
             now = self._now_us()
             refreshed: dict[str, State] = {}
@@ -625,10 +710,13 @@ class MemcommitStore(BaseStore):
             if puts:
                 put_changes, writes = self._put_changes(puts, vectors, now)
                 changes.extend(put_changes)
-                # The vectors first: an item commit never lands without the vectors it names.
-                self._write_vectors(writes)
+                if writes.vectors or writes.stale:
+                    # The vectors first: an item commit never lands without the vectors it
+                    # names. And what the item commit would refuse is refused before them.
+                    self._check_items(changes, puts)
+                    self._write_vectors(writes)
             if changes:
-                self._medium.write(changes)
+                self._write_items(changes, puts)
         for i, op in enumerate(ops):
             if isinstance(op, GetOp) and results[i] is not None:
                 results[i] = self._item(results[i])
@@ -687,7 +775,11 @@ class MemcommitStore(BaseStore):
 
         Best first (an item's score is that of its best vector), at least `want` of them when
         there are as many: the core ranks the prefix's vectors, and is asked for four times as
-        many each time the ones that count come short.
+        many each time the ones that count come short. A query of zeros has no direction to
+        rank by (the core refuses it): as in ``InMemoryStore``, whose cosine with a zero
+        vector is 0.0, every item with a vector then scores 0.0, in its order: namespace by
+        namespace (each from when its first vector was written), and within one in the order
+        the items' vectors were first written.
 
         Returns:
             The items with their scores, and whether they are all there are.
@@ -695,36 +787,60 @@ class MemcommitStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         tags = [_namespace_tag(prefix)] if prefix else None
         matches = compile_store_filter(op.filter) if op.filter else None
+        if not any(query):
+            vectors = self.store.find(kind=VECTOR, tags=tags)  # in the order of their creation
+            first: dict[str, int] = {}
+            for memory in vectors:
+                first.setdefault(str((memory.data or {}).get("namespace")), len(first))
+            vectors.sort(key=lambda memory: first[str((memory.data or {}).get("namespace"))])
+            return self._counted([(m, 0.0) for m in vectors], prefix, now, omit, matches), True
         k = max(2 * want, _FIRST_K)
         while True:
             hits = self.store.search(query, k=k, kind=VECTOR, tags=tags, mode="vector")
-            # Each item's state, or None when it is gone, expired (omitted) or filtered out.
-            items: dict[str, State | None] = {}
-            scored: list[tuple[str, State, float | None]] = []
-            for hit in hits:
-                data = hit.memory.data or {}
-                namespace, name = data.get("namespace"), data.get("key")
-                if not isinstance(namespace, list) or not isinstance(name, str):
-                    continue  # not a vector this store wrote
-                key = entity_key(tuple(namespace), name)
-                if key not in items:
-                    state = self._medium.get(ITEM, key)
-                    if state is not None and (
-                        tuple(state["namespace"][: len(prefix)]) != prefix
-                        or (omit and not self._alive(state, now))
-                        or (matches is not None and not matches(state["value"]))
-                    ):
-                        state = None
-                    items[key] = state
-                state = items[key]
-                # A vector counts only if the item's current write embedded it.
-                if state is None or state["seq"] != data.get("seq"):
-                    continue
-                items[key] = None  # its best vector is in: the others rank lower
-                scored.append((key, state, hit.score))
+            ranked = [(hit.memory, hit.score) for hit in hits]
+            scored = self._counted(ranked, prefix, now, omit, matches)
             if len(hits) < k or len(scored) >= want:
                 return scored, len(hits) < k
             k *= 4
+
+    def _counted(
+        self,
+        ranked: list[tuple[Memory, float]],
+        prefix: tuple[str, ...],
+        now: int,
+        omit: bool,
+        matches: Callable[[Mapping[str, Any]], bool] | None,
+    ) -> list[tuple[str, State, float | None]]:
+        """The items of the vector memories `ranked` (best first) with their best scores.
+
+        Only the live items under `prefix` that pass the filter (`matches`), each once, and
+        only for a vector that counts: one its item's current write embedded.
+        """
+        # Each item's state, or None when it is gone, expired (omitted) or filtered out.
+        items: dict[str, State | None] = {}
+        scored: list[tuple[str, State, float | None]] = []
+        for memory, score in ranked:
+            data = memory.data or {}
+            namespace, name = data.get("namespace"), data.get("key")
+            if not isinstance(namespace, list) or not isinstance(name, str):
+                continue  # not a vector this store wrote
+            key = entity_key(tuple(namespace), name)
+            if key not in items:
+                state = self._medium.get(ITEM, key)
+                if state is not None and (
+                    tuple(state["namespace"][: len(prefix)]) != prefix
+                    or (omit and not self._alive(state, now))
+                    or (matches is not None and not matches(state["value"]))
+                ):
+                    state = None
+                items[key] = state
+            state = items[key]
+            # A vector counts only if the item's current write embedded it.
+            if state is None or state["seq"] != data.get("seq"):
+                continue
+            items[key] = None  # its best vector is in: the others rank lower
+            scored.append((key, state, score))
+        return scored
 
     def _list_namespaces(self, op: ListNamespacesOp, now: int, omit: bool) -> list[tuple[str, ...]]:
         conditions: Sequence[MatchCondition] = op.match_conditions or ()
@@ -774,7 +890,7 @@ class MemcommitStore(BaseStore):
                     stale.extend(vector_id(put.namespace, name, path) for path in old_paths)
                 continue
             seq += 1
-            ttl = None if put.op.ttl is None else float(put.op.ttl)
+            ttl = put.ttl
             state: State = {
                 "namespace": list(put.namespace),
                 "key": name,
@@ -802,6 +918,25 @@ class MemcommitStore(BaseStore):
         if seq != counter:
             changes.append((COUNTER, entity_key(SEQ_COUNTER), {"value": seq}))
         return changes, _VectorWrites(written, stale, seq)
+
+    def _check_items(self, changes: list[Change], puts: Mapping[str, _Put]) -> None:
+        """Refuse now, before the vectors' commit, an item the item commit would refuse.
+
+        Raises:
+            InvalidValue: A put's item is too large for one record; the message names it.
+        """
+        most = self._medium.max_record_bytes - 1
+        for kind, key, state in changes:
+            if state is not None and (size := state_bytes(state)) > most:
+                refused = StateTooLarge(kind, key, size, most + 1)
+                raise _too_large(refused, puts) from None
+
+    def _write_items(self, changes: list[Change], puts: Mapping[str, _Put]) -> None:
+        """Write the item commit; a state too large is refused naming the put's item."""
+        try:
+            self._medium.write(changes)
+        except StateTooLarge as refused:
+            raise _too_large(refused, puts) from None
 
     def _reserved_seq(self) -> int:
         """The highest ``seq`` a vector commit carried (0 if none did)."""
@@ -943,6 +1078,19 @@ class MemcommitStore(BaseStore):
         if stopped:
             self._sweeper = None
         return stopped
+
+
+def _too_large(refused: StateTooLarge, puts: Mapping[str, _Put]) -> InvalidValue:
+    """The error for a put whose item `refused` says is too large for one record."""
+    put = puts.get(refused.key)
+    if put is None:  # not a put's item (a TTL refresh of one stored as it is)
+        return refused
+    return InvalidValue(
+        f"value: item {put.op.key!r} in namespace {put.namespace!r} would take {refused.size} "
+        f"bytes as JSON with its fields; one record of the store holds at most "
+        f"{refused.max_record_bytes - 1} (max_record_bytes is {refused.max_record_bytes}): "
+        "store a smaller value, or open the store with a larger max_record_bytes"
+    )
 
 
 def _item_fields(state: State) -> dict[str, Any]:

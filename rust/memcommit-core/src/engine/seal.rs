@@ -5,17 +5,16 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::format::chain::{self, ChainValue};
+use crate::format;
+use crate::format::chain::ChainValue;
 use crate::format::seal::{SealEntry, SealKey, SEAL_PAYLOAD_LEN};
-use crate::format::{self, ParseError};
 use crate::recovery::verify::{check, CheckOptions, Checked, Failure, Source, Start};
 
 use crate::engine::chainer;
 use crate::engine::log::{AutoSeal, Log};
 use crate::engine::state::{Medium, State};
 use crate::error::{Error, Result};
-use crate::format::HEADER_LEN;
-use crate::recovery::scan::Item;
+use crate::recovery::scan;
 
 /// An automatic seal waits for the chain thread when it has at most this much left to hash
 /// (a few microseconds), so small commits are sealed exactly every N records.
@@ -187,7 +186,7 @@ impl Log {
         let start = move |src: &dyn crate::recovery::scan::ReadAt| -> Result<Start> {
             match (prev, first) {
                 (Some(p), Some(offset)) => Ok(Start { offset, value: p.chain, lsn: p.lsn }),
-                _ => header_start(src).map_err(|e| Error::io(&self.display, "read", e)),
+                _ => Start::at_header(src).map_err(|e| Error::io(&self.display, "read", e)),
             }
         };
         let opts = CheckOptions { key, only: Some(newest.record_lsn), ..Default::default() };
@@ -205,7 +204,7 @@ impl Log {
         self.check_open(&st)?;
         let end = st.end;
         let start = |src: &dyn crate::recovery::scan::ReadAt| {
-            header_start(src).map_err(|e| Error::io(&self.display, "read", e))
+            Start::at_header(src).map_err(|e| Error::io(&self.display, "read", e))
         };
         let mut done =
             self.run_check(st, start, end, CheckOptions { key, references: true, progress, only: None })?;
@@ -226,29 +225,9 @@ impl Log {
     }
 }
 
-/// The chain's start as the file's own header gives it.
-fn header_start(src: &dyn crate::recovery::scan::ReadAt) -> io::Result<Start> {
-    let mut hb = [0u8; HEADER_LEN];
-    src.read_at(&mut hb, 0)?;
-    Ok(Start { offset: HEADER_LEN as u64, value: chain::start(&hb), lsn: 0 })
-}
-
 /// The offset of the first record after LSN `lsn`.
 fn offset_after(log: &Log, st: &State, lsn: u64) -> Result<u64> {
-    let (mut prev, start) = st.scan_start(lsn);
-    let mut sc = st.records_from(start);
-    loop {
-        match sc.next_item().map_err(|e| Error::io(log.display(), "read", e))? {
-            Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
-            Item::Record(_, rec) => prev = rec.lsn,
-            Item::End => return Ok(st.end),
-            Item::Bad(offset, e) => {
-                let reason = match e {
-                    ParseError::Incomplete => "the file ends inside a record",
-                    ParseError::Invalid(r) => r,
-                };
-                return Err(log.damaged(offset, prev + 1, reason));
-            }
-        }
-    }
+    scan::offset_after(st.medium.source(), &st.sparse, st.header.salt(), st.end, lsn)
+        .map_err(|e| Error::io(log.display(), "read", e))?
+        .map_err(|b| log.damaged(b.offset, b.lsn, b.reason))
 }

@@ -90,13 +90,7 @@ impl State {
     /// recorded record at or before `after + 1` (the header's end when none), as (the LSN
     /// before it, its offset).
     pub(crate) fn scan_start(&self, after: u64) -> (u64, u64) {
-        let i = self.sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
-        if i == 0 {
-            (0, HEADER_LEN as u64)
-        } else {
-            let (lsn, off) = self.sparse[i - 1];
-            (lsn - 1, off)
-        }
+        crate::recovery::scan::scan_start(&self.sparse, after)
     }
 
     /// A scanner over the committed records from byte `start` (where a record begins).

@@ -44,7 +44,7 @@ use crate::format::memory::{self, Status, Tier};
 use crate::format::seal::{self, SealEntry};
 use crate::format::{self, FileHeader, Op, RecordView, RECORD_OVERHEAD};
 use crate::persist::SavedAt;
-use crate::recovery::scan::{Item, ReadAt, Scanner};
+use crate::recovery::scan::{self, ReadAt};
 use crate::recovery::verify;
 use crate::state::index::{Entry, Index, Parts, NO_OFFSET};
 
@@ -523,15 +523,13 @@ fn check_chain(
 ) -> Result<verify::Checked> {
     let start = match index.seals().iter().max_by_key(|s| s.lsn) {
         Some(seal) => verify::Start {
-            offset: offset_after(file, sparse, header, end, seal.lsn, display)?,
+            offset: scan::offset_after(file, sparse, header.salt(), end, seal.lsn)
+                .map_err(|e| Error::io(display, "read", e))?
+                .map_err(|b| damaged(display, b.offset, b.lsn, b.reason.into()))?,
             value: seal.chain,
             lsn: seal.lsn,
         },
-        None => {
-            let mut hb = [0u8; format::HEADER_LEN];
-            file.read_at(&mut hb, 0).map_err(|e| Error::io(display, "read", e))?;
-            verify::Start { offset: format::HEADER_LEN as u64, value: chain::start(&hb), lsn: 0 }
-        }
+        None => verify::Start::at_header(file).map_err(|e| Error::io(display, "read", e))?,
     };
     let source = verify::Source {
         src: file,
@@ -544,38 +542,6 @@ fn check_chain(
     let opts = verify::CheckOptions { only: Some(0), ..Default::default() };
     verify::check(&source, start, opts)
         .map_err(|f| f.into_error(display, |offset, lsn, reason| damaged(display, offset, lsn, reason)))
-}
-
-/// The offset of the first record after LSN `lsn` in a log whose records end at `end`,
-/// scanned from the sparse index's nearest entry before it.
-fn offset_after(
-    file: &(dyn ReadAt + Sync),
-    sparse: &[(u64, u64)],
-    header: &FileHeader,
-    end: u64,
-    lsn: u64,
-    display: &str,
-) -> Result<u64> {
-    let i = sparse.partition_point(|&(l, _)| l <= lsn.saturating_add(1));
-    let (mut prev, start) = match i {
-        0 => (0, format::HEADER_LEN as u64),
-        _ => (sparse[i - 1].0 - 1, sparse[i - 1].1),
-    };
-    let mut sc = Scanner::new(file, start, end, header.salt(), format::MAX_PAYLOAD_LEN);
-    loop {
-        match sc.next_item().map_err(|e| Error::io(display, "read", e))? {
-            Item::Record(off, rec) if rec.lsn > lsn => return Ok(off),
-            Item::Record(_, rec) => prev = rec.lsn,
-            Item::End => return Ok(end),
-            Item::Bad(offset, e) => {
-                let reason = match e {
-                    format::ParseError::Incomplete => "the file ends inside a record",
-                    format::ParseError::Invalid(r) => r,
-                };
-                return Err(damaged(display, offset, prev + 1, reason.into()));
-            }
-        }
-    }
 }
 
 /// The log `display`'s damage at byte `offset`, where LSN `lsn` was expected.

@@ -2,7 +2,9 @@
 
 use std::io;
 
-use crate::format::{parse_record, view_trusted, ParseError, RecordView, RECORD_HEADER_LEN, RECORD_MAGIC};
+use crate::format::{
+    parse_record, view_trusted, ParseError, RecordView, HEADER_LEN, RECORD_HEADER_LEN, RECORD_MAGIC,
+};
 
 /// Something records can be read from by offset.
 pub trait ReadAt {
@@ -151,6 +153,56 @@ impl<'s, S: ReadAt + ?Sized> Scanner<'s, S> {
             Ok((off, start, n)) => (Item::Record(off, view_trusted(&self.buf[start..start + n])), next_key),
             Err(other) => (other, next_key),
         })
+    }
+}
+
+/// Where to start reading for the records after LSN `after`, given a sparse index of
+/// (LSN, offset) points in LSN order: the nearest point at or before `after + 1` (the header's
+/// end when none), as (the LSN before it, its offset).
+pub fn scan_start(sparse: &[(u64, u64)], after: u64) -> (u64, u64) {
+    let i = sparse.partition_point(|&(lsn, _)| lsn <= after.saturating_add(1));
+    match i {
+        0 => (0, HEADER_LEN as u64),
+        _ => (sparse[i - 1].0 - 1, sparse[i - 1].1),
+    }
+}
+
+/// A record that did not parse where one was due: its offset, the LSN it would have had, and
+/// what is wrong.
+#[derive(Clone, Copy, Debug)]
+pub struct BadRecord {
+    /// Byte offset of the bad bytes.
+    pub offset: u64,
+    /// The LSN the record there would have had.
+    pub lsn: u64,
+    /// What is wrong, for the error message.
+    pub reason: &'static str,
+}
+
+/// The offset of the first record after LSN `lsn` in records that end at `end` (`end` when
+/// none follows), read from the sparse index's nearest point before it (see [`scan_start`]).
+pub fn offset_after<S: ReadAt + ?Sized>(
+    src: &S,
+    sparse: &[(u64, u64)],
+    salt: u32,
+    end: u64,
+    lsn: u64,
+) -> io::Result<Result<u64, BadRecord>> {
+    let (mut prev, start) = scan_start(sparse, lsn);
+    let mut sc = Scanner::new(src, start, end, salt, crate::format::MAX_PAYLOAD_LEN);
+    loop {
+        match sc.next_item()? {
+            Item::Record(off, rec) if rec.lsn > lsn => return Ok(Ok(off)),
+            Item::Record(_, rec) => prev = rec.lsn,
+            Item::End => return Ok(Ok(end)),
+            Item::Bad(offset, e) => {
+                let reason = match e {
+                    ParseError::Incomplete => "the file ends inside a record",
+                    ParseError::Invalid(r) => r,
+                };
+                return Ok(Err(BadRecord { offset, lsn: prev + 1, reason }));
+            }
+        }
     }
 }
 

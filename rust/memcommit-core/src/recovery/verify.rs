@@ -29,6 +29,15 @@ pub struct Start {
     pub lsn: u64,
 }
 
+impl Start {
+    /// The start of a log: its first record, after the chain value its own header gives.
+    pub fn at_header(src: &(dyn ReadAt + '_)) -> io::Result<Start> {
+        let mut hb = [0u8; format::HEADER_LEN];
+        src.read_at(&mut hb, 0)?;
+        Ok(Start { offset: format::HEADER_LEN as u64, value: chain::start(&hb), lsn: 0 })
+    }
+}
+
 /// What a check went over.
 #[derive(Clone, Debug, Default)]
 pub struct Checked {

@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -128,13 +129,6 @@ impl Stream {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
         };
-    }
-
-    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_nonblocking(on),
-            Stream::Unix(s) => s.set_nonblocking(on),
-        }
     }
 }
 
@@ -327,8 +321,8 @@ impl Client {
     /// reached the old server, and so of unknown outcome once a new server answers.
     fn take_idle(&self) -> Option<Connection> {
         loop {
-            let mut conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            if !readable(&mut conn.stream) {
+            let conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if !readable(&conn.stream) {
                 return Some(conn);
             }
         }
@@ -375,13 +369,13 @@ impl Client {
     pub fn hears(&self, boot: &str) -> bool {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let mut open = false;
-        idle.retain_mut(|c| {
+        idle.retain(|c| {
             if c.heard.as_deref() != Some(boot) || open {
                 return true;
             }
             // An idle HTTP/1.1 connection receives nothing until it sends a request: one that
             // is readable holds an end of stream or stray bytes, and is done either way.
-            let alive = !readable(&mut c.stream);
+            let alive = !readable(&c.stream);
             open = alive;
             alive
         });
@@ -404,21 +398,24 @@ enum Exchange {
     Unanswered(io::Error),
 }
 
-/// Whether `stream` has something to read (or is closed) right now. A byte read here is lost,
-/// but a connection with one is dropped anyway.
-fn readable(stream: &mut Stream) -> bool {
-    if stream.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let mut byte = [0u8; 1];
-    let read = loop {
-        match stream.read(&mut byte) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            read => break read,
-        }
+/// Whether `stream` has something to read (or is closed, or failed) right now: one
+/// `recv(MSG_PEEK | MSG_DONTWAIT)`, which leaves what it sees in the socket and the socket
+/// blocking.
+fn readable(stream: &Stream) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let fd = match stream {
+        Stream::Tcp(s) => s.as_fd(),
+        Stream::Unix(s) => s.as_fd(),
     };
-    let waiting = matches!(read, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-    stream.set_nonblocking(false).is_err() || !waiting
+    let mut byte = [0u8; 1];
+    loop {
+        match recv(fd, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::WOULDBLOCK) => return false,
+            // A byte the server sent unasked, its end of the connection (0), or an error.
+            _ => return true,
+        }
+    }
 }
 
 /// Asked whether to go on each time a signal interrupts a read or a connect.

@@ -272,6 +272,20 @@ def test_damage_after_the_header_points_to_repair_and_writers_create_no_lock_fil
     assert "would cut" in capsys.readouterr().out
 
 
+def test_an_open_refused_for_damage_removes_nothing_beside_the_log(tmp_path: Path) -> None:
+    # A temp file a crash left and an index file that no longer fits are cleared by a writer
+    # that opens; one refused for damage leaves them, as it leaves the log, for repair.
+    path = _damaged_mid_log(tmp_path)
+    temp = Path(f"{path}.tmp-manifest")
+    temp.write_bytes(b"a manifest a killed compaction was writing")
+    index = Path(f"{path}.index")
+    index.write_bytes(b"not an index file")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(memcommit.CorruptLog):
+        memcommit.open(str(path))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_export_out_into_a_missing_directory_names_the_out_path(
     empty_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

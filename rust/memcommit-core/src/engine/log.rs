@@ -404,7 +404,6 @@ impl Log {
                 Some(f) => WriterLock { file: Some(f), made: None },
                 None => lock_writer(path, &display)?,
             };
-            remove_stale_temp_files(path);
             // A missing file, or an empty one (nothing to lose: `touch memory.db`), becomes a
             // new log. Anything else must parse as a log: never overwrite an unknown file.
             // Only a file that is not there is missing: a stat that fails otherwise (an I/O
@@ -415,6 +414,7 @@ impl Log {
                 Err(e) => return Err(Error::io(&display, "stat", e)),
             };
             if empty {
+                remove_stale_temp_files(path);
                 create_log_file(path, &display)?;
             }
             Some((f, lock_log_file(path, &display)?))
@@ -424,6 +424,7 @@ impl Log {
         let file_len = file.len().map_err(|e| Error::io(&display, "stat", e))?;
         let (header, hb) = read_header(&file, &display)?;
         let mut index_file_status = IndexFileStatus::NotUsed;
+        let mut drop_index_file = false;
         let mut st = State::empty(header, Medium::File(Arc::new(FileAppender::reader(file))));
         st.durable_floor = crate::recovery::durable_floor(path, &header);
         let mut chain_from = None;
@@ -438,11 +439,7 @@ impl Log {
                     r
                 }
                 Err(why) => {
-                    // A writer removes an index file that does not fit (of an older generation,
-                    // or damaged): the next close writes a fresh one when it is worth it.
-                    if !opts.read_only {
-                        let _ = vfs::remove_file(&index_file::path_for(path));
-                    }
+                    drop_index_file = !opts.read_only;
                     index_file_status = IndexFileStatus::Ignored(why);
                     None
                 }
@@ -469,6 +466,25 @@ impl Log {
             file.set_len(good_end).map_err(|e| Error::io(&display, "truncate the torn tail of", e))?;
             file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
             recovered_bytes = file_len - good_end;
+        }
+        if !opts.read_only {
+            // Only an open that succeeds changes what lies beside the log: temp files a crash
+            // left, and an index file that does not fit (of an older generation, or damaged),
+            // which the next close writes afresh when it is worth it.
+            remove_stale_temp_files(path);
+            if drop_index_file {
+                let _ = vfs::remove_file(&index_file::path_for(path));
+            }
+        }
+        if let Some(lock) = lock_file.as_ref().and_then(|l| l.file.as_ref()) {
+            // A clean close's marker past the end this open found (a log cut by hand, or put
+            // back from an older copy) would make a later tear there look like damage: the
+            // log is made durable and the marker moved back to where it ends.
+            if st.durable_floor > good_end {
+                file.sync_all().map_err(|e| Error::io(&display, "fsync", e))?;
+                mark_clean_close(lock, &st.header, good_end);
+                st.durable_floor = good_end;
+            }
         }
         // A writer appends after the last commit; a reader reads whatever the file holds.
         let file = file.try_clone().map_err(|e| Error::io(&display, "open", e))?;

@@ -263,8 +263,11 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(2);
 /// offset, every byte before it is as the writer left it. Hence: bytes that parse now were
 /// being written (`Changed`); zeros to the end are free space; nothing of the log's future
 /// after them is a torn tail; and only bytes that still fail after a later valid record was
-/// seen, and read the same twice, are damage. A writer's own open sees no other writer, so for
-/// it `Changed` never happens and the verdict is the file's.
+/// seen, and read the same twice, are damage. Bytes before `durable`, the end a clean close
+/// made durable, are damage whatever follows them while the file still reaches that end: the
+/// close fsynced them and trimmed the space written ahead, and a later writer appends after
+/// them. A writer's own open sees no other
+/// writer, so for it `Changed` never happens and the verdict is the file's.
 pub fn judge<S: ReadAt + ?Sized>(
     src: &S,
     off: u64,
@@ -277,14 +280,21 @@ pub fn judge<S: ReadAt + ?Sized>(
     if record_at(src, off, end, salt)?.is_some_and(follows) {
         return Ok(Stop::Changed);
     }
+    // Before `durable` (a clean close's marker) every byte was fsynced and the space written
+    // ahead trimmed: neither a torn write nor free space, even in the last record. (A file cut
+    // short of it lost that part already, by hand or from an older copy: cut back to its last
+    // whole commit as a torn tail is.)
+    if off < durable && end >= durable {
+        let later = find_valid_after(src, off + 1, end, salt, prev, max)?;
+        return Ok(Stop::Damage(later.unwrap_or(off)));
+    }
     if all_zeros(src, off, end)? {
         return Ok(Stop::FreeSpace);
     }
     let Some(later) = find_valid_after(src, off + 1, end, salt, prev, max)? else {
         return Ok(Stop::Torn);
     };
-    // Before `durable` (a clean close's marker) the bytes were fsynced: never a torn write.
-    if off >= durable && written_while_undurable(src, off, later, end, salt, prev)? {
+    if written_while_undurable(src, off, later, end, salt, prev)? {
         return Ok(Stop::Torn);
     }
     let span = (later - off).min(64 << 10) as usize;
@@ -443,6 +453,29 @@ mod tests {
         file.truncate(file.len() - 3);
         file.resize(4096, 0);
         assert_eq!(judge(&file, 0, 4096, (SALT, 0), 0, &follows_one).unwrap(), Stop::Torn);
+    }
+
+    #[test]
+    fn a_bad_last_record_a_clean_close_made_durable_is_damage_not_a_torn_tail() {
+        let mut file = record(1);
+        file[40] ^= 1;
+        let len = file.len() as u64;
+        // Nothing follows it: a torn tail, unless a clean close made it durable.
+        assert_eq!(judge(&file, 0, len, (SALT, 0), 0, &follows_one).unwrap(), Stop::Torn);
+        assert_eq!(judge(&file, 0, len, (SALT, len), 0, &follows_one).unwrap(), Stop::Damage(0));
+        // Zeros over it are damage too: a clean close trims the space written ahead.
+        let zeros = vec![0u8; len as usize];
+        assert_eq!(judge(&zeros, 0, len, (SALT, len), 0, &follows_one).unwrap(), Stop::Damage(0));
+        // A file cut short of that end lost its tail already: the fragment is a torn tail.
+        let short = record(1)[..len as usize - 3].to_vec();
+        let end = short.len() as u64;
+        assert_eq!(judge(&short, 0, end, (SALT, len), 0, &follows_one).unwrap(), Stop::Torn);
+        // Past the durable end (a writer's later appends), the old rule.
+        let mut after = record(1);
+        let at = after.len() as u64;
+        after.extend(file);
+        let end = after.len() as u64;
+        assert_eq!(judge(&after, at, end, (SALT, at), 1, &|l| l == 2).unwrap(), Stop::Torn);
     }
 
     #[test]

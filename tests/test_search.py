@@ -159,6 +159,33 @@ def test_a_commit_is_searchable_the_moment_it_returns(store: memcommit.MemorySto
     assert len(store.search("common", mode="text", k=100)) == 50
 
 
+def test_a_k_larger_than_any_store_returns_every_match_in_each_mode(
+    store: memcommit.MemoryStore,
+) -> None:
+    _animals(store)
+    for k in (2**62, 2**64 - 1):
+        for mode in ("hybrid", "text"):
+            assert sorted(_ids(store.search("cat", mode=mode, k=k))) == ["cat", "dog"]
+        assert len(store.search([1, 0, 0], mode="vector", k=k)) == 4
+
+
+def test_a_memory_whose_vector_is_zeros_is_ranked_by_its_words_alone(tmp_path: Path) -> None:
+    # An embedder gives zeros to a text it knows nothing of: such a vector has no direction,
+    # so it matches no query vector (an orthogonal one still ranks, below).
+    with memcommit.open(tmp_path / "m.db") as store:
+        lunch = store.put("Lunch is at noon.", vector=[0, 0, 0], id="lunch")
+        standup = store.put("Standup moved to 10am.", vector=[0, 0, 0], id="standup")
+        refund = store.put("Refund rounding fixed.", vector=[1, 1, 0], id="refund")
+        side = store.put("A side note.", vector=[0, 0, 1], id="side")
+        assert _ids(store.search([1, 0, 0], mode="vector")) == [refund, side]
+        assert _ids(store.search("refund", mode="hybrid")) == [refund]
+        assert _ids(store.search("lunch", mode="hybrid")) == [lunch]
+        # The context puts the relevant first, then the rest newest first.
+        picked = store.context(budget_chars=45, query="refund rounding")
+        assert [m.id for m in picked] == [refund, side]
+        assert standup not in _ids(store.search([0, 1, 0], mode="vector"))
+
+
 # -- the embedder ------------------------------------------------------------------------------
 
 

@@ -77,7 +77,7 @@ impl SearchIndex {
             Mode::Vector => vector.map_or_else(Vec::new, |v| self.vectors.search(v, k, accept)),
             Mode::Text => text.map_or_else(Vec::new, |t| self.text.search(t, k, accept)),
             Mode::Hybrid => {
-                let depth = (4 * k).max(HYBRID_DEPTH);
+                let depth = k.saturating_mul(4).max(HYBRID_DEPTH);
                 let by_vector = vector.map_or_else(Vec::new, |v| self.vectors.search(v, depth, accept));
                 let by_text = text.map_or_else(Vec::new, |t| self.text.search(t, depth, accept));
                 fuse(&[by_vector, by_text], k)

@@ -357,7 +357,11 @@ impl Vectors {
         let mut top = TopK::new(k);
         for n in keys {
             match self.row_of_entry.get(n as usize) {
-                Some(&row) if row != NONE && accept(n) => top.push(dot(&q, self.row(row as usize)), n),
+                Some(&row) if row != NONE && accept(n) => {
+                    if let Some(d) = self.similarity(&q, row as usize) {
+                        top.push(d, n);
+                    }
+                }
                 _ => {}
             }
         }
@@ -513,7 +517,11 @@ impl Vectors {
         let mut top = TopK::new(k);
         for &n in among {
             match self.row_of_entry.get(n as usize) {
-                Some(&row) if row != NONE && accept(n) => top.push(dot(&q, self.row(row as usize)), n),
+                Some(&row) if row != NONE && accept(n) => {
+                    if let Some(d) = self.similarity(&q, row as usize) {
+                        top.push(d, n);
+                    }
+                }
                 _ => {}
             }
         }
@@ -527,7 +535,15 @@ impl Vectors {
             return None;
         }
         let q = self.unit_query(query, 1)?;
-        Some(dot(&q, self.row(row as usize)))
+        self.similarity(&q, row as usize)
+    }
+
+    /// The similarity of the unit vector `q` to row `r`; `None` for a row of zeros, which is
+    /// similar to nothing (its memory is ranked by its words alone, as if it had no vector).
+    fn similarity(&self, q: &[f32], r: usize) -> Option<f32> {
+        let row = self.row(r);
+        let d = dot(q, row);
+        (d != 0.0 || row.iter().any(|&x| x != 0.0)).then_some(d)
     }
 
     fn row(&self, r: usize) -> &[f32] {
@@ -548,7 +564,9 @@ impl Vectors {
             if n == NONE || !accept(n) {
                 continue;
             }
-            top.push(dot(q, self.row(r)), n);
+            if let Some(d) = self.similarity(q, r) {
+                top.push(d, n);
+            }
         }
         top
     }
@@ -608,6 +626,22 @@ mod tests {
         let mut s: Vec<(f32, u32)> = vs.iter().map(|(n, v)| (cos(v, q), *n)).collect();
         s.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         s.into_iter().take(k).map(|x| x.1).collect()
+    }
+
+    #[test]
+    fn a_zero_vector_is_similar_to_nothing() {
+        let mut v = Vectors::default();
+        assert!(v.set(0, Some(&[0.0, 0.0, 0.0])));
+        assert!(v.set(1, Some(&[1.0, 0.0, 0.0])));
+        assert!(v.set(2, Some(&[0.0, 1.0, 0.0])));
+        let all = |_: u32| true;
+        let got: Vec<u32> = v.search(&[1.0, 0.0, 0.0], 10, &all).into_iter().map(|x| x.0).collect();
+        assert_eq!(got, vec![1, 2], "an orthogonal vector ranks, a zero one does not");
+        let among: Vec<u32> =
+            v.search_among(&[0.0, 1.0, 0.0], &[0, 1, 2], 10, &all).into_iter().map(|x| x.0).collect();
+        assert_eq!(among, vec![2, 1]);
+        assert_eq!(v.score(&[1.0, 0.0, 0.0], 0), None);
+        assert_eq!(v.score(&[0.0, 1.0, 0.0], 1), Some(0.0));
     }
 
     #[test]

@@ -1,37 +1,45 @@
 """Every step of the files Python writes beside the log, failed one at a time.
 
 The compaction manifest and snapshots are written by :func:`memcommit.files.replace_durably`
-(temp file, write, fsync, rename, fsync of the directory), outside the Rust core and so
-outside its simulated file system (RELIABILITY.md). Here each of those steps fails in turn,
-once the steps before it have happened, as a process dying there would leave things: the
-store must reopen on exactly the old or the new generation (or snapshot), whole, with no temp
-file left beside it.
+(temp file, write, fsync, rename, fsync of the directory), and ``memcommit export --out`` with
+the same steps, outside the Rust core and so outside its simulated file system
+(RELIABILITY.md). Here each of those steps fails in turn, once the steps before it have
+happened, as a process dying there would leave things: the store must reopen on exactly the
+old or the new generation (or snapshot), whole, the export is the old file or the new, and no
+temp file is left beside them.
 """
 
 from __future__ import annotations
 
 import builtins
 import errno
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 import memcommit
-from memcommit import files
+from memcommit import StorageError, files
+from memcommit.cli import main, transfer
 from memcommit.seals import verify
-from memcommit.storage import compact
+from memcommit.storage import KindsAfter, compact
 
 # replace_durably's steps, in order.
 STEPS = ("open the temp file", "fsync it", "rename it", "open the directory", "fsync the directory")
 
 
 @contextmanager
-def failing_at(step: int) -> Iterator[list[str]]:
-    """Make the `step`th of replace_durably's steps fail with EIO (once); yields the steps taken."""
+def failing_at(step: int, writer: ModuleType = files) -> Iterator[list[str]]:
+    """Make the `step`th of replace_durably's steps fail with EIO (once); yields the steps taken.
+
+    `writer` is the module whose ``open`` writes the temp file (``memcommit.cli.transfer``
+    for an export).
+    """
     taken: list[str] = []
     real_open, real_fsync, real_replace, real_os_open = (
         builtins.open,
@@ -64,9 +72,9 @@ def failing_at(step: int) -> Iterator[list[str]]:
         return real_os_open(p, flags, *args)
 
     with pytest.MonkeyPatch.context() as mp:
-        # `open` in memcommit.files only (a module global shadowing the builtin); the os
+        # `open` in the writing module only (a module global shadowing the builtin); the os
         # functions everywhere, for the block: nothing else in it writes files from Python.
-        mp.setattr(files, "open", fake_open, raising=False)
+        mp.setattr(writer, "open", fake_open, raising=False)
         mp.setattr(os, "fsync", fake_fsync)
         mp.setattr(os, "replace", fake_replace)
         mp.setattr(os, "open", fake_os_open)
@@ -134,3 +142,96 @@ def test_a_snapshot_write_that_stops_at_each_step_leaves_the_old_one_or_the_new(
     with memcommit.open(path, snapshot=snap) as store:
         assert _state(store) == want
     _no_temp_files(tmp_path)
+
+
+@pytest.mark.parametrize("step", range(len(STEPS) + 1), ids=[*STEPS, "none"])
+def test_replace_durably_says_whether_the_target_was_replaced(tmp_path: Path, step: int) -> None:
+    """Before the rename the target is as it was; after it, it is the new file, of unknown
+    durability (its directory's fsync failed), and the error says so."""
+    target = tmp_path / "file"
+    target.write_bytes(b"old")
+    with failing_at(step):
+        if step < len(STEPS):
+            with pytest.raises(StorageError) as caught:
+                files.replace_durably(str(target), f"{target}.tmp-1", b"new")
+        else:
+            files.replace_durably(str(target), f"{target}.tmp-1", b"new")
+    renamed = step > STEPS.index("rename it")
+    assert target.read_bytes() == (b"new" if renamed else b"old")
+    if step < len(STEPS):
+        error = caught.value
+        assert (error.path, error.errno) == (str(target), errno.EIO)
+        message = str(error)
+        assert str(target) in message and "os error 5" in message
+        if renamed:
+            assert "was replaced" in message and "durability is unknown" in message, message
+        else:
+            assert "replaced" not in message, message
+    _no_temp_files(tmp_path)
+
+
+def test_a_compaction_whose_manifest_was_renamed_but_not_synced_leaves_no_false_entry(
+    tmp_path: Path,
+) -> None:
+    """The directory's fsync after the manifest's rename fails: the compaction is abandoned,
+    and the manifest on disk holds an entry (a purge) for a generation the log never reached.
+    The next compaction in the same process must not carry it over, nor a reopen keep it."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(path) as store:
+        store.put("an old trace", kind="trace", id="a")
+        store.put("a fact", id="b")
+        before = _state(store)
+        with failing_at(STEPS.index("fsync the directory")) as taken:
+            with pytest.raises(StorageError) as caught:
+                compact(store, retention=KindsAfter({"trace": 0}))
+        assert taken[-1] == "failed: fsync the directory", taken
+        assert f"{path}.manifest" in str(caught.value)
+        # Abandoned: the log is the old generation, `a` is there and not purged.
+        assert store.generation == 0 and store.manifest() == []
+        assert _state(store) == before and not store.is_purged("a")
+
+        assert compact(store).generation == 1  # no retention: purges nothing
+        assert [(e["generation"], e["purged"]) for e in store.manifest()] == [(1, [])]
+        assert _state(store) == before and not store.is_purged("a")
+        store.put("after", id="c", sources=("a",))  # `a` is a memory, not a purged id
+    for read_only in (True, False):
+        with memcommit.open(path, read_only=read_only) as store:
+            assert store.generation == 1
+            assert [(e["generation"], e["purged"]) for e in store.manifest()] == [(1, [])]
+            assert store.get("a") is not None and not store.is_purged("a")
+            assert verify(store).records_checked == store.info()["records"]
+    _no_temp_files(tmp_path)
+    # The error said what happened: the manifest was replaced, and not known to be durable.
+    assert "was replaced" in str(caught.value) and "durability is unknown" in str(caught.value)
+
+
+@pytest.mark.parametrize("step", range(len(STEPS) + 1), ids=[*STEPS, "none"])
+def test_an_export_whose_output_write_stops_at_each_step_leaves_the_old_file_or_the_new(
+    tmp_path: Path, step: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memcommit export --out FILE`` replaces FILE as replace_durably does: a temp file of
+    this process, fsynced, renamed, then the directory fsynced (the last step, so a failure
+    to sync it after the rename is seen)."""
+    path, out = tmp_path / "memory.db", tmp_path / "dump.jsonl"
+    with memcommit.open(path) as store:
+        store.put("first", id="a")
+        store.put("second", id="b")
+    out.write_text("the old export\n")
+    with failing_at(step, transfer) as taken:
+        code = main(["export", str(path), "--out", str(out)])
+    assert len(taken) == min(step + 1, len(STEPS)), taken
+    err = capsys.readouterr().err
+    renamed = step > STEPS.index("rename it")
+    if step < len(STEPS):
+        assert code != 0
+        assert str(out) in err and ".tmp-" not in err, err
+        if renamed:
+            assert "replaced" in err and "power loss" in err, err
+    else:
+        assert code == 0, err
+    if renamed:
+        assert [json.loads(line)["key"] for line in out.read_text().splitlines()] == ["a", "b"]
+    else:
+        assert out.read_text() == "the old export\n"
+    _no_temp_files(tmp_path)
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())

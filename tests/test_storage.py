@@ -1042,6 +1042,31 @@ def test_a_manifest_that_cannot_be_written_aborts_the_compaction(path: Path) -> 
         assert compact(store).generation == 1
 
 
+def test_a_compaction_drops_the_entry_of_a_generation_the_log_never_reached(
+    path: Path,
+) -> None:
+    """An earlier compaction abandoned after its manifest's rename (the directory's fsync
+    failed) left an entry, a purge of `a`, for generation 1 while the log stayed at 0; the
+    writer still has the log open. The next compaction writes its entry after the manifest's
+    entries of the generations the log has reached, not after that one."""
+    with memcommit.open(path, durability="none") as store:
+        store.put("a", id="a", kind="trace")
+        store.put("b", id="b")
+        before = state_of(store)
+        stale = {"generation": 1, "at": "2024-01-01T00:00:00+00:00", "purged": ["a"]}
+        Path(str(path) + ".manifest").write_text(
+            json.dumps({"store_id": store.store_id, "entries": [stale]})
+        )
+        report = compact(store)
+        assert report.generation == 1 and report.purged == ()
+        assert [(e["generation"], e["purged"]) for e in store.manifest()] == [(1, [])]
+        assert manifest_on_disk(path) == store.manifest()
+        assert not store.is_purged("a") and state_of(store) == before
+    with memcommit.open(path) as store:
+        assert [(e["generation"], e["purged"]) for e in store.manifest()] == [(1, [])]
+        assert not store.is_purged("a") and state_of(store) == before
+
+
 def test_the_writer_open_removes_what_a_crashed_compaction_left(path: Path) -> None:
     with memcommit.open(path, durability="none") as store:
         store.put("a", id="a")

@@ -1,7 +1,10 @@
 """Writing a file beside the log whole or not at all, as the core does for its own files.
 
 A temp file is written, fsynced, renamed over the target, and the directory fsynced; on a
-failure the temp file is removed and the target is as it was. The manifest and snapshots use it.
+failure before the rename the temp file is removed and the target is as it was. A failure
+after it (the directory's fsync) leaves the new target in place, though not known to be
+durable: the error says which. The manifest and snapshots use it; ``memcommit export --out``
+takes the same steps with the helpers below, streaming its file.
 """
 
 from __future__ import annotations
@@ -116,26 +119,48 @@ def replace_durably(target: str, tmp: str, data: bytes) -> None:
 
     Raises:
         StorageError: The disk failed, is full (the message says how much room `data`
-            needs) or is read-only; `target` is as it was.
-        OSError: Any other failure (permissions, a missing directory), as the OS gave it.
+            needs) or is read-only. Before the rename `target` is as it was; after it (the
+            directory's fsync failed) `target` holds `data`, but whether a power loss would
+            keep it is unknown, and the message says so.
+        OSError: Any other failure (permissions, a missing directory), as the OS gave it;
+            after the rename, with the same message about `target`.
     """
+    replaced = False
     try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
+        replaced = True
         sync_directory(target)
     except BaseException as error:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+        if not replaced:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        if not isinstance(error, OSError) or error.errno is None:
+            raise
+        if replaced:
+            message = replaced_but_not_synced(target, error)
+            if error.errno in STORAGE_ERRNOS:
+                raise StorageError(message, target, error.errno) from error
+            raise OSError(error.errno, message, target) from error
+        if error.errno in STORAGE_ERRNOS:
             full = error.errno in (errno.ENOSPC, errno.EDQUOT)
             message = f"write {target}: {os.strerror(error.errno)} (os error {error.errno})"
             if full:
                 message += f"; {space_needed(len(data))}"
             raise StorageError(message, target, error.errno) from error
         raise
+
+
+def replaced_but_not_synced(target: str, error: OSError) -> str:
+    """What an error after `target` was renamed into place, syncing its directory, says."""
+    reason = os.strerror(error.errno) if error.errno is not None else str(error)
+    return (
+        f"write {target}: the file was replaced, but syncing its directory failed: {reason} "
+        f"(os error {error.errno}); its durability is unknown: a power loss may undo the rename"
+    )
 
 
 class WriterHolds(Exception):

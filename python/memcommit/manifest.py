@@ -8,9 +8,11 @@ memory is known to be deliberate and an old seal can be recognised as superseded
 them: ``generation``, ``at``, ``imported_from`` (the file) and ``purged``, no counts or chain.
 
 The manifest is replaced whole, durably (temp file, fsync, rename, fsync of the directory),
-and before the compacted log replaces the old one. A crash between the two leaves an entry
-for a generation the log does not have; the writer's next open drops it (the old log is still
-whole), so the manifest and the log always agree.
+and before the compacted log replaces the old one. A crash between the two, or a compaction
+abandoned after the manifest's rename (its directory's fsync failed), leaves an entry for a
+generation the log does not have; the writer's next open drops it (the old log is still
+whole), and so does the next compaction, which writes its entry after those of the
+generations the log has reached (:func:`reconcile`), so the manifest and the log always agree.
 """
 
 from __future__ import annotations

@@ -305,9 +305,12 @@ def compact(
 
     def before_swap(done: dict[str, Any]) -> None:
         assert path is not None  # called by a log file's engine only
-        _manifest.write_manifest(
-            path, store_id, [*_manifest.read_manifest(path, store_id), entry(done)]
-        )
+        # The entries of the generations the log has reached, as a writer's open keeps them:
+        # an earlier compaction whose manifest was renamed into place but that failed after
+        # (its directory's fsync) left one for the generation this one makes, which the
+        # log never reached (its purge never happened).
+        entries = _manifest.reconcile(path, store_id, int(done["old_generation"]), write=False)
+        _manifest.write_manifest(path, store_id, [*entries, entry(done)])
 
     started = time.perf_counter()
     plan = CompactionPlan(

@@ -190,7 +190,7 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
     first = tmp_path / "first.jsonl"
     assert main(["export", str(source), "--out", str(first)]) == 0
     assert "exported 9 records" in capsys.readouterr().out
-    assert not (tmp_path / "first.jsonl.partial").exists()
+    assert sorted(p.name for p in tmp_path.glob("first.jsonl*")) == ["first.jsonl"]
 
     copy = tmp_path / "copy.db"
     assert main(["import", str(copy), str(first)]) == 0

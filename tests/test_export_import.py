@@ -8,6 +8,8 @@ refused import leaves nothing behind.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,15 @@ import pytest
 import memcommit
 from memcommit.cli import main
 from memcommit.storage import compact
+
+# A lock's state as the locks role writes it (what its reads take back).
+_LOCK_STATE = {
+    "name": "a",
+    "owner": "agent-1",
+    "token": 1,
+    "acquired_at_ms": 1_767_225_660_000,
+    "expires_at_ms": 1_767_225_690_000,
+}
 
 
 def _memories(store: memcommit.MemoryStore) -> list[tuple[Any, ...]]:
@@ -215,7 +226,7 @@ def test_a_refused_import_leaves_nothing_behind(
     dump = tmp_path / "dump.jsonl"
     good = [
         {"op": "put", "key": "m0", "fields": {"text": "fine"}},
-        {"op": "entity", "key": 'lock\x00["a"]', "fields": {"state": {"name": "a"}}},
+        {"op": "entity", "key": 'lock\x00["a"]', "fields": {"state": _LOCK_STATE}},
     ]
     dump.write_text("".join(json.dumps(r) + "\n" for r in [*good, line]), encoding="utf-8")
     target = tmp_path / "copy.db"
@@ -226,6 +237,147 @@ def test_a_refused_import_leaves_nothing_behind(
     assert "nothing was imported" in err
     # The batch's memories and entities alike: no log, no lock file.
     assert sorted(tmp_path.iterdir()) == [dump]
+
+
+_RUN_KEY = 'run\x00["r1"]'
+
+
+@pytest.mark.parametrize(
+    ("key", "state", "problem"),
+    [
+        (_RUN_KEY, 5, "fields.state of entity kind 'run' must be an object"),
+        (_RUN_KEY, {"run_id": "r1"}, "fields.state of entity kind 'run' lacks 'agent_id'"),
+        ("nonsense", {}, "'key' of an entity is its kind, a NUL"),
+        ('nonsense\x00["r1"]', {}, "'key' names entity kind 'nonsense', which no role keeps"),
+        ("nonsense\x00x", None, "which no role keeps"),  # a removal names a known kind too
+        ("lock\x00a", _LOCK_STATE, "the key of an entity of kind 'lock'"),
+        ('lock\x00["a",1]', _LOCK_STATE, "the key of an entity of kind 'lock'"),
+        ('lock\x00["a"]', {**_LOCK_STATE, "token": "1"}, "fields.state.token"),
+        ('lock\x00["a"]', {**_LOCK_STATE, "token": True}, "must be an integer, got True"),
+        ('lock\x00["a"]', {**_LOCK_STATE, "owner": None}, "fields.state.owner"),
+        ('counter\x00["locks.token","a"]', {"value": "1"}, "fields.state.value"),
+        ('state\x00[["team"],"k"]', {"namespace": "team"}, "lacks 'key'"),
+        (
+            'artifact.data\x00[["a"],"r","00000000000000000001"]',
+            {"data_b64": "not base64!"},
+            "must be an artifact's bytes in base64",
+        ),
+        ("grouping\x00run.by_nothing", {"version": 1}, "marks a grouping the log keeps"),
+        ("run.by_status\x00pending", {}, "an entry of grouping 'run.by_status'"),
+        ('lg.checkpoint\x00["t"]', [1], "fields.state of entity kind 'lg.checkpoint'"),
+    ],
+    ids=[
+        "run-state-not-an-object",
+        "run-state-without-its-fields",
+        "key-without-a-kind",
+        "kind-of-no-role",
+        "removal-of-a-kind-of-no-role",
+        "key-not-a-json-array",
+        "key-with-a-number",
+        "field-of-the-wrong-type",
+        "bool-for-an-int",
+        "null-for-a-string",
+        "counter-value-not-an-int",
+        "state-entry-without-its-key",
+        "artifact-bytes-not-base64",
+        "marker-of-no-grouping",
+        "grouping-entry-without-its-entity",
+        "langgraph-state-not-an-object",
+    ],
+)
+def test_an_entity_line_its_role_could_not_read_is_refused_and_nothing_is_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, state: Any, problem: str
+) -> None:
+    dump = tmp_path / "dump.jsonl"
+    lines = [
+        {"op": "put", "key": "m0", "fields": {"text": "fine"}},
+        {"op": "entity", "key": 'lock\x00["a"]', "fields": {"state": _LOCK_STATE}},
+        {"op": "entity", "key": key, "fields": {"state": state}},
+    ]
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 3: " in err
+    assert problem in err
+    assert "nothing was imported" in err
+    assert sorted(tmp_path.iterdir()) == [dump]
+
+
+@pytest.mark.parametrize("state", [5, {"run_id": "r1"}], ids=["an-int", "a-run-id-alone"])
+def test_a_run_line_the_runs_role_could_not_read_leaves_the_store_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], state: Any
+) -> None:
+    """Into an empty log: refused with the line's number, the log holds nothing new."""
+    target = tmp_path / "store.db"
+    memcommit.open(str(target)).close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(json.dumps({"op": "entity", "key": _RUN_KEY, "fields": {"state": state}}))
+    assert main(["import", str(target), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, line 1: fields.state of entity kind 'run'" in err
+    assert "nothing was imported" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != dump} == before
+    with memcommit.open(str(target), read_only=True) as store:
+        assert store.lsn == 0
+        assert store.runs.get("r1") is None
+
+
+_VECTORS = Path(__file__).parent / "vectors" / "entities"
+
+
+@pytest.mark.parametrize("role", sorted(p.stem for p in _VECTORS.glob("*.json")))
+def test_every_entity_the_roles_and_langgraph_write_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], role: str
+) -> None:
+    """The golden entity records of each role (and of the LangGraph checkpointer and store),
+    removals included, are taken by import as they are, and read back as they were."""
+    records = json.loads((_VECTORS / f"{role}.json").read_text(encoding="utf-8"))["records"]
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "op": "entity",
+                    "key": f"{r['kind']}\x00{r['key']}",
+                    "fields": {"state": r["state"]},
+                }
+            )
+            + "\n"
+            for r in records
+        ),
+        encoding="utf-8",
+    )
+    target = tmp_path / "copy.db"
+    assert main(["import", str(target), str(dump)]) == 0, capsys.readouterr().err
+    live = {f"{r['kind']}\x00{r['key']}": r["state"] for r in records}  # the last of each key
+    with memcommit.open(str(target), read_only=True) as store:
+        assert _entities(store) == {key: state for key, state in live.items() if state is not None}
+
+
+def test_import_knows_every_kind_of_entity_the_store_writes() -> None:
+    from memcommit.cli import export_format
+    from memcommit.roles.groupings import KEPT
+    from memcommit.roles.logged_groupings import MARKER, entry_kind
+    from memcommit.roles.medium import KINDS
+
+    known = set(export_format._known_kinds())
+    assert set(KINDS) <= known
+    assert MARKER in known
+    assert {entry_kind(kind, name) for kind, named in KEPT.items() for name in named} <= known
+    # Every field of every role's state is one the check knows how to check.
+    for kind in KINDS:
+        assert export_format._fields_of(export_format._ROLE_STATES[kind])
+    pytest.importorskip("langgraph")
+    from memcommit.integrations.langgraph import saver
+    from memcommit.integrations.langgraph import store as lg_store
+
+    assert set(export_format.LANGGRAPH_KINDS) == {
+        saver.CHECKPOINT,
+        saver.WRITES,
+        saver.HEAD,
+        lg_store.ITEM,
+    }
 
 
 def test_an_import_of_a_file_of_no_records_leaves_nothing_behind(
@@ -314,3 +466,67 @@ def test_an_export_piped_into_an_import_without_a_file_name(tmp_path: Path) -> N
     assert imported.returncode == 0, imported.stderr
     with memcommit.open(str(target), read_only=True) as store:
         assert [m.text for m in store.get_many(ids)] == ["note 0", "note 1", "note 2"]
+
+
+def test_an_export_to_a_file_syncs_its_directory_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out FILE`` is replaced as the files beside the log are (memcommit.files): a temp
+    file of this process, fsynced, renamed over FILE, then FILE's directory fsynced, so that
+    the new FILE survives a power loss once the command has said it is written."""
+    source = tmp_path / "memory.db"
+    with memcommit.open(str(source)) as store:
+        store.put("one", id="a")
+    out = tmp_path / "dump.jsonl"
+    out.write_text("the old export\n")
+    events: list[tuple[str, object]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        kind = "fsync a directory" if stat.S_ISDIR(st.st_mode) else "fsync a file"
+        events.append((kind, (st.st_dev, st.st_ino)))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("rename", (os.fspath(src), os.fspath(dst))))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert main(["export", str(source), "--out", str(out)]) == 0
+    monkeypatch.undo()
+    assert "exported 1 records" in capsys.readouterr().out
+    assert [json.loads(line)["key"] for line in out.read_text().splitlines()] == ["a"]
+
+    renames = [i for i, (kind, _) in enumerate(events) if kind == "rename"]
+    assert len(renames) == 1, events
+    (at,) = renames
+    # The temp file is this process's own (two exports of FILE at once never share one).
+    assert events[at][1] == (f"{out}.tmp-{os.getpid()}", str(out))
+    assert events[at - 1][0] == "fsync a file", events  # its data, before the rename
+    directory = os.stat(tmp_path)
+    assert ("fsync a directory", (directory.st_dev, directory.st_ino)) in events[at + 1 :], events
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("dump")) == ["dump.jsonl"]
+
+
+def test_imported_memories_take_the_imports_time_as_the_readme_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import datetime, timezone
+
+    from memcommit.testing import ControllableClock
+
+    source = tmp_path / "memory.db"
+    then = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    with memcommit.open(str(source), clock=ControllableClock(then)) as store:
+        mid = store.put("an old trace", kind="trace")
+        old = store.get(mid)
+        assert old is not None and old.created_at == then
+    started = datetime.now(timezone.utc)
+    copy = _round_trip(tmp_path, source, capsys)
+    with memcommit.open(str(copy)) as store:
+        got = store.get(mid)
+        assert got is not None and got.text == "an old trace"
+        assert got.created_at >= started.replace(microsecond=0)
+        assert got.updated_at >= started.replace(microsecond=0)

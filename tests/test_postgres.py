@@ -9,6 +9,7 @@ No test asserts a time.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -1005,6 +1006,152 @@ def test_the_compact_command_takes_the_url(pg_url: str) -> None:
     assert "(generation 1)" in done.stdout and "purged: 1" in done.stdout
     with memcommit.open(pg_url) as a:
         assert a.is_purged(trace)
+
+
+def _store_made(url: str) -> bool:
+    """Whether the store `url` names has its row in its schema's table of stores."""
+    import psycopg
+
+    target = parse(url)
+    schema = f'"{target.schema}"'
+    with psycopg.connect(target.conninfo, autocommit=True) as conn:
+        table = conn.execute("SELECT to_regclass(%s)", (f"{schema}.stores",)).fetchone()
+        if table is None or table[0] is None:
+            return False
+        row = conn.execute(f"SELECT 1 FROM {schema}.stores WHERE name = %s", (target.store,))
+        return row.fetchone() is not None
+
+
+def _migrated(postgres: PostgresCluster) -> None:
+    """The default schema's tables made (a reader of a store then says there is no store)."""
+    import psycopg
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        migrate(admin, "memcommit")
+
+
+@pytest.mark.parametrize("schema", ["memcommit", "fresh"], ids=["migrated", "no-tables-yet"])
+def test_seal_and_compact_refuse_a_store_that_does_not_exist_and_make_none(
+    postgres: PostgresCluster, capsys: pytest.CaptureFixture[str], schema: str
+) -> None:
+    """A mistyped store= made a new, empty store and sealed or compacted it; a missing file is
+    refused ("no such store file"), and so is a missing store, by name, with nothing made."""
+    from memcommit.cli import main
+
+    _migrated(postgres)
+    if schema == "fresh":
+        schema = f"fresh_{uuid.uuid4().hex[:8]}"
+    store = f"typo-{uuid.uuid4().hex[:8]}"
+    url = f"{postgres.dsn}?store={store}&schema={schema}"
+    for argv in (
+        ["seal", url],
+        ["compact", url],
+        ["compact", url, "--kinds-after", "trace=0", "--horizon", "1"],
+    ):
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert f"no such store {store!r} (schema {schema})" in err, err
+        assert "://" in err and "Traceback" not in err
+    assert not _store_made(url)
+    if schema == "memcommit":
+        assert main(["info", url]) == 1
+        assert f"there is no store {store!r}" in capsys.readouterr().err
+    else:  # not even the schema's tables were made
+        import psycopg
+
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
+        assert found is not None and found[0] is None
+    # A store that exists is sealed and compacted as before.
+    with memcommit.open(url) as made:
+        made.put("a trace", kind="trace")
+    assert main(["seal", url]) == 0
+    assert main(["compact", url, "--kinds-after", "trace=0"]) == 0
+    with memcommit.open(url, read_only=True) as made:
+        assert made.generation == 1 and len(made) == 0
+
+
+_GOOD_PUT = {"op": "put", "key": "m0", "fields": {"text": "fine"}}
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        (
+            [{"op": "entity", "key": 'run\x00["r1"]', "fields": {"state": 5}}],
+            "line 1: fields.state of entity kind 'run' must be an object",
+        ),
+        ([_GOOD_PUT, "not json"], "line 2: not valid JSON"),
+        (
+            [_GOOD_PUT, {"op": "status", "key": "never-put", "fields": {"status": "stale"}}],
+            "line 2: refused",
+        ),
+        (
+            [_GOOD_PUT, {"op": "put", "key": "m1", "fields": {"text": "x", "tier": "attic"}}],
+            "line 2: ",
+        ),
+    ],
+    ids=["bad-entity-line", "bad-json", "refused-by-the-store", "refused-by-a-put-check"],
+)
+def test_an_import_that_imports_nothing_makes_no_store(
+    postgres: PostgresCluster,
+    pg_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    lines: list[Any],
+    problem: str,
+) -> None:
+    """`memcommit import URL bad.jsonl` said "nothing was imported" and left an empty store
+    (which `memcommit info URL` then showed): the store is made only when something is."""
+    from memcommit.cli import main
+
+    _migrated(postgres)
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines),
+        encoding="utf-8",
+    )
+    assert main(["import", pg_url, str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}, {problem}" in err and "nothing was imported" in err, err
+    assert not _store_made(pg_url)
+    assert main(["info", pg_url]) == 1
+    assert "there is no store" in capsys.readouterr().err
+    # From a pipe too (read through a copy in a temporary file).
+    piped = subprocess.run(
+        [sys.executable, "-m", "memcommit", "import", pg_url],
+        input=dump.read_bytes(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert piped.returncode == 1 and b"nothing was imported" in piped.stderr, piped.stderr
+    assert not _store_made(pg_url)
+    # A file without the bad line makes the store, with what it holds.
+    dump.write_text(json.dumps(_GOOD_PUT) + "\n", encoding="utf-8")
+    assert main(["import", pg_url, str(dump)]) == 0, capsys.readouterr().err
+    assert _store_made(pg_url)
+    with memcommit.open(pg_url, read_only=True) as store:
+        assert store.get("m0").text == "fine"  # type: ignore[union-attr]
+
+
+def test_an_import_into_an_empty_store_that_exists_leaves_it_there(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memcommit.cli import main
+
+    memcommit.open(pg_url).close()
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(
+        json.dumps(_GOOD_PUT)
+        + "\n"
+        + json.dumps({"op": "move", "key": "nope", "fields": {"tier": "mid"}}),
+        encoding="utf-8",
+    )
+    assert main(["import", pg_url, str(dump)]) == 1
+    assert f"{dump}, line 2: " in capsys.readouterr().err
+    assert _store_made(pg_url)
+    with memcommit.open(pg_url, read_only=True) as store:
+        assert store.lsn == 0 and store.manifest() == []
 
 
 def test_auto_seals_are_written_once_by_whichever_client_makes_one_due(pg_url: str) -> None:

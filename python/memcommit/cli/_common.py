@@ -20,9 +20,10 @@ from typing import Any, Protocol
 
 import memcommit
 from memcommit import _native
-from memcommit.errors import CommandError
+from memcommit._extras import require
+from memcommit.errors import CommandError, ServerUnavailable
 from memcommit.files import is_store_file
-from memcommit.postgres.dsn import is_postgres_url
+from memcommit.postgres.dsn import is_postgres_url, parse
 from memcommit.progress import Progress
 
 EXIT_OK = 0
@@ -231,12 +232,69 @@ def open_writer(path: str) -> memcommit.MemoryStore:
     """Open an existing store as its writer (``main`` reports a damaged log).
 
     The open itself refuses a file that is not a log, or a damaged one, and then leaves no lock
-    file beside it that it made, so nothing here needs to read the file first.
+    file beside it that it made, so nothing here needs to read the file first. A store in
+    PostgreSQL that does not exist is refused before the open, which would make it.
     """
     if is_postgres_url(path):
+        require_postgres_store(path)
         return memcommit.open(path)
     require_file(path)
     return memcommit.open(path)
+
+
+def postgres_store_exists(url: str) -> bool:
+    """Whether the store the ``postgresql://`` `url` names exists, asked without making it.
+
+    A writer's open (``memcommit.open(url)``) makes the store, and memcommit's tables, when
+    they are not there; a reader's refuses a schema that needs migrations, whether or not the
+    store is in it. This looks for the store's row as the engine does (in the ``stores``
+    table of the URL's schema, see :mod:`memcommit.postgres.schema`), reading nothing else.
+
+    Raises:
+        ServerUnavailable: The database cannot be asked (the message names it).
+    """
+    require("postgres")
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from memcommit.postgres import schema
+
+    target = parse(url)
+    stores = f"{schema.quoted(target.schema)}.stores"
+    try:
+        options: dict[str, Any] = {"prepare_threshold": None}
+        if "connect_timeout" not in conninfo_to_dict(target.conninfo):  # the URL's own wins
+            options["connect_timeout"] = 10
+        with psycopg.connect(target.conninfo, **options) as conn:
+            made = conn.execute("SELECT to_regclass(%s)", (stores,)).fetchone()
+            if made is None or made[0] is None:  # no tables yet: no store either
+                return False
+            row = conn.execute(
+                f"SELECT 1 FROM {stores} WHERE name = %s", (target.store,)
+            ).fetchone()
+            return row is not None
+    except psycopg.Error as e:
+        raise ServerUnavailable(
+            f"{target.shown}: the PostgreSQL server cannot be used "
+            f"({str(e).strip() or type(e).__name__}); check that it is running, that the host, "
+            "port, user and database in the URL are right, and that this host may connect",
+            url=target.shown,
+            code="unavailable",
+        ) from None
+
+
+def require_postgres_store(url: str) -> None:
+    """Refuse a store in PostgreSQL that does not exist, as :func:`require_file` a missing file.
+
+    For a command that writes to a store it does not make (``seal``, ``compact``): a writer's
+    open would make a new, empty store of a mistyped name.
+    """
+    if not postgres_store_exists(url):
+        target = parse(url)
+        raise CommandError(
+            f"{target.shown}: no such store {target.store!r} (schema {target.schema}); check "
+            "the URL's store= and schema= (memcommit import URL FILE makes a store)"
+        )
 
 
 def check_out_file(out: str, option: str, store: str) -> None:

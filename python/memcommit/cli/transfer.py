@@ -31,6 +31,7 @@ from memcommit.cli._common import (
     not_a_log,
     open_read_only,
     positive_count,
+    postgres_store_exists,
     require_file,
     writing_error,
 )
@@ -45,6 +46,8 @@ from memcommit.cli.export_format import (
 )
 from memcommit.engine import LocalEngine
 from memcommit.errors import CommandError, MemcommitError
+from memcommit.files import replaced_but_not_synced, sync_directory, temp_of_this_process
+from memcommit.postgres.dsn import is_postgres_url
 from memcommit.postgres.engine import PostgresEngine
 from memcommit.progress import Progress
 
@@ -148,8 +151,11 @@ def _run_export(args: argparse.Namespace) -> int:
                     f"writing {path}'s records to standard output: {error.strerror or error}"
                 ) from error
             return EXIT_OK
-        # Write beside the target and rename at the end, so FILE is never half written.
-        partial = f"{target}.partial"
+        # Write beside the target (a temp file of this process), fsync, rename at the end so
+        # FILE is never half written, and fsync the directory so the rename survives a power
+        # loss: what memcommit.files.replace_durably does, streamed.
+        partial = temp_of_this_process(target)
+        replaced = False
         try:
             with (
                 open(partial, "wb") as out_file,
@@ -159,9 +165,14 @@ def _run_export(args: argparse.Namespace) -> int:
                 out_file.flush()
                 os.fsync(out_file.fileno())
             os.replace(partial, target)
+            replaced = True
+            sync_directory(target)
         except BaseException as error:
-            with contextlib.suppress(OSError):
-                os.remove(partial)
+            if not replaced:
+                with contextlib.suppress(OSError):
+                    os.remove(partial)
+            if isinstance(error, OSError) and replaced:
+                raise CommandError(replaced_but_not_synced(target, error)) from error
             if isinstance(error, OSError) and error.filename in (None, partial, target):
                 # Name the file the user asked for, not the temp file beside it.
                 raise writing_error(target, error) from error
@@ -205,7 +216,7 @@ class _Import:
         The purged ids it lists are kept in :attr:`purged`; they come before the records.
         """
         try:
-            parsed = parse_line(raw, number)
+            parsed = parse_line(raw, number, roles=True)
         except BadLine as error:
             raise self.fail(number, str(error)) from None
         if isinstance(parsed, Purged):
@@ -454,7 +465,7 @@ def _mark_purged(store: memcommit.MemoryStore, ids: list[str], source: str) -> C
     return lambda: engine.set_import_entry(None)
 
 
-def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[bytes]:
+def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress, first: int = 0) -> IO[bytes]:
     """Read the whole file before anything is written; returns it to read again from the start.
 
     For a store in PostgreSQL, whose commits check every put's sources: after log compaction
@@ -462,7 +473,8 @@ def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[byte
     batch, so the import trusts sources (as a log file's import does) once this check has
     found that each one is put somewhere in the file, or listed as purged. A line that
     cannot be imported is refused here too. A source that cannot be read twice (a pipe) is
-    copied to a temporary file as it is read.
+    copied to a temporary file as it is read. The first `first` records are left in
+    ``job.batch`` (the import's first batch, for a trial run).
     """
     start = source.tell() if source.seekable() else None
     copy = None if start is not None else tempfile.TemporaryFile()
@@ -474,6 +486,8 @@ def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[byte
             if copy is not None:
                 copy.write(raw)
             change = job.read(raw, number)
+            if change is not None and len(job.batch) < first:
+                job.batch.append(change)
             if change is None or change.op != "put":
                 continue
             for name in change.sources:
@@ -498,6 +512,33 @@ def _check_whole_file(job: _Import, source: IO[bytes], bar: Progress) -> IO[byte
         return source
     copy.seek(0)
     return copy
+
+
+def _check_before_opening(
+    url: str, source: str, given: IO[bytes], size: int, batch_size: int
+) -> IO[bytes]:
+    """Check an import into the store in PostgreSQL at `url` before the store is opened.
+
+    The whole file is read first (:func:`_check_whole_file`): a bad line is refused before
+    anything is made or written. Opening a store that does not exist makes it, so for such a
+    store the first batch is also committed to a store in memory first: a line the store
+    refuses (a status change of a memory never put, say) is refused before the store is made,
+    and the store is made only for an import that then commits its first batch. Returns the
+    file to read again from the start (a temporary copy of a pipe: the caller closes it).
+    """
+    first = 0 if postgres_store_exists(url) else batch_size
+    with memcommit.open(":memory:", max_record_bytes=MAX_RECORD_BYTES) as trial:
+        # Sources trusted and no purged ids kept, as the import into the database will be.
+        job = _Import(store=trial, source=source, trust=True, marked=True)
+        with Progress(size, "check", unit="bytes") as bar:
+            lines = _check_whole_file(job, given, bar, first)
+        try:
+            job.flush()
+        except BaseException:
+            if lines is not given:
+                lines.close()
+            raise
+    return lines
 
 
 def _undo(job: _Import, path: str, existed: set[str], was_empty: bool) -> None:
@@ -567,9 +608,11 @@ def _run_import(args: argparse.Namespace) -> int:
     nothing is left at PATH. The store assigns new LSNs and timestamps (a memory's created_at
     is the time of its import). The ids the file lists as purged by log compaction are kept in
     the new store's compaction manifest (an entry marked imported_from), so sources naming them
-    are deliberate there too. An import into PostgreSQL reads the whole file first: a bad line,
-    or a source the file neither puts nor lists as purged, is refused before anything is
-    written.
+    are deliberate there too. An entity line must be one its role can read back: a key of a
+    known kind, a state with the fields that role reads. An import into PostgreSQL reads the
+    whole file first: a bad line, or a source the file neither puts nor lists as purged, is
+    refused before anything is written, and a store that does not exist is made only for an
+    import whose first batch it takes (tried on a store in memory first).
     """
     path: str = args.path
     source: str = args.file
@@ -578,6 +621,11 @@ def _run_import(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as closing:
         given, size = _open_source(source, closing)
         lines = given
+        if is_postgres_url(path):
+            # Before the open, which makes the store if it does not exist.
+            lines = _check_before_opening(path, source, given, size, batch_size)
+            if lines is not given:  # its copy in a temporary file
+                closing.enter_context(lines)
         existed = {name for name in (path, lock_path(path)) if os.path.lexists(name)}
         was_empty = _was_empty(path)
         store = closing.enter_context(memcommit.open(path, max_record_bytes=MAX_RECORD_BYTES))
@@ -588,15 +636,10 @@ def _run_import(args: argparse.Namespace) -> int:
         # A log file's import trusts its records' sources (`verify` checks them afterwards):
         # the records come in their log's order, which log compaction may have changed, so a
         # memory's last put (the one exported) can follow the puts naming it. A store in
-        # PostgreSQL trusts them once the whole file was read and each was found in it.
-        job = _Import(store=store, source=source, trust=isinstance(store.engine, LocalEngine))
+        # PostgreSQL trusts them once the whole file was read and each was found in it
+        # (_check_before_opening).
+        job = _Import(store=store, source=source, trust=True)
         try:
-            if isinstance(store.engine, PostgresEngine):
-                with Progress(size, "check", unit="bytes") as bar:
-                    lines = _check_whole_file(job, given, bar)
-                if lines is not given:  # its copy in a temporary file
-                    closing.enter_context(lines)
-                job.trust = True
             with Progress(size, "import", unit="bytes") as bar:
                 for number, raw in enumerate(lines, start=1):
                     bar.update(len(raw))

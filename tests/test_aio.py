@@ -69,9 +69,15 @@ def test_the_facade_covers_every_public_member_of_a_store(tmp_path: Path) -> Non
                     inspect.signature(sync).parameters
                 ), name
             if not (inspect.iscoroutinefunction(facade) or inspect.isasyncgenfunction(facade)):
-                # Not awaited itself: it must give an async context manager (commit).
                 made = getattr(astore, name)()
-                assert hasattr(made, "__aenter__") and hasattr(made, "__aexit__"), name
+                if name == "records":
+                    # It checks its arguments at the call, as the store's does, then gives an
+                    # async iterator (an async generator's, which reads nothing until iterated).
+                    assert inspect.isasyncgen(made), name
+                    await made.aclose()
+                else:
+                    # Not awaited itself: it must give an async context manager (commit).
+                    assert hasattr(made, "__aenter__") and hasattr(made, "__aexit__"), name
         # The roles (instance attributes, declared on the class) and the container protocol.
         assert set(MemoryStore.__annotations__) <= set(AsyncMemoryStore.__annotations__)
         for role in MemoryStore.__annotations__:
@@ -128,6 +134,27 @@ def test_reads_writes_commits_and_roles(tmp_path: Path) -> None:
             assert await astore.locks.acquire("job", "b", 1_000)
             with pytest.raises(memcommit.RunNotFoundError):
                 await astore.steps.start("no-such-run", "1", name="n")
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "after", [-1, 2**64, True, "1", None], ids=["negative", "too-big", "bool", "str", "none"]
+)
+def test_records_checks_after_at_the_call_as_the_store_does(tmp_path: Path, after: object) -> None:
+    """``astore.records(after=-1)`` raised only once the iteration began; the store's
+    ``records(after=-1)`` raises at the call: the same error, at the same point."""
+    store = memcommit.open(tmp_path / "after.db")
+    store.put("one memory")
+    with pytest.raises((TypeError, ValueError)) as sync:
+        store.records(after=after)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        async with AsyncMemoryStore(store) as astore:
+            with pytest.raises(type(sync.value)) as raised:
+                astore.records(after=after)  # type: ignore[arg-type]
+            assert str(raised.value) == str(sync.value)
+            assert [r.lsn async for r in astore.records(after=0)] == [1]
 
     run(main())
 

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -118,6 +119,30 @@ def test_info_of_missing_file_fails_naming_it(
     assert not missing.exists()
 
 
+def test_info_of_a_store_in_postgresql_names_its_url_not_a_path(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed ``path: None``: a store in PostgreSQL has no path, its URL (with the password
+    masked), store and schema say where it is."""
+    parts = urllib.parse.urlsplit(pg_url)
+    password = parts.password
+    if password is None:  # the throwaway server asks for none: give one all the same
+        password = "not-shown"
+        netloc = parts.netloc.replace("@", f":{password}@", 1)
+        pg_url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    with memcommit.open(pg_url) as store:
+        store.put("one memory")
+    assert main(["info", pg_url]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and password not in out
+    lines = _fields(out)
+    assert "path" not in lines
+    assert lines["url"].startswith(f"{parts.scheme}://{parts.username}:***@{parts.hostname}")
+    assert out.splitlines()[0].startswith("url: ")  # where a file's path would be
+    assert lines["store"] == urllib.parse.parse_qs(parts.query)["store"][0]
+    assert lines["memories"] == "1"
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -152,6 +177,24 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "--agents" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["info", "a.db", "b.db"], ["verify", "a.db", "--json"], ["bench", "compact", "a.db", "b.db"]],
+    ids=["info", "verify", "bench-compact"],
+)
+def test_an_extra_argument_is_refused_with_its_commands_usage(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """``memcommit info a b`` printed the top-level usage (memcommit [-h] [--version] COMMAND)
+    for an argument that ``info`` refused: the usage and the pointer are the command's."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    command = " ".join(arg for arg in argv if not arg.endswith(".db") and arg != "--json")
+    assert err.startswith(f"usage: memcommit {command} ")
+    assert f"unrecognized arguments: {argv[-1]} (see memcommit {command} --help)" in err
+    assert "COMMAND" not in err and "Traceback" not in err
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -314,6 +357,23 @@ def test_import_bad_tier_names_the_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert "attic" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [(["import", "copy.db", "DIR"], "an import file"), (["verify", "DIR"], "a store file")],
+    ids=["import", "verify"],
+)
+def test_a_directory_is_refused_with_the_right_article(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], what: str
+) -> None:
+    """It said "is a directory, not a import file"."""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    command, *paths = argv
+    given = [str(directory) if arg == "DIR" else str(tmp_path / arg) for arg in paths]
+    assert main([command, *given]) == 1
+    assert f"{directory}: is a directory, not {what}\n" in capsys.readouterr().err
+
+
 def test_import_missing_file_fails_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -446,6 +506,29 @@ def test_repair_refuses_while_a_writer_holds_the_log(
         assert "open for writing" in err
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://someone:not-shown@127.0.0.1:1/db?store=team-a",
+        "postgres://127.0.0.1:1/db",
+        "postgresql://someone:not-shown@127.0.0.1:1/db?store=",  # not even a store's URL
+    ],
+    ids=["url", "postgres-scheme", "bad-store-name"],
+)
+def test_repair_of_a_store_in_postgresql_says_it_repairs_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """It said "no such store file", as for a mistyped path: a store in PostgreSQL has no
+    torn tail to cut. Refused before anything connects, naming no password."""
+    monkeypatch.chdir(tmp_path)  # nothing is made, under any name
+    assert main(["repair", url, "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "repair applies to store files only" in err
+    assert "no torn tail to cut" in err
+    assert "no such" not in err and "not-shown" not in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_info_on_a_damaged_log_points_to_repair(
     damaged: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -473,6 +556,32 @@ def test_seal_prints_an_anchor_that_verify_checks(
     assert main(["info", str(path)]) == 0
     info = _fields(capsys.readouterr().out)
     assert info["seals"] == "1" and info["last_seal"] == f"LSN {anchor.lsn} {anchor.hash}"
+
+
+def test_verifys_progress_ends_at_its_total(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bar ended at 31,554,350/31,554,414 bytes: its total counted the log's 64-byte
+    header, which verify does not read as it checks (nor report in bytes_checked)."""
+    import memcommit.cli.seal as seal_cli
+
+    bars: list[Progress] = []
+
+    class Recorded(Progress):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(seal_cli, "Progress", Recorded)
+    path, _ = _sample(tmp_path)
+    with memcommit.open(str(path)) as store:
+        for n in range(200):
+            store.put(f"memory {n} " + "x" * 2_000)
+    assert main(["verify", str(path)]) == 0
+    out = _fields(capsys.readouterr().out)
+    (bar,) = bars
+    assert bar.total > 0 and bar.count == bar.total
+    assert bar.total == int(out["bytes_checked"])
 
 
 def test_verify_with_key_file_and_a_wrong_key_exits_1(
@@ -936,3 +1045,19 @@ def test_serve_on_an_address_it_cannot_bind_is_one_line_and_leaves_nothing(
     assert len(lines) == 1, lines  # the error, before any warning about TLS
     assert lines[0].startswith(f"memcommit serve: error: {host}:0: {problem}"), lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["token"]
+
+
+def test_bench_compact_refuses_a_file_given_as_dir_as_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dir memory.db`` (a file) said "no such directory"; it is there, and not one."""
+    path, _ = _sample(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    assert main(["bench", "compact", str(path), "--dir", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: not a directory" in err
+    assert "no such" not in err
+    assert sorted(tmp_path.iterdir()) == before
+    missing = tmp_path / "nowhere"
+    assert main(["bench", "compact", str(path), "--dir", str(missing)]) == 1
+    assert f"{missing}: no such directory" in capsys.readouterr().err

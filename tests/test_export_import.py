@@ -239,6 +239,36 @@ def test_a_refused_import_leaves_nothing_behind(
     assert sorted(tmp_path.iterdir()) == [dump]
 
 
+@pytest.mark.parametrize(
+    ("lines", "bad"),
+    [
+        ([{}, {}, {"tier": "nope"}], 3),
+        # A status line ends the first run of puts: the bad put is the second of the next.
+        ([{}, "stale", {}, {"tier": "nope"}, {}], 4),
+    ],
+    ids=["first-run", "a-later-run"],
+)
+def test_a_put_the_store_refuses_is_named_by_its_line_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: list[Any], bad: int
+) -> None:
+    """It said ``line 3: rows[1]: tier: ...``: the index of the put in the batch the import
+    hands the store, which means nothing in the file. The line says where it is."""
+    records = []
+    for n, line in enumerate(lines):
+        if line == "stale":
+            records.append({"op": "status", "key": "m0", "fields": {"status": "stale"}})
+        else:
+            records.append({"op": "put", "key": f"m{n}", "fields": {"text": f"memory {n}", **line}})
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["import", str(tmp_path / "copy.db"), str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f'{dump}, line {bad}: tier: "nope" is not a tier; use one of working,' in err
+    assert "rows[" not in err
+    assert "nothing was imported" in err
+    assert sorted(tmp_path.iterdir()) == [dump]
+
+
 _RUN_KEY = 'run\x00["r1"]'
 
 

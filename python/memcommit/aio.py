@@ -37,7 +37,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ._native import Record
-from .commit import Commit
+from .commit import Commit, check_u64
 from .engine import MEMORY, Engine
 from .errors import InvalidType, InvalidValue, StoreClosed
 from .roles.roleset import ROLE_NAMES
@@ -260,8 +260,18 @@ class AsyncMemoryStore:
     wait_for_vector_index = _forwarded(MemoryStore.wait_for_vector_index, writes=False)
     history = _forwarded(MemoryStore.history, writes=False)
 
-    async def records(self, after: int = 0) -> AsyncIterator[Record]:
-        """Iterate over every record with an LSN above `after` (read in chunks off the loop)."""
+    def records(self, after: int = 0) -> AsyncIterator[Record]:
+        """Iterate over every record with an LSN above `after` (read in chunks off the loop).
+
+        `after` is checked at the call, as the store's ``records`` checks it.
+
+        Raises:
+            TypeError: `after` is not an int.
+            ValueError: `after` is not an LSN (negative, or above 2**64 - 1).
+        """
+        return self._records(check_u64(after, "after"))
+
+    async def _records(self, after: int) -> AsyncIterator[Record]:
         iterator = await self._read(lambda: self.store.records(after))
 
         def chunk() -> list[Record]:

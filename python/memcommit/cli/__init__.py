@@ -33,7 +33,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import memcommit
@@ -71,6 +71,23 @@ class _Parser(argparse.ArgumentParser):
         return super()._parse_optional(arg_string)
 
 
+class _CommandParser(_Parser):
+    """A subcommand's parser: it refuses arguments it does not know itself.
+
+    argparse hands a subcommand's unknown arguments back to the parser above it, which
+    refuses them with its own usage (``memcommit [-h] [--version] COMMAND ...``); refused
+    here, the error shows the usage of the command they were given to.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser for every subcommand.
 
@@ -83,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="memcommit: an embedded, log-structured memory database for AI agents.",
     )
     parser.add_argument("--version", action="version", version=_version())
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     # In the order --help lists them.
     info.add_commands(commands)
     transfer.add_commands(commands)

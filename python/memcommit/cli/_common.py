@@ -102,7 +102,8 @@ def require_file(path: str, what: str = "store") -> None:
     (other inputs, such as an import's file, may be a pipe).
     """
     if os.path.isdir(path):
-        raise CommandError(f"{path}: is a directory, not a {what} file")
+        article = "an" if what[:1] in ("a", "e", "i", "o", "u") else "a"
+        raise CommandError(f"{path}: is a directory, not {article} {what} file")
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such {what} file")
     if what in ("store", "log") and not stat.S_ISREG(os.stat(path).st_mode):

@@ -170,6 +170,10 @@ def _scratch(path: str, parent: str | None) -> Iterator[str]:
     """A new directory for the copy of `path`, removed afterwards."""
     where = parent if parent is not None else os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(where):
+        if os.path.exists(where):
+            raise CommandError(
+                f"{where}: not a directory; give --dir the directory to put the copy of {path} in"
+            )
         raise CommandError(f"{where}: no such directory for the copy")
     try:
         scratch = tempfile.mkdtemp(prefix=".memcommit-bench-", dir=where)

@@ -9,6 +9,9 @@ from memcommit.cli._common import EXIT_OK, Subcommands, add_store_command, open_
 
 _INFO_ORDER = (
     "path",
+    "url",
+    "store",
+    "schema",
     "records",
     "lsn",
     "bytes",
@@ -45,6 +48,10 @@ def _run_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
+    if info.get("path") is None:
+        # A store in PostgreSQL has no file: its url (without the password), store and schema
+        # say where it is.
+        info.pop("path", None)
     ordered = [key for key in _INFO_ORDER if key in info]
     ordered += sorted(key for key in info if key not in _INFO_ORDER)
     for key in ordered:

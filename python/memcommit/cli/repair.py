@@ -9,6 +9,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from typing import NoReturn
 
 import memcommit
 from memcommit import _native
@@ -25,6 +26,7 @@ from memcommit.cli._common import (
 )
 from memcommit.errors import CommandError
 from memcommit.files import WriterHolds, holding_writer_locks
+from memcommit.postgres.dsn import is_postgres_url, parse
 
 
 def add_commands(commands: Subcommands) -> None:
@@ -113,6 +115,20 @@ def _all_zeros(path: str, start: int, end: int) -> bool:
     return True
 
 
+def _refuse_a_database(url: str) -> NoReturn:
+    """Refuse the store in PostgreSQL at `url`, named without its password: no tail to cut."""
+    try:
+        target = parse(url)
+        where = f"{target.shown} (store {target.store!r})"
+    except ValueError:  # not a store's URL either: name it without echoing a password
+        where = "a postgresql:// URL"
+    raise CommandError(
+        f"{where}: repair applies to store files only; a store in PostgreSQL has no torn tail "
+        "to cut (each commit is one transaction, there whole or not at all): check it with "
+        "'memcommit verify URL'"
+    )
+
+
 def _run_repair(args: argparse.Namespace) -> int:
     """Check a log and cut a damaged tail, keeping a backup.
 
@@ -122,6 +138,8 @@ def _run_repair(args: argparse.Namespace) -> int:
     time> and cut the log after its last good commit.
     """
     path: str = args.path
+    if is_postgres_url(path):
+        _refuse_a_database(path)
     require_file(path)
     # The writer lock first: a live writer's tail is a commit in flight or the zeros it
     # wrote ahead, never damage to report or cut. Held until the backup is made, so no

@@ -20,6 +20,10 @@ from memcommit.errors import CommandError
 from memcommit.postgres.dsn import is_postgres_url
 from memcommit.progress import Progress
 
+# A log's header, the first bytes of its file and of a store's bytes in PostgreSQL (the format's
+# HEADER_LEN, docs/format.md): counted in info()'s bytes, but not in verify's progress.
+_LOG_HEADER_BYTES = 64
+
 
 def add_commands(commands: Subcommands) -> None:
     """Add ``seal`` and ``verify`` to the command line's subcommands."""
@@ -91,7 +95,9 @@ def _run_verify(args: argparse.Namespace) -> int:
             _native.check_log_seals(path, key)
         raise
     with opened as store:
-        total = as_int(store.info()["bytes"], "bytes")
+        # What verify reads and reports as done: the records, after the header (checked when
+        # the store was opened), so that the bar's last count is its total.
+        total = max(as_int(store.info()["bytes"], "bytes") - _LOG_HEADER_BYTES, 0)
         with Progress(total, "verify", unit="bytes") as bar:
             report = memcommit.verify(store, key=key, anchors=anchors, progress=progress_to(bar))
     print(f"ok: {path}")

@@ -303,8 +303,9 @@ class _Import:
             line = current or self._line_for(error)
             raise self.fail(line or changes[-1].line, f"refused: {error}") from error
         except (ValueError, TypeError) as error:
-            line = rows.line_of(error) or current or changes[-1].line
-            raise self.fail(line, str(error)) from error
+            row_line, problem = rows.locate(error)
+            line = row_line or current or changes[-1].line
+            raise self.fail(line, problem) from error
         self.commits += 1
 
     def _state(self, key: str, pending: dict[str, _MemoryState]) -> _MemoryState | None:
@@ -364,6 +365,11 @@ class _Import:
         return 0
 
 
+# How a ``put_rows`` error names the row it refused: ``rows[3]: tier: ...`` (or ``rows[3]
+# must be ...``).
+_ROW = re.compile(r"rows\[(\d+)\](: )?")
+
+
 @dataclass
 class _Rows:
     """A run of an import's puts, waiting to go to the commit as rows (``put_rows``)."""
@@ -396,14 +402,23 @@ class _Rows:
             rows, self.rows = self.rows, []
             commit.put_rows(rows)
 
-    def line_of(self, error: Exception) -> int:
-        """The line of the row a ``put_rows`` error names (``rows[3]: ...``), if any."""
-        found = re.match(r"rows\[(\d+)\]", str(error))
+    def locate(self, error: Exception) -> tuple[int, str]:
+        """The line of the row a ``put_rows`` error names (``rows[3]: ...``), and the problem.
+
+        The problem is the error's message without the row's index, which is its place in
+        the run of puts, not in the file (the line says where it is). Without a row of the
+        last run named: 0 and the message as it is.
+        """
+        message = str(error)
+        found = _ROW.match(message)
         if not found or not self.sent:
-            return 0
+            return 0, message
         lines = self.sent[-1]
         index = int(found.group(1))
-        return lines[index] if index < len(lines) else 0
+        if index >= len(lines):
+            return 0, message
+        rest = message[found.end() :]
+        return lines[index], rest if found.group(2) else f"the put{rest}"
 
 
 def _set_status(commit: memcommit.Commit, key: str, status: str, reason: str | None) -> None:

@@ -1,16 +1,20 @@
 """Writer process for the kill -9 test (tests/test_crash.py); not a test module itself.
 
-Usage: ``python tests/crash_child.py PATH SEED``
+Usage: ``python tests/crash_child.py PATH SEED [DURABILITY]``
 
-Opens the store at PATH with the default durability ("commit"), then commits a seeded
-random mix of work until it is killed. Everything it says goes to stdout, one line at a
-time, each line flushed before the next step, so the parent knows exactly what was
-acknowledged when the SIGKILL landed:
+Opens the store at PATH with DURABILITY ("commit", the default, "batch" or "none"), then
+commits a seeded random mix of work until it is killed. Everything it says goes to stdout,
+one line at a time, each line flushed before the next step, so the parent knows exactly
+what was acknowledged when the SIGKILL landed:
 
     O                  about to call memcommit.open (the kill may land inside recovery)
     R <lsn> <n> <cut>  open returned: head LSN, number of memories, torn-tail bytes it cut
     B <json ops>       intent: the records the next commit will append, in order
-    A <lsn>            that commit returned (fsynced): the LSN of its last record
+    A <lsn>            that commit returned (under "commit" fsynced; under "batch" and
+                       "none" written to the OS): the LSN of its last record
+
+Under "commit" the workload comes from ``random.Random(SEED)``; under the other modes from
+``random.Random(f"{DURABILITY} {SEED}")``, so that the modes do not all replay one workload.
 
 Each op in a B line is one record: ["put", id, digest, tier], ["status", id, status] or
 ["move", id, tier]. ``digest`` is :func:`content_digest` of the put's kind, text, data
@@ -26,6 +30,7 @@ import sys
 from typing import Any
 
 TIERS = ("working", "mid", "long", "archive")
+DURABILITIES = ("commit", "batch", "none")
 KINDS = ("note", "fact", "trace", "episode")
 
 
@@ -38,6 +43,23 @@ def content_digest(kind: str, text: str, data: Any, tags: Any) -> str:
 def _say(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def every_kind_of_commit(store: Any) -> None:
+    """A few commits of every kind the child makes (for test_crash's fsync tests)."""
+    a = store.put("first")
+    store.put("replaced", id=a)
+    with store.commit() as c:
+        ids = c.put_many([f"many {i}" for i in range(8)], tier="mid")
+        c.stale(ids[0], reason="superseded")
+        c.move(ids[1], "long")
+    store.restore(ids[0])
+    store.move(a, "archive")
+    # Large commits take the other write paths: over 256 KiB a commit extends the file
+    # itself (no zeros written ahead), over 1 MiB it is written in chunks as it is built.
+    for n in (4, 24):
+        with store.commit() as c:
+            c.put_many(["bulk " * 20_000 + str(i) for i in range(n)], kind="trace")
 
 
 class Child:
@@ -234,14 +256,24 @@ class Child:
         self.apply(ops)
 
 
+def workload_rng(seed: int, durability: str) -> random.Random:
+    """The child's random source (under "commit", ``random.Random(seed)`` as always)."""
+    if durability == "commit":
+        return random.Random(seed)
+    return random.Random(f"{durability} {seed}")
+
+
 def main() -> None:
     path, seed = sys.argv[1], int(sys.argv[2])
+    durability = sys.argv[3] if len(sys.argv) > 3 else "commit"
+    if durability not in DURABILITIES:
+        raise SystemExit(f"crash_child: durability {durability!r} is not one of {DURABILITIES}")
     import memcommit
 
     _say("O")
-    store = memcommit.open(path)
+    store = memcommit.open(path, durability=durability)
     _say(f"R {store.lsn} {len(store)} {store.recovered_bytes}")
-    child = Child(store, random.Random(seed), seed)
+    child = Child(store, workload_rng(seed, durability), seed)
     while True:
         child.step()
 

@@ -1,9 +1,9 @@
 """Kill -9 loop (storage-reliability plan, test T1): no acknowledged commit is ever lost.
 
-A child process (``tests/crash_child.py``) opens one store file with the default
-durability ("commit") and commits a seeded random mix of work: single puts, replacing
-puts, stale/restore/move, multi-record commits mixing put/stale/move, and commits of
-several puts. Before each commit it announces the records it is about to append, and
+A child process (``tests/crash_child.py``) opens one store file with a given durability
+(see below) and commits a seeded random mix of work: single puts, replacing puts,
+stale/restore/move, multi-record commits mixing put/stale/move, and commits of several
+puts. Before each commit it announces the records it is about to append, and
 after the commit returns it reports the acknowledged LSN, both on a pipe. The parent
 sends SIGKILL at a random moment (sometimes before or during open and recovery), reads
 every line that got through, reopens the store and checks that
@@ -26,7 +26,17 @@ must cut exactly those bytes (checked), and half the time the kill aims at that 
 This is a process crash, not a power loss: data the kernel accepted survives the kill
 (power loss would need a fault-injecting file system, plan T3).
 
-Iterations come from ``MEMCOMMIT_KILLS`` (default 50, for CI). The release setting:
+The loop runs once per durability mode, each on its own file: ``test_kill9_loop`` under
+"commit" (the default), ``test_kill9_loop_unsynced`` under "batch" and "none", whose
+commits return once written to the OS, before any fsync. README's durability table
+promises the same for all three in its kill -9 column ("nothing acknowledged" lost), so
+every check is the same in every mode (see ``kill9_loop``). What the modes differ in, what
+a power loss can take, is out of reach here. ``test_none_fsyncs_only_at_close_*`` check the
+other half of the "none" row: no fsync before close().
+
+Iterations come from ``MEMCOMMIT_KILLS`` (default 50, for CI) for "commit", and a third of
+that (default 16) each for "batch" and "none". The release setting (10000 kills under
+"commit", 3333 under each of the other two):
 
     MEMCOMMIT_KILLS=10000 pytest tests/test_crash.py
 
@@ -39,6 +49,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,10 +64,12 @@ import pytest
 import memcommit
 
 sys.path.insert(0, str(Path(__file__).parent))
-from crash_child import content_digest
+from crash_child import content_digest, every_kind_of_commit
 
 CHILD = Path(__file__).with_name("crash_child.py")
 KILLS = int(os.environ.get("MEMCOMMIT_KILLS", "50"))
+# "batch" and "none" each run a third as many kills (CI: 16 each, so about half as long again).
+UNSYNCED_KILLS = max(1, KILLS // 3)
 SEED = int(os.environ.get("MEMCOMMIT_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 # A long run starts a fresh file once the log holds this many records or bytes, so that
 # one iteration's check and the child's replay stay bounded.
@@ -102,14 +116,14 @@ def parse(out: bytes) -> ChildReport:
 
 
 def run_child(
-    path: Path, seed: int, rng: random.Random, aim_at_open: bool = False
+    path: Path, seed: int, rng: random.Random, aim_at_open: bool = False, durability: str = "commit"
 ) -> tuple[ChildReport, str, str]:
     """Start the child, SIGKILL it at a random moment, return what it acknowledged.
 
     With ``aim_at_open`` (a torn tail is waiting to be cut) half the kills aim at the open.
     """
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), str(path), str(seed)],
+        [sys.executable, str(CHILD), str(path), str(seed), durability],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -304,7 +318,26 @@ def tear_a_commit(path: Path, rng: random.Random) -> int:
 
 
 def test_kill9_loop(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
+    kill9_loop(tmp_path, "commit", KILLS)
+
+
+@pytest.mark.parametrize("durability", ["batch", "none"])
+def test_kill9_loop_unsynced(tmp_path: Path, durability: str) -> None:
+    """The same loop when commits return before any fsync (README: kill -9 loses nothing)."""
+    kill9_loop(tmp_path, durability, UNSYNCED_KILLS)
+
+
+def kill9_loop(tmp_path: Path, durability: str, kills: int) -> None:
+    """Kill the child `kills` times, checking the store after each kill (module docstring).
+
+    The checks hold alike in every mode. A SIGKILL leaves the kernel's page cache, so the
+    next open reads what the child wrote whether or not it had been fsynced; the zeros a
+    writer writes ahead of its commits (``recovered_bytes`` after a kill) are written in
+    every mode; and what an open cuts depends on the file, not on the mode it is opened in.
+    """
+    # "commit" keeps the seeds it has always had; the other modes get kill timings of their
+    # own (and the child mixes the mode into its workload's seed).
+    rng = random.Random(SEED if durability == "commit" else f"{durability} {SEED}")
     path = tmp_path / "crash.db"
     oracle = Oracle()
     hows: dict[str, int] = {}
@@ -315,7 +348,7 @@ def test_kill9_loop(tmp_path: Path) -> None:
     # Bytes the next open must cut from the tail: known after a tear_a_commit, None when a
     # kill may have torn a write (then any amount is fine).
     torn: int | None = 0
-    for it in range(KILLS):
+    for it in range(kills):
         if len(oracle.log) > ROTATE_RECORDS or (
             path.exists() and path.stat().st_size > ROTATE_BYTES
         ):
@@ -324,9 +357,12 @@ def test_kill9_loop(tmp_path: Path) -> None:
             oracle = Oracle()
             torn = 0
         seed = SEED * 100_000 + it
-        rep, how, _err = run_child(path, seed, rng, aim_at_open=bool(torn))
+        rep, how, _err = run_child(path, seed, rng, aim_at_open=bool(torn), durability=durability)
         hows[how] = hows.get(how, 0) + 1
-        ctx = f"iteration {it} (MEMCOMMIT_CRASH_SEED={SEED}, child seed {seed}, kill {how})"
+        ctx = (
+            f"iteration {it} (durability {durability}, MEMCOMMIT_CRASH_SEED={SEED}, "
+            f"child seed {seed}, kill {how})"
+        )
         if not path.exists():
             # Killed before the child created the file: nothing can have been acknowledged.
             assert not rep.commits and rep.ready_lsn is None, ctx
@@ -365,11 +401,12 @@ def test_kill9_loop(tmp_path: Path) -> None:
     # A final writer open recovers whatever the last kill left and loses nothing checked.
     with memcommit.open(str(path)) as store:
         assert store.lsn == len(oracle.log)
-        check(store, oracle, ChildReport(), "final check", full=True)
+        check(store, oracle, ChildReport(), f"final check ({durability})", full=True)
         if torn is not None:
             assert store.recovered_bytes == torn
     print(
-        f"\nkill -9 loop: {KILLS} kills (seed {SEED}), {oracle.acked} acknowledged commits "
+        f"\nkill -9 loop ({durability}): {kills} kills (seed {SEED}), {oracle.acked} "
+        f"acknowledged commits "
         f"in the last file, {len(oracle.log)} records, kills by phase {hows}, "
         f"writer opens that cut a torn tail: {sum(1 for t in truncated if t)} of "
         f"{len(truncated)}, bytes cut max {max(truncated, default=0)}, child opens that cut "
@@ -420,3 +457,89 @@ def test_a_partial_header_is_refused_not_overwritten(tmp_path: Path, keep: int) 
     assert info.value.offset == 0
     assert str(cut) in str(info.value)
     assert cut.read_bytes() == header[:keep]
+
+
+def test_none_fsyncs_only_at_close_by_counter(tmp_path: Path) -> None:
+    """README, "none" row: "fsync only at close()" (flush() asks for one explicitly).
+
+    The store's own count of log fsyncs (``info()["fsyncs"]``) stays 0 through every kind of
+    commit, on a new log and on a reopened one; flush() moves it, so the count is live.
+    """
+    path = tmp_path / "none.db"
+    for reopen in (False, True):
+        with memcommit.open(str(path), durability="none") as store:
+            assert store.info()["durability"] == "none"
+            start = store.lsn
+            every_kind_of_commit(store)
+            assert store.lsn > start
+            assert store.info()["fsyncs"] == 0, f"reopen={reopen}: a commit fsynced"
+            store.flush()
+            assert store.info()["fsyncs"] == 1
+            store.put("after the flush")
+            assert store.info()["fsyncs"] == 1, f"reopen={reopen}: a commit fsynced"
+    with memcommit.open(str(path), read_only=True) as store:
+        assert [r.lsn for r in store.records()] == list(range(1, store.lsn + 1))
+
+
+NONE_SYSCALL_CHILD = """
+import os, sys
+import memcommit
+sys.path.insert(0, sys.argv[3])
+from crash_child import every_kind_of_commit
+
+def mark(name):
+    try:
+        os.close(os.open(sys.argv[2] + name, os.O_RDONLY))
+    except FileNotFoundError:
+        pass
+
+store = memcommit.open(sys.argv[1], durability="none")
+mark("-opened")
+every_kind_of_commit(store)
+n = store.info()["fsyncs"]
+mark("-closing")
+store.close()
+mark("-closed")
+print("fsyncs", n)
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "reopened"])
+def test_none_fsyncs_only_at_close_by_strace(tmp_path: Path, existing: bool) -> None:
+    """The same, seen from the kernel: no fsync or fdatasync from any thread of the process
+    (the Rust core's included) between the end of open() and close(), at least one in close().
+    """
+    path = tmp_path / "none.db"
+    if existing:
+        with memcommit.open(str(path)) as store:
+            every_kind_of_commit(store)
+    marker = str(tmp_path / "MARK")
+    trace = tmp_path / "strace.txt"
+    child = [sys.executable, "-c", NONE_SYSCALL_CHILD, str(path), marker, str(CHILD.parent)]
+    proc = subprocess.run(
+        ["strace", "-f", "-e", "trace=fsync,fdatasync,openat", "-o", str(trace), *child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != 0 and "ptrace" in proc.stderr and "fsyncs" not in proc.stdout:
+        pytest.skip(f"strace cannot trace here: {proc.stderr.strip()[:200]}")
+    assert proc.returncode == 0, proc.stderr
+    phase = "open"
+    syncs: dict[str, list[str]] = {"open": [], "commits": [], "close": []}
+    for line in trace.read_text().splitlines():
+        if marker + "-opened" in line:
+            phase = "commits"
+        elif marker + "-closing" in line:
+            phase = "close"
+        elif marker + "-closed" in line:
+            phase = "after"
+        elif re.search(r"\b(fsync|fdatasync)\(", line) and phase != "after":
+            syncs[phase].append(line)
+    assert phase == "after", "the markers are missing from the trace"
+    assert not syncs["commits"], "fsyncs between open() and close() under durability='none':\n" + (
+        "\n".join(syncs["commits"])
+    )
+    assert syncs["close"], "close() made no fsync at all: is the trace seeing them?"
+    assert proc.stdout.split() == ["fsyncs", "0"], proc.stdout  # the store's count agrees

@@ -214,3 +214,29 @@ def test_a_reader_on_a_mapped_index_file_goes_on_while_the_writer_replaces_it(
     with memcommit.open(path, read_only=True) as again:
         assert again.info()["index_file"] == "loaded"
         assert _view(again, ids) == want
+
+
+def test_damage_an_open_from_the_index_file_did_not_read_is_not_said_to_be_new(
+    tmp_path: Path,
+) -> None:
+    # An open from the index file checks only the log's newest records: damage older than the
+    # open surfaces at the first read of it, and the error must not claim the file was intact
+    # when the store opened.
+    path = tmp_path / "m.db"
+    with memcommit.open(path) as store:
+        ids = _grow(store, EVERY)
+    assert Path(f"{path}.index").exists()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"note 12345")
+    data[at + 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with memcommit.open(path) as store:
+        assert store.info()["index_file"] == "loaded"
+        try:
+            store.get(ids[12345])
+        except memcommit.CorruptLog as error:
+            message = str(error)
+        else:
+            raise AssertionError("a read of a damaged record succeeded")
+    assert "intact when the store opened" not in message, message
+    assert "index file" in message and "memcommit repair" in message, message

@@ -749,3 +749,49 @@ fn put_text(i: u64) -> Command {
         ..Default::default()
     })
 }
+
+/// A compaction whose directory fsync fails after its rename: the call fails naming the file,
+/// the store takes no more calls (a power loss may bring the old generation back, with none of
+/// the commits made since), and a reopen goes on from what the directory holds, losing
+/// nothing acknowledged, after a power loss too.
+#[test]
+fn a_failed_directory_fsync_after_a_compactions_rename_stops_the_store() {
+    let m = Mount::new();
+    let path = m.path();
+    // No index file (whose write would fsync the directory at close).
+    let no_index_file = Options { index_file_every: 0, ..options(Durability::Commit) };
+    let log = Log::open(&path, no_index_file.clone()).unwrap();
+    for i in 0..IDS {
+        log.commit(&[put_text(i)], None, T0).unwrap();
+    }
+    let want = payloads(&log);
+    // The hooks write no manifest here, so the compaction's one directory fsync is the one
+    // after its rename.
+    m.fail(Fault { op: Some(Op::SyncDir), nth: 0, errno: libc::EIO, persistent: true, short_write: false });
+    let Err(e) = log.compact(None, &Retention::default(), T0, &mut Quiet) else {
+        panic!("the compaction succeeded with its directory fsync failing")
+    };
+    assert!(e.to_string().contains("s.log") && e.to_string().contains("fsync the directory"), "{e}");
+    assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+    let later = log.commit(&[put_text(0)], None, T0).expect_err("a commit after the failed fsync");
+    let msg = later.to_string();
+    assert!(msg.contains("reopen"), "{msg}");
+    assert!(log.get_many(&["m0".to_string()]).is_err(), "a read after the failed fsync");
+    drop(log);
+    m.heal();
+    let log = Log::open(&path, no_index_file.clone()).unwrap();
+    assert!(payloads(&log) == want, "the memories changed");
+    let again = Command::Put(PutCommand {
+        id: format!("m{}", 0),
+        kind: "fact".into(),
+        text: format!("after the {}", "reopen"),
+        ..Default::default()
+    });
+    log.commit(&[again], None, T0).unwrap();
+    let acknowledged = payloads(&log);
+    assert!(acknowledged != want);
+    drop(log);
+    m.power_loss(Crash::DropUnsynced, 3);
+    let log = Log::open(&path, no_index_file.clone()).unwrap();
+    assert!(payloads(&log) == acknowledged, "a commit acknowledged after the reopen was lost");
+}

@@ -321,8 +321,12 @@ fn torn_tail_at_every_byte_of_the_last_three_commits() {
     let from = bounds[n - 4].end;
     let mut cuts = 0;
     let mut recovered_total = 0;
+    let cut_lock = dir.path().join("cut.log.lock");
     for cut in from..=bytes.len() as u64 {
         std::fs::write(&cut_path, &bytes[..cut as usize]).unwrap();
+        // A crash tore these bytes: no clean close came after them. (The last round's close
+        // left a marker saying its own log, which these bytes replace, was durable to its end.)
+        let _ = std::fs::remove_file(&cut_lock);
         let b = *bounds.iter().rev().find(|b| b.end <= cut).unwrap();
         let log = writer(&cut_path).unwrap_or_else(|e| panic!("cut at {cut}: open failed: {e}"));
         let info = log.info().unwrap();

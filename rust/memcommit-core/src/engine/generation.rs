@@ -101,11 +101,17 @@ impl Frozen<'_> {
     /// acknowledged, and being lost. (So its close writes nothing either: no index file for a
     /// generation that is gone.)
     pub(crate) fn retire(self, next: u64) {
-        let mut st = RwLockUpgradableReadGuard::upgrade(self.st);
-        st.closed = true;
-        st.closed_why = Some(format!(
+        self.retire_because(format!(
             "log compaction replaced it with generation {next} while this call waited; nothing of \
              the call was written: call again on the store, which goes on with the new generation"
         ));
+    }
+
+    /// [`retire`](Self::retire) with another reason: the new generation is at the path, but
+    /// the store cannot go on with it.
+    pub(crate) fn retire_because(self, why: String) {
+        let mut st = RwLockUpgradableReadGuard::upgrade(self.st);
+        st.closed = true;
+        st.closed_why = Some(why);
     }
 }

@@ -159,6 +159,8 @@ pub struct Log {
     pub(crate) auto_seal_waits: AtomicU64,
     /// What the open made of the index file.
     index_file_status: IndexFileStatus,
+    /// Whether the open started from a snapshot (and so read only the log after it).
+    opened_from_snapshot: bool,
     /// Ids that log compaction purged (from the compaction manifest).
     pub(crate) purged: Mutex<hashbrown::HashSet<String>>,
     /// Whether a put may name sources the store does not hold yet (an import replaying a log
@@ -429,6 +431,7 @@ impl Log {
         st.durable_floor = crate::recovery::durable_floor(path, &header);
         let mut chain_from = None;
         let Medium::File(a) = &st.medium else { unreachable!("opened a file") };
+        let opened_from_snapshot = snapshot.is_some();
         let restored = if let Some(snap) = snapshot {
             Some(crate::persist::snapshot::restore(snap, a.file(), file_len, &header, &display)?)
         } else {
@@ -475,6 +478,11 @@ impl Log {
             if drop_index_file {
                 let _ = vfs::remove_file(&index_file::path_for(path));
             }
+            // The log's own name made durable before a commit is acknowledged in it: a crash
+            // (or a failed fsync) right after a compaction's rename can leave the directory
+            // entry unsynced, and a power loss would then bring back the old generation
+            // without the commits made here.
+            vfs::sync_dir(path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         }
         if let Some(lock) = lock_file.as_ref().and_then(|l| l.file.as_ref()) {
             // A clean close's marker past the end this open found (a log cut by hand, or put
@@ -526,6 +534,7 @@ impl Log {
             trusted_sources: AtomicBool::new(false),
             search: RwLock::new(Default::default()),
             index_file_status,
+            opened_from_snapshot,
         });
         if !log.opts.read_only && log.opts.durability == Durability::Batch {
             log.start_flusher();
@@ -566,6 +575,7 @@ impl Log {
             trusted_sources: AtomicBool::new(false),
             search: RwLock::new(Default::default()),
             index_file_status: IndexFileStatus::NotUsed,
+            opened_from_snapshot: false,
         }))
     }
 
@@ -1088,15 +1098,24 @@ impl Log {
     /// Damage found by a read after the store opened: the bytes changed on disk since replay
     /// checked them.
     pub(crate) fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
+        // An open from the index file or a snapshot reads only the records after it (and the
+        // last one it covers), so it cannot say the rest was intact then.
+        let when = match (&self.index_file_status, self.opened_from_snapshot) {
+            (IndexFileStatus::Loaded, _) => {
+                "the store opened from its index file, which checks only the log's newest \
+                 records: the damage may be older than the open"
+            }
+            (_, true) => {
+                "the store opened from a snapshot, which checks only the log's newest records: \
+                 the damage may be older than the open"
+            }
+            _ => "it was intact when the store opened: something changed the file since",
+        };
         Error::Corrupt {
             path: self.display.clone(),
             offset,
             lsn,
-            reason: format!(
-                "{reason} (it was intact when the store opened: something changed the file since); \
-                 close the store and run `memcommit repair {}`",
-                self.display
-            ),
+            reason: format!("{reason} ({when}); close the store and run `memcommit repair {}`", self.display),
         }
     }
 

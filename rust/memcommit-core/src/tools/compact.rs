@@ -201,10 +201,22 @@ impl Log {
             let _ = vfs::remove_file(&tmp);
             Error::io(&display, "rename the compacted log over", e)
         })?;
-        // From here the new generation is the log, and the old one takes no more commits.
+        // From here the new generation is the log, and the old one takes no more commits (they
+        // wait for `st` until it retires). Until the directory is fsynced a power loss may
+        // bring the old one back: if that fails, going on with the new one could acknowledge
+        // commits a power loss then takes, so the store stops, as after any failed fsync, and
+        // the next open goes on from what the directory holds.
+        if let Err(e) = vfs::sync_dir(&path) {
+            let error = Error::io(&display, "fsync the directory of", e);
+            st.retire_because(format!(
+                "log compaction renamed generation {} into place, but then failed: {error}; \
+                 whether a power loss keeps the rename is unknown, so this store takes no more \
+                 calls: reopen it",
+                header.generation
+            ));
+            return Err(error);
+        }
         st.retire(header.generation);
-        // A failure from here leaves the new generation for the next open.
-        vfs::sync_dir(&path).map_err(|e| Error::io(&display, "fsync the directory of", e))?;
         hooks.step("renamed")?;
         let reopened = self.reopen_next(&path)?;
         reopened.add_purged(&done.plan.purged);

@@ -186,6 +186,21 @@ def test_a_memory_whose_vector_is_zeros_is_ranked_by_its_words_alone(tmp_path: P
         assert standup not in _ids(store.search([0, 1, 0], mode="vector"))
 
 
+def test_vector_values_out_of_reach_are_refused_naming_the_value(tmp_path: Path) -> None:
+    with memcommit.open(tmp_path / "m.db") as store:
+        with pytest.raises(memcommit.InvalidValue) as err:
+            store.put("x", vector=[10**400, 1, 1])
+        assert "vector[0]" in str(err.value) and "32-bit" in str(err.value)
+        with pytest.raises(memcommit.InvalidValue) as err:
+            store.search([1e39, 1], mode="vector")
+        assert "query" in str(err.value) and "32-bit" in str(err.value)
+        with pytest.raises(memcommit.InvalidType) as type_err:
+            with store.commit() as c:
+                c.put_many(["x", "y"], vectors="ab")
+        assert "vectors" in str(type_err.value)
+        assert store.lsn == 0
+
+
 # -- the embedder ------------------------------------------------------------------------------
 
 

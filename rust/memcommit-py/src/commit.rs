@@ -562,6 +562,10 @@ impl<'py> PutArgs<'py> {
 
 /// `put_many`'s `vectors=`: one vector (or None) per text.
 fn vectors_arg(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<Option<Arc<[f32]>>>> {
+    // A str or bytes is a sequence, but not of vectors.
+    if obj.is_instance_of::<pyo3::types::PyString>() || obj.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(type_error("vectors", "a list of vectors", obj));
+    }
     let list = items_of(obj, |_| type_error("vectors", "a list of vectors", obj))?;
     if list.len() != n {
         return Err(InvalidValue::new_err(format!("vectors: {} vectors for {n} texts", list.len())));

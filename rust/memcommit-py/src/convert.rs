@@ -132,7 +132,18 @@ pub fn get_vector(obj: &Bound<'_, PyAny>, field: &str) -> PyResult<std::sync::Ar
         if item.is_instance_of::<PyBool>() {
             return Err(type_error(&format!("{field}[{i}]"), "a number", &item));
         }
-        let x: f64 = item.extract().map_err(|_| type_error(&format!("{field}[{i}]"), "a number", &item))?;
+        let x: f64 = match item.extract() {
+            Ok(x) => x,
+            // An int past any float's reach is a number, just too large.
+            Err(_) if item.is_instance_of::<PyInt>() => {
+                return Err(InvalidValue::new_err(format!(
+                    "{field}[{i}]: {} is too large for a 32-bit float (vectors are stored as 32-bit \
+                     floats, which reach about 3.4e38)",
+                    item.repr().map_or_else(|_| "the int".to_string(), |r| r.to_string())
+                )));
+            }
+            Err(_) => return Err(type_error(&format!("{field}[{i}]"), "a number", &item)),
+        };
         out.push(x as f32);
     }
     Ok(out.into())

@@ -352,7 +352,8 @@ impl NativeLog {
         if let Some(v) = &vector {
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 return Err(InvalidValue::new_err(format!(
-                    "query: value {i} is {}, not a finite number",
+                    "query: value {i} is {} as a 32-bit float, not a finite number (vectors are \
+                     stored as 32-bit floats, which reach about 3.4e38)",
                     v[i]
                 )));
             }

@@ -1734,3 +1734,198 @@ def test_a_purged_memory_changed_during_compaction_makes_it_run_under_the_lock(
         b.refresh()
         assert b.is_purged(trace) and b.get(kept).text == "a fact"
         assert memcommit.seals.verify(b).ok
+
+
+# -- a URL's password is never shown -----------------------------------------------------------
+
+# A password the throwaway server ignores (it trusts local connections), so a URL may carry it.
+_SECRET = "Sekret-Pw-4711"
+
+
+def _secret_url(postgres: PostgresCluster, where: str, query: str) -> str:
+    """The server's URL with `query`, and _SECRET in its user part or as ``password=``."""
+    if not postgres.port:
+        pytest.skip("a server given by MEMCOMMIT_PG_DSN may check passwords")
+    parts = urllib.parse.urlsplit(postgres.dsn)
+    user, host = parts.username or "postgres", parts.netloc.rpartition("@")[2]
+    if where == "netloc":
+        return f"{parts.scheme}://{user}:{_SECRET}@{host}{parts.path}?{query}"
+    return f"{parts.scheme}://{user}@{host}{parts.path}?password={_SECRET}&{query}"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Run the command line in this process: its exit code, and stdout and stderr together."""
+    from memcommit.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_hide_password_hides_the_user_parts_and_the_query_parameters() -> None:
+    from memcommit.postgres.dsn import hide_password
+
+    assert hide_password("postgresql://u:pw@h:5432/db?store=a") == (
+        "postgresql://u:***@h:5432/db?store=a"
+    )
+    assert hide_password("postgresql://u@h/db?password=pw&store=a&sslmode=require") == (
+        "postgresql://u@h/db?password=***&store=a&sslmode=require"
+    )
+    assert hide_password("postgres:///db?host=/run/pg&sslpassword=pw&Pass%77ord=pw") == (
+        "postgres:///db?host=/run/pg&sslpassword=***&Pass%77ord=***"
+    )
+    assert hide_password("postgresql://u:p@w@h1:1,h2:2/db?passwords=kept") == (
+        "postgresql://u:***@h1:1,h2:2/db?passwords=kept"
+    )
+    for unchanged in ("memory.db", "/a/b:c@d", ":memory:", "postgresql://u@h/db?store=a"):
+        assert hide_password(unchanged) == unchanged
+    # What the engine names the store by, in its messages and info().
+    assert parse("postgresql://u:pw@h/db?password=pw&store=a").shown == (
+        "postgresql://u:***@h/db?password=***"
+    )
+
+
+@pytest.mark.parametrize("where", ["netloc", "query"])
+def test_the_commands_name_a_url_without_its_password(
+    postgres: PostgresCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    store = f"pw-{uuid.uuid4().hex[:8]}"
+    url = _secret_url(postgres, where, f"store={store}")
+    with memcommit.open(url) as made:
+        made.put("a trace", kind="trace")
+        made.put("a fact", kind="fact")
+    dump, snap = tmp_path / "dump.jsonl", tmp_path / "state.json"
+    host = urllib.parse.urlsplit(postgres.dsn).netloc.rpartition("@")[2]
+    schema = f"pw_{uuid.uuid4().hex[:8]}"
+    migrating = _secret_url(postgres, where, f"schema={schema}")
+    # The URL as given, its password hidden (store= and all), or the engine's (without).
+    given = f"{host}/postgres?{'password=***&' if where == 'query' else ''}store={store}"
+    shown = f"{host}/postgres{'?password=***' if where == 'query' else ''}"
+    for argv, code, named in [
+        (["info", url], 0, [f"url: postgresql://postgres{'@' if where == 'query' else ':***@'}"]),
+        (["info", url, "--json"], 0, [f'"store": "{store}"', shown]),
+        (["verify", url], 0, [f"ok: postgresql://postgres{':***' * (where == 'netloc')}@{given}"]),
+        (["export", url], 0, ['"text":"a fact"']),  # the records alone
+        (["export", url, "--out", str(dump)], 0, ["from postgresql://", given]),
+        (["snapshot", url, str(snap)], 0, ["memories: 2"]),
+        (["seal", url], 0, ['"memcommit_seal"']),
+        (["compact", url, "--dry-run"], 0, ["dry run: postgresql://", given]),
+        (["compact", url, "--kinds-after", "trace=0"], 0, ["compacted: postgresql://", given]),
+        (["import", url, str(dump)], 1, [f"{given} already holds"]),
+        (["repair", url], 1, [f"{shown} (store '{store}')"]),
+        (["migrate", migrating, "--check"], 1, [f"{shown}: schema {schema} needs"]),
+        (["migrate", migrating], 0, [f"{shown}: schema {schema}: applied"]),
+        (["migrate", migrating, "--check"], 0, [f"{shown}: schema {schema} is up to date"]),
+    ]:
+        done, said = _run(capsys, *argv)
+        assert done == code, (argv, said)
+        assert _SECRET not in said, (argv, said)
+        assert all(text in said for text in named), (argv, named, said)
+
+
+@pytest.mark.parametrize("where", ["netloc", "query"])
+def test_errors_name_a_url_without_its_password(
+    postgres: PostgresCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    _migrated(postgres)
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    url = _secret_url(postgres, where, f"store={missing}")
+    host = urllib.parse.urlsplit(postgres.dsn).netloc.rpartition("@")[2]
+    for argv, code, named in [
+        (["seal", url], 1, f"no such store {missing!r}"),
+        (["compact", url], 1, f"no such store {missing!r}"),
+        (["compact", url, "--dry-run"], 1, f"there is no store {missing!r}"),
+        (["info", url], 1, f"there is no store {missing!r}"),
+        (["verify", url], 1, f"there is no store {missing!r}"),
+        (["export", url], 1, f"there is no store {missing!r}"),
+        (["snapshot", url, str(tmp_path / "s.json")], 1, f"there is no store {missing!r}"),
+        (["bench", "compact", url], 1, f"store={missing}: no such log file"),
+        (["migrate", _secret_url(postgres, where, "store=a&store=b")], 2, "given twice"),
+        (["migrate", _secret_url(postgres, where, "stor=typo")], 1, '"stor"'),
+    ]:
+        done, said = _run(capsys, *argv)
+        assert done == code, (argv, said)
+        assert _SECRET not in said, (argv, said)
+        assert named in said and host in said, (argv, said)
+    done, said = _run(capsys, "migrate", f"mysql://u:{_SECRET}@db.internal/x")
+    assert done == 1 and _SECRET not in said and "db.internal" in said, said
+    done, said = _run(capsys, "demo", "--url", f"mysql://u:{_SECRET}@db.internal/x")
+    assert done == 1 and _SECRET not in said and "db.internal" in said, said
+    assert not _store_made(url)
+
+
+@pytest.mark.parametrize("where", ["netloc", "query"])
+def test_a_refused_or_damaged_import_and_verify_name_the_url_without_its_password(
+    postgres: PostgresCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """An import refused after a batch went in names the store it went into; a damaged row,
+    found by verify, names the store too: by its URL, without the password."""
+    import psycopg
+
+    store = f"pw-{uuid.uuid4().hex[:8]}"
+    url = _secret_url(postgres, where, f"store={store}")
+    dump = tmp_path / "dump.jsonl"
+    refused = {"op": "status", "key": "never-put", "fields": {"status": "stale"}}
+    dump.write_text("\n".join(json.dumps(line) for line in (_GOOD_PUT, refused)) + "\n")
+    done, said = _run(capsys, "import", url, str(dump), "--batch", "1")
+    assert done == 1 and "line 2: refused" in said, said
+    assert _SECRET not in said and "were imported into postgresql://" in said, said
+    assert "None" not in said, said
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE memcommit.records SET bytes = set_byte(bytes, 39, get_byte(bytes, 39) # 1) "
+            "WHERE store = %s AND first_lsn = 1",
+            (store,),
+        )
+    done, said = _run(capsys, "verify", url)
+    assert done == 1 and f"(store {store})" in said, said
+    assert _SECRET not in said, said
+
+
+@pytest.mark.parametrize("where", ["netloc", "query"])
+def test_the_demo_names_its_url_without_its_password(
+    postgres: PostgresCluster, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    store = f"pw-demo-{uuid.uuid4().hex[:8]}"
+    url = _secret_url(postgres, where, f"store={store}")
+    argv = ["demo", "--url", url, "--memories", "20", "--tasks", "2", "--agents", "1"]
+    done, said = _run(capsys, *argv)
+    assert done == 0 and "20 memories (matches)" in said, said
+    assert _SECRET not in said and f"store={store}" in said, said
+    again, said = _run(capsys, *argv)  # a store that holds records is refused
+    assert again == 1 and "already holds" in said, said
+    assert _SECRET not in said and f"store={store}" in said, said
+
+
+@pytest.mark.parametrize("where", ["netloc", "query"])
+def test_memcommit_open_names_a_url_without_its_password(
+    postgres: PostgresCluster, where: str
+) -> None:
+    store = f"pw-{uuid.uuid4().hex[:8]}"
+    url = _secret_url(postgres, where, f"store={store}")
+    for query, error, named in [
+        (f"store={store}", memcommit.NotSupported, f"there is no store {store!r}"),
+        ("store=a&store=b", memcommit.InvalidValue, "given twice"),
+        ("store=a&stor=typo", memcommit.InvalidValue, '"stor"'),
+    ]:
+        with pytest.raises(error) as caught:
+            memcommit.open(_secret_url(postgres, where, query), read_only=True)
+        assert named in str(caught.value) and "127.0.0.1" in str(caught.value), caught.value
+        assert _SECRET not in str(caught.value), caught.value
+    unreachable = (
+        f"postgresql://nobody:{_SECRET}@127.0.0.1:1/none?store=x"
+        if where == "netloc"
+        else f"postgresql://nobody@127.0.0.1:1/none?password={_SECRET}&store=x"
+    )
+    with pytest.raises(ServerUnavailable) as down:
+        memcommit.open(unreachable)
+    assert "127.0.0.1:1" in str(down.value) and _SECRET not in str(down.value)
+    assert _SECRET not in (down.value.url or "")
+    with memcommit.open(url) as writer:
+        writer.put("x")
+        assert _SECRET not in repr(writer) and _SECRET not in str(writer.info())
+        assert writer.info()["url"].count("***") == 1
+    with memcommit.open(url, read_only=True) as reader:
+        with pytest.raises(memcommit.ReadOnlyStore) as refused:
+            reader.put("y")
+        assert _SECRET not in str(refused.value) and "127.0.0.1" in str(refused.value)

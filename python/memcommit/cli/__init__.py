@@ -47,6 +47,7 @@ from memcommit.cli._common import (
     reporting_damage,
 )
 from memcommit.errors import CommandError
+from memcommit.postgres.dsn import hide_password
 
 __all__ = ["CommandError", "build_parser", "main"]
 
@@ -183,7 +184,8 @@ def _fail(command: str, message: str) -> None:
 def _describe_os_error(error: OSError) -> str:
     reason = error.strerror or str(error)
     if error.filename is not None:
-        return f"{error.filename}: {reason}"
+        # The "file" may be a store's postgresql:// URL (memcommit demo --url): no password.
+        return f"{hide_password(str(error.filename))}: {reason}"
     return reason
 
 

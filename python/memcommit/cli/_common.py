@@ -23,7 +23,7 @@ from memcommit import _native
 from memcommit._extras import require
 from memcommit.errors import CommandError, ServerUnavailable
 from memcommit.files import is_store_file
-from memcommit.postgres.dsn import is_postgres_url, parse
+from memcommit.postgres.dsn import hide_password, is_postgres_url, parse
 from memcommit.progress import Progress
 
 EXIT_OK = 0
@@ -99,13 +99,14 @@ def require_file(path: str, what: str = "store") -> None:
     """Refuse a `path` that is a directory or does not exist, calling it a `what` file.
 
     A store or log must also be a regular file: a device, FIFO or socket is refused by name
-    (other inputs, such as an import's file, may be a pipe).
+    (other inputs, such as an import's file, may be a pipe). A URL given where a file is
+    expected is named without its password.
     """
     if os.path.isdir(path):
         article = "an" if what[:1] in ("a", "e", "i", "o", "u") else "a"
         raise CommandError(f"{path}: is a directory, not {article} {what} file")
     if not os.path.exists(path):
-        raise CommandError(f"{path}: no such {what} file")
+        raise CommandError(f"{hide_password(path)}: no such {what} file")
     if what in ("store", "log") and not stat.S_ISREG(os.stat(path).st_mode):
         raise CommandError(
             f"{path}: not a regular file (a device, a FIFO or a socket); a {what} is a file"
@@ -204,15 +205,17 @@ def reporting_damage(path: str) -> Iterator[None]:
 
     ``CorruptLog`` from the core, and the errors of decoding a record whose checksum is valid
     but whose payload is not what its op says (text that is not UTF-8, data that is not JSON,
-    a time out of range), all become a :class:`CommandError`.
+    a time out of range), all become a :class:`CommandError`. A ``postgresql://`` `path` is
+    named without its password.
     """
+    named = hide_password(path)
     try:
         yield
     except memcommit.CorruptLog as error:
-        raise CommandError(_advice(path, _naming(path, str(error)))) from error
+        raise CommandError(_advice(path, _naming(named, str(error)))) from error
     except (UnicodeError, json.JSONDecodeError, OverflowError) as error:
         # Not every ValueError: an argument refused is not damage in the log.
-        problem = f"{path}: a record does not decode ({type(error).__name__}: {error})"
+        problem = f"{named}: a record does not decode ({type(error).__name__}: {error})"
         raise CommandError(_advice(path, problem, decoded=True)) from error
 
 
@@ -302,11 +305,12 @@ def check_out_file(out: str, option: str, store: str) -> None:
     """Refuse an output path that cannot be written, naming it as the user gave it.
 
     The log `store` and the files beside it are refused too: writing there would replace it.
+    (A URL, of the store or given as the output, is named without its password.)
     """
     if is_store_file(out, store):
         raise CommandError(
-            f"{option}{out}: is the store {store} or a file of it; writing there would "
-            "replace it: give another file"
+            f"{option}{hide_password(out)}: is the store {hide_password(store)} or a file of it; "
+            "writing there would replace it: give another file"
         )
     if os.path.isdir(out):
         raise CommandError(f"{option}{out}: is a directory; give the name of a file to write")

@@ -23,7 +23,7 @@ from memcommit.cli._common import (
 )
 from memcommit.errors import CommandError
 from memcommit.manifest import ManifestEntry, read_manifest
-from memcommit.postgres.dsn import is_postgres_url
+from memcommit.postgres.dsn import hide_password, is_postgres_url
 from memcommit.progress import Progress
 from memcommit.storage import (
     ArchivedOlderThan,
@@ -175,8 +175,9 @@ def _run_compact(args: argparse.Namespace) -> int:
         # The new log replaced the old one before the interrupt: the compaction stands.
         _print_report(path, report, dry_run)
         print(
-            f"memcommit compact: interrupted after {path} was compacted (the compaction "
-            "stands; its index file is written again at the next open if it was not now)",
+            f"memcommit compact: interrupted after {hide_password(path)} was compacted (the "
+            "compaction stands; its index file is written again at the next open if it was "
+            "not now)",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -230,10 +231,11 @@ def _is_report_of(entry: ManifestEntry, generation: int) -> bool:
 
 
 def _print_report(path: str, report: CompactionReport, dry_run: bool) -> None:
+    shown = hide_password(path)  # a store's URL, without its password
     if dry_run:
-        print(f"dry run: {path} (nothing written; would make generation {report.generation})")
+        print(f"dry run: {shown} (nothing written; would make generation {report.generation})")
     else:
-        print(f"compacted: {path} (generation {report.generation})")
+        print(f"compacted: {shown} (generation {report.generation})")
     print(f"records: {report.before} -> {report.after}")
     print(f"bytes: {report.bytes_before} -> {report.bytes_after}")
     print(f"horizon: {report.horizon}")

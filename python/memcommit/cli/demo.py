@@ -10,7 +10,7 @@ import sys
 from memcommit import demo as demo_workload
 from memcommit.cli._common import EXIT_OK, Subcommands, add_command, positive_count
 from memcommit.errors import CommandError
-from memcommit.postgres.dsn import is_postgres_url
+from memcommit.postgres.dsn import hide_password, is_postgres_url
 
 
 def add_commands(commands: Subcommands) -> None:
@@ -50,7 +50,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     # Each option's dest is the name of its DemoOptions field (--url is a path too).
     if args.url is not None:
         if not is_postgres_url(args.url):
-            raise CommandError(f"--url {args.url}: not a postgresql:// URL")
+            raise CommandError(f"--url {hide_password(args.url)}: not a postgresql:// URL")
         args.path, args.durability = args.url, "commit"
     fields = dataclasses.fields(demo_workload.DemoOptions)
     options = demo_workload.DemoOptions(**{f.name: getattr(args, f.name) for f in fields})
@@ -65,17 +65,20 @@ def _run_demo(args: argparse.Namespace) -> int:
             f"{options.path} already exists; pass --force to replace it "
             "or --path to write somewhere else"
         )
+    shown = hide_password(options.path)  # a store's URL, without its password
     print(
         f"memcommit demo: {options.agents:,} agents, {options.tasks:,} tasks, "
-        f"{options.memories:,} memories, seed {options.seed} -> {options.path}"
+        f"{options.memories:,} memories, seed {options.seed} -> {shown}"
     )
     print(f"durability: {demo_workload.DURABILITY_NOTES[options.durability]}")
     sys.stdout.flush()
     report = demo_workload.run_demo(options)
-    print(demo_workload.format_report(report))
+    # The report names the store (what it wrote, what to try next): by the URL shown.
+    described = dataclasses.replace(report, options=dataclasses.replace(options, path=shown))
+    print(demo_workload.format_report(described))
     if not report.reopen_matches:
         raise CommandError(
-            f"{options.path}: reopened with {report.reopened_memories:,} memories, "
+            f"{shown}: reopened with {report.reopened_memories:,} memories, "
             f"expected {options.memories:,}"
         )
     return EXIT_OK

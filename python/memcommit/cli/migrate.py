@@ -7,7 +7,7 @@ import argparse
 from memcommit._extras import require
 from memcommit.cli._common import EXIT_FAILURE, EXIT_OK, Subcommands, add_command
 from memcommit.errors import CommandError
-from memcommit.postgres.dsn import is_postgres_url, parse
+from memcommit.postgres.dsn import hide_password, is_postgres_url, parse
 
 
 def add_commands(commands: Subcommands) -> None:
@@ -32,7 +32,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
     """
     url: str = args.url
     if not is_postgres_url(url):
-        raise CommandError(f"{url}: not a postgresql:// URL")
+        raise CommandError(f"{hide_password(url)}: not a postgresql:// URL")
     require("postgres")
     import psycopg
 

@@ -17,7 +17,7 @@ from memcommit.cli._common import (
     require_file,
 )
 from memcommit.errors import CommandError
-from memcommit.postgres.dsn import is_postgres_url
+from memcommit.postgres.dsn import hide_password, is_postgres_url
 from memcommit.progress import Progress
 
 # A log's header, the first bytes of its file and of a store's bytes in PostgreSQL (the format's
@@ -100,7 +100,7 @@ def _run_verify(args: argparse.Namespace) -> int:
         total = max(as_int(store.info()["bytes"], "bytes") - _LOG_HEADER_BYTES, 0)
         with Progress(total, "verify", unit="bytes") as bar:
             report = memcommit.verify(store, key=key, anchors=anchors, progress=progress_to(bar))
-    print(f"ok: {path}")
+    print(f"ok: {hide_password(path)}")
     print(f"records_checked: {report.records_checked}")
     print(f"bytes_checked: {report.bytes_checked}")
     print(f"seals_checked: {report.seals_checked}")

@@ -47,7 +47,7 @@ from memcommit.cli.export_format import (
 from memcommit.engine import LocalEngine
 from memcommit.errors import CommandError, MemcommitError
 from memcommit.files import replaced_but_not_synced, sync_directory, temp_of_this_process
-from memcommit.postgres.dsn import is_postgres_url
+from memcommit.postgres.dsn import hide_password, is_postgres_url
 from memcommit.postgres.engine import PostgresEngine
 from memcommit.progress import Progress
 
@@ -128,8 +128,8 @@ def _run_export(args: argparse.Namespace) -> int:
         check_out_file(target, "--out ", path)
     elif stdout is None:  # Python's sys.stdout when standard output was closed (>&-)
         raise CommandError(
-            f"standard output is closed: nowhere to write {path}'s records; redirect it to a "
-            "file or a pipe, or give --out FILE"
+            f"standard output is closed: nowhere to write {hide_password(path)}'s records; "
+            "redirect it to a file or a pipe, or give --out FILE"
         )
     with open_read_only(path, "export") as store:
         total = as_int(store.info().get("records", 0), "records")
@@ -148,7 +148,8 @@ def _run_export(args: argparse.Namespace) -> int:
                 raise
             except OSError as error:
                 raise CommandError(
-                    f"writing {path}'s records to standard output: {error.strerror or error}"
+                    f"writing {hide_password(path)}'s records to standard output: "
+                    f"{error.strerror or error}"
                 ) from error
             return EXIT_OK
         # Write beside the target (a temp file of this process), fsync, rename at the end so
@@ -177,7 +178,10 @@ def _run_export(args: argparse.Namespace) -> int:
                 # Name the file the user asked for, not the temp file beside it.
                 raise writing_error(target, error) from error
             raise
-    print(f"exported {count:,} records{_purged_note(len(purged))} from {path} to {target}")
+    print(
+        f"exported {count:,} records{_purged_note(len(purged))} from {hide_password(path)} "
+        f"to {target}"
+    )
     return EXIT_OK
 
 
@@ -230,9 +234,11 @@ class _Import:
 
     def fail(self, line: int, problem: str) -> CommandError:
         first = self.batch[0].line if self.batch else line
+        # A store in PostgreSQL has no path: its URL (without the password) says where.
+        where = self.store.path or self.store.info().get("url", "the store")
         written = (
             f"{self.imported:,} records from lines before {first} were imported into "
-            f"{self.store.path} (import again only into a new store: remove it first)"
+            f"{where} (import again only into a new store: remove it first)"
             if self.imported
             else "nothing was imported"
         )
@@ -566,9 +572,9 @@ def _undo(job: _Import, path: str, existed: set[str], was_empty: bool) -> None:
 
 def _refuse_a_store_with_records(path: str, records: int, lsn: int) -> NoReturn:
     raise CommandError(
-        f"{path} already holds {records:,} records (LSN {lsn:,}); import restores an export "
-        "into a new or empty store, so nothing was written: give a path that does not exist "
-        "yet"
+        f"{hide_password(path)} already holds {records:,} records (LSN {lsn:,}); import "
+        "restores an export into a new or empty store, so nothing was written: give a path "
+        "that does not exist yet"
     )
 
 
@@ -671,7 +677,8 @@ def _run_import(args: argparse.Namespace) -> int:
                 raise  # nothing was written: "interrupted" says it all
             print(
                 f"memcommit import: interrupted after {job.imported:,} "
-                f"record{'s were' if job.imported != 1 else ' was'} imported into {path} "
+                f"record{'s were' if job.imported != 1 else ' was'} imported into "
+                f"{hide_password(path)} "
                 f"(LSN {first_lsn:,}..{store.lsn:,}); it holds a partial import: "
                 "remove it (and its .lock, .index and .manifest files) and import again",
                 file=sys.stderr,
@@ -687,13 +694,13 @@ def _run_import(args: argparse.Namespace) -> int:
     if job.imported:
         print(
             f"imported {job.imported:,} records{_purged_note(len(job.purged))} from {source} "
-            f"into {path} "
+            f"into {hide_password(path)} "
             f"in {job.commits:,} commit{'s' if job.commits != 1 else ''} "
             f"(LSN {first_lsn:,}..{lsn:,})"
         )
     else:
         print(
             f"imported 0 records from {source}: the file holds no records, so nothing was "
-            f"written to {path}"
+            f"written to {hide_password(path)}"
         )
     return EXIT_OK

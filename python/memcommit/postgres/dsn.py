@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "DEFAULT_STORE",
     "Target",
+    "hide_password",
     "is_connection_source",
     "is_postgres_url",
     "of_source",
@@ -37,6 +38,8 @@ DEFAULT_SCHEMA = "memcommit"
 _SCHEMES = ("postgresql", "postgres")
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _MAX_STORE = 128
+# The query parameters libpq takes a secret in, hidden by hide_password.
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class Target:
         conninfo: The URL libpq connects with (without ``store`` and ``schema``).
         store: The store's name in the database.
         schema: The PostgreSQL schema of memcommit's tables.
-        shown: The URL without its password, for messages and ``info()``.
+        shown: The URL without its password (:func:`hide_password`), for messages and
+            ``info()``.
         migrate: Whether opening the store creates or upgrades the tables.
         source: The ``psycopg`` connection or pool the store was opened with, or None (a URL):
             the engine takes its connection from it.
@@ -175,7 +179,7 @@ def parse(url: str) -> Target:
     for key, value in query:
         if key in ("store", "schema", "migrate"):
             if key in seen:
-                raise InvalidValue(f"{key}: given twice in {_hide_password(url)!r}")
+                raise InvalidValue(f"{key}: given twice in {hide_password(url)!r}")
             seen.add(key)
             if key == "store":
                 store = value
@@ -203,12 +207,34 @@ def parse(url: str) -> Target:
         conninfo += "?" + urllib.parse.urlencode(rest)
     if parts.fragment:
         conninfo += "#" + parts.fragment
-    return Target(conninfo, store, schema, _hide_password(conninfo), migrate)
+    return Target(conninfo, store, schema, hide_password(conninfo), migrate)
 
 
-def _hide_password(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+def hide_password(url: str) -> str:
+    """`url` with every password in it hidden, for messages: ``***`` in its place.
+
+    The password of the user part (``postgresql://user:***@host/db``) and the value of a
+    ``password=`` (or ``sslpassword=``) query parameter (``...?password=***&store=a``), which
+    libpq takes as well. The rest is kept as it was written (``store=`` and all). A string that
+    is not a URL (no ``://``, a file's path say) is returned as it is.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    # The user part ends where urllib.parse.urlsplit (and so :func:`parse`) ends it: at the
+    # last "@" before the first "/", "?" or "#"; its password after its first ":".
+    host_end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    userinfo, at, host = rest[:host_end].rpartition("@")
+    if at and ":" in userinfo:
+        userinfo = userinfo.split(":", 1)[0] + ":***"
+    netloc = f"{userinfo}{at}{host}"
+    tail = rest[host_end:]
+    before, question, query = tail.partition("?")
+    if question:
+        params = []
+        for param in query.split("&"):
+            key, equals, _value = param.partition("=")
+            secret = urllib.parse.unquote(key).strip().lower() in _SECRET_PARAMETERS
+            params.append(f"{key}=***" if equals and secret else param)
+        tail = f"{before}?{'&'.join(params)}"
+    return f"{scheme}://{netloc}{tail}"

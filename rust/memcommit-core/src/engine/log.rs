@@ -1096,7 +1096,7 @@ impl Log {
     }
 
     /// Damage found by a read after the store opened: the bytes changed on disk since replay
-    /// checked them.
+    /// checked them, or (an open from the index file or a snapshot) were never checked.
     pub(crate) fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
         // An open from the index file or a snapshot reads only the records after it (and the
         // last one it covers), so it cannot say the rest was intact then.

@@ -27,22 +27,11 @@ import pytest
 import logbytes
 import memcommit
 from memcommit.cli import build_parser, main
+from memcommit.roles.roleset import ROLE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 FENCE = re.compile(r"^```(\S*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-ROLES = (
-    "runs",
-    "steps",
-    "checkpoints",
-    "idempotency",
-    "locks",
-    "effects",
-    "state",
-    "artifacts",
-    "agent_revisions",
-    "conversations",
-)
 SERVER_MODULES = ("starlette", "uvicorn", "httptools", "uvloop")
 
 
@@ -265,7 +254,7 @@ def test_memcommit_compact_rewrites_a_format_2_log_in_todays_format(
 def test_each_roles_methods_are_in_its_docstrings(tmp_path: Path) -> None:
     # "each role's methods are in its docstrings, `help(store.runs)`"
     with memcommit.open(tmp_path / "memory.db") as store:
-        for name in ROLES:
+        for name in ROLE_NAMES:
             role = getattr(store, name)
             assert (type(role).__doc__ or "").strip(), f"store.{name} has no class docstring"
             public = [m for m in dir(role) if not m.startswith("_") and callable(getattr(role, m))]

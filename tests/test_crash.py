@@ -54,6 +54,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -423,6 +424,44 @@ def test_parse_ignores_cut_lines(n: int) -> None:
     assert rep.opened and rep.ready_lsn == 0
     assert [lsn for _, lsn in rep.commits] == [n]
     assert rep.in_flight == ops
+
+
+def test_a_kill_under_batch_keeps_every_automatic_seal_it_reported(tmp_path: Path) -> None:
+    """README, "batch" row: a crash of the process loses nothing, automatic seals included.
+
+    Each put returns with its record and the automatic seal appended after it in the file.
+    The flusher, writing the put out while the seal waited for the chain thread, used to leave
+    the seal queued, so the store reported an LSN that a ``kill -9`` then took back (the last
+    put's seal, in about half the runs of this child).
+    """
+    child = textwrap.dedent(
+        """
+        import os, signal, sys
+        import memcommit
+        store = memcommit.open(sys.argv[1], durability="batch", flush_interval_ms=1)
+        memcommit.AutoSeal(store, every=1)
+        for i in range(100):
+            store.put(f"note {i} " + "x" * 60_000)  # a long hash for the seal to wait on
+        print(store.lsn, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    paths = [tmp_path / f"sealed-{n}.db" for n in range(12)]
+    for group in (paths[:6], paths[6:]):
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", child, str(p)], stdout=subprocess.PIPE, text=True
+            )
+            for p in group
+        ]
+        for run in runs:
+            out, _ = run.communicate(timeout=120)
+            assert run.returncode == -signal.SIGKILL
+            assert out.split() == ["200"]
+    for path in paths:
+        with memcommit.open(str(path), read_only=True) as store:
+            assert (store.lsn, len(store.seals())) == (200, 100), path.name
+            assert memcommit.verify(store).seals_checked == 100
 
 
 def test_kill_during_create_leaves_an_openable_store(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ pub struct Committed {
     pub first_lsn: u64,
     /// LSN of its last record.
     pub last_lsn: u64,
-    /// The log offset after it: durable once `Log::wait_durable(end)` returns.
+    /// The log offset after it, and after the automatic seal appended with it if one was due:
+    /// durable once `Log::wait_durable(end)` returns.
     pub end: u64,
 }
 
@@ -289,12 +290,13 @@ impl Commit<'_> {
             c.publish(st.end);
         }
         self.done = true;
-        let committed = Committed { first_lsn, last_lsn: self.lsn, end: st.end };
         if let Err(e) = self.log.auto_seal_after_commit(st, self.at) {
             // The commit stands; the writer stops, as after any failure it cannot explain.
             self.log.poison(format!("automatic seal failed: {e}"), e.errno());
         }
-        Ok(Some(committed))
+        // The end covers the automatic seal too: whoever waits for the commit's durability
+        // waits for the seal's, so the log never reports an LSN a crash could take back.
+        Ok(Some(Committed { first_lsn, last_lsn: self.lsn, end: st.end }))
     }
 }
 

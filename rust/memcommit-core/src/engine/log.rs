@@ -1389,4 +1389,36 @@ mod tests {
         assert!(tracked(&log));
         assert_eq!(lsns(&log), want);
     }
+
+    /// Under "batch" a commit is in the file when it returns (a crash of the process loses
+    /// nothing), and so is the automatic seal it appended: the flusher can write the commit out
+    /// while the seal waits for the chain thread, and the seal must not be left in the queue
+    /// (the log would report an LSN that a `kill -9` takes back, and that the flusher's next
+    /// fsync, which covers whatever is in the file, would not cover).
+    #[test]
+    fn an_automatic_seal_is_in_the_file_when_its_commit_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.log");
+        let opts = Options {
+            durability: Durability::Batch,
+            flush_interval_ms: 1,
+            index_file_every: 0,
+            ..Options::default()
+        };
+        let log = Log::open(&path, opts).unwrap();
+        log.set_auto_seal(Some(AutoSeal { every: 1, key: None })).unwrap();
+        let appender = log.appender.clone().unwrap();
+        for v in 0..3000 {
+            log.commit(&[put("a", "k", &format!("v{v}"))], None, v).unwrap();
+            let (lsn, end) = {
+                let st = log.state.read();
+                (st.lsn, st.end)
+            };
+            assert!(
+                appender.written() >= end,
+                "commit {v}: LSN {lsn} ends at {end}, the file holds {}",
+                appender.written()
+            );
+        }
+    }
 }

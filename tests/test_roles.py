@@ -174,6 +174,35 @@ def test_each_operation_reads_the_clock_at_most_once() -> None:
         assert clock.reads - before <= 1, operation
 
 
+def test_roles_built_without_a_clock_judge_claims_on_the_runs_clock() -> None:
+    """ROLES.md, Time: only runs, idempotency, locks and conversations need a clock for their
+    decisions; steps, checkpoints and effects built without one check a claim on the runs'.
+
+    They used to pass their own reading of the system clock, so a claim live on the runs'
+    clock was refused as expired, and one expired on it accepted.
+    """
+    clock = ControllableClock(START)
+    runs = MemoryRunRepository(clock=clock)
+    run_id = runs.create(agent_id="a").run_id
+    token = runs.claim(run_id, worker_id="w", ttl_ms=60_000).token
+    linked = {"check_claim": runs.check_claim, "has_run": runs.exists}
+    steps = MemoryStepRepository(**linked)
+    checkpoints = MemoryCheckpointRepository(**linked)
+    effects = MemoryEffectRepository(**linked)
+    writes: list[Callable[[int], object]] = [
+        lambda n: steps.start(run_id, f"s{n}", name="n", token=token),
+        lambda n: checkpoints.put(run_id, state=n, token=token),
+        lambda n: effects.record(run_id, f"e{n}", result=n, token=token),
+    ]
+    for write in writes:
+        write(1)  # live on the runs' clock, whatever the system clock says
+    clock.advance(60_000)
+    for write in writes:
+        with pytest.raises(ClaimLostError):
+            write(2)
+    assert steps.get(run_id, "s2") is None and effects.get(run_id, "e2") is None
+
+
 # -- race ------------------------------------------------------------------------------------
 
 

@@ -194,6 +194,9 @@ class RoleBase:
         # A medium whose writes record a time reads the clock itself, once an operation.
         reads = getattr(self._medium, "now_ms", None)
         self._now = reads if callable(reads) else millisecond_reader(self.clock)
+        # Whether the role was given its time (a clock, or a medium that reads one), rather
+        # than reading the system clock of its own.
+        self._given_time = clock is not None or callable(reads)
         # A medium of a store opened read-only raises ReadOnlyStore here; every write calls
         # it first (see :func:`writes`). A medium without it takes writes.
         check = getattr(self._medium, "check_writable", None)
@@ -354,7 +357,9 @@ class RunLinked(RoleBase):
         check_claim: ``check_claim(run_id, token=..., now_ms=...)``, run on every write given a
             ``token=`` in the same critical section as the write (when the runs share this
             role's medium, or its lock). Without it a ``token=`` raises ``NotSupported``
-            rather than be ignored.
+            rather than be ignored. A role given a clock (or a medium that reads one) passes
+            the time its operation read as ``now_ms``; one built without leaves the time to
+            ``check_claim``, so the runs' own clock judges their claims.
     """
 
     def __init__(
@@ -408,4 +413,9 @@ class RunLinked(RoleBase):
                     "check_claim, so it cannot check a claim token; build it with "
                     "check_claim=runs.check_claim"
                 )
-            self._check_claim(run_id, token=token, now_ms=now)
+            if self._given_time:
+                self._check_claim(run_id, token=token, now_ms=now)
+            else:
+                # Stamping times is all this role needs a clock for: whether a claim is live
+                # is the runs' decision, made on their clock.
+                self._check_claim(run_id, token=token)

@@ -10,13 +10,15 @@ finds it.
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from pathlib import Path
 
 import pytest
 
 import memcommit
-from logbytes import read_log, write_log
+from logbytes import Rec, read_log, write_log
 from memcommit import cli
 
 
@@ -110,6 +112,61 @@ def test_an_entity_that_does_not_decode_is_corrupt_log_at_open(
             memcommit.open(path, read_only=read_only)
         assert_names(err.value, path, off, lsn)
     assert path.read_bytes() == before  # nothing cut, nothing written
+    assert_repair_finds(path, off, capsys)
+
+
+def _trailing_byte(rec: Rec) -> None:
+    """One byte after a put's last field (its length and checksum made to agree)."""
+    rec.data[-4:-4] = b"\x00"
+    rec.data[28:32] = (int.from_bytes(rec.data[28:32], "little") + 1).to_bytes(4, "little")
+
+
+def _nan_in_vector(rec: Rec) -> None:
+    at = rec.data.rfind(struct.pack("<f", 2.0))
+    rec.data[at : at + 4] = struct.pack("<f", math.nan)
+
+
+# A put's bytes no writer makes, each under a valid checksum: caught by no open.
+MALFORMED_PUTS = {
+    "trailing byte": _trailing_byte,
+    "vector value not finite": _nan_in_vector,
+}
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["unsealed", "sealed"])
+@pytest.mark.parametrize("edit", [*edits_of("memory"), *MALFORMED_PUTS])
+def test_verify_finds_a_put_that_does_not_decode(
+    tmp_path: Path, edit: str, sealed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SPEC 7: ``verify`` raises ``CorruptLog`` for a damaged record; docs/format.md: verify
+    checks every record's contents as a read would. It used to say ok (only a read of that
+    memory, or ``repair``, found it), also with a seal over the record."""
+    path = tmp_path / "memory.db"
+    with memcommit.open(path) as store:
+        store.put("before", kind="fact")
+        mid = store.put("hello world", kind="fact", data={"k": "vvvv"}, vector=[1.0, 2.0])
+        store.put("after", kind="fact")
+        if sealed:
+            memcommit.seal(store)
+    log = read_log(path)
+    rec = next(r for r in log.recs if r.key == mid.encode())
+    off, lsn = rec.offset, rec.lsn
+    if edit in MALFORMED_PUTS:
+        MALFORMED_PUTS[edit](rec)
+    else:
+        _, old, new = EDITS[edit]
+        rec.replace(old, new)
+    rec.fix_crc()
+    write_log(path, log)
+    with memcommit.open(path, read_only=True) as store:
+        with pytest.raises(memcommit.CorruptLog) as err:
+            memcommit.verify(store)
+    assert_names(err.value, path, off, lsn)
+    assert "its checksum matches" in str(err.value)
+    assert "intact when the store opened" not in str(err.value)
+    assert cli.main(["verify", str(path)]) == 1
+    out = capsys.readouterr()
+    assert f"byte offset {off} (LSN {lsn})" in out.err and "Traceback" not in out.err
     assert_repair_finds(path, off, capsys)
 
 

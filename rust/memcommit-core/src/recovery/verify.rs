@@ -138,8 +138,10 @@ pub struct Source<'a> {
 pub struct CheckOptions<'a> {
     /// The seal key, to check keyed seals' hashes.
     pub key: Option<&'a SealKey>,
-    /// Collect every `sources` entry of every put (for the reference check).
-    pub references: bool,
+    /// Check every record's contents as a read would (`memory::check_contents`: a record
+    /// that does not decode is damage) and collect every `sources` entry of every put (for the
+    /// reference check): what `verify` does.
+    pub records: bool,
     /// Called after each chunk with the bytes checked so far.
     pub progress: Option<&'a mut dyn FnMut(u64) -> Result<()>>,
     /// Check only the seal whose record has this LSN (the others are hashed, not checked).
@@ -282,34 +284,49 @@ pub(super) fn read_chunk<'m>(
     }
 }
 
-/// Digest records `spans[from..to]` of a chunk (and collect their references).
+/// Digest records `spans[from..to]` of a chunk (and with `records`, check their contents and
+/// collect their references, up to the first that does not decode).
 fn digest_range(
     buf: &[u8],
     base: u64,
     spans: &[(u32, u32)],
-    refs: bool,
-) -> (Vec<ChainValue>, Vec<Reference>) {
+    records: bool,
+) -> (Vec<ChainValue>, Vec<Reference>, Option<Malformed>) {
     let mut out = Vec::with_capacity(spans.len());
     let mut found = Vec::new();
+    let mut malformed = None;
     for &(start, len) in spans {
         let bytes = &buf[start as usize..(start + len) as usize];
         out.push(chain::digest(bytes));
-        if refs {
-            collect_references(bytes, base + start as u64, &mut found);
+        if records && malformed.is_none() {
+            malformed = check_record(bytes, base + start as u64, &mut found).err();
         }
     }
-    (out, found)
+    (out, found, malformed)
 }
 
-/// Add the `sources` entries of the record `bytes` (at `offset`), if it is a put, to `found`.
-pub(super) fn collect_references(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) {
-    if bytes[2] != Op::Put as u8 {
-        return;
-    }
+/// A record whose contents do not decode: (offset, LSN, reason).
+pub(super) type Malformed = (u64, u64, String);
+
+/// How the reason for a record that does not decode behind a valid checksum ends (a writer
+/// never made it: a tool's bug, or an edit with its checksum recomputed).
+pub const CHECKSUM_MATCHES: &str = "(its checksum matches)";
+
+/// Check the contents of the record `bytes` at `offset` (`memory::check_contents`), and add
+/// the `sources` entries of a put to `found`. A record that does not decode is damage, named
+/// as a checksum that does not match when its bytes changed, else as what does not decode.
+pub(super) fn check_record(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) -> Result<(), Malformed> {
     let rec = format::view_trusted(bytes);
-    for s in memory::decode_put_sources(rec.payload).unwrap_or_default() {
-        found.push((s.to_string(), rec.key_str().to_string(), rec.lsn, offset));
-    }
+    let by = rec.key_str();
+    memory::check_contents_with(&rec, |s| found.push((s.to_string(), by.to_string(), rec.lsn, offset)))
+        .map_err(|reason| {
+            let reason = if format::checksum_matches(bytes) {
+                format!("{reason} {CHECKSUM_MATCHES}")
+            } else {
+                "record checksum does not match".to_string()
+            };
+            (offset, rec.lsn, reason)
+        })
 }
 
 /// Recompute the chain from `start` (a commit end) to `s.end`, checking every record's
@@ -323,7 +340,7 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
 
 /// [`check`] of a chain linked per record (format versions 1 and 2).
 fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
-    let CheckOptions { key, references, mut progress, only } = opts;
+    let CheckOptions { key, records, mut progress, only } = opts;
     let mut done =
         Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() };
     // The chain at the ends of the last SEAL_WINDOW commits (a seal covers one of them).
@@ -353,7 +370,7 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 let (buf, base, tail) = (&c.buf, c.base, &c.spans[split..]);
                 let handle = scope.spawn(move || {
                     let t = Instant::now();
-                    let r = digest_range(buf, base, tail, references);
+                    let r = digest_range(buf, base, tail, records);
                     (r, t.elapsed())
                 });
                 (c, split, handle)
@@ -364,9 +381,9 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 None => Ok(None),
             };
             let digested = helper.map(|(c, split, handle)| {
-                let (mut d, mut r) = digest_range(&c.buf, c.base, &c.spans[..split], references);
+                let (mut d, mut r, bad) = digest_range(&c.buf, c.base, &c.spans[..split], records);
                 let mine = t.elapsed();
-                let ((d2, r2), theirs) = handle.join().expect("the digest thread does not panic");
+                let ((d2, r2, bad2), theirs) = handle.join().expect("the digest thread does not panic");
                 d.extend(d2);
                 r.extend(r2);
                 // Move work toward the thread that finished first.
@@ -374,14 +391,23 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 if m + o > 0.0 {
                     share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.02, 0.98);
                 }
-                (d, r)
+                (d, r, bad.or(bad2))
             });
             (walked, digested)
         });
         let mut next = next;
-        if let (Some(c), Some((d, r))) = (next.as_mut(), digested) {
+        if let (Some(c), Some((d, r, bad))) = (next.as_mut(), digested) {
             c.digests = d;
             c.refs = r;
+            if let Some((offset, _, reason)) = bad {
+                // The walk stops at the record that does not decode and names it (the records
+                // before it are whole: their LSNs lead to its own).
+                let keep = c.spans.partition_point(|&(start, _)| c.base + (start as u64) < offset);
+                c.spans.truncate(keep);
+                c.digests.truncate(keep);
+                c.damage = Some((offset, reason));
+                damaged = true;
+            }
         }
         if let Some(c) = walked? {
             done.references.extend(c.refs);

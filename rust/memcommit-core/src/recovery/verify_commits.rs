@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use blake3::hazmat::ChainingValue;
 
 use super::verify::{
-    check_seal_record, collect_references, read_chunk, CheckOptions, Checked, Chunk, Failure, Reference,
+    check_record, check_seal_record, read_chunk, CheckOptions, Checked, Chunk, Failure, Malformed, Reference,
     Source, Start,
 };
 use crate::format::chain::{self, Boundaries, ChainValue, Pieces, Units, PIECE};
@@ -197,17 +197,19 @@ struct Share {
     refs: Vec<Reference>,
     /// The first record whose checksum does not match (when asked to check them).
     bad: Option<(u64, u64)>,
+    /// The first record whose contents do not decode (when asked to check them).
+    malformed: Option<Malformed>,
     took: Duration,
 }
 
-/// Hash `work`, and collect the references of the records `spans` of the chunk and check their
-/// checksums at or after byte `check_from` (`None`: check none), the record before them
-/// having LSN `lsn_before`.
+/// Hash `work`, and with `records` check the contents and collect the references of the
+/// records `spans` of the chunk; check their checksums at or after byte `check_from` (`None`:
+/// check none), the record before them having LSN `lsn_before`.
 fn run_share(
     c: &Chunk,
     work: &[Work],
     spans: &[(u32, u32)],
-    refs: bool,
+    records: bool,
     check_from: Option<u64>,
     lsn_before: u64,
 ) -> Share {
@@ -217,7 +219,7 @@ fn run_share(
     // are in the cache.
     let mut next = 0;
     let mut lsn = lsn_before;
-    let mut records = |upto: usize, out: &mut Share| {
+    let mut walk_records = |upto: usize, out: &mut Share| {
         let first = next;
         while next < spans.len() && (spans[next].0 as usize) < upto {
             next += 1;
@@ -228,9 +230,12 @@ fn run_share(
             &c.buf[start as usize..(start + len) as usize]
         };
         let lsn_of = |i: usize| u64::from_le_bytes(bytes(i)[8..16].try_into().expect("8 bytes"));
-        if refs {
+        if records && out.malformed.is_none() {
             for (i, &(start, _)) in group.iter().enumerate() {
-                collect_references(bytes(i), c.base + start as u64, &mut out.refs);
+                if let Err(m) = check_record(bytes(i), c.base + start as u64, &mut out.refs) {
+                    out.malformed = Some(m);
+                    break;
+                }
             }
         }
         if let (Some(from), None) = (check_from, out.bad) {
@@ -243,10 +248,10 @@ fn run_share(
     for w in work {
         out.results.push(w.run(&c.buf));
         if let Bytes::Chunk(r) = &w.bytes {
-            records(r.end, &mut out);
+            walk_records(r.end, &mut out);
         }
     }
-    records(usize::MAX, &mut out);
+    walk_records(usize::MAX, &mut out);
     out.took = t.elapsed();
     out
 }
@@ -544,7 +549,7 @@ struct Helped<'m> {
 
 /// Recompute a per-commit chain from `start` (a commit end) to `s.end`: see `verify::check`.
 pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
-    let CheckOptions { key, references, mut progress, only } = opts;
+    let CheckOptions { key, records, mut progress, only } = opts;
     let header =
         FileHeader { version: s.version, store_id: [0; 16], generation: 0, dense_from: s.dense_from };
     let mut units = Units::new(&header);
@@ -595,7 +600,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
                 let (c, plan) = &*job.chunk;
                 let work = &plan.work[job.split_work..];
                 let spans = &c.spans[job.split_spans..];
-                let share = run_share(c, work, spans, references, job.check_now, job.lsn_at_split);
+                let share = run_share(c, work, spans, records, job.check_now, job.lsn_at_split);
                 let t = Instant::now();
                 let read = job.after.map(|after| read_framed(s, after, job.buf, map, &mut job.units));
                 let took = share.took + t.elapsed();
@@ -651,7 +656,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             let walked = prev.take().map(|(h, lsn)| ck.walk(h, lsn));
             let (c, plan) = &*chunk;
             let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
-            let mut mine = run_share(c, work, spans, references, check_now, lsn_before);
+            let mut mine = run_share(c, work, spans, records, check_now, lsn_before);
             mine.took = t.elapsed();
             let Helped { share: theirs, read, units: units_after } =
                 dones.recv().expect("the hashing thread does not panic");
@@ -671,11 +676,16 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             let mut results = mine.results;
             results.extend(theirs.results);
             let digests = plan.finish(&results, &mut open);
-            // The first damage: a checksum (mine come first), else the framing.
+            // The first damage: a checksum or a record that does not decode (mine come first;
+            // the first in the log of the two), else the framing, which ends the records.
             let bad = mine
                 .bad
                 .or(theirs.bad)
                 .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
+            let bad = match (bad, mine.malformed.or(theirs.malformed)) {
+                (Some(b), Some(m)) => Some(if m.0 < b.0 { m } else { b }),
+                (b, m) => b.or(m),
+            };
             let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
             let mut refs = mine.refs;
             refs.extend(theirs.refs);

@@ -76,6 +76,10 @@ class Rec:
         return bytes(self.data[32 : 32 + self.key_len])
 
     @property
+    def durable_gap(self) -> int:
+        return int.from_bytes(self.data[26:28], "little")
+
+    @property
     def payload_start(self) -> int:
         return 32 + self.key_len
 

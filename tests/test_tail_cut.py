@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import memcommit
+from logbytes import OP_SEAL, read_log
 from memcommit import cli
+from memcommit.storage import compact
 
 
 def _put_and_crash(path: Path, text: str) -> None:
@@ -118,3 +120,37 @@ def test_a_log_put_back_shorter_than_its_clean_close_still_has_its_later_tears_c
     with memcommit.open(path) as store:
         assert store.lsn == 1 and store.get(kept) is not None
         assert store.recovered_bytes == size - len(older)
+
+
+def test_damage_in_a_compacted_generation_before_its_first_clean_close_is_never_cut(
+    tmp_path: Path,
+) -> None:
+    """Log compaction copies the records it keeps with the `durable_gap` they had in the old
+    log, which said they were written while the log was durable only up to a record before
+    them. A writer's open read those old gaps against the new file: with a kept record and the
+    compaction's seal after it both damaged, and no clean close of the new generation yet, it
+    took the damage for a torn write and cut the fsynced, committed records after it. The new
+    generation was fsynced whole before it was renamed in, so damage there is damage."""
+    path = tmp_path / "memory.db"
+    store = memcommit.open(path, durability="none")
+    ids = [store.put(f"memory {i}", kind="note") for i in range(20)]
+    for mid in ids[:10]:
+        store.put(f"again {mid}", id=mid)
+    compact(store)
+    store.close()
+    # As a crash right after the compaction leaves it: no clean close of the new generation.
+    (tmp_path / "memory.db.lock").unlink()
+    log = read_log(path)
+    assert log.dense_from > 0
+    kept = [r for r in log.recs if r.op != OP_SEAL]
+    assert any(r.durable_gap for r in kept), "no kept record carries an old gap"
+    damaged = kept[len(kept) // 2]
+    data = bytearray(path.read_bytes())
+    assert log.recs[-1].op == OP_SEAL
+    for rec in (damaged, log.recs[-1]):
+        data[rec.offset + 40] ^= 0x55
+    path.write_bytes(data)
+    with pytest.raises(memcommit.CorruptLog) as err:
+        memcommit.open(path)
+    assert f"byte offset {damaged.offset} (LSN {damaged.lsn})" in str(err.value)
+    assert path.read_bytes() == data  # nothing cut

@@ -89,7 +89,7 @@ pub(crate) fn judge_spot(
         let now = record_at(src, off, file_len, salt)?;
         return Ok(if now.is_some_and(follows) { Stop::Changed } else { Stop::Damage(off) });
     }
-    judge(src, off, file_len, (salt, durable), prev, &follows)
+    judge(src, off, file_len, (salt, dense_from, durable), prev, &follows)
 }
 
 /// Why the record at `off` does not follow LSN `prev`: (the reason, whether it is from the

@@ -234,9 +234,9 @@ pub fn all_zeros<S: ReadAt + ?Sized>(src: &S, mut from: u64, end: u64) -> io::Re
     Ok(true)
 }
 
-/// What lies where a scan found no record that follows the last one: the one rule that open,
-/// a reader's refresh and `inspect` (and so `info`, `verify` and `repair`) share, so they can
-/// never disagree about a file.
+/// What lies where a scan found no record that follows the last one: the one rule that open
+/// (and so `info` and `verify`), a reader's refresh and `inspect` (`repair`) share, so they
+/// can never disagree about a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
     /// Zeros to the end: space a writer wrote ahead for the commits to come.
@@ -272,7 +272,7 @@ pub fn judge<S: ReadAt + ?Sized>(
     src: &S,
     off: u64,
     end: u64,
-    (salt, durable): (u32, u64),
+    (salt, dense_from, durable): (u32, u64, u64),
     prev: u64,
     follows: &dyn Fn(u64) -> bool,
 ) -> io::Result<Stop> {
@@ -294,7 +294,7 @@ pub fn judge<S: ReadAt + ?Sized>(
     let Some(later) = find_valid_after(src, off + 1, end, salt, prev, max)? else {
         return Ok(Stop::Torn);
     };
-    if written_while_undurable(src, off, later, end, salt, prev)? {
+    if written_while_undurable(src, off, later, end, (salt, dense_from), prev)? {
         return Ok(Stop::Torn);
     }
     let span = (later - off).min(64 << 10) as usize;
@@ -318,19 +318,22 @@ pub fn judge<S: ReadAt + ?Sized>(
 /// were not yet durable when any of them was written, and a power loss that kept some of a
 /// drive's unsynced writes and not others (drives keep them in any order) explains what is
 /// there. That is a torn write, not damage in committed data: nothing past `off` was durable
-/// when the last of them was written. A record of a version 1 log (gap 0) never says so.
+/// when the last of them was written. A record of a version 1 log (gap 0) never says so, nor
+/// one at or below `dense_from`: log compaction copies the records it keeps with the gaps they
+/// had in the old log, but the new generation was fsynced whole before it was renamed in.
 fn written_while_undurable<S: ReadAt + ?Sized>(
     src: &S,
     off: u64,
     first: u64,
     end: u64,
-    salt: u32,
+    (salt, dense_from): (u32, u64),
     prev: u64,
 ) -> io::Result<bool> {
     let max = crate::format::MAX_PAYLOAD_LEN;
     let mut at = Some(first);
     while let Some(pos) = at {
         let (gap, len) = match Scanner::new(src, pos, end, salt, max).next_item()? {
+            Item::Record(_, rec) if rec.lsn <= dense_from => (0, rec.bytes.len() as u64),
             Item::Record(_, rec) => (rec.durable_gap as u64, rec.bytes.len() as u64),
             _ => return Ok(false),
         };
@@ -444,7 +447,7 @@ mod tests {
     #[test]
     fn zeros_to_the_end_are_free_space() {
         let file = vec![0u8; 4096];
-        assert_eq!(judge(&file, 0, 4096, (SALT, 0), 0, &follows_one).unwrap(), Stop::FreeSpace);
+        assert_eq!(judge(&file, 0, 4096, (SALT, 0, 0), 0, &follows_one).unwrap(), Stop::FreeSpace);
     }
 
     #[test]
@@ -452,7 +455,7 @@ mod tests {
         let mut file = record(1);
         file.truncate(file.len() - 3);
         file.resize(4096, 0);
-        assert_eq!(judge(&file, 0, 4096, (SALT, 0), 0, &follows_one).unwrap(), Stop::Torn);
+        assert_eq!(judge(&file, 0, 4096, (SALT, 0, 0), 0, &follows_one).unwrap(), Stop::Torn);
     }
 
     #[test]
@@ -461,21 +464,21 @@ mod tests {
         file[40] ^= 1;
         let len = file.len() as u64;
         // Nothing follows it: a torn tail, unless a clean close made it durable.
-        assert_eq!(judge(&file, 0, len, (SALT, 0), 0, &follows_one).unwrap(), Stop::Torn);
-        assert_eq!(judge(&file, 0, len, (SALT, len), 0, &follows_one).unwrap(), Stop::Damage(0));
+        assert_eq!(judge(&file, 0, len, (SALT, 0, 0), 0, &follows_one).unwrap(), Stop::Torn);
+        assert_eq!(judge(&file, 0, len, (SALT, 0, len), 0, &follows_one).unwrap(), Stop::Damage(0));
         // Zeros over it are damage too: a clean close trims the space written ahead.
         let zeros = vec![0u8; len as usize];
-        assert_eq!(judge(&zeros, 0, len, (SALT, len), 0, &follows_one).unwrap(), Stop::Damage(0));
+        assert_eq!(judge(&zeros, 0, len, (SALT, 0, len), 0, &follows_one).unwrap(), Stop::Damage(0));
         // A file cut short of that end lost its tail already: the fragment is a torn tail.
         let short = record(1)[..len as usize - 3].to_vec();
         let end = short.len() as u64;
-        assert_eq!(judge(&short, 0, end, (SALT, len), 0, &follows_one).unwrap(), Stop::Torn);
+        assert_eq!(judge(&short, 0, end, (SALT, 0, len), 0, &follows_one).unwrap(), Stop::Torn);
         // Past the durable end (a writer's later appends), the old rule.
         let mut after = record(1);
         let at = after.len() as u64;
         after.extend(file);
         let end = after.len() as u64;
-        assert_eq!(judge(&after, at, end, (SALT, at), 1, &|l| l == 2).unwrap(), Stop::Torn);
+        assert_eq!(judge(&after, at, end, (SALT, 0, at), 1, &|l| l == 2).unwrap(), Stop::Torn);
     }
 
     #[test]
@@ -485,7 +488,7 @@ mod tests {
         let at = file.len() as u64;
         file.extend(record(2));
         let end = file.len() as u64;
-        assert_eq!(judge(&file, 0, end, (SALT, 0), 0, &follows_one).unwrap(), Stop::Damage(at));
+        assert_eq!(judge(&file, 0, end, (SALT, 0, 0), 0, &follows_one).unwrap(), Stop::Damage(at));
     }
 
     #[test]
@@ -501,7 +504,7 @@ mod tests {
         for reads_before in 0..6 {
             let live =
                 Live { before: before.clone(), after: after.clone(), reads_before, reads: Cell::new(0) };
-            let stop = judge(&live, 0, end, (SALT, 0), 0, &follows_one).unwrap();
+            let stop = judge(&live, 0, end, (SALT, 0, 0), 0, &follows_one).unwrap();
             assert_eq!(stop, Stop::Changed, "with the writer done after {reads_before} reads");
         }
     }

@@ -126,7 +126,7 @@ fn new_state(tier: Tier, at: i64) -> PutState {
     PutState { tier, status: Status::Active, created_lsn: 0, created_at: at, moved_at: at }
 }
 
-/// The vector log's commits: 11 commits, 14 records.
+/// The vector log's commits: 13 commits, 16 records.
 fn commits() -> Vec<VCommit> {
     let m1 = put("m1", "note", "hello");
     let m2 = PutCommand {

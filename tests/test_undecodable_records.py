@@ -133,20 +133,22 @@ MALFORMED_PUTS = {
 }
 
 
-@pytest.mark.parametrize("sealed", [False, True], ids=["unsealed", "sealed"])
+@pytest.mark.parametrize("seal", ["none", "after", "before"])
 @pytest.mark.parametrize("edit", [*edits_of("memory"), *MALFORMED_PUTS])
 def test_verify_finds_a_put_that_does_not_decode(
-    tmp_path: Path, edit: str, sealed: bool, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, edit: str, seal: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SPEC 7: ``verify`` raises ``CorruptLog`` for a damaged record; docs/format.md: verify
     checks every record's contents as a read would. It used to say ok (only a read of that
-    memory, or ``repair``, found it), also with a seal over the record."""
+    memory, or ``repair``, found it). With a seal made after the edit (which no open
+    decodes) the record is still named; one made before it names the seal, as for any change
+    to a sealed record."""
     path = tmp_path / "memory.db"
     with memcommit.open(path) as store:
         store.put("before", kind="fact")
         mid = store.put("hello world", kind="fact", data={"k": "vvvv"}, vector=[1.0, 2.0])
         store.put("after", kind="fact")
-        if sealed:
+        if seal == "before":
             memcommit.seal(store)
     log = read_log(path)
     rec = next(r for r in log.recs if r.key == mid.encode())
@@ -158,7 +160,15 @@ def test_verify_finds_a_put_that_does_not_decode(
         rec.replace(old, new)
     rec.fix_crc()
     write_log(path, log)
+    if seal == "after":
+        with memcommit.open(path) as store:
+            memcommit.seal(store)
     with memcommit.open(path, read_only=True) as store:
+        if seal == "before":
+            with pytest.raises(memcommit.SealMismatch) as mismatch:
+                memcommit.verify(store)
+            assert mismatch.value.lsn == store.seals()[-1].record_lsn
+            return
         with pytest.raises(memcommit.CorruptLog) as err:
             memcommit.verify(store)
     assert_names(err.value, path, off, lsn)

@@ -352,6 +352,7 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
     let mut share = 0.3f64;
     let mut spare = Vec::new();
     let mut damaged = false;
+    let mut malformed: Option<Malformed> = None;
     loop {
         let next = if pos < s.end && !damaged {
             let c = read_chunk(s, pos, std::mem::take(&mut spare), CHUNK, true, None)?;
@@ -399,15 +400,9 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
         if let (Some(c), Some((d, r, bad))) = (next.as_mut(), digested) {
             c.digests = d;
             c.refs = r;
-            if let Some((offset, _, reason)) = bad {
-                // The walk stops at the record that does not decode and names it (the records
-                // before it are whole: their LSNs lead to its own).
-                let keep = c.spans.partition_point(|&(start, _)| c.base + (start as u64) < offset);
-                c.spans.truncate(keep);
-                c.digests.truncate(keep);
-                c.damage = Some((offset, reason));
-                damaged = true;
-            }
+            // Reported once the whole check found nothing else: a change a seal covers is
+            // named by the seal, as for any other byte.
+            malformed = malformed.or(bad);
         }
         if let Some(c) = walked? {
             done.references.extend(c.refs);
@@ -418,6 +413,9 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
             }
         }
         pending = next;
+    }
+    if let Some((offset, lsn, reason)) = malformed {
+        return Err(Failure::Corrupt { offset, lsn, reason });
     }
     Ok(done)
 }

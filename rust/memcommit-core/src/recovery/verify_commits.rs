@@ -428,6 +428,8 @@ struct Hashed<'m> {
     /// The first damage in it: (offset, LSN expected there, or `u64::MAX` for "the one after
     /// the last record walked", reason).
     damage: Option<(u64, u64, String)>,
+    /// The first record in it whose contents do not decode (`CheckOptions::records`).
+    malformed: Option<Malformed>,
     refs: Vec<Reference>,
     /// Its checksums were checked as it was hashed.
     checked: bool,
@@ -457,6 +459,9 @@ struct Checker<'m, 'k> {
     spare: Vec<Vec<u8>>,
     /// The log's mapping, and the log offset of its first byte (`None`: chunks are read).
     mapped: Option<(&'m Mapped, u64)>,
+    /// The first record whose contents do not decode, reported once the whole check found
+    /// nothing else: a change a seal covers is named by the seal, as for any other byte.
+    malformed: Option<Malformed>,
 }
 
 impl<'m> Checker<'m, '_> {
@@ -474,7 +479,10 @@ impl<'m> Checker<'m, '_> {
     /// Walk a hashed chunk; then drop what a seal vouched for and check the checksums of what
     /// waited too long, or of everything before a failure (a damaged record before it is the
     /// first thing wrong).
-    fn walk(&mut self, h: Hashed<'m>, lsn_before: u64) -> Result<(), Failure> {
+    fn walk(&mut self, mut h: Hashed<'m>, lsn_before: u64) -> Result<(), Failure> {
+        if self.malformed.is_none() {
+            self.malformed = h.malformed.take();
+        }
         let stop = h.damage.as_ref().map_or(u64::MAX, |d| d.0);
         let walked = self.walk.chunk(&h.chunk, &h.marks, &h.digests, stop);
         let failure = match walked {
@@ -574,6 +582,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         unvouched_bytes: 0,
         spare: Vec::new(),
         mapped: mapped.as_ref().map(|m| (m, start.offset)),
+        malformed: None,
     };
     ck.walk.ends.push_back((start.lsn, start.value));
     ck.walk.end_offsets.push_back(start.offset);
@@ -676,16 +685,11 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             let mut results = mine.results;
             results.extend(theirs.results);
             let digests = plan.finish(&results, &mut open);
-            // The first damage: a checksum or a record that does not decode (mine come first;
-            // the first in the log of the two), else the framing, which ends the records.
+            // The first damage: a checksum (mine come first), else the framing.
             let bad = mine
                 .bad
                 .or(theirs.bad)
                 .map(|(offset, lsn)| (offset, lsn, "record checksum does not match".to_string()));
-            let bad = match (bad, mine.malformed.or(theirs.malformed)) {
-                (Some(b), Some(m)) => Some(if m.0 < b.0 { m } else { b }),
-                (b, m) => b.or(m),
-            };
             let framing = c.damage.clone().map(|(offset, reason)| (offset, u64::MAX, reason));
             let mut refs = mine.refs;
             refs.extend(theirs.refs);
@@ -695,6 +699,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
                 marks,
                 digests,
                 damage: bad.or(framing),
+                malformed: mine.malformed.or(theirs.malformed),
                 refs,
                 checked: check_now.is_some(),
             };
@@ -714,6 +719,9 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         if let Some((offset, lsn)) = check_unvouched(u, ck.walk.vouched..u64::MAX) {
             return Err(Failure::Corrupt { offset, lsn, reason: "record checksum does not match".into() });
         }
+    }
+    if let Some((offset, lsn, reason)) = ck.malformed {
+        return Err(Failure::Corrupt { offset, lsn, reason });
     }
     let mut walk = ck.walk;
     if units.open_at_end() {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -357,6 +358,9 @@ class LocalEngine:
         reopen: Callable[[], _native.NativeLog] | None = None,
     ) -> None:
         self._embed: Callable[[list[str]], Sequence[Sequence[float]]] | None = None
+        # Held while a reader goes on with a new generation and while the store closes, so a
+        # close and a refresh never interleave (a closed store stays closed).
+        self._swap = threading.Lock()
         self._bind(log)
         self._path = path
         self._reopen = reopen
@@ -505,7 +509,11 @@ class LocalEngine:
         self.seal = log.seal
         self.set_auto_seal = log.set_auto_seal
         self.flush = log.flush
-        self.close = log.close
+
+    def close(self) -> None:
+        """Close the log (and the file it holds open); idempotent."""
+        with self._swap:
+            self._log.close()
 
     def roles(self, clock: Clock, now_us: Callable[[], int]) -> Roles:
         """The ten roles over one :class:`~memcommit.roles.logmedium.LogMedium` on this log."""
@@ -559,14 +567,19 @@ class LocalEngine:
                 "waiting for a commit is a RemoteStore's long poll"
             )
         if self._reopen is not None and self._log.replaced_on_disk():
-            # Log compaction replaced the file: read the new generation from the start.
-            log = self._reopen()
-            self._log.close()
-            self._bind(log)
-            self._load_manifest()
-            if self._medium is not None:
-                self._medium.rebind(log)
-            return int(log.info()["records"])
+            with self._swap:
+                # Log compaction replaced the file: read the new generation from the start,
+                # unless another thread just did (or the store was closed meanwhile: the
+                # refresh below then says so). The old log is not closed here: calls other
+                # threads are making on it end on the generation they began on, and it closes
+                # when the last of them lets go of it.
+                if not self._log.closed and self._log.replaced_on_disk():
+                    log = self._reopen()
+                    self._bind(log)
+                    self._load_manifest()
+                    if self._medium is not None:
+                        self._medium.rebind(log)
+                    return int(log.info()["records"])
         applied = self._log.refresh()
         if applied and self._medium is not None:
             self._medium.refresh()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -532,8 +533,11 @@ def test_an_export_to_a_file_syncs_its_directory_after_the_rename(
     renames = [i for i, (kind, _) in enumerate(events) if kind == "rename"]
     assert len(renames) == 1, events
     (at,) = renames
-    # The temp file is this process's own (two exports of FILE at once never share one).
-    assert events[at][1] == (f"{out}.tmp-{os.getpid()}", str(out))
+    # The temp file is this write's own (two exports of FILE at once never share one).
+    temp, target = events[at][1]
+    assert re.fullmatch(rf"{re.escape(str(out))}\.tmp-{os.getpid()}-\d+", temp) and target == str(
+        out
+    )
     assert events[at - 1][0] == "fsync a file", events  # its data, before the rename
     directory = os.stat(tmp_path)
     assert ("fsync a directory", (directory.st_dev, directory.st_ino)) in events[at + 1 :], events

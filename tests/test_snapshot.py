@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -384,7 +385,7 @@ def test_a_snapshot_over_the_store_or_a_file_of_it_is_refused(tmp_path: Path, na
 
 
 def test_a_temp_file_a_killed_save_left_goes_with_the_next_save(tmp_path: Path) -> None:
-    """A save killed between writing its temp file and renaming it leaves ``<path>.tmp-<pid>``,
+    """A save killed between writing its temp file and renaming it leaves ``<path>.tmp-<pid>-<n>``,
     which nothing else removes (a snapshot may be anywhere): the next save of the same file
     removes the temp files of processes that no longer run, and leaves a running one's."""
     import subprocess
@@ -397,18 +398,50 @@ def test_a_temp_file_a_killed_save_left_goes_with_the_next_save(tmp_path: Path) 
         text=True,
     )
     snap = tmp_path / "state.json"
-    left = tmp_path / f"state.json.tmp-{int(dead.stdout)}"
+    left = tmp_path / f"state.json.tmp-{int(dead.stdout)}-3"
     left.write_bytes(b"x" * 4096)  # what the killed save wrote
+    older = tmp_path / f"state.json.tmp-{int(dead.stdout)}"  # named as before the number
+    older.write_bytes(b"x")
     running = tmp_path / f"state.json.tmp-{os.getppid()}"  # a save in flight elsewhere
     running.write_bytes(b"y")
     with memcommit.open(tmp_path / "memory.db") as store:
         store.put("a memory")
         store.save_snapshot(snap)
-    assert not left.exists() and running.exists()
+    assert not left.exists() and not older.exists() and running.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("state.json")) == [
         "state.json",
         running.name,
     ]
+
+
+def test_threads_saving_one_snapshot_file_at_once_each_write_whole(tmp_path: Path) -> None:
+    """save_snapshot writes "atomically", and a store is safe to share between threads: the
+    temp file was named by the process alone, so threads saving the same file at once wrote
+    into one temp file and all but one rename raised FileNotFoundError."""
+    snap = tmp_path / "state.json"
+    errors: list[BaseException] = []
+    with memcommit.open(tmp_path / "memory.db", durability="none") as store:
+        with store.commit() as c:
+            c.put_many([f"memory {i} " + "x" * 20 for i in range(5_000)])
+
+        def save() -> None:
+            barrier.wait()
+            try:
+                store.save_snapshot(snap)
+            except BaseException as error:  # every error is the finding
+                errors.append(error)
+
+        for _ in range(5):
+            barrier = threading.Barrier(4)
+            threads = [threading.Thread(target=save) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert errors == []
+            with memcommit.open(tmp_path / "memory.db", snapshot=snap, read_only=True) as r:
+                assert len(r) == 5_000
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("state")) == [snap.name]
 
 
 @pytest.mark.parametrize("bad", [123, None, b"state.json", ""])

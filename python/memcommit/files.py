@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Iterator
@@ -83,22 +84,26 @@ def sync_directory(path: str) -> None:
 
 
 def temp_of_this_process(target: str) -> str:
-    """A temp file for writing `target` from this process: ``<target>.tmp-<pid>``.
+    """A temp file for one write of `target` from this process: ``<target>.tmp-<pid>-<n>``.
 
-    Named by the process, so two processes writing `target` at once never share one. A
-    process killed between writing it and renaming it leaves it behind: the temp files of
-    `target` whose process is no longer running are removed here, so a crash's leftovers go
-    with the next write of the same file.
+    Named by the process and numbered within it, so two processes, or two threads of one,
+    writing `target` at once never share one. A process killed between writing it and renaming
+    it leaves it behind: the temp files of `target` whose process is no longer running are
+    removed here, so a crash's leftovers go with the next write of the same file.
     """
     directory, name = os.path.split(os.path.abspath(target))
     prefix = f"{name}.tmp-"
     with contextlib.suppress(OSError):
         for entry in os.listdir(directory):
-            pid = entry[len(prefix) :]
+            pid = entry[len(prefix) :].split("-", 1)[0]
             if entry.startswith(prefix) and pid.isdigit() and not _running(int(pid)):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(directory, entry))
-    return f"{target}.tmp-{os.getpid()}"
+    return f"{target}.tmp-{os.getpid()}-{next(_TEMP_NUMBERS)}"
+
+
+# The number of each temp file this process names (`next` on a count is atomic in CPython).
+_TEMP_NUMBERS = itertools.count(1)
 
 
 def _running(pid: int) -> bool:

@@ -350,10 +350,16 @@ def _report(
 class AutoSeal:
     """Seal a store automatically after every ``every`` records.
 
-    The writer appends the seal right after the commit that makes it due, covering that commit
-    or the one before it (whichever the chain thread has already hashed), so commits never wait
-    on hashing. A crash between a record and its seal leaves a valid log; the next seal covers
-    what the lost one would have. Use it as a context manager, or call :meth:`close`.
+    Once ``every`` records have been written since the last seal's, the writer appends a seal
+    right after a commit, covering the newest commit the chain thread has already hashed, so
+    commits do not wait on hashing. With small commits that is the commit that made the seal
+    due (the writer waits the few microseconds its hashing takes); with large ones the chain
+    thread may be behind: the seal then covers an earlier commit, or waits for the next commit
+    if nothing new was hashed, and a commit waits for the hashing only when the newest commit
+    hashed falls more than 64 commits behind. So seals are at least ``every`` records apart and
+    may lag the records they cover by up to 64 commits. A crash between a record and its seal
+    leaves a valid log; the next seal covers what the lost one would have. Use it as a context
+    manager, or call :meth:`close`.
 
     Example:
         >>> import memcommit

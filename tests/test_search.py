@@ -11,6 +11,8 @@ import math
 import os
 import random
 import signal
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -601,6 +603,36 @@ def test_ctrl_c_stops_the_wait_for_the_approximate_index(tmp_path: Path) -> None
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert store.wait_for_vector_index() is True
+    assert len(store.search([1.0] * dims, k=10, mode="vector")) == 10
+    store.close()
+
+
+def test_the_wait_for_the_approximate_index_goes_on_across_log_compaction(tmp_path: Path) -> None:
+    """compact: "the store stays open and usable afterwards"; a call waiting for the index
+    while log compaction replaced the log raised StoreClosed (every other call goes on with
+    the new generation)."""
+    rng = random.Random(12)
+    n, dims = 60_000, 8
+    store = memcommit.open(str(tmp_path / "m.db"), durability="none")
+    with store.commit() as c:
+        c.put_many(
+            [f"memory {i}" for i in range(n)],
+            vectors=[[rng.gauss(0, 1) for _ in range(dims)] for _ in range(n)],
+        )
+    compacted = threading.Event()
+
+    def compact_soon() -> None:
+        time.sleep(0.2)
+        compact(store)
+        compacted.set()
+
+    thread = threading.Thread(target=compact_soon)
+    thread.start()
+    try:
+        assert store.wait_for_vector_index() is True
+    finally:
+        thread.join(120)
+    assert compacted.is_set() and store.generation == 1 and not store.closed
     assert len(store.search([1.0] * dims, k=10, mode="vector")) == 10
     store.close()
 

@@ -1121,6 +1121,51 @@ def test_a_client_resyncs_when_the_log_is_compacted_or_replaced(tmp_path: Path) 
         process.terminate()
 
 
+def test_reads_on_other_threads_go_on_while_a_following_client_resyncs(tmp_path: Path) -> None:
+    """README: a served log is compacted offline and clients resync; a store is safe to share
+    between threads. The resync closed the old replica under the reads other threads were
+    making on it, which raised StoreClosed on a RemoteStore nobody closed."""
+    path = tmp_path / "gen.db"
+    process = ServerProcess(path)
+    port = process.port
+    errors: list[str] = []
+    stop = threading.Event()
+    try:
+        with memcommit.RemoteStore(process.url, retry_seconds=20, follow=True) as remote:
+            first = remote.put("first")
+            with remote.commit() as c:
+                c.put_many([f"filler {i}" for i in range(2000)])
+
+            def read() -> None:
+                while not stop.is_set():
+                    try:
+                        assert remote.get(first) is not None
+                        remote.find(limit=500)
+                    except Exception as error:  # every error is the finding
+                        errors.append(f"{type(error).__name__}: {error}")
+
+            threads = [threading.Thread(target=read) for _ in range(3)]
+            for t in threads:
+                t.start()
+            try:
+                for generation in (1, 2, 3):
+                    process.terminate()
+                    compact_offline(path)
+                    process = ServerProcess(path, port=port)
+                    deadline = time.monotonic() + 20
+                    while remote.generation < generation and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    time.sleep(0.3)  # reads on the new replica too
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(30)
+            assert errors == []
+            assert remote.generation == 3 and not remote.closed
+    finally:
+        process.terminate()
+
+
 def requests_served(url: str, path: str) -> int:
     """How many requests for `path` the server has answered (its own metrics)."""
     text = raw(url, "GET", "/v1/metrics")[2].decode()

@@ -207,9 +207,9 @@ class Replica:
             if self._identity[0] != store_id:
                 with self._want_lock:
                     self._want = 0  # this store's commits were to another log
-            old = self.log
+            # The old replica is not closed here: reads other threads are making on it end on
+            # the log they began on, and it goes when the last of them lets go of it.
             self.log = replica
-            old.close()
             return int(replica.info()["records"])
 
     def fresh(self) -> None:

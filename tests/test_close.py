@@ -7,12 +7,15 @@ the garbage collector: only by ``close()`` (and by ``verify`` returning).
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import memcommit
 from memcommit import StoreClosed, verify
+from memcommit.storage import compact
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd"
@@ -122,3 +125,47 @@ def test_a_memory_store_after_close_refuses_reads(tmp_path: Path) -> None:
     ):
         with pytest.raises(StoreClosed, match="closed"):
             read()
+
+
+def test_close_during_another_threads_log_compaction_releases_the_file(tmp_path: Path) -> None:
+    """close(): "When it returns the file is released". Called while another thread compacted
+    the log, it returned while the compaction still held the lock (a reopen raised
+    StoreLocked), and a put that waited for the compaction was told to call again on the store
+    that goes on with the new generation, on a closed store."""
+    path = tmp_path / "memory.db"
+    store = memcommit.open(path, durability="none")
+    with store.commit() as c:
+        c.put_many([f"memory {i}" for i in range(20_000)])
+    reading = threading.Event()
+    out: dict[str, object] = {}
+
+    def progress(done: int, total: int) -> None:
+        if not reading.is_set():
+            reading.set()
+            time.sleep(0.3)  # the compaction holds the log meanwhile
+
+    def run_compaction() -> None:
+        try:
+            out["compacted"] = compact(store, progress=progress).generation
+        except memcommit.MemcommitError as error:
+            out["compacted"] = error
+
+    def put_late() -> None:
+        try:
+            store.put("late")
+        except memcommit.StoreClosed as error:
+            out["put"] = str(error)
+
+    compaction = threading.Thread(target=run_compaction)
+    compaction.start()
+    assert reading.wait(60)
+    late = threading.Thread(target=put_late)
+    late.start()
+    time.sleep(0.05)
+    store.close()
+    assert store.closed
+    with memcommit.open(path) as again:  # released: no StoreLocked
+        assert len(again) == 20_000
+    compaction.join(60)
+    late.join(60)
+    assert "call again" not in str(out.get("put", "")), out

@@ -39,8 +39,8 @@ pub struct NativeLog {
     /// The same as a Python str, made once: the memories read hold it for the error of a
     /// `data` that does not decode.
     display_py: pyo3::sync::PyOnceLock<Py<PyString>>,
-    /// How many compactions have ended (swapped or not), and their waiters.
-    ended: (parking_lot::Mutex<u64>, parking_lot::Condvar),
+    /// The compactions running and how many have ended (swapped or not), and their waiters.
+    ended: (parking_lot::Mutex<Compactions>, parking_lot::Condvar),
     /// The store's embedder (`memcommit.open(path, embed=fn)`): called with a list of texts,
     /// it returns their vectors. Puts without a vector get one from it.
     embedder: pyo3::sync::PyOnceLock<Py<PyAny>>,
@@ -86,7 +86,7 @@ impl NativeLog {
 
     /// How many compactions have ended so far (read before a call that may need `successor`).
     fn compactions_ended(&self) -> u64 {
-        *self.ended.0.lock()
+        self.ended.0.lock().ended
     }
 
     /// After a call on `old` failed because log compaction retired it (`Closed` with a
@@ -96,7 +96,7 @@ impl NativeLog {
     fn successor(&self, old: &Arc<Log>, seen: u64) -> Option<Arc<Log>> {
         let mut ended = self.ended.0.lock();
         let deadline = std::time::Instant::now() + SWAP_WAIT;
-        while *ended == seen && self.holds(old) {
+        while ended.ended == seen && self.holds(old) {
             if self.ended.1.wait_until(&mut ended, deadline).timed_out() {
                 break;
             }
@@ -121,7 +121,12 @@ impl NativeLog {
             let seen = self.compactions_ended();
             match attempt(&log) {
                 Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => {
-                    log = gate::detach(py, || self.successor(&log, seen)).ok_or_else(|| to_py(e))?;
+                    log = match gate::detach(py, || self.successor(&log, seen)) {
+                        Some(next) => next,
+                        // No new generation: the compaction failed (its error stands), or the
+                        // store was closed meanwhile (that is what the caller is told).
+                        None => return Err(to_py(self.log().err().unwrap_or(e))),
+                    };
                 }
                 other => return other.map(|t| (t, log)).map_err(to_py),
             }
@@ -654,6 +659,7 @@ impl NativeLog {
         let this = slf.get();
         let retention = Retention { archived_older_than_us, kinds_after_us, ids, now_us };
         let log = this.log().map_err(to_py)?;
+        this.ended.0.lock().running.push(std::thread::current().id());
         let mut hooks = PyHooks { before_swap, step, progress, failed: None };
         let result = gate::detach(py, || log.compact(horizon, &retention, at_us, &mut hooks));
         // The new generation takes the old one's place here, and calls that waited for it
@@ -669,7 +675,14 @@ impl NativeLog {
                 let _ = gate::detach(py, || reopened.close());
             }
         }
-        *this.ended.0.lock() += 1;
+        {
+            let mut c = this.ended.0.lock();
+            let me = std::thread::current().id();
+            if let Some(i) = c.running.iter().position(|t| *t == me) {
+                c.running.swap_remove(i);
+            }
+            c.ended += 1;
+        }
         this.ended.1.notify_all();
         if let Some(e) = hooks.failed.take() {
             return Err(e);
@@ -772,13 +785,21 @@ impl NativeLog {
 
     /// Sync the log (in every durability mode), release the file and let go of the log: its
     /// descriptor is closed when this returns (or, if another thread's call is still running
-    /// on it, when that call ends). Safe to call twice.
+    /// on it, when that call ends). A log compaction running on another thread is waited for:
+    /// it closes the generation it made, so the file and its lock are released when this
+    /// returns. Safe to call twice.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let Some(log) = self.log.write().take() else { return Ok(()) };
         release(py, || {
             let closed = log.close();
             // Dropped here, without the GIL: the last handle's drop closes the file.
             drop(log);
+            let me = std::thread::current().id();
+            let mut c = self.ended.0.lock();
+            // (A close from inside a compaction's own callback cannot wait for it.)
+            while c.running.iter().any(|t| *t != me) {
+                self.ended.1.wait(&mut c);
+            }
             closed
         })
     }
@@ -793,6 +814,13 @@ impl NativeLog {
     fn index_heap_bytes(&self, py: Python<'_>) -> PyResult<usize> {
         self.run(py, |log| Ok(log.index_heap_bytes()))
     }
+}
+
+/// The log compactions of a store: the threads running one, and how many have ended.
+#[derive(Default)]
+struct Compactions {
+    running: Vec<std::thread::ThreadId>,
+    ended: u64,
 }
 
 /// Microseconds since the Unix epoch from the system clock.

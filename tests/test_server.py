@@ -355,6 +355,51 @@ def test_a_stores_threads_share_one_request_in_flight_by_default(server: ServerP
         assert {"blocker", "rider 0", "rider 1", "rider 2"} <= texts
 
 
+def test_a_close_on_another_thread_is_what_a_waiting_call_reports(server: ServerProcess) -> None:
+    """A commit whose request was in flight when another thread closed the RemoteStore was
+    told the server closed the connection (CommitOutcomeUnknown "within 10 s"), one still
+    queued that nothing was committed because the server cannot be reached, and a long poll
+    ServerUnavailable; the server was up. Each now says the store was closed."""
+    outcomes: dict[str, BaseException] = {}
+
+    def put(store: memcommit.RemoteStore, text: str) -> None:
+        try:
+            store.put(text)
+        except BaseException as error:  # every outcome is what the test looks at
+            outcomes[text] = error
+
+    with HoldingProxy(server.url, hold=lambda body: b"in flight" in body) as proxy:
+        store = memcommit.RemoteStore(proxy.url)
+        sent = threading.Thread(target=put, args=(store, "in flight"))
+        sent.start()
+        wait_for(lambda: len(proxy.held) == 1)
+        queued = threading.Thread(target=put, args=(store, "queued"))
+        queued.start()
+        wait_for(lambda: store._engine._pipeline.queued() == 1)
+        polled: list[BaseException | None] = []
+        poll = threading.Thread(target=lambda: polled.append(_raised(store.refresh, 30)))
+        poll.start()
+        time.sleep(0.2)
+        store.close()
+        for t in (sent, queued, poll):
+            t.join(30)
+        proxy.release()
+    unknown = outcomes["in flight"]
+    assert isinstance(unknown, CommitOutcomeUnknown)
+    assert "was closed while 1 commit(s) were in flight" in str(unknown)
+    assert isinstance(outcomes["queued"], memcommit.StoreClosed), outcomes
+    assert "nothing was committed" in str(outcomes["queued"])
+    assert len(polled) == 1 and isinstance(polled[0], memcommit.StoreClosed), polled
+
+
+def _raised(call: Callable[..., object], *args: object) -> BaseException | None:
+    try:
+        call(*args)
+    except BaseException as error:  # the outcome is what the caller looks at
+        return error
+    return None
+
+
 class _Stop(Exception):
     """What a test's signal handler raises."""
 

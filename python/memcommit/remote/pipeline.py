@@ -502,7 +502,9 @@ class Pipeline:
             try:
                 status, headers, data = self.http.request(method, path, body, timeout)
             except (NotSent, MaybeSent) as e:
-                if time.monotonic() + delay > deadline or self.closed:
+                # A close on another thread shut the connection down: say so, not the server.
+                self.check_open()
+                if time.monotonic() + delay > deadline:
                     raise wire.ServerUnavailable(
                         f"{self.url}: the server cannot be reached ({e}); is "
                         "'memcommit serve' running there?",
@@ -829,7 +831,21 @@ class Pipeline:
                 if status != 503:
                     raise self.error(status, data)
                 failure = self.error(status, data)
-            if self.closed or time.monotonic() + delay > deadline:
+            if self.closed:
+                # A close on another thread shut the request down, not the server.
+                if retry_of is not None:
+                    raise wire.CommitOutcomeUnknown(
+                        f"{self.url}: this RemoteStore was closed while {len(specs)} commit(s) "
+                        "were in flight: they were sent, and whether they were applied is "
+                        "unknown: check from a new RemoteStore before committing again",
+                        commit_id=str(specs[0]["id"]),
+                        url=self.url,
+                    )
+                raise StoreClosed(
+                    f"{self.url}: this RemoteStore was closed before {len(specs)} commit(s) "
+                    "could be sent; nothing was committed; make a new one"
+                )
+            if time.monotonic() + delay > deadline:
                 if retry_of is not None:
                     raise wire.CommitOutcomeUnknown(
                         f"{self.url}: {len(specs)} commit(s) were sent but no answer came back "

@@ -1709,3 +1709,27 @@ def test_a_progress_that_cannot_be_called_is_refused_by_name(path: Path) -> None
         with pytest.raises(TypeError, match="progress must be a callable or None, not int"):
             verify(store, progress=5)  # type: ignore[arg-type]
         assert store.lsn == head and store.generation == 0
+
+
+def test_a_write_from_inside_a_compaction_of_the_same_store_is_refused_not_hung(
+    tmp_path: Path,
+) -> None:
+    """A compaction holds the store's commits off until it ends; a put from its own progress
+    callback waited for it forever (the store hung). It is refused, naming the call, and the
+    store goes on; a read there still works."""
+    store = memcommit.open(tmp_path / "memory.db", durability="none")
+    with store.commit() as c:
+        c.put_many([f"memory {i}" for i in range(20_000)])
+    reads: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        reads.append(len(store))
+        store.put("from inside")
+
+    with pytest.raises(memcommit.InvalidValue, match="inside a log compaction"):
+        compact(store, progress=progress)
+    assert reads == [20_000]
+    assert store.generation == 0 and len(store) == 20_000
+    store.put("after")
+    assert len(store) == 20_001
+    store.close()

@@ -64,6 +64,7 @@ impl Log {
     /// Start a commit: take the writer lock and check `expect_lsn`. `hint` is how many
     /// commands are coming (to reserve room).
     pub fn begin(&self, expect_lsn: Option<u64>, at: i64, hint: usize) -> Result<Commit<'_>> {
+        self.check_not_holding("commit")?;
         let arrival = self.appender.as_ref().map(|a| a.arrive());
         let mut st = self.state.write();
         self.check_writer(&st)?;

@@ -4,6 +4,7 @@
 //! itself (what to keep, the protocol) is in `tools::compact`; it uses the log only through
 //! these methods.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use parking_lot::RwLockUpgradableReadGuard;
 
 use crate::engine::log::Log;
 use crate::engine::state::{Medium, State};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::chain::ChainValue;
 use crate::format::FileHeader;
 use crate::recovery::scan::{ReadAt, Scanner};
@@ -23,6 +24,29 @@ use crate::state::index::Index;
 pub(crate) struct Frozen<'a> {
     log: &'a Log,
     st: RwLockUpgradableReadGuard<'a, State>,
+    _here: HeldHere,
+}
+
+thread_local! {
+    /// The log whose commits this thread holds off (from `freeze_commits` or `hold_still` until
+    /// the `Frozen` goes), as its address; 0 for none.
+    static HOLDING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks this thread as holding a log's commits off while it lives.
+struct HeldHere;
+
+impl HeldHere {
+    fn new(log: &Log) -> HeldHere {
+        HOLDING.set(log as *const Log as usize);
+        HeldHere
+    }
+}
+
+impl Drop for HeldHere {
+    fn drop(&mut self) {
+        HOLDING.set(0);
+    }
 }
 
 impl Log {
@@ -31,7 +55,7 @@ impl Log {
     pub(crate) fn freeze_commits(&self) -> Result<Frozen<'_>> {
         let st = self.state.upgradable_read();
         self.check_writer(&st)?;
-        Ok(Frozen { log: self, st })
+        Ok(Frozen { log: self, st, _here: HeldHere::new(self) })
     }
 
     /// Look at the log as it stands, commits (or a reader's refresh) held off, on a writer or
@@ -39,7 +63,22 @@ impl Log {
     pub(crate) fn hold_still(&self) -> Result<Frozen<'_>> {
         let st = self.state.upgradable_read();
         self.check_open(&st)?;
-        Ok(Frozen { log: self, st })
+        Ok(Frozen { log: self, st, _here: HeldHere::new(self) })
+    }
+
+    /// Refuse a write from the thread that holds this log's commits off: a log compaction's
+    /// callback (its progress, its retention policy) writing to the store it compacts would
+    /// wait for the compaction, which waits for the callback.
+    pub(crate) fn check_not_holding(&self, what: &'static str) -> Result<()> {
+        if HOLDING.get() == self as *const Log as usize {
+            return Err(Error::invalid(
+                what,
+                "called from inside a log compaction of this store (its progress callback or \
+                 retention policy), which holds its commits off until it ends: it would wait \
+                 for itself; write once the compaction returns",
+            ));
+        }
+        Ok(())
     }
 
     /// Close this log, retired by log compaction, and open the new generation at `path` in

@@ -64,6 +64,7 @@ impl Log {
     /// Write a seal over every record committed so far (a one-record commit of its own), and
     /// return it once it is durable as the durability mode promises.
     pub fn seal(&self, key: Option<&SealKey>, at: i64) -> Result<SealEntry> {
+        self.check_not_holding("seal")?;
         let mut st = self.state.write();
         self.check_writer(&st)?;
         let (lsn, value) = self.chain_to_end(&st)?;

@@ -574,17 +574,23 @@ class _Stop(Exception):
     """What the test's signal handler raises."""
 
 
-def test_ctrl_c_stops_the_wait_for_the_approximate_index(tmp_path: Path) -> None:
-    """The wait (minutes at a million vectors) runs the process's signal handlers as it
-    waits, so Ctrl-C ends it; the build goes on, and a later wait sees it through."""
-    rng = random.Random(11)
-    n, dims = 60_000, 8
+def _store_over_the_index_threshold(tmp_path: Path, dims: int, seed: int) -> memcommit.MemoryStore:
+    """A store of 60,000 random vectors: enough for the approximate index."""
+    rng = random.Random(seed)
     store = memcommit.open(str(tmp_path / "m.db"), durability="none")
     with store.commit() as c:
         c.put_many(
-            [f"memory {i}" for i in range(n)],
-            vectors=[[rng.gauss(0, 1) for _ in range(dims)] for _ in range(n)],
+            [f"memory {i}" for i in range(60_000)],
+            vectors=[[rng.gauss(0, 1) for _ in range(dims)] for _ in range(60_000)],
         )
+    return store
+
+
+def test_ctrl_c_stops_the_wait_for_the_approximate_index(tmp_path: Path) -> None:
+    """The wait (minutes at a million vectors) runs the process's signal handlers as it
+    waits, so Ctrl-C ends it; the build goes on, and a later wait sees it through."""
+    dims = 8
+    store = _store_over_the_index_threshold(tmp_path, dims, seed=11)
     calls = [0]
 
     def stop(signum: int, frame: object) -> None:
@@ -611,14 +617,8 @@ def test_the_wait_for_the_approximate_index_goes_on_across_log_compaction(tmp_pa
     """compact: "the store stays open and usable afterwards"; a call waiting for the index
     while log compaction replaced the log raised StoreClosed (every other call goes on with
     the new generation)."""
-    rng = random.Random(12)
-    n, dims = 60_000, 8
-    store = memcommit.open(str(tmp_path / "m.db"), durability="none")
-    with store.commit() as c:
-        c.put_many(
-            [f"memory {i}" for i in range(n)],
-            vectors=[[rng.gauss(0, 1) for _ in range(dims)] for _ in range(n)],
-        )
+    dims = 8
+    store = _store_over_the_index_threshold(tmp_path, dims, seed=12)
     compacted = threading.Event()
 
     def compact_soon() -> None:

@@ -208,7 +208,7 @@ impl Log {
             Start::at_header(src).map_err(|e| Error::io(&self.display, "read", e))
         };
         let mut done =
-            self.run_check(st, start, end, CheckOptions { key, records: true, progress, only: None })?;
+            self.run_check(st, start, end, CheckOptions { key, references: true, progress, only: None })?;
         let st = self.state.read();
         for (id, by, lsn, offset) in &done.references {
             if st.index.position(id).is_none() && !self.is_purged(id) {

@@ -138,10 +138,8 @@ pub struct Source<'a> {
 pub struct CheckOptions<'a> {
     /// The seal key, to check keyed seals' hashes.
     pub key: Option<&'a SealKey>,
-    /// Check every record's contents as a read would (`memory::check_contents`: a record
-    /// that does not decode is damage) and collect every `sources` entry of every put (for the
-    /// reference check): what `verify` does.
-    pub records: bool,
+    /// Collect every `sources` entry of every put (for the reference check).
+    pub references: bool,
     /// Called after each chunk with the bytes checked so far.
     pub progress: Option<&'a mut dyn FnMut(u64) -> Result<()>>,
     /// Check only the seal whose record has this LSN (the others are hashed, not checked).
@@ -284,49 +282,38 @@ pub(super) fn read_chunk<'m>(
     }
 }
 
-/// Digest records `spans[from..to]` of a chunk (and with `records`, check their contents and
-/// collect their references, up to the first that does not decode).
+/// Digest records `spans[from..to]` of a chunk (and collect their references).
 fn digest_range(
     buf: &[u8],
     base: u64,
     spans: &[(u32, u32)],
-    records: bool,
-) -> (Vec<ChainValue>, Vec<Reference>, Option<Malformed>) {
+    refs: bool,
+) -> (Vec<ChainValue>, Vec<Reference>) {
     let mut out = Vec::with_capacity(spans.len());
     let mut found = Vec::new();
-    let mut malformed = None;
     for &(start, len) in spans {
         let bytes = &buf[start as usize..(start + len) as usize];
         out.push(chain::digest(bytes));
-        if records && malformed.is_none() {
-            malformed = check_record(bytes, base + start as u64, &mut found).err();
+        if refs {
+            collect_references(bytes, base + start as u64, &mut found);
         }
     }
-    (out, found, malformed)
+    (out, found)
 }
-
-/// A record whose contents do not decode: (offset, LSN, reason).
-pub(super) type Malformed = (u64, u64, String);
 
 /// How the reason for a record that does not decode behind a valid checksum ends (a writer
 /// never made it: a tool's bug, or an edit with its checksum recomputed).
 pub const CHECKSUM_MATCHES: &str = "(its checksum matches)";
 
-/// Check the contents of the record `bytes` at `offset` (`memory::check_contents`), and add
-/// the `sources` entries of a put to `found`. A record that does not decode is damage, named
-/// as a checksum that does not match when its bytes changed, else as what does not decode.
-pub(super) fn check_record(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) -> Result<(), Malformed> {
+/// Add the `sources` entries of the record `bytes` (at `offset`), if it is a put, to `found`.
+pub(super) fn collect_references(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) {
+    if bytes[2] != Op::Put as u8 {
+        return;
+    }
     let rec = format::view_trusted(bytes);
-    let by = rec.key_str();
-    memory::check_contents_with(&rec, |s| found.push((s.to_string(), by.to_string(), rec.lsn, offset)))
-        .map_err(|reason| {
-            let reason = if format::checksum_matches(bytes) {
-                format!("{reason} {CHECKSUM_MATCHES}")
-            } else {
-                "record checksum does not match".to_string()
-            };
-            (offset, rec.lsn, reason)
-        })
+    for s in memory::decode_put_sources(rec.payload).unwrap_or_default() {
+        found.push((s.to_string(), rec.key_str().to_string(), rec.lsn, offset));
+    }
 }
 
 /// Recompute the chain from `start` (a commit end) to `s.end`, checking every record's
@@ -340,7 +327,7 @@ pub fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Che
 
 /// [`check`] of a chain linked per record (format versions 1 and 2).
 fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
-    let CheckOptions { key, records, mut progress, only } = opts;
+    let CheckOptions { key, references, mut progress, only } = opts;
     let mut done =
         Checked { value: start.value, lsn: start.lsn, good_through: start.lsn, ..Default::default() };
     // The chain at the ends of the last SEAL_WINDOW commits (a seal covers one of them).
@@ -352,7 +339,6 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
     let mut share = 0.3f64;
     let mut spare = Vec::new();
     let mut damaged = false;
-    let mut malformed: Option<Malformed> = None;
     loop {
         let next = if pos < s.end && !damaged {
             let c = read_chunk(s, pos, std::mem::take(&mut spare), CHUNK, true, None)?;
@@ -371,7 +357,7 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 let (buf, base, tail) = (&c.buf, c.base, &c.spans[split..]);
                 let handle = scope.spawn(move || {
                     let t = Instant::now();
-                    let r = digest_range(buf, base, tail, records);
+                    let r = digest_range(buf, base, tail, references);
                     (r, t.elapsed())
                 });
                 (c, split, handle)
@@ -382,9 +368,9 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 None => Ok(None),
             };
             let digested = helper.map(|(c, split, handle)| {
-                let (mut d, mut r, bad) = digest_range(&c.buf, c.base, &c.spans[..split], records);
+                let (mut d, mut r) = digest_range(&c.buf, c.base, &c.spans[..split], references);
                 let mine = t.elapsed();
-                let ((d2, r2, bad2), theirs) = handle.join().expect("the digest thread does not panic");
+                let ((d2, r2), theirs) = handle.join().expect("the digest thread does not panic");
                 d.extend(d2);
                 r.extend(r2);
                 // Move work toward the thread that finished first.
@@ -392,17 +378,14 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
                 if m + o > 0.0 {
                     share = (share * (1.0 + 0.5 * (o - m) / (m + o))).clamp(0.02, 0.98);
                 }
-                (d, r, bad.or(bad2))
+                (d, r)
             });
             (walked, digested)
         });
         let mut next = next;
-        if let (Some(c), Some((d, r, bad))) = (next.as_mut(), digested) {
+        if let (Some(c), Some((d, r))) = (next.as_mut(), digested) {
             c.digests = d;
             c.refs = r;
-            // Reported once the whole check found nothing else: a change a seal covers is
-            // named by the seal, as for any other byte.
-            malformed = malformed.or(bad);
         }
         if let Some(c) = walked? {
             done.references.extend(c.refs);
@@ -413,9 +396,6 @@ fn check_records(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result
             }
         }
         pending = next;
-    }
-    if let Some((offset, lsn, reason)) = malformed {
-        return Err(Failure::Corrupt { offset, lsn, reason });
     }
     Ok(done)
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use blake3::hazmat::ChainingValue;
 
 use super::verify::{
-    check_record, check_seal_record, read_chunk, CheckOptions, Checked, Chunk, Failure, Malformed, Reference,
+    check_seal_record, collect_references, read_chunk, CheckOptions, Checked, Chunk, Failure, Reference,
     Source, Start,
 };
 use crate::format::chain::{self, Boundaries, ChainValue, Pieces, Units, PIECE};
@@ -197,19 +197,17 @@ struct Share {
     refs: Vec<Reference>,
     /// The first record whose checksum does not match (when asked to check them).
     bad: Option<(u64, u64)>,
-    /// The first record whose contents do not decode (when asked to check them).
-    malformed: Option<Malformed>,
     took: Duration,
 }
 
-/// Hash `work`, and with `records` check the contents and collect the references of the
-/// records `spans` of the chunk; check their checksums at or after byte `check_from` (`None`:
-/// check none), the record before them having LSN `lsn_before`.
+/// Hash `work`, and collect the references of the records `spans` of the chunk and check their
+/// checksums at or after byte `check_from` (`None`: check none), the record before them
+/// having LSN `lsn_before`.
 fn run_share(
     c: &Chunk,
     work: &[Work],
     spans: &[(u32, u32)],
-    records: bool,
+    refs: bool,
     check_from: Option<u64>,
     lsn_before: u64,
 ) -> Share {
@@ -219,7 +217,7 @@ fn run_share(
     // are in the cache.
     let mut next = 0;
     let mut lsn = lsn_before;
-    let mut walk_records = |upto: usize, out: &mut Share| {
+    let mut records = |upto: usize, out: &mut Share| {
         let first = next;
         while next < spans.len() && (spans[next].0 as usize) < upto {
             next += 1;
@@ -230,12 +228,9 @@ fn run_share(
             &c.buf[start as usize..(start + len) as usize]
         };
         let lsn_of = |i: usize| u64::from_le_bytes(bytes(i)[8..16].try_into().expect("8 bytes"));
-        if records && out.malformed.is_none() {
+        if refs {
             for (i, &(start, _)) in group.iter().enumerate() {
-                if let Err(m) = check_record(bytes(i), c.base + start as u64, &mut out.refs) {
-                    out.malformed = Some(m);
-                    break;
-                }
+                collect_references(bytes(i), c.base + start as u64, &mut out.refs);
             }
         }
         if let (Some(from), None) = (check_from, out.bad) {
@@ -248,10 +243,10 @@ fn run_share(
     for w in work {
         out.results.push(w.run(&c.buf));
         if let Bytes::Chunk(r) = &w.bytes {
-            walk_records(r.end, &mut out);
+            records(r.end, &mut out);
         }
     }
-    walk_records(usize::MAX, &mut out);
+    records(usize::MAX, &mut out);
     out.took = t.elapsed();
     out
 }
@@ -428,8 +423,6 @@ struct Hashed<'m> {
     /// The first damage in it: (offset, LSN expected there, or `u64::MAX` for "the one after
     /// the last record walked", reason).
     damage: Option<(u64, u64, String)>,
-    /// The first record in it whose contents do not decode (`CheckOptions::records`).
-    malformed: Option<Malformed>,
     refs: Vec<Reference>,
     /// Its checksums were checked as it was hashed.
     checked: bool,
@@ -459,9 +452,6 @@ struct Checker<'m, 'k> {
     spare: Vec<Vec<u8>>,
     /// The log's mapping, and the log offset of its first byte (`None`: chunks are read).
     mapped: Option<(&'m Mapped, u64)>,
-    /// The first record whose contents do not decode, reported once the whole check found
-    /// nothing else: a change a seal covers is named by the seal, as for any other byte.
-    malformed: Option<Malformed>,
 }
 
 impl<'m> Checker<'m, '_> {
@@ -479,10 +469,7 @@ impl<'m> Checker<'m, '_> {
     /// Walk a hashed chunk; then drop what a seal vouched for and check the checksums of what
     /// waited too long, or of everything before a failure (a damaged record before it is the
     /// first thing wrong).
-    fn walk(&mut self, mut h: Hashed<'m>, lsn_before: u64) -> Result<(), Failure> {
-        if self.malformed.is_none() {
-            self.malformed = h.malformed.take();
-        }
+    fn walk(&mut self, h: Hashed<'m>, lsn_before: u64) -> Result<(), Failure> {
         let stop = h.damage.as_ref().map_or(u64::MAX, |d| d.0);
         let walked = self.walk.chunk(&h.chunk, &h.marks, &h.digests, stop);
         let failure = match walked {
@@ -557,7 +544,7 @@ struct Helped<'m> {
 
 /// Recompute a per-commit chain from `start` (a commit end) to `s.end`: see `verify::check`.
 pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Result<Checked, Failure> {
-    let CheckOptions { key, records, mut progress, only } = opts;
+    let CheckOptions { key, references, mut progress, only } = opts;
     let header =
         FileHeader { version: s.version, store_id: [0; 16], generation: 0, dense_from: s.dense_from };
     let mut units = Units::new(&header);
@@ -582,7 +569,6 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         unvouched_bytes: 0,
         spare: Vec::new(),
         mapped: mapped.as_ref().map(|m| (m, start.offset)),
-        malformed: None,
     };
     ck.walk.ends.push_back((start.lsn, start.value));
     ck.walk.end_offsets.push_back(start.offset);
@@ -609,7 +595,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
                 let (c, plan) = &*job.chunk;
                 let work = &plan.work[job.split_work..];
                 let spans = &c.spans[job.split_spans..];
-                let share = run_share(c, work, spans, records, job.check_now, job.lsn_at_split);
+                let share = run_share(c, work, spans, references, job.check_now, job.lsn_at_split);
                 let t = Instant::now();
                 let read = job.after.map(|after| read_framed(s, after, job.buf, map, &mut job.units));
                 let took = share.took + t.elapsed();
@@ -665,7 +651,7 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
             let walked = prev.take().map(|(h, lsn)| ck.walk(h, lsn));
             let (c, plan) = &*chunk;
             let (work, spans) = (&plan.work[..split_work], &c.spans[..split_spans]);
-            let mut mine = run_share(c, work, spans, records, check_now, lsn_before);
+            let mut mine = run_share(c, work, spans, references, check_now, lsn_before);
             mine.took = t.elapsed();
             let Helped { share: theirs, read, units: units_after } =
                 dones.recv().expect("the hashing thread does not panic");
@@ -699,7 +685,6 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
                 marks,
                 digests,
                 damage: bad.or(framing),
-                malformed: mine.malformed.or(theirs.malformed),
                 refs,
                 checked: check_now.is_some(),
             };
@@ -719,9 +704,6 @@ pub(super) fn check(s: &Source<'_>, start: Start, opts: CheckOptions<'_>) -> Res
         if let Some((offset, lsn)) = check_unvouched(u, ck.walk.vouched..u64::MAX) {
             return Err(Failure::Corrupt { offset, lsn, reason: "record checksum does not match".into() });
         }
-    }
-    if let Some((offset, lsn, reason)) = ck.malformed {
-        return Err(Failure::Corrupt { offset, lsn, reason });
     }
     let mut walk = ck.walk;
     if units.open_at_end() {

@@ -327,20 +327,15 @@ impl NativeLog {
     /// Build the approximate vector index now if the store uses one, and wait for it
     /// (`MemoryStore.wait_for_vector_index`).
     fn wait_for_vector_index(&self, py: Python<'_>) -> PyResult<bool> {
-        let mut log = self.log().map_err(to_py)?;
-        loop {
-            let seen = self.compactions_ended();
-            let on = log.clone();
-            // The build takes minutes at a million vectors: Ctrl-C stops the wait (see `gate`).
-            match gate::stoppable(py, |between| Ok(on.wait_for_vector_graph_between(between)))? {
-                // Log compaction retired the log meanwhile: wait for the new generation's index,
-                // as `across_swaps` goes on with any other call.
-                Err(e @ memcommit_core::Error::Closed { why: Some(_), .. }) => {
-                    log = gate::detach(py, || self.successor(&log, seen)).ok_or_else(|| to_py(e))?;
-                }
-                other => return other.map_err(to_py),
+        // The build takes minutes at a million vectors: Ctrl-C stops the wait (see `gate`), and
+        // a log compaction meanwhile moves the wait to the new generation's index.
+        let (waited, _) = self.across_swaps(py, |log| {
+            match gate::stoppable(py, |between| Ok(log.wait_for_vector_graph_between(between))) {
+                Ok(done) => done.map(Ok),
+                Err(interrupted) => Ok(Err(interrupted)),
             }
-        }
+        })?;
+        waited
     }
 
     /// The `k` best memories for a query with their scores, best first (`MemoryStore.search`).

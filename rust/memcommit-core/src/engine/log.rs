@@ -1096,15 +1096,11 @@ impl Log {
     }
 
     /// Damage found by a read after the store opened: the bytes changed on disk since replay
-    /// checked them, or (an open from the index file or a snapshot) were never checked, or
-    /// they are a put that does not decode behind a valid checksum, which no open decodes.
+    /// checked them, or (an open from the index file or a snapshot) were never checked.
     pub(crate) fn damaged(&self, offset: u64, lsn: u64, reason: &str) -> Error {
         // An open from the index file or a snapshot reads only the records after it (and the
         // last one it covers), so it cannot say the rest was intact then.
         let when = match (&self.index_file_status, self.opened_from_snapshot) {
-            _ if reason.ends_with(crate::recovery::verify::CHECKSUM_MATCHES) => {
-                "no open decodes every put, so it may have been there before the store opened"
-            }
             (IndexFileStatus::Loaded, _) => {
                 "the store opened from its index file, which checks only the log's newest \
                  records: the damage may be older than the open"
@@ -1120,6 +1116,22 @@ impl Log {
             offset,
             lsn,
             reason: format!("{reason} ({when}); close the store and run `memcommit repair {}`", self.display),
+        }
+    }
+
+    /// A put found by a read that does not decode behind a valid checksum: no open decodes
+    /// every put, so it may have been there before the store opened.
+    pub(crate) fn undecodable(&self, offset: u64, lsn: u64) -> Error {
+        Error::Corrupt {
+            path: self.display.clone(),
+            offset,
+            lsn,
+            reason: format!(
+                "a put record that does not decode {} (no open decodes every put, so it may have \
+                 been there before the store opened); close the store and run `memcommit repair {}`",
+                memory::CHECKSUM_MATCHES,
+                self.display
+            ),
         }
     }
 

@@ -212,11 +212,7 @@ impl Log {
 }
 
 fn decode<'a>(log: &Log, payload: &'a [u8], off: u64, lsn: u64) -> Result<PutBody<'a>> {
-    memory::decode_put(payload).ok_or_else(|| {
-        let reason =
-            format!("a put record that does not decode {}", crate::recovery::verify::CHECKSUM_MATCHES);
-        log.damaged(off, lsn, &reason)
-    })
+    memory::decode_put(payload).ok_or_else(|| log.undecodable(off, lsn))
 }
 
 fn set(index: &mut SearchIndex, n: u32, body: &PutBody<'_>) {

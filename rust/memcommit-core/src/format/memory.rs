@@ -474,6 +474,10 @@ pub fn encode_entity(out: &mut Vec<u8>, state: Option<&[u8]>) {
     }
 }
 
+/// How the reason for a record that does not decode behind a valid checksum ends (a writer
+/// never made it: a tool's bug, or an edit with its checksum recomputed).
+pub const CHECKSUM_MATCHES: &str = "(its checksum matches)";
+
 /// Whether a record's key and payload decode as its op says, beyond its checksum: a tool that
 /// wrote a valid checksum over bytes memcommit never writes (invalid UTF-8, JSON that does not
 /// parse) is caught here. `Err` says what does not decode.

@@ -172,7 +172,7 @@ pub fn inspect_file(path: &Path, mut check: Option<RecordCheck<'_>>) -> Result<I
                     // committed data, whatever follows it.
                     out.damage_offset = Some(off);
                     out.damage_lsn = Some(rec.lsn);
-                    out.damage_reason = Some(format!("{reason} {}", verify::CHECKSUM_MATCHES));
+                    out.damage_reason = Some(format!("{reason} {}", memory::CHECKSUM_MATCHES));
                     out.damage_mid_log = true;
                     break;
                 }

@@ -301,10 +301,6 @@ fn digest_range(
     (out, found)
 }
 
-/// How the reason for a record that does not decode behind a valid checksum ends (a writer
-/// never made it: a tool's bug, or an edit with its checksum recomputed).
-pub const CHECKSUM_MATCHES: &str = "(its checksum matches)";
-
 /// Add the `sources` entries of the record `bytes` (at `offset`), if it is a put, to `found`.
 pub(super) fn collect_references(bytes: &[u8], offset: u64, found: &mut Vec<Reference>) {
     if bytes[2] != Op::Put as u8 {
